@@ -1,0 +1,67 @@
+# phrase_rescorer — everyday commands. Each target creates the virtual environment it needs.
+#
+#   make demo       train a small model on the bundled real sample, rescore the sample table,
+#                   write the patched moses.ini and the analysis pictures (under work/demo/)
+#   make test       the test suite (CPU only; about ten minutes on two cores)
+#   make train      only the training part of the demo
+#   make bench      throughput benchmark (prints its figures)
+#   make lint / make typecheck
+#
+# GPU users pick their torch build, e.g.  make demo TORCH_SPEC="torch --index-url https://..."
+# (the default is the CPU build that this project is developed and tested with).
+
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.installed
+SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
+DEMO_DIR   ?= work/demo
+TRAIN_ARGS ?= --preset small --max-time 240 --seed 1
+MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
+
+.PHONY: demo train rescore test test-fast bench lint typecheck fuzz clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[dev,plots]"
+	touch $(STAMP)
+
+$(DEMO_DIR)/model.pt: $(STAMP) $(SAMPLE)
+	mkdir -p $(DEMO_DIR)
+	$(VENV)/bin/phrase-rescorer train $(SAMPLE) $(DEMO_DIR)/model.pt $(TRAIN_ARGS) \
+		--log $(DEMO_DIR)/train.log
+
+train: $(STAMP)
+	rm -f $(DEMO_DIR)/model.pt
+	$(MAKE) $(DEMO_DIR)/model.pt
+
+demo: $(DEMO_DIR)/model.pt
+	$(VENV)/bin/phrase-rescorer inspect $(SAMPLE)
+	$(VENV)/bin/rescore-phrase-table $(SAMPLE) $(DEMO_DIR)/phrase-table.rescored.gz \
+		--model $(DEMO_DIR)/model.pt
+	$(VENV)/bin/phrase-rescorer moses-ini $(MOSES_INI) $(DEMO_DIR)/moses.ini \
+		--table $(abspath $(DEMO_DIR))/phrase-table.rescored.gz
+	@echo
+	@echo "demo outputs in $(DEMO_DIR)/:"
+	@ls -1 $(DEMO_DIR)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(PY) -m phrase_rescorer.bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check phrase_rescorer tests bin
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) work .pytest_cache .mypy_cache .ruff_cache .hypothesis

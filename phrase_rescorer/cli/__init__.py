@@ -1,0 +1,67 @@
+"""The ``phrase-rescorer`` command line: option parsing only, the work is done by the library.
+
+Subcommands live in one module per family (``data``, ``train``, ``rescore``, ``analysis``) and
+register themselves on the group below. Errors a user can fix (bad input, a wrong model file, a
+moses.ini that does not match its table, a full disk) end the run with one clear line on stderr
+and the exit code listed in ``EXIT_CODES``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__
+from .common import EXIT_CODES, run_guarded
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="phrase-rescorer")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars or summaries on stderr (errors still).")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool) -> None:
+    """Add the RNN Encoder-Decoder feature of Cho et al. (2014) to a Moses phrase table.
+
+    \b
+    Typical use:
+      phrase-rescorer inspect model/phrase-table.gz
+      phrase-rescorer train model/phrase-table.gz rnn.pt --preset paper
+      rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn.gz --model rnn.pt
+      phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini --table model/phrase-table.rnn.gz
+
+    Run any command with -h for its options.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["quiet"] = quiet
+
+
+def _register() -> None:
+    from . import data  # noqa: F401  (each module adds its commands to ``cli``)
+
+    for name in ("train", "rescore", "analysis"):
+        try:
+            __import__(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+
+
+_register()
+
+
+def main() -> None:
+    run_guarded(cli, prog_name="phrase-rescorer")
+
+
+def rescore_main() -> None:
+    """``rescore-phrase-table``: the ``rescore`` subcommand as a program of its own."""
+    command = cli.commands.get("rescore")
+    if command is None:  # pragma: no cover - the package always ships it
+        sys.exit("rescore-phrase-table: the rescoring command is not installed")
+    run_guarded(command, prog_name="rescore-phrase-table")
+
+
+__all__ = ["cli", "main", "rescore_main", "EXIT_CODES"]

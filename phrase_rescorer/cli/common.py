@@ -1,0 +1,113 @@
+"""What every command shares: exit codes, error reporting, progress bars."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+import torch
+from tqdm import tqdm
+
+from ..checkpoint import CheckpointError
+from ..moses_ini import MosesIniError
+from ..phrase_table import PhraseTableError
+
+#: Exit codes of every phrase_rescorer program (documented in the README).
+EXIT_CODES = {
+    0: "success",
+    1: "internal error (a bug: please report it with the traceback)",
+    2: "usage error: unknown option, missing argument, refused combination",
+    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated gzip (file:line given)",
+    4: "unusable model file: missing, truncated, another format version",
+    5: "moses.ini does not match its phrase table or cannot be patched",
+    6: "operating-system error: missing directory, permission, disk full",
+    130: "interrupted by SIGINT (Ctrl-C); no output file was left behind",
+    143: "terminated by SIGTERM; no output file was left behind",
+}
+
+
+class UserError(click.ClickException):
+    """A refused request, reported as ``error: message`` with the given exit code."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _fail(prog: str, message: str, code: int) -> NoReturn:
+    click.echo(f"{prog}: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(143)
+
+
+def run_guarded(command: click.Command, prog_name: str) -> None:
+    """Run a click command, turning the errors a user can act on into one line and an exit code.
+
+    SIGTERM is turned into SystemExit so that ``finally`` blocks and the atomic-output context
+    managers run and remove their temporary files.
+    """
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        command.main(prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail(prog_name, "interrupted; no output was left behind", 130)
+    except KeyboardInterrupt:
+        _fail(prog_name, "interrupted; no output was left behind", 130)
+    except click.ClickException as e:
+        if isinstance(e, click.UsageError) and e.ctx is not None:
+            click.echo(e.ctx.get_usage(), err=True)
+        _fail(prog_name, e.format_message(), e.exit_code)
+    except PhraseTableError as e:
+        _fail(prog_name, str(e), 3)
+    except CheckpointError as e:
+        _fail(prog_name, str(e), 4)
+    except MosesIniError as e:
+        _fail(prog_name, str(e), 5)
+    except BrokenPipeError:
+        sys.stderr.close()  # e.g. `| head`: the reader left; nothing more to say
+        sys.exit(1)
+    except OSError as e:
+        what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(prog_name, f"{where}{what}", 6)
+
+
+def progress(ctx: click.Context, **kwargs: Any) -> tqdm:
+    """A tqdm bar on stderr, silent under --quiet."""
+    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+    return tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def is_quiet(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.obj and root.obj.get("quiet"))
+
+
+def say(ctx: click.Context, message: str) -> None:
+    """A summary line on stderr (stdout may carry a table), unless --quiet."""
+    if not is_quiet(ctx):
+        click.echo(message, err=True)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when present; asking for CUDA without one is a usage error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but no CUDA device is available")
+    return torch.device(name)
+
+
+device_option: Callable[..., Any] = click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="auto (CUDA when present), cpu, cuda or cuda:N.",
+)

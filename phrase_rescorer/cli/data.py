@@ -1,0 +1,38 @@
+"""``inspect``: look at a phrase table before training on it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..table_stats import format_report, inspect_table
+from . import cli
+from .common import UserError, progress
+
+
+@cli.command()
+@click.argument("table", type=click.Path(allow_dash=True))
+@click.option("--vocab-size", default=15000, show_default=True,
+              help="Shortlist size (per side, special symbols included) to report coverage for.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--max-reported", default=100, show_default=True,
+              help="How many malformed lines to list (all are counted).")
+@click.option("--strict", is_flag=True, help="Exit with status 3 if any line is malformed.")
+@click.pass_context
+def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_reported: int, strict: bool) -> None:
+    """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and
+    sources, targets per source, phrase lengths, shortlist coverage and every malformed line
+    (file:line and why). Unlike the other commands it does not stop at the first bad line."""
+    with progress(ctx, unit=" lines", unit_scale=True, desc="inspect") as bar:
+        last = [0]
+
+        def tick(lines: int, _size: int | None) -> None:
+            bar.update(lines - last[0])
+            last[0] = lines
+
+        stats = inspect_table(table, vocab_size, max_reported, on_progress=tick)
+        bar.update(stats.lines - last[0])
+    click.echo(json.dumps(stats.to_dict(), indent=2) if as_json else format_report(stats))
+    if strict and stats.malformed_count:
+        raise UserError(f"{table}: {stats.malformed_count} malformed line(s)", exit_code=3)

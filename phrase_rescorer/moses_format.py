@@ -1,0 +1,86 @@
+"""The Moses number convention: the one place that turns a log-probability into a table column.
+
+Moses reads every dense score x of a phrase table as a 32-bit float and uses max(ln x, -100) as
+the feature (LoaderStandard.cpp, TransformScore / FloorScore). So, for the decoder to see the
+feature log p(f|e), the column must hold the probability p(f|e) = exp(log p(f|e)): the default
+``prob`` format. A raw log-probability would be a negative number, whose log is NaN inside the
+decoder, silently.
+
+Formats:
+
+``prob``        exp(log p), written with 9 significant digits. Values of log p below -100 are
+                written as exp(-100) = 3.72e-44: Moses floors every log score at -100, so the
+                decoder sees -100 either way, and the column is never 0, ``inf`` or ``nan``.
+``logprob``     log p itself, for consumers other than the Moses decoder.
+``neglogprob``  -log p (a cost).
+
+Precision: 9 significant digits represent every float32 exactly and a double to 1e-9 relative,
+so the text adds no error of its own; Moses' float32 parsing then moves the feature by at most
+6e-8 absolute (1e-6 relative for any |log p| above 0.06).
+
+A count n (the paper's out-of-vocabulary "WP" feature) is written as exp(n), so that Moses sees n;
+Moses itself writes 2.718 for a count of 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+SCORE_FORMATS = ("prob", "logprob", "neglogprob")
+
+#: Moses floors every log score at this value (LOWEST_SCORE in moses/TypeDef.h).
+MOSES_LOG_FLOOR = -100.0
+
+
+class ScoreError(ValueError):
+    """A score that cannot be written (NaN or infinite log-probability)."""
+
+
+def score_value(logp: float, fmt: str = "prob") -> float:
+    """The number to write for a log-probability in the given format."""
+    if not math.isfinite(logp) or logp > 1e-6:
+        raise ScoreError(f"log-probability {logp!r} is not a finite value <= 0")
+    logp = min(logp, 0.0)
+    if fmt == "prob":
+        return math.exp(max(logp, MOSES_LOG_FLOOR))
+    if fmt == "logprob":
+        return logp
+    if fmt == "neglogprob":
+        return -logp
+    raise ValueError(f"unknown score format {fmt!r}; expected one of {SCORE_FORMATS}")
+
+
+def format_number(x: float) -> str:
+    """9 significant digits, plain or exponent notation, as Moses and sscanf read them."""
+    return f"{x:.9g}"
+
+
+def count_value(n: int) -> float:
+    """exp(n): the column for a count feature, so that Moses' ln gives back n."""
+    return math.exp(n)
+
+
+def format_columns(
+    logps: Sequence[float], fmt: str = "prob", unk_counts: Sequence[int] | None = None
+) -> list[bytes]:
+    """The appended column text of each line: the score, then exp(n) when counts are given."""
+    if unk_counts is None:
+        return [format_number(score_value(lp, fmt)).encode() for lp in logps]
+    return [
+        f"{format_number(score_value(lp, fmt))} {format_number(count_value(n))}".encode()
+        for lp, n in zip(logps, unk_counts, strict=True)
+    ]
+
+
+def feature_from_column(text: str) -> float:
+    """What the Moses decoder makes of a column value: max(ln(float32(x)), -100).
+
+    Used by tests and by ``moses-ini`` checks to reason about what the decoder will see.
+    """
+    import numpy as np
+
+    x = float(np.float32(float(text)))
+    if x <= 0.0:
+        return MOSES_LOG_FLOOR if x == 0.0 else math.nan
+    return max(math.log(x), MOSES_LOG_FLOOR)
