@@ -6,8 +6,8 @@ phrase table has one line per pair; an ``extract`` file (``src ||| tgt ||| align
 Moses' extract step) repeats a pair once per occurrence. Both are read here and deduplicated.
 
 Storage is compact: every token is interned into a per-side type inventory and pairs are kept as
-flat int32 token-id arrays with int64 offsets (about 40 bytes per pair of a real table, see
-``PairSet.nbytes``), so a 10-million-line table needs well under a gigabyte.
+flat int32 token-id arrays with int64 offsets and a 64-bit hash: 58.7 bytes per pair measured on
+the 839,351-pair en-fr table (``PairSet.nbytes``), so a 10-million-line table needs about 600 MB.
 
 Deduplication is exact: pairs are grouped by a 64-bit BLAKE2b hash of their token sequences and
 every group of equal hashes is compared token by token. The same hash (its high bits) chooses the

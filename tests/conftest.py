@@ -1,0 +1,41 @@
+"""Shared fixtures. Real data: the bundled sample (tests/data, from the Multi30k en-fr Moses
+system in ../shared/data/moses-en-fr; research-use data) and, when present, ../shared itself."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
+SHARED = REPO.parent / "shared"
+REAL_TABLE = SHARED / "data" / "moses-en-fr" / "phrase-table.gz"
+REAL_INI = SHARED / "data" / "moses-en-fr" / "moses.ini"
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="session")
+def sample_table() -> Path:
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def real_table() -> Path:
+    if not REAL_TABLE.exists():
+        pytest.skip("../shared/data/moses-en-fr is not beside this checkout")
+    return REAL_TABLE
+
+
+def cli_env() -> dict[str, str]:
+    """Environment for running ``python -m phrase_rescorer`` from this checkout in a subprocess."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+PYTHON = sys.executable
