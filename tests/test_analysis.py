@@ -3,6 +3,7 @@ embedding export."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 from pathlib import Path
 
@@ -161,18 +162,12 @@ def test_score_column_out_of_range_names_the_line(sample_table: Path) -> None:
 
 def test_pick_groups_samples_qualifying_sources_reproducibly(sample_table: Path) -> None:
     keep = GroupFilter(min_length=4, min_targets=6, min_count=10)
-    runs = [
-        pick_groups(source_groups(str(sample_table), 3), None, keep, 7, seed=5)[0] for _ in range(2)
-    ]
+    runs = [pick_groups(source_groups(str(sample_table), 3), None, keep, 7, seed=5)[0] for _ in range(2)]
     assert [g.source for g in runs[0]] == [g.source for g in runs[1]]
     assert len(runs[0]) == 7
-    assert all(
-        keep(g) and g.length >= 4 and len(g.targets) >= 6 and (g.count or 0) >= 10 for g in runs[0]
-    )
+    assert all(keep(g) and g.length >= 4 and len(g.targets) >= 6 and (g.count or 0) >= 10 for g in runs[0])
     assert [g.line_no for g in runs[0]] == sorted(g.line_no for g in runs[0])
-    groups, missing = pick_groups(
-        source_groups(str(sample_table)), ["looking  at", "not a source xyz"]
-    )
+    groups, missing = pick_groups(source_groups(str(sample_table)), ["looking  at", "not a source xyz"])
     assert [g.source for g in groups] == ["looking at"] and missing == ["not a source xyz"]
 
 
@@ -235,13 +230,24 @@ def test_compare_ranks_by_table_and_by_network(trained, sample_table: Path) -> N
     assert len(cmp.tsv_rows(report)) == 4 * 2 * 3
 
 
+def test_source_gain_is_zero_for_a_network_that_ignores_the_source(trained, sample_table: Path) -> None:
+    model, sv, tv = trained
+    report = cmp.compare(source_groups(str(sample_table), 3), model, sv, tv, max_sources=1, scatter_pairs=200, seed=3)
+    assert report.source_gain is not None and abs(report.source_gain) > 1e-6
+    blind = copy.deepcopy(model)
+    with torch.no_grad():  # c reaches the decoder only through V', C and O_c
+        for layer in (blind.bridge, blind.C, blind.O_c):
+            layer.weight.zero_()
+    report = cmp.compare(source_groups(str(sample_table), 3), blind, sv, tv, max_sources=1, scatter_pairs=200, seed=3)
+    assert report.source_gain == pytest.approx(0.0, abs=1e-5)
+    assert "Source gain" in cmp.format_text(report)
+
+
 def test_spearman_and_moses_log_floor() -> None:
     x = np.array([1.0, 2.0, 3.0, 4.0])
     assert cmp.spearman(x, x * 10) == pytest.approx(1.0)
     assert cmp.spearman(x, -x) == pytest.approx(-1.0)
-    assert cmp.spearman(np.array([1.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(
-        0.8660254
-    )
+    assert cmp.spearman(np.array([1.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(0.8660254)
     assert cmp.spearman(x[:2], x[:2]) is None
     assert cmp.table_log(0.0) == cmp.table_log(1e-60) == -100.0
     assert cmp.table_log(0.5) == pytest.approx(np.log(0.5))

@@ -4,7 +4,10 @@ For each selected source phrase, every target the table lists is ranked twice: b
 table's own scores (by default its direct translation probability p(target | source)) and by the
 network's log p(target | source) (``model.sequence_log_probs``, the rescoring score). A second,
 independent seeded sample of phrase pairs gives the scatter of table score against network score
-and their rank correlation.
+and their rank correlation, and the network's *source gain*: how much more probable a target is
+under its own source than under another source of the sample (mean of the log-ratio, in nats).
+A gain near zero means the network has not (yet) learned to use the source: it scores targets as
+a language model would, and its feature can add little beside Moses' own language model.
 """
 
 from __future__ import annotations
@@ -84,11 +87,19 @@ class ComparisonReport:
     missing: list[str]  # given sources that the table does not have
     scatter_table: np.ndarray = field(default_factory=lambda: np.empty(0))  # ln(table score)
     scatter_network: np.ndarray = field(default_factory=lambda: np.empty(0))  # log p
+    scatter_other_source: np.ndarray = field(default_factory=lambda: np.empty(0))  # log p(t | s')
 
     @property
     def spearman(self) -> float | None:
         """Rank correlation of table and network scores over the scatter sample."""
         return spearman(self.scatter_table, self.scatter_network)
+
+    @property
+    def source_gain(self) -> float | None:
+        """Mean of log p(target | its source) - log p(target | another sampled source)."""
+        if not len(self.scatter_other_source):
+            return None
+        return float(np.mean(self.scatter_network - self.scatter_other_source))
 
     @property
     def top1_agreement(self) -> float | None:
@@ -148,24 +159,21 @@ def compare(
         for t, s in zip(g.targets, g.scores, strict=True):
             pairs.offer((g.source, t, s))
 
-    chosen, missing = pick_groups(
-        groups, given, keep, max_sources, seed, offer if scatter_pairs else None
-    )
+    chosen, missing = pick_groups(groups, given, keep, max_sources, seed, offer if scatter_pairs else None)
     comparisons = [compare_group(model, src_vocab, tgt_vocab, g, top) for g in chosen]
     report = ComparisonReport(column, comparisons, missing)
     sample = pairs.in_stream_order()
     if sample:
         report.scatter_table = np.array([table_log(s) for _, _, s in sample])
-        report.scatter_network = network_scores(
-            model, src_vocab, tgt_vocab, [(a, b) for a, b, _ in sample]
-        )
+        report.scatter_network = network_scores(model, src_vocab, tgt_vocab, [(a, b) for a, b, _ in sample])
+        others = np.random.default_rng(seed).permutation(len(sample))
+        swapped = [(sample[j][0], t) for (_, t, _), j in zip(sample, others, strict=True)]
+        report.scatter_other_source = network_scores(model, src_vocab, tgt_vocab, swapped)
     return report
 
 
 def column_name(column: int) -> str:
-    return f"column {column}" + (
-        f", {MOSES_SCORE_NAMES[column]}" if column in MOSES_SCORE_NAMES else ""
-    )
+    return f"column {column}" + (f", {MOSES_SCORE_NAMES[column]}" if column in MOSES_SCORE_NAMES else "")
 
 
 def _cut(text: str, width: int) -> str:
@@ -198,11 +206,15 @@ def format_text(report: ComparisonReport, width: int = 36) -> str:
         summary.append(f"same best target for {report.top1_agreement:.0%} of the sources")
     rho = report.spearman
     if rho is not None:
-        summary.append(
-            f"Spearman rank correlation {rho:.3f} over {len(report.scatter_table)} sampled pairs"
-        )
+        summary.append(f"Spearman rank correlation {rho:.3f} over {len(report.scatter_table)} sampled pairs")
     if summary:
         lines += ["", "Table vs network: " + "; ".join(summary) + "."]
+    gain = report.source_gain
+    if gain is not None:
+        lines.append(
+            f"Source gain: a target's log p under its own source exceeds its log p under another "
+            f"sampled source by {gain:.3f} nats on average (near 0: the network ignores the source)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -236,6 +248,7 @@ def to_json(report: ComparisonReport) -> str:
             "scatter_pairs": len(report.scatter_table),
             "spearman": report.spearman,
             "top1_agreement": report.top1_agreement,
+            "source_gain": report.source_gain,
         },
         ensure_ascii=False,
         indent=2,
