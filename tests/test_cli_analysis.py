@@ -298,6 +298,13 @@ def test_plot_log_draws_curves_and_tolerates_other_records(tmp_path: Path) -> No
     assert_png(png)
 
 
+def test_moving_average() -> None:
+    from phrase_rescorer.analysis.plots import moving_average
+
+    assert moving_average([1.0, 2.0, 3.0, 4.0], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    assert moving_average([5.0, 1.0], 1).tolist() == [5.0, 1.0]
+
+
 def test_plot_log_without_records_is_bad_input(tmp_path: Path) -> None:
     log = tmp_path / "empty.log"
     log.write_text('{"event": "start"}\nnot json\n')

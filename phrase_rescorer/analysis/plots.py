@@ -44,9 +44,7 @@ def tsne(vectors: np.ndarray, seed: int = 1, perplexity: float = 30.0) -> np.nda
     if n < 3:
         raise ValueError(f"t-SNE needs at least 3 points, got {n}")
     perplexity = min(perplexity, (n - 1) / 3.0)  # scikit-learn requires perplexity < n
-    model = TSNE(
-        n_components=2, perplexity=perplexity, init="pca", random_state=seed, method="barnes_hut"
-    )
+    model = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, method="barnes_hut")
     return np.asarray(model.fit_transform(np.asarray(vectors, dtype=np.float64)))
 
 
@@ -97,9 +95,7 @@ def label_map(
     if colors is None:
         ax.scatter(points[:, 0], points[:, 1], s=5, color="tab:gray", alpha=0.6, linewidths=0)
     else:
-        dots = ax.scatter(
-            points[:, 0], points[:, 1], s=5, c=list(colors), cmap="viridis", alpha=0.6, linewidths=0
-        )
+        dots = ax.scatter(points[:, 0], points[:, 1], s=5, c=list(colors), cmap="viridis", alpha=0.6, linewidths=0)
         fig.colorbar(dots, ax=ax, shrink=0.6, label=color_label)
     ax.set_title(title, fontsize=11)
     ax.set_xticks([])
@@ -121,40 +117,54 @@ def label_map(
     return _save(fig, path, dpi)
 
 
+def moving_average(values: Sequence[float], window: int) -> np.ndarray:
+    """Mean of each value and the ``window - 1`` before it (fewer at the start)."""
+    v = np.asarray(values, dtype=np.float64)
+    if window <= 1 or len(v) == 0:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    i = np.arange(1, len(v) + 1)
+    lo = np.maximum(i - window, 0)
+    return (c[i] - c[lo]) / (i - lo)
+
+
 def training_curves(log: TrainingLog, path: str, dpi: int = 100) -> str:
-    """Training loss and validation perplexity (with the unigram baseline) against the step."""
+    """Training loss (raw and smoothed) and validation perplexity (with the unigram baseline)
+    against the step."""
     plt = _pyplot()
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     if log.loss:
-        left.plot(log.loss.steps, log.loss.values, lw=1, color="tab:blue")
+        window = max(1, len(log.loss) // 20)
+        left.plot(log.loss.steps, log.loss.values, lw=0.6, color="tab:blue", alpha=0.35, label="logged")
+        left.plot(
+            log.loss.steps,
+            moving_average(log.loss.values, window),
+            lw=1.6,
+            color="tab:blue",
+            label=f"mean of {window}" if window > 1 else None,
+        )
+        if window > 1:
+            left.legend()
     left.set_xlabel("step")
-    left.set_ylabel("training loss (per pair, nats)")
+    left.set_ylabel("training loss")
     left.set_title("training loss", fontsize=10)
     left.grid(alpha=0.3)
     if log.valid_ppl:
-        right.plot(
-            log.valid_ppl.steps,
-            log.valid_ppl.values,
-            "o-",
-            ms=3,
-            lw=1,
-            color="tab:red",
-            label="network",
-        )
+        right.plot(log.valid_ppl.steps, log.valid_ppl.values, "o-", ms=3, lw=1, color="tab:red", label="network")
     if log.unigram_ppl:
         right.plot(
-            log.unigram_ppl.steps,
-            log.unigram_ppl.values,
-            "--",
-            lw=1,
-            color="tab:gray",
-            label="unigram baseline",
+            log.unigram_ppl.steps, log.unigram_ppl.values, "--", lw=1, color="tab:gray", label="unigram baseline"
         )
     if log.valid_ppl or log.unigram_ppl:
         right.legend()
         right.set_yscale("log")
+        right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        right.yaxis.set_major_formatter(ScalarFormatter())
+        right.yaxis.set_minor_formatter(NullFormatter())
     right.set_xlabel("step")
-    right.set_ylabel("per-token perplexity")
+    right.set_ylabel("per-token perplexity (log scale)")
     right.set_title("validation perplexity", fontsize=10)
     right.grid(alpha=0.3, which="both")
     fig.tight_layout()

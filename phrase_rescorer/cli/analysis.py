@@ -55,9 +55,7 @@ def _read_phrases(phrases: tuple[str, ...]) -> list[str]:
 
 @cli.command()
 @click.argument("phrases", nargs=-1)
-@click.option(
-    "-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file."
-)
+@click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
 @click.option(
     "--beam-size",
     default=10,
@@ -150,8 +148,7 @@ def suggest(
             distinct = len({c.tokens for c in drawn})
             methods.append(
                 (
-                    f"sampling ({samples} at temperature {temperature:g}, "
-                    f"best {len(best)} of {distinct} distinct)",
+                    f"sampling ({samples} at temperature {temperature:g}, best {len(best)} of {distinct} distinct)",
                     best,
                 )
             )
@@ -223,9 +220,7 @@ def _format_suggestions(results: list[dict[str, Any]], fmt: str) -> str:
 
 
 @cli.command()
-@click.option(
-    "-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file."
-)
+@click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
 @click.option(
     "-t",
     "--table",
@@ -276,14 +271,10 @@ def _format_suggestions(results: list[dict[str, Any]], fmt: str) -> str:
     type=click.IntRange(min=1),
     help="How many of the qualifying sources to compare (a seeded uniform sample).",
 )
-@click.option(
-    "--top", default=3, show_default=True, type=click.IntRange(min=1), help="Targets per ranking."
-)
+@click.option("--top", default=3, show_default=True, type=click.IntRange(min=1), help="Targets per ranking.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the samples.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-@click.option(
-    "--plot", type=click.Path(dir_okay=False), help="Write the score scatter plot to this PNG."
-)
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write the score scatter plot to this PNG.")
 @click.option(
     "--scatter-pairs",
     default=2000,
@@ -354,14 +345,13 @@ def compare(
     if plot:
         if not len(report.scatter_table):
             raise UserError("--plot needs --scatter-pairs above 0")
+        rho = report.spearman
+        title = f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}" + (
+            f"; Spearman {rho:.2f}" if rho is not None else ""
+        )
+        xlabel = f"ln table score ({cmp.column_name(tm_column)})"
         with _pictures():
-            plots.score_scatter(
-                report.scatter_table,
-                report.scatter_network,
-                plot,
-                f"ln table score ({cmp.column_name(tm_column)})",
-                f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}",
-            )
+            plots.score_scatter(report.scatter_table, report.scatter_network, plot, xlabel, title)
         say(ctx, f"scatter plot: {plot}")
 
 
@@ -375,9 +365,7 @@ def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
 
 
 @cli.command()
-@click.option(
-    "-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file."
-)
+@click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option(
     "-t",
@@ -385,9 +373,7 @@ def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
     type=click.Path(allow_dash=True),
     help="Phrase table to sample source phrases from (for the phrase representations).",
 )
-@click.option(
-    "--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable)."
-)
+@click.option("--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable).")
 @click.option(
     "--num-phrases",
     default=1000,
@@ -403,9 +389,7 @@ def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
     help="Sample only sources of at least this many words.",
 )
 @click.option("--seed", default=1, show_default=True)
-@click.option(
-    "--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra)."
-)
+@click.option("--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra).")
 @click.option(
     "--plot-words",
     default=1000,
@@ -496,11 +480,10 @@ def _tsne_maps(
             colors: list[float] | None = [len(space.labels[i].split(" ")) for i in order]
             title = f"phrase representations c, t-SNE ({len(order)} source phrases)"
         else:
-            order = [i for i in range(len(space.labels)) if space.labels[i] not in SPECIALS][
-                :plot_words
-            ]
+            order = [i for i in range(len(space.labels)) if space.labels[i] not in SPECIALS][:plot_words]
             colors = None
-            title = f"{space.name.replace('-', ' ')} embeddings, t-SNE ({len(order)} most frequent)"
+            side = space.name.split("-")[0]
+            title = f"{side} word embeddings, t-SNE ({len(order)} most frequent words)"
         say(ctx, f"t-SNE of {len(order)} {space.name} ...")
         points = plots.tsne(space.vectors[order], seed=seed, perplexity=perplexity)
         path = os.path.join(out, f"{space.name}.tsne.png")
@@ -522,9 +505,7 @@ def _tsne_maps(
 
 @cli.command("plot-log")
 @click.argument("log", type=click.Path(dir_okay=False))
-@click.option(
-    "-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write."
-)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
 @click.pass_context
 def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train --log`: the training loss and the
