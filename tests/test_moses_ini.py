@@ -188,3 +188,18 @@ def test_file_output_is_refused_onto_the_input(tmp_path: Path, ini: str) -> None
     with pytest.raises(MosesIniError, match="output is the input"):
         patch_moses_ini_file(str(path), str(path), str(table(tmp_path / "n.gz", scores="1 1 1 1 1")))
     assert path.read_text() == ini
+
+
+def test_the_example_ini_is_consistent() -> None:
+    text = (Path(__file__).resolve().parents[1] / "moses_configs" / "moses.rnn.example.ini").read_text()
+    tm = check_moses_ini(text, ini="moses.rnn.example.ini")
+    assert (tm.type, tm.num_features) == ("PhraseDictionaryMemory", 5)
+    if REAL_INI.exists():  # the same system as the real tuned ini, with the 5th feature
+        real = {ln for ln in REAL_INI.read_text().splitlines() if ln.strip()}
+        example = {
+            ln.replace("/path/to/model", "@MODEL_DIR@")
+            for ln in text.splitlines()
+            if ln.strip() and not ln.startswith("#")
+        }
+        differing = {ln.split("=")[0].split(" ")[0] for ln in example ^ real}
+        assert differing == {"PhraseDictionaryMemory", "TranslationModel0"}
