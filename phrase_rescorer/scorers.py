@@ -62,6 +62,23 @@ def _flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return tokens, offsets
 
 
+def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Indices sorted by length, cut into batches of at most ``batch_size`` sequences and at most
+    ``32 * batch_size`` padded tokens, so that a batch of unusually long phrases stays within
+    the memory of an ordinary one (phrase tables rarely exceed 7 to 10 tokens per phrase)."""
+    order = np.argsort(lengths, kind="stable")  # short first: little padding
+    budget = 32 * batch_size
+    batches, start = [], 0
+    while start < len(order):
+        stop = min(start + batch_size, len(order))
+        # sorted ascending: the last member is the longest; shrink until the padded size fits
+        while stop - start > 1 and (stop - start) * (int(lengths[order[stop - 1]]) + 1) > budget:
+            stop = start + max(1, budget // (int(lengths[order[stop - 1]]) + 1))
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
 class BatchedScorer:
     """Sources encoded once, targets decoded in length-sorted batches, order restored."""
 
@@ -82,11 +99,8 @@ class BatchedScorer:
             return out
         h0, ctx, oc = self._context_terms(sources)
         tgt_tokens, tgt_offsets = _flat(targets)
-        lengths = np.diff(tgt_offsets)
-        order = np.argsort(lengths, kind="stable")  # short targets first: little padding
         source_index = np.asarray(source_index, dtype=np.int64)
-        for start in range(0, n, self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_batches(np.diff(tgt_offsets), self.batch_size):
             tgt, tgt_len = pad_sequences(tgt_tokens, tgt_offsets, idx)
             which = torch.from_numpy(source_index[idx]).to(self.device)
             out[idx] = self._decode(h0[which], ctx[which], oc[which], tgt.to(self.device), tgt_len.to(self.device))
@@ -95,10 +109,8 @@ class BatchedScorer:
     def _context_terms(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(h'_0, C c, O_c c) of every distinct source, in ``sources`` order."""
         src_tokens, src_offsets = _flat(sources)
-        order = np.argsort(np.diff(src_offsets), kind="stable")
         parts: list[tuple[np.ndarray, tuple[torch.Tensor, ...]]] = []
-        for start in range(0, len(sources), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_batches(np.diff(src_offsets), self.batch_size):
             src, src_len = pad_sequences(src_tokens, src_offsets, idx)
             c = self.model.encode(src.to(self.device), src_len.to(self.device))
             parts.append((idx, self.model.context_terms(c)))
