@@ -10,6 +10,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
+from ..scorers import SCORERS
 from . import cli
 from .common import is_quiet, resolve_device, say
 
@@ -78,11 +79,11 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--scorer",
-                type=click.Choice(["batched", "reference"]),
-                default="batched",
+                type=click.Choice(list(SCORERS)),
+                default=next(iter(SCORERS)),
                 show_default=True,
                 help="batched: each source encoded once, length-sorted batches. reference: the "
-                "plain pair-by-pair path (slow; for checking).",
+                "plain path, file order, no sharing (slower; for checking).",
             ),
         ]
     ):
