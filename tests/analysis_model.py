@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -53,14 +51,3 @@ def train_tiny(
     save_checkpoint(str(out), model, src_vocab, tgt_vocab, {"steps": steps, "seed": seed})
     return model, src_vocab, tgt_vocab
 
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a busy machine the threads' barrier
-    waits make every op many times slower; run them on one thread and restore the setting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

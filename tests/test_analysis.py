@@ -24,16 +24,10 @@ from phrase_rescorer.batching import sequences_batch
 from phrase_rescorer.model import RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.phrase_table import PhraseTableError
 from phrase_rescorer.vocab import EOS_ID, PAD_ID, UNK_ID, tokenize_phrase
-from tests.analysis_model import one_thread, train_tiny
+from tests.analysis_model import train_tiny
 
 SOURCES = ["looking at", "in a black shirt", "the side of a", "sit at a table", "a zebra qwxyz"]
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread():
-    with one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

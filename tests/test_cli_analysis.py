@@ -17,16 +17,10 @@ from phrase_rescorer.batching import sequences_batch
 from phrase_rescorer.checkpoint import load_checkpoint
 from phrase_rescorer.cli import cli
 from phrase_rescorer.model import sequence_log_probs
-from tests.analysis_model import one_thread, train_tiny
+from tests.analysis_model import train_tiny
 from tests.conftest import PYTHON, cli_env
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread():
-    with one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

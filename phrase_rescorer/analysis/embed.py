@@ -11,13 +11,14 @@ https://projector.tensorflow.org, or run ``tensorboard --logdir DIR`` on the out
 
 Spaces: ``source-words`` and ``target-words`` (rows of ``src_embed`` / ``tgt_embed``: row i is
 token id i, special symbols included) and ``phrases``: the summary c = ``model.encode`` of
-chosen source phrases, the paper's "phrase representation".
+chosen source phrases, the paper's "phrase representation". :func:`draw_maps` draws them as
+t-SNE maps (Figs. 4 and 5).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ import torch
 from ..batching import sequences_batch
 from ..model import RNNEncoderDecoder
 from ..phrase_table import AtomicOutput
-from ..vocab import Vocabulary, tokenize_phrase
+from ..vocab import SPECIALS, Vocabulary, tokenize_phrase
 
 
 @dataclass
@@ -130,3 +131,41 @@ def write_projector_config(out_dir: str, spaces: Sequence[Space]) -> str:
                 ).encode()
             )
     return path
+
+
+def draw_maps(
+    spaces: Sequence[Space],
+    out_dir: str,
+    max_words: int = 1000,
+    max_labels: int = 120,
+    perplexity: float = 30.0,
+    seed: int = 1,
+    on_space: Callable[[str, int], None] | None = None,
+) -> list[str]:
+    """A t-SNE map per space as ``NAME.tsne.png``: the ``max_words`` most frequent words of a
+    word space (special symbols left out; labels for the most frequent), every phrase of the
+    phrase space (coloured by length; labels for the shortest). Returns the paths written."""
+    from . import plots
+
+    written = []
+    for space in spaces:
+        if space.name == "phrases":
+            order = sorted(range(len(space.labels)), key=lambda i: len(space.labels[i]))
+            colors: list[float] | None = [len(space.labels[i].split(" ")) for i in order]
+            title = f"phrase representations c, t-SNE ({len(order)} source phrases)"
+        else:
+            order = [i for i, t in enumerate(space.labels) if t not in SPECIALS][:max_words]
+            colors = None
+            side = space.name.split("-")[0]
+            title = f"{side} word embeddings, t-SNE ({len(order)} most frequent words)"
+        if len(order) < 3:
+            continue
+        if on_space is not None:
+            on_space(space.name, len(order))
+        points = plots.tsne(space.vectors[order], seed=seed, perplexity=perplexity)
+        path = os.path.join(out_dir, f"{space.name}.tsne.png")
+        labels = [space.labels[i] for i in order]
+        plots.label_map(points, labels, path, title, max_labels, colors,
+                        "words" if colors is not None else None)
+        written.append(path)
+    return written
