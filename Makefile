@@ -46,7 +46,10 @@ demo: $(DEMO_DIR)/model.pt
 		--table $(abspath $(DEMO_DIR))/phrase-table.rescored.gz
 	@echo
 	@echo "demo outputs in $(DEMO_DIR)/:"
-	@ls -1 $(DEMO_DIR)
+	@echo "  model.pt                   the network trained on $(SAMPLE)"
+	@echo "  phrase-table.rescored.gz   the sample table + the RNN column (exp(log p(f|e)))"
+	@echo "  moses.ini                  $(MOSES_INI) with num-features=5 and a 5th weight"
+	@echo "next: README.md, 'Using it in a Moses pipeline' (binarize, tune with mert-moses.pl in a fresh --working-dir)"
 
 test: $(STAMP)
 	$(PY) -m pytest -q

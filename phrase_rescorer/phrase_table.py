@@ -1,0 +1,428 @@
+"""Streaming reader and atomic writer for Moses text phrase tables.
+
+One phrase pair per line, fields separated by ``" ||| "``::
+
+    source ||| target ||| s1 s2 ... sn [||| alignment [||| counts [||| sparse [||| properties]]]]
+
+train-model.perl ends every line with ``" |||"``. As in Moses, fields are what lies between
+``|||`` separators, so such a trailing separator adds one (empty) field. Tokens never contain
+``|||`` (Moses escapes ``|`` as ``&#124;``) and are never un-escaped or re-tokenized here.
+
+Rules checked by :func:`parse_line`, the single parser (violations raise :class:`PhraseTableError`):
+
+* 3 to 7 fields; an empty line has one field and is malformed;
+* source and target phrases are neither empty nor only spaces, and are valid UTF-8; they are
+  returned exactly as written between the separators;
+* the first two separators are exactly ``" ||| "`` (the second may end the line as ``" |||"``,
+  which leaves the scores field empty);
+* the scores field (field 3) ends at the next ``" |||"`` followed by a space or by the end of the
+  line, or at the end of the line; with ``check_scores`` it holds one or more finite numbers
+  separated by spaces or tabs (no ``nan``, ``inf``, overflowing exponent or text).
+
+Tables hold up to hundreds of millions of lines, so the usual line (no ``|`` inside the phrases,
+scores separated by single spaces) is handled by one precompiled regex; any other line goes
+through the slower general parser, which also words the errors.
+
+Lines end with ``\\n`` or ``\\r\\n``; the last one may have no terminator. The terminator is kept
+apart from the line (:attr:`Entry.terminator`), so new columns go before it and output keeps the
+input's line endings. Only the two phrases are decoded; the rest stays bytes, so an output line is
+its input line byte for byte with new columns inserted at the end of the scores field
+(:func:`with_appended`). Line order is never changed (binarizers need the sorted order).
+
+Input is plain or gzip, told apart by the gzip magic bytes (also on stdin, ``-``), not by the
+name. Output goes through :class:`AtomicOutput`: a temporary file beside the destination that is
+renamed into place only when everything was written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import math
+import os
+import re
+import stat
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import BinaryIO, cast
+
+_SEP = b" ||| "
+_SEP_AT_END = b" |||"
+_BARS = b"|||"
+_GZIP_MAGIC = b"\x1f\x8b"
+_BUFFER_SIZE = 1 << 20
+_NUMBER = re.compile(rb"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# Fast path of parse_line: one regex for the common line (no "|" inside the phrases, scores
+# separated by single spaces), ending at the end of the scores field. Its numbers have bounded
+# digit counts, so every match is finite (below 1e200 * 1e99). Anything else goes to
+# _parse_general, the reference implementation (about three times slower).
+_FAST_NUMBER = rb"[+-]?(?:\d{1,200}(?:\.\d*|)|\.\d+)(?:[eE](?:-\d+|\+?\d{1,2})|)"
+_FAST_HEAD = rb"( *[^| ][^|]*) \|\|\| ( *[^| ][^|]*) \|\|\| "
+_FAST_TAIL = rb"(?= \|\|\|(?: |\Z)|\Z)"
+_FAST_CHECKED = re.compile(_FAST_HEAD + rb"%s(?: %s)*" % (_FAST_NUMBER, _FAST_NUMBER) + _FAST_TAIL)
+_FAST_UNCHECKED = re.compile(_FAST_HEAD + rb"[^|]*" + _FAST_TAIL)
+_BLANKS = re.compile(rb"[ \t]+")
+
+
+class PhraseTableError(ValueError):
+    """Bad input or output path; ``str(e)`` is ``"path:line_no: message"`` or ``"path: message"``.
+
+    ``line_no`` is 1-based, or None when the problem is not on a given line.
+    """
+
+    def __init__(self, path: str, line_no: int | None, message: str) -> None:
+        self.path = path
+        self.line_no = line_no
+        self.message = message
+        where = path if line_no is None else f"{path}:{line_no}"
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple[type[PhraseTableError], tuple[str, int | None, str]]:
+        return (type(self), (self.path, self.line_no, self.message))
+
+
+@dataclass(slots=True)
+class Entry:
+    """One phrase-table line."""
+
+    line_no: int  # 1-based
+    raw: bytes  # the line as read, without its terminator
+    terminator: bytes  # b"\n", b"\r\n", or b"" (last line without newline)
+    source: str  # field 1, exactly as written
+    target: str  # field 2, exactly as written
+    scores_end: int  # offset in raw where the scores field ends (where new columns go)
+
+
+def _score_problem(field: bytes) -> str | None:
+    """Exact (slow) check of a scores field: the error message, or None if it is valid."""
+    tokens = [token for token in _BLANKS.split(field) if token]
+    if not tokens:
+        return "missing scores field"
+    for token in tokens:
+        if not _NUMBER.fullmatch(token) or not math.isfinite(float(token)):
+            return f"non-numeric score {token.decode('utf-8', 'replace')!r}"
+    return None
+
+
+def parse_line(
+    raw: bytes, path: str, line_no: int, check_scores: bool = True
+) -> tuple[str, str, int]:
+    """Parse one line (without terminator) into ``(source, target, scores_end)``.
+
+    Raises :class:`PhraseTableError` (located at ``path:line_no``) if the line breaks a rule of
+    the module docstring.
+    """
+    match = (_FAST_CHECKED if check_scores else _FAST_UNCHECKED).match(raw)
+    if match is not None:
+        end = match.end()
+        if raw.count(_BARS, end) <= 4:
+            source, target = match.group(1, 2)
+            try:
+                return source.decode(), target.decode(), end
+            except UnicodeDecodeError:
+                pass
+    return _parse_general(raw, path, line_no, check_scores)
+
+
+def _parse_general(raw: bytes, path: str, line_no: int, check_scores: bool) -> tuple[str, str, int]:
+    """parse_line without the fast path: slower, handles every line and builds the errors."""
+    fields = raw.count(_BARS) + 1
+    if not 3 <= fields <= 7:
+        raise PhraseTableError(
+            path, line_no, f"expected 3 to 7 fields separated by ' ||| ', found {fields}"
+        )
+    i1 = raw.find(_BARS)
+    i2 = raw.find(_BARS, i1 + 3)
+    if not raw[:i1].strip(b" "):
+        raise PhraseTableError(path, line_no, "empty source phrase")
+    if not raw[i1 + 3 : i2].strip(b" "):
+        raise PhraseTableError(path, line_no, "empty target phrase")
+    if raw[i1 - 1 : i1 + 4] != _SEP or raw[i2 - 1 : i2 + 4] not in (_SEP, _SEP_AT_END):
+        raise PhraseTableError(path, line_no, "field separator is not ' ||| '")
+    start = i2 + 4
+    i3 = raw.find(_BARS, start)
+    if i3 < 0:
+        end = len(raw)
+    elif raw[i3 - 1 : i3 + 4] in (_SEP, _SEP_AT_END):
+        end = i3 - 1
+    else:
+        raise PhraseTableError(path, line_no, "field separator after the scores is not ' ||| '")
+    if check_scores:
+        problem = _score_problem(raw[start:end])
+        if problem is not None:
+            raise PhraseTableError(path, line_no, problem)
+    try:
+        phrases = raw[: i2 - 1].decode()
+    except UnicodeDecodeError as exc:
+        raise PhraseTableError(path, line_no, f"invalid UTF-8 (byte offset {exc.start})") from None
+    # The first " ||| " is the first separator: no "|||" comes before it.
+    cut = phrases.find(" ||| ")
+    return phrases[:cut], phrases[cut + 5 :], end
+
+
+def with_appended(entry: Entry, columns: bytes) -> bytes:
+    """The entry's line with ``" " + columns`` inserted at the end of its scores field."""
+    raw, end = entry.raw, entry.scores_end
+    return b"".join((raw[:end], b" ", columns, raw[end:], entry.terminator))
+
+
+class _Source:
+    """Reads the underlying file or stdin, serving ``head`` (already read) first; counts bytes."""
+
+    def __init__(self, read: Callable[[int], bytes], head: bytes) -> None:
+        self._read = read
+        self._head = head
+        self.count = len(head)
+
+    def read(self, size: int = _BUFFER_SIZE) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            return data
+        data = self._read(size)
+        self.count += len(data)
+        return data
+
+    def seek(self, offset: int) -> int:
+        raise io.UnsupportedOperation("seek")
+
+
+class InputTable:
+    """An opened phrase table: a context manager and an iterable of :class:`Entry`.
+
+    ``path`` may be ``-`` for binary stdin. Gzip is recognised by its magic bytes whatever the
+    name; ``is_gzip`` says what was found and ``name_mismatch`` whether it contradicts the name
+    (a ``.gz`` name on plain text, which is then read as text, or gzip under another name).
+    Errors, including a file that cannot be opened, are :class:`PhraseTableError`. The entries
+    can be iterated once; line numbers count from the start of the input.
+    """
+
+    def __init__(self, path: str, *, check_scores: bool = True) -> None:
+        self.path = path
+        self.check_scores = check_scores
+        self._file: BinaryIO | None = None
+        self._gzip: gzip.GzipFile | None = None
+        try:
+            if path == "-":
+                stdin = sys.stdin.buffer
+                read = cast(Callable[[int], bytes], getattr(stdin, "read1", stdin.read))
+            else:
+                self._file = open(path, "rb", buffering=0)  # noqa: SIM115 (see close())
+                read = self._file.read
+            head = b""
+            while len(head) < 2 and (chunk := read(2 - len(head))):
+                head += chunk
+        except OSError as exc:
+            self.close()
+            raise PhraseTableError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+        self._source = _Source(read, head)
+        self.is_gzip = head == _GZIP_MAGIC
+        self.name_mismatch = path != "-" and path.endswith(".gz") != self.is_gzip
+        self._read_chunk = self._source.read
+        if self.is_gzip:
+            self._gzip = gzip.GzipFile(filename="", mode="rb", fileobj=self._source)
+            self._read_chunk = self._gzip.read1
+
+    def __enter__(self) -> InputTable:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Entry]:
+        return cast(Iterator[Entry], self._entries(lenient=False))
+
+    def position(self) -> int:
+        """Bytes consumed so far of the underlying file (compressed bytes for gzip)."""
+        return self._source.count
+
+    def size(self) -> int | None:
+        """Size in bytes of the underlying file; None for stdin and anything not a regular file."""
+        if self._file is None:
+            return None
+        info = os.fstat(self._file.fileno())
+        return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+    def close(self) -> None:
+        for stream in (self._gzip, self._file):
+            if stream is not None:
+                stream.close()
+
+    def _entries(self, lenient: bool) -> Iterator[Entry | PhraseTableError]:
+        """Entries in order; with ``lenient``, errors are yielded instead of raised."""
+        path, check, read, line_no = self.path, self.check_scores, self._read_chunk, 0
+        rest = b""  # start of a line whose end is in the next chunk
+        try:
+            while True:
+                chunk = read(_BUFFER_SIZE)
+                if chunk:
+                    data = rest + chunk
+                    lines = data.split(b"\n")
+                    rest = lines.pop()
+                    crlf = b"\r" in data
+                elif rest:  # last line, without terminator
+                    lines, rest, crlf = [rest], b"", False
+                else:
+                    break
+                terminator = b"\n" if chunk else b""
+                for raw in lines:
+                    line_no += 1
+                    try:
+                        if crlf and raw.endswith(b"\r"):
+                            raw = raw[:-1]
+                            source, target, end = parse_line(raw, path, line_no, check)
+                            yield Entry(line_no, raw, b"\r\n", source, target, end)
+                        else:
+                            source, target, end = parse_line(raw, path, line_no, check)
+                            yield Entry(line_no, raw, terminator, source, target, end)
+                    except PhraseTableError as err:
+                        if not lenient:
+                            raise
+                        yield err
+        except (EOFError, zlib.error, OSError) as exc:
+            if self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+                message = f"truncated or corrupt gzip stream: {exc}"
+            else:
+                message = f"read error: {exc}"
+            error = PhraseTableError(path, line_no + 1, message)
+            if not lenient:
+                raise error from exc
+            yield error
+
+
+def read_phrase_table(path: str, *, check_scores: bool = True) -> Iterator[Entry]:
+    """Yield the entries of the table at ``path`` (``-`` for stdin), closing it at the end."""
+    with InputTable(path, check_scores=check_scores) as table:
+        yield from table
+
+
+def iter_lines_lenient(
+    path: str, *, check_scores: bool = True
+) -> Iterator[Entry | PhraseTableError]:
+    """Yield an Entry per good line and a PhraseTableError per bad one, going on after it.
+
+    An unreadable file or stream (unopenable, truncated or corrupt gzip) ends the iteration
+    with a final error.
+    """
+    try:
+        table = InputTable(path, check_scores=check_scores)
+    except PhraseTableError as err:
+        yield err
+        return
+    with table:
+        yield from table._entries(lenient=True)
+
+
+class AtomicOutput:
+    """Context manager yielding a binary file whose content appears at ``path`` only on success.
+
+    Data goes to ``.NAME.tmp-PID`` in the destination directory, gzip-compressed (level 6,
+    mtime 0: identical input gives identical bytes) when ``path`` ends with ``.gz``. On a clean
+    exit the temporary is flushed, fsynced, closed and renamed onto ``path``; on any exception
+    (KeyboardInterrupt and SystemExit included) or after :meth:`abort`, it is deleted and ``path``
+    is left untouched. A missing output directory is reported by the constructor.
+
+    ``path`` ``-`` writes plain bytes straight to stdout: nothing can be atomic or undone there.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.temporary: str | None = None
+        self._raw: BinaryIO | None = None
+        self._file: BinaryIO | None = None
+        self._aborted = False
+        if path == "-":
+            return
+        directory, name = os.path.split(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise PhraseTableError(path, None, "output directory does not exist")
+        if os.path.isdir(path):
+            raise PhraseTableError(path, None, "output path is a directory")
+        self.temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+
+    def __enter__(self) -> BinaryIO:
+        if self.temporary is None:
+            self._file = sys.stdout.buffer
+            return self._file
+        try:
+            self._raw = open(self.temporary, "wb", buffering=_BUFFER_SIZE)
+        except OSError as exc:
+            raise PhraseTableError(self.path, None, f"cannot write: {exc.strerror}") from exc
+        self._file = self._raw
+        if self.path.endswith(".gz"):
+            compressor = gzip.GzipFile(
+                filename="", mode="wb", fileobj=self._raw, compresslevel=6, mtime=0
+            )
+            # GzipFile.write costs a Python call per line: batch the writes.
+            self._file = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
+        return self._file
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is not None or self._aborted:
+            self.abort()
+        elif self.temporary is None:
+            if self._file is not None:
+                self._file.flush()
+        else:
+            self._commit()
+
+    def _commit(self) -> None:
+        assert self._raw is not None and self._file is not None and self.temporary is not None
+        try:
+            if self._file is not self._raw:
+                self._file.close()  # flushes the batched writes and writes the gzip trailer
+            self._raw.flush()
+            os.fsync(self._raw.fileno())
+            self._raw.close()
+            os.replace(self.temporary, self.path)
+            _fsync_directory(os.path.dirname(self.temporary))
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Discard everything written: delete the temporary, leave ``path`` as it was."""
+        self._aborted = True
+        if self.temporary is None:
+            return
+        for stream in (self._file, self._raw):
+            if stream is not None:
+                with contextlib.suppress(Exception):  # discarding anyway (e.g. disk full)
+                    stream.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.temporary)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable, where the platform allows it."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def check_distinct_paths(input_path: str, output_path: str) -> None:
+    """Raise PhraseTableError if ``output_path`` names the same file as ``input_path``.
+
+    Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
+    themselves (hard links). ``-`` (stdin/stdout) never clashes.
+    """
+    if input_path == "-" or output_path == "-":
+        return
+    same = os.path.realpath(input_path) == os.path.realpath(output_path)
+    if not same and os.path.exists(input_path) and os.path.exists(output_path):
+        same = os.path.samefile(input_path, output_path)
+    if same:
+        raise PhraseTableError(
+            output_path, None, f"output is the same file as the input {input_path!r}"
+        )
