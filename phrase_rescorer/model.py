@@ -196,8 +196,10 @@ class RNNEncoderDecoder(nn.Module):
 
 
 def token_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log p(target) under softmax(logits), for any leading shape: logits (.., V), targets (..)."""
-    logits = logits.float()
+    """log p(target) under softmax(logits), for any leading shape: logits (.., V), targets (..).
+
+    Computed in at least float32 (bf16/fp16 logits are widened; float64 stays float64)."""
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
 
