@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -144,16 +145,26 @@ class TableRescorer:
 
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
         check_distinct_paths(in_path, out_path)
-        started = time.perf_counter()
-        self._unsorted_at = self._previous_key = None
-        lines = 0
         with InputTable(in_path) as table, AtomicOutput(out_path) as out:
-            size = table.size()
-            for window in self._windows(table):
-                out.write(self._rescore_window(window, in_path))
-                lines += len(window)
-                if self.on_progress is not None:
-                    self.on_progress(lines, table.position(), size)
+            return self.rescore_stream(table, out, in_path)
+
+    def rescore_stream(
+        self, table: InputTable, out: BinaryIO, in_path: str, previous_source: str | None = None
+    ) -> RescoreSummary:
+        """Rescore the entries of an opened ``table`` into ``out``. ``table`` may be one part of
+        a larger table (``sharding.TablePart``, starting where a window starts);
+        ``previous_source`` is then the source phrase of the line before its first (for the
+        order check)."""
+        started = time.perf_counter()
+        self._unsorted_at = None
+        self._previous_key = None if previous_source is None else previous_source.encode() + b" |||"
+        lines = 0
+        size = table.size()
+        for window in self._windows(table):
+            out.write(self._rescore_window(window, in_path))
+            lines += len(window)
+            if self.on_progress is not None:
+                self.on_progress(lines, table.position(), size)
         return RescoreSummary(
             lines=lines,
             seconds=time.perf_counter() - started,
