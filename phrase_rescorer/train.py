@@ -23,17 +23,19 @@ extra one at the end of a run may still give a new best ``rnn.pt``.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from .batching import collate, epoch_plan, trainable
 from .checkpoint import load_checkpoint, save_checkpoint
-from .evaluate import UnigramBaseline, autocast, evaluate
+from .distributed import Group
+from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate
 from .model import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from .pairs import EncodedPairs, PairSet
 from .train_log import EventLog
@@ -136,16 +138,28 @@ class _Progress:
 
 
 class Trainer:
+    """One training run. With a distributed ``group`` (torchrun), every process holds the whole
+    model and data; the epoch plan is cut into global batches of ``batch_size`` x processes
+    pairs, process r trains on rows r, r + world, ... of each (``Group.share``), DDP sums the
+    gradients, and the result is the one-process step on the global batch. Rank 0 alone writes
+    the checkpoints and the log; the data position counts global batches, so a run resumes with
+    any number of processes whose per-process batch gives the same global batch."""
+
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
-                 out_path: str, device: torch.device, argv: list[str] | None = None):
+                 out_path: str, device: torch.device, argv: list[str] | None = None,
+                 group: Group | None = None):
         if cfg.bf16 and device.type != "cuda":
             raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
+        self.group = group or Group()
+        self.global_batch = cfg.batch_size * self.group.world_size
         self.last_path = companion_path(out_path, ".last.pt")
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
-                    **{k: getattr(cfg, k) for k in RUN_KEYS}}
+                    **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
         torch.manual_seed(cfg.seed)
         self.model = RNNEncoderDecoder(model_config).to(device)
+        # What training steps call: the model, or under torchrun its DDP wrapper (same call).
+        self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
         self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho,
                                         eps=cfg.eps)
         self.p = _Progress()
@@ -159,6 +173,8 @@ class Trainer:
             "unigram_token_ppl":
                 unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
         }
+        if self.group.distributed:
+            self.info.update(processes=self.group.world_size, global_batch=self.global_batch)
 
     def resume(self) -> None:
         """Continue from ``.last.pt``: weights, optimizer, RNG states and data position."""
@@ -175,6 +191,8 @@ class Trainer:
         self.p = _Progress(**state["progress"])
 
     def save(self, path: str, with_state: bool) -> None:
+        if not self.group.is_main:
+            return
         p = self.p
         state = None
         if with_state:
@@ -189,8 +207,11 @@ class Trainer:
         d, p = self.data, self.p
         v = None
         if len(d.valid_idx):
-            v = evaluate(self.model, d.encoded, d.valid_idx, self.device,
+            v = evaluate(self.model, d.encoded, self.group.share(d.valid_idx), self.device,
                          self.cfg.valid_batch_size, self.cfg.bf16)
+            if self.group.distributed:
+                total, tokens, pairs = self.group.sum([v.total_logp, v.tokens, v.pairs])
+                v = HeldOut(pairs=int(pairs), tokens=int(tokens), total_logp=total)
         logp = v.total_logp if v is not None else 0.0
         best = v is None or p.best_logp is None or logp > p.best_logp
         if best:
@@ -210,14 +231,23 @@ class Trainer:
                 "unigram_token_ppl": self.info["unigram_token_ppl"], "best": best}
 
     def step(self, idx: np.ndarray) -> torch.Tensor:
-        """One Adadelta update on the pairs ``idx``; the loss (not synchronised)."""
-        batch = collate(self.data.encoded, idx).to(self.device)
+        """One Adadelta update on the (global) batch ``idx``; this process's part of the loss
+        (the batch's loss is the sum over the processes; not synchronised)."""
+        mine = self.group.share(idx)
+        # A process left without a row (the epoch's last batch may be smaller than the number
+        # of processes) still joins the gradient exchange, with a zero loss.
+        batch = collate(self.data.encoded, mine if len(mine) else idx[:1]).to(self.device)
         with autocast(self.device, self.cfg.bf16):
-            logp = sequence_log_probs(self.model, batch.src, batch.src_len, batch.tgt,
+            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt,
                                       batch.tgt_len)
         loss = -logp.sum() / len(idx)
+        if not len(mine):
+            loss = loss * 0.0
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.group.distributed:
+            (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
+        else:
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.opt.step()
         return loss.detach()
@@ -230,7 +260,8 @@ class Trainer:
             return "epochs"
         if cfg.patience and p.bad_validations >= cfg.patience:
             return "patience"
-        if cfg.max_time is not None and time.monotonic() - t_start >= cfg.max_time:
+        if cfg.max_time is not None and self.group.max(
+                [time.monotonic() - t_start >= cfg.max_time])[0]:  # every process stops
             return "max_time"
         return None
 
@@ -240,7 +271,8 @@ class Trainer:
         step; a true answer (a signal number, say) saves ``.last.pt``, raises ``Interrupted``."""
         cfg, d, p = self.cfg, self.data, self.p
         t_start = time.monotonic()
-        with EventLog(log_path, append=append_log) as log:
+        # Only rank 0 writes the log; the other processes write their events nowhere.
+        with EventLog(log_path if self.group.is_main else os.devnull, append=append_log) as log:
 
             def emit(event: dict[str, Any]) -> None:
                 if event["event"] != "start":
@@ -257,7 +289,8 @@ class Trainer:
             plan: list[np.ndarray] | None = None
             reason = self.limit_reached(t_start)
             while reason is None:
-                plan = plan or epoch_plan(d.encoded, d.train_idx, cfg.batch_size, cfg.seed, p.epoch)
+                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed,
+                                          p.epoch)
                 idx = plan[p.position]
                 loss_sum += self.step(idx)
                 pairs, steps = pairs + len(idx), steps + 1
@@ -269,12 +302,12 @@ class Trainer:
                 if p.step % cfg.log_every == 0:
                     now = time.monotonic()
                     emit({"event": "train", "step": p.step, "epoch": p.epoch,
-                          "loss": float(loss_sum) / steps,
+                          "loss": self.group.sum([float(loss_sum)])[0] / steps,
                           "pairs_per_s": round(pairs / max(now - t_last, 1e-9), 1)})
                     loss_sum, pairs, steps, t_last = loss_sum * 0, 0, 0, now
                 if p.step % cfg.valid_every == 0:
                     emit(self.validate(scheduled=True))
-                why = stop() if stop else None
+                why = self.group.max([(stop() if stop else None) or 0])[0]  # agreed
                 if why:
                     self.save(self.last_path, with_state=True)
                     emit({"event": "end", "step": p.step, "epoch": p.epoch,
@@ -295,6 +328,8 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> No
     flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
     diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}"
             for k, v in flat_now.items() if flat_saved.get(k) != v]
+    if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
+        diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
     if diff:
         raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
                             " repeat the original options, or start afresh without --resume")

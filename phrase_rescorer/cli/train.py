@@ -13,6 +13,7 @@ from typing import Any
 import click
 import torch
 
+from .. import distributed
 from ..model import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..pairs import load_pairs
 from ..train import (
@@ -52,7 +53,9 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True),
               help="Stop after this many seconds of this run.")
 @click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all.")
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+              help="Unique pairs per minibatch. Under torchrun, per process: the global batch "
+                   "is --batch-size x processes.")
 @click.option("--seed", type=int, default=1234, show_default=True,
               help="Initialisation and data order (same seed and data: same model).")
 @click.option("--max-length", type=click.IntRange(1), default=30, show_default=True,
@@ -94,10 +97,20 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     (JSON lines). Ctrl-C or SIGTERM saves the latest state; the same command with --resume
     continues exactly where it stopped. Without --max-steps, --max-time or --epochs, training
     runs until --patience validations bring no improvement.
+
+    \b
+    On several GPUs or machines, start the same command with torchrun (README, "Beyond one
+    machine"), e.g.  torchrun --nproc-per-node 4 -m phrase_rescorer train TABLE MODEL_OUT ...
     """
     sizes = {k: options.pop(k) for k in _SIZES}
     cfg = TrainConfig(**options)
-    dev = resolve_device(device)
+    try:
+        group, dev = distributed.start(resolve_device(device))
+    except distributed.DistributedError as e:
+        raise UserError(str(e)) from e
+    ctx.call_on_close(group.close)
+    if not group.is_main:  # one process reports (progress, summaries); errors still show
+        ctx.find_root().ensure_object(dict)["quiet"] = True
     if cfg.bf16 and dev.type != "cuda":
         raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
     if threads:
@@ -120,7 +133,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         data = prepare_data(pairs, requested_vocab, cfg)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
                              cell=cell, summary=summary, **model_sizes)
-        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv)
+        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group)
         if resume:
             trainer.resume()
     except TrainingError as e:
@@ -132,6 +145,9 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     say(ctx, f"model: {preset} preset, shortlists {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
              + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
              + f", {cell} GRU; device {dev}" + (" (bf16)" if cfg.bf16 else ""))
+    if group.distributed:
+        say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
+                 f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")
 
     bars: list[Any] = []
     postfix: dict[str, str] = {}
