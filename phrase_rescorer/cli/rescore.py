@@ -8,11 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import torch
 from tqdm import tqdm
 
+from .. import distributed
 from ..scorers import SCORERS
 from . import cli
-from .common import is_quiet, resolve_device, say
+from .common import UserError, is_quiet, resolve_device, say
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,19 +159,62 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     \b
     Example:
       rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn.gz --model rnn.pt
+
+    \b
+    Under torchrun every process rescores one part of IN and the parts are joined into OUT
+    (README, "Beyond one machine"), e.g.
+      torchrun --nproc-per-node 4 -m phrase_rescorer rescore IN OUT --model rnn.pt
     """
     from ..scoring import rescore_table
 
+    options = _options_dict(kw)
+    if distributed.Launch.from_env() is not None:
+        summary = _rescore_sharded(ctx, in_path, out_path, model_path, quiet, options)
+        if summary is not None and not (quiet or is_quiet(ctx)):
+            click.echo(summary.closing_line(), err=True)
+        return
     quiet = quiet or is_quiet(ctx)
     bar = _Progress(quiet, "rescore")
     try:
         summary = rescore_table(
-            in_path, out_path, model_path, on_progress=bar, on_warning=_warn, **_options_dict(kw)
+            in_path, out_path, model_path, on_progress=bar, on_warning=_warn, **options
         )
     finally:
         bar.close()
     if not quiet:
         click.echo(summary.closing_line(), err=True)
+
+
+def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: str,
+                     quiet: bool, options: dict[str, Any]) -> Any:
+    """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
+    from ..sharded_rescoring import rescore_sharded
+
+    try:
+        group, device = distributed.start(torch.device(options["device"]), backend="gloo",
+                                          timeout=distributed.RESCORE_TIMEOUT)
+    except distributed.DistributedError as e:
+        raise UserError(str(e)) from e
+    ctx.call_on_close(group.close)
+    quiet = quiet or is_quiet(ctx) or not group.is_main
+    index_bar = tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, desc="index",
+                     unit="B", unit_scale=True, unit_divisor=1024)
+
+    def on_index(position: int, size: int) -> None:
+        index_bar.total = size
+        index_bar.update(position - index_bar.n)
+        if position >= size:
+            index_bar.close()
+
+    bar = _Progress(quiet, f"rescore (part 1 of {group.world_size})")
+    try:
+        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=bar,
+                                  on_warning=_warn, on_index=on_index,
+                                  **{**options, "device": str(device)})
+    finally:
+        index_bar.close()
+        bar.close()
+    return summary if group.is_main else None
 
 
 @cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
@@ -237,6 +282,9 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
     the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
     from ..pipeline import format_command, rescore_model_dir
 
+    if distributed.Launch.from_env() is not None:
+        raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
+                        "shares the work), then `moses-ini` as one process")
     quiet = quiet or is_quiet(ctx)
     bar = _Progress(quiet, "rescore")
     try:
