@@ -17,7 +17,7 @@ PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
-TRAIN_ARGS ?= --preset small --max-time 240 --seed 1
+TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --valid-every 250 --threads 1
 MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
 
 .PHONY: demo train rescore test test-fast bench lint typecheck fuzz clean
