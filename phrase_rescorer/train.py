@@ -77,8 +77,7 @@ class TrainConfig:
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm",
-            "valid_fraction", "valid_max")
+RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "valid_fraction", "valid_max")
 
 
 def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
@@ -146,8 +145,7 @@ class Trainer:
                     **{k: getattr(cfg, k) for k in RUN_KEYS}}
         torch.manual_seed(cfg.seed)
         self.model = RNNEncoderDecoder(model_config).to(device)
-        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho,
-                                        eps=cfg.eps)
+        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _Progress()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
@@ -213,8 +211,7 @@ class Trainer:
         """One Adadelta update on the pairs ``idx``; the loss (not synchronised)."""
         batch = collate(self.data.encoded, idx).to(self.device)
         with autocast(self.device, self.cfg.bf16):
-            logp = sequence_log_probs(self.model, batch.src, batch.src_len, batch.tgt,
-                                      batch.tgt_len)
+            logp = sequence_log_probs(self.model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
         loss = -logp.sum() / len(idx)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -277,8 +274,7 @@ class Trainer:
                 why = stop() if stop else None
                 if why:
                     self.save(self.last_path, with_state=True)
-                    emit({"event": "end", "step": p.step, "epoch": p.epoch,
-                          "reason": "interrupted"})
+                    emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})
                     raise Interrupted(why, p.step, self.last_path)
                 reason = self.limit_reached(t_start)
             if p.last_valid_step != p.step:
