@@ -64,6 +64,7 @@ class TrainConfig:
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
     clip_norm: float = 1.0  # gradient-norm clipping threshold
+    init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
     max_steps: int | None = None  # total steps (counted across resumes)
     max_time: float | None = None  # wall seconds of this invocation
     epochs: int | None = None  # total passes over the training pairs
@@ -77,7 +78,8 @@ class TrainConfig:
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "valid_fraction", "valid_max")
+RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "init_std", "valid_fraction",
+            "valid_max")
 
 
 def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
@@ -144,7 +146,9 @@ class Trainer:
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
                     **{k: getattr(cfg, k) for k in RUN_KEYS}}
         torch.manual_seed(cfg.seed)
-        self.model = RNNEncoderDecoder(model_config).to(device)
+        self.model = RNNEncoderDecoder(model_config)
+        self.model.reset_parameters(std=cfg.init_std)
+        self.model.to(device)
         self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _Progress()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
