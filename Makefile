@@ -18,7 +18,7 @@ PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
-TRAIN_ARGS ?= --preset small --max-time 240 --seed 1
+TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --init-std 0.05 --valid-every 250 --threads 1
 MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "a man in a blue shirt"
 

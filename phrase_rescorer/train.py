@@ -66,6 +66,7 @@ class TrainConfig:
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
     clip_norm: float = 1.0  # gradient-norm clipping threshold
+    init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
     max_steps: int | None = None  # total steps (counted across resumes)
     max_time: float | None = None  # wall seconds of this invocation
     epochs: int | None = None  # total passes over the training pairs
@@ -79,8 +80,8 @@ class TrainConfig:
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm",
-            "valid_fraction", "valid_max")
+RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "init_std", "valid_fraction",
+            "valid_max")
 
 
 def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
@@ -140,8 +141,9 @@ class _Progress:
 class Trainer:
     """One training run. With a distributed ``group`` (torchrun), every process holds the whole
     model and data; the epoch plan is cut into global batches of ``batch_size`` x processes
-    pairs, process r trains on rows r, r + world, ... of each (``Group.share``), DDP sums the
-    gradients, and the result is the one-process step on the global batch. Rank 0 alone writes
+    pairs, process r trains on rows r, r + world, ... of each (``Group.share``), and with its
+    loss scaled by the number of processes (DDP averages the gradients over them) the update is
+    the one-process update on the global batch, to float32 rounding. Rank 0 alone writes
     the checkpoints and the log; the data position counts global batches, so a run resumes with
     any number of processes whose per-process batch gives the same global batch."""
 
@@ -157,11 +159,12 @@ class Trainer:
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
         torch.manual_seed(cfg.seed)
-        self.model = RNNEncoderDecoder(model_config).to(device)
+        self.model = RNNEncoderDecoder(model_config)
+        self.model.reset_parameters(std=cfg.init_std)
+        self.model.to(device)
         # What training steps call: the model, or under torchrun its DDP wrapper (same call).
         self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
-        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho,
-                                        eps=cfg.eps)
+        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _Progress()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
@@ -238,8 +241,7 @@ class Trainer:
         # of processes) still joins the gradient exchange, with a zero loss.
         batch = collate(self.data.encoded, mine if len(mine) else idx[:1]).to(self.device)
         with autocast(self.device, self.cfg.bf16):
-            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt,
-                                      batch.tgt_len)
+            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
         loss = -logp.sum() / len(idx)
         if not len(mine):
             loss = loss * 0.0
@@ -289,8 +291,7 @@ class Trainer:
             plan: list[np.ndarray] | None = None
             reason = self.limit_reached(t_start)
             while reason is None:
-                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed,
-                                          p.epoch)
+                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch)
                 idx = plan[p.position]
                 loss_sum += self.step(idx)
                 pairs, steps = pairs + len(idx), steps + 1
@@ -310,8 +311,7 @@ class Trainer:
                 why = self.group.max([(stop() if stop else None) or 0])[0]  # agreed
                 if why:
                     self.save(self.last_path, with_state=True)
-                    emit({"event": "end", "step": p.step, "epoch": p.epoch,
-                          "reason": "interrupted"})
+                    emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})
                     raise Interrupted(why, p.step, self.last_path)
                 reason = self.limit_reached(t_start)
             if p.last_valid_step != p.step:

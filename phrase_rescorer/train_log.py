@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+import math
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 EVENTS = ("start", "train", "valid", "end")
 
@@ -55,11 +57,75 @@ class EventLog:
 
 def read_log(path: str) -> list[dict[str, Any]]:
     """The events of a log, in order; a torn last line (a run killed mid-write) is skipped."""
-    events = []
-    with open(path, encoding="utf-8") as f:
+    return read_log_counting(path)[0]
+
+
+def read_log_counting(path: str) -> tuple[list[dict[str, Any]], int]:
+    """The events of a log and how many non-empty lines were not JSON event objects."""
+    events: list[dict[str, Any]] = []
+    skipped = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            with contextlib.suppress(ValueError):
+            if not line.strip():
+                continue
+            try:
                 event = json.loads(line)
-                if isinstance(event, dict) and "event" in event:
-                    events.append(event)
-    return events
+            except ValueError:
+                event = None
+            if isinstance(event, dict) and "event" in event:
+                events.append(event)
+            else:
+                skipped += 1
+    return events, skipped
+
+
+class TrainingLogError(ValueError):
+    """A log that cannot be plotted; the message names the file."""
+
+
+@dataclass
+class Series:
+    """One curve: (step, value) points of the events that carry a finite value."""
+
+    steps: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def add(self, record: dict, key: str) -> None:
+        step, value = record.get("step"), record.get(key)
+        if _number(step) and _number(value):
+            self.steps.append(float(step))
+            self.values.append(float(value))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass
+class TrainingCurves:
+    path: str
+    loss: Series = field(default_factory=Series)
+    valid_ppl: Series = field(default_factory=Series)
+    unigram_ppl: Series = field(default_factory=Series)
+    skipped_lines: int = 0
+
+
+def _number(x: object) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_training_curves(path: str) -> TrainingCurves:
+    """The loss and perplexity curves of a log (for ``plot-log``); other events are ignored."""
+    events, skipped = read_log_counting(path)
+    curves = TrainingCurves(path, skipped_lines=skipped)
+    for record in events:
+        if record["event"] == "train":
+            curves.loss.add(record, "loss")
+        elif record["event"] == "valid":
+            curves.valid_ppl.add(record, "valid_token_ppl")
+            curves.unigram_ppl.add(record, "unigram_token_ppl")
+    if not curves.loss and not curves.valid_ppl:
+        raise TrainingLogError(
+            f"{path}: no training or validation records "
+            '(JSON lines with "event": "train" or "valid")'
+        )
+    return curves

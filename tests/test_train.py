@@ -231,10 +231,10 @@ def test_validation_figures_do_not_depend_on_the_batch_size() -> None:
 def test_it_learns_a_deterministic_mapping(tmp_path: Path) -> None:
     """Target = source word by word through a fixed permutation of 30 words (1-2 words a phrase).
 
-    A network blind to the source cannot go below a held-out perplexity of about 10 here (it can
-    learn the lengths but not the words); the unigram baseline is about 31. Below 4, the network
-    reads the source. With the paper's Adadelta and N(0, 0.01^2) start, the source signal takes
-    some 2,000-3,000 steps to break through; 5,000 steps reached 1.7-2.5 over three seeds.
+    The unigram baseline's held-out perplexity is about 18; a network that ignores the source
+    stalls near 10.5 (it learns the lengths, not the words). Below 4, the network reads the
+    source. With the paper's Adadelta and N(0, 0.01^2) start the source signal takes some
+    2,000-3,000 steps to break through; 5,000 steps reached 1.7-2.5 over three seeds.
     """
     t = mapping_table(tmp_path / "map.txt", 800, n_words=30, max_len=2)
     args = ["--vocab-size", "100", "--embed-dim", "16", "--hidden-dim", "32", "--maxout-dim", "16",
@@ -244,5 +244,5 @@ def test_it_learns_a_deterministic_mapping(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     best: dict[str, Any] = load_checkpoint(str(tmp_path / "m.pt")).info["best_valid"]
     unigram = load_checkpoint(str(tmp_path / "m.pt")).info["unigram_token_ppl"]
-    assert unigram > 25 and best["pairs"] >= 60
+    assert unigram > 15 and best["pairs"] >= 60
     assert best["token_ppl"] < 4.0, (best, valids(tmp_path / "m.log"))

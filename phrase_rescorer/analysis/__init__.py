@@ -7,7 +7,6 @@
 * :mod:`.compare`: the phrase table's ranking of targets next to the network's (Table 2, Fig. 3);
 * :mod:`.embed`: word embeddings and phrase representations c for the TensorBoard projector
   (Figs. 4 and 5);
-* :mod:`.trainlog`: the trainer's JSON-lines log;
 * :mod:`.plots`: the pictures (matplotlib and scikit-learn, the optional ``plots`` extra, imported
-  only when a picture is asked for).
+  only when a picture is asked for); the training curves come from ``phrase_rescorer.train_log``.
 """

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..phrase_table import AtomicOutput
-from .trainlog import TrainingLog
+from ..train_log import TrainingCurves
 
 INSTALL_HINT = "install the plotting extra: pip install 'phrase_rescorer[plots]' (make does)"
 
@@ -128,7 +128,7 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     return (c[i] - c[lo]) / (i - lo)
 
 
-def training_curves(log: TrainingLog, path: str, dpi: int = 100) -> str:
+def training_curves(log: TrainingCurves, path: str, dpi: int = 100) -> str:
     """Training loss (raw and smoothed) and validation perplexity (with the unigram baseline)
     against the step."""
     plt = _pyplot()

@@ -15,9 +15,9 @@ from ..analysis import embed as emb
 from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
-from ..analysis.trainlog import TrainingLogError, read_training_log
 from ..checkpoint import load_checkpoint
 from ..model import RNNEncoderDecoder
+from ..train_log import TrainingLogError, read_training_curves
 from ..vocab import Vocabulary, tokenize_phrase
 from . import cli
 from .common import UserError, device_option, progress, resolve_device, say
@@ -234,7 +234,7 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train --log`: the training loss and the
     validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
     try:
-        records = read_training_log(log)
+        records = read_training_curves(log)
     except TrainingLogError as e:
         raise UserError(str(e), exit_code=3) from e
     if records.skipped_lines:

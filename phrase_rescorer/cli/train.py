@@ -76,6 +76,9 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
               help="Adadelta epsilon.")
 @click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=1.0,
               show_default=True, help="Gradient-norm clipping threshold.")
+@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True,
+              help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
+                   "briefly use their source sooner from about 0.05).")
 @device_option
 @click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
 @click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
