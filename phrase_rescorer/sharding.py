@@ -18,14 +18,21 @@ such cut at or after k/N of the (decompressed) bytes.
 
 A process reads its part with :class:`TablePart`: a plain file is opened and sought to the
 part's first byte; a gzip stream cannot be entered in the middle, so it is decompressed from
-the start and the bytes before the part are dropped (C speed, no parsing). Line numbers in
-entries and errors count from the start of the whole table.
+the start and the bytes before the part are dropped (C speed, no parsing; no disk space, unlike
+decompressing the table into a plain file first). Line numbers in entries and errors count from
+the start of the whole table.
+
+Cost, measured on the 839,351-line real table (104 MB of text, 20 MB gzipped) on a 2-core
+machine: the index pass takes 0.14 s on plain text (from the page cache) and 0.67 s on gzip
+(of which 0.53 s is decompression); entering the last of 4 parts of the gzipped table takes
+0.40 s. Per 10^8 lines, about 17 s (plain) or 80 s + up to 60 s (gzip) before scoring starts.
 
 Rescored parts are joined with :func:`concatenate`: bytes copied in order into a temporary file
 beside the output, fsynced and renamed onto it. Parts of a ``.gz`` output are each a complete
-gzip member; members one after another form one valid gzip stream (RFC 1952, read by gzip,
-zcat, Python and Moses' zlib readers) whose decompressed bytes are the one-process output
-(the compressed bytes differ, since compression restarts at every part).
+gzip member; a gzip file is a series of members (RFC 1952, 2.2), read whole by gzip -d, zcat,
+Python and Moses (``util/read_compressed.cc`` goes on to the next member), so the joined file
+decompresses to the one-process output (its compressed bytes differ: compression restarts at
+every part). Compressing in the processes keeps the join a plain copy.
 """
 
 from __future__ import annotations

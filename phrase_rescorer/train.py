@@ -18,6 +18,10 @@ Checkpoints hold no wall-clock value, so the same seed, data and settings on a C
 byte-identical files, and a run resumed from ``rnn.last.pt`` computes exactly the losses of an
 uninterrupted one. Only validations on the ``valid_every`` schedule count for ``patience``; the
 extra one at the end of a run may still give a new best ``rnn.pt``.
+
+Under torchrun the same run is shared by several processes (``Trainer``, ``distributed``): the
+batch is then the global batch of ``batch_size`` x processes pairs, and ``batch_size`` in the
+resume check counts global pairs.
 """
 
 from __future__ import annotations
