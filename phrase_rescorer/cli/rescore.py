@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import torch
@@ -15,6 +15,9 @@ from .. import distributed
 from ..scorers import SCORERS
 from . import cli
 from .common import UserError, is_quiet, resolve_device, say
+
+if TYPE_CHECKING:
+    from ..scoring import RescoreSummary
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -186,7 +189,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
 
 
 def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: str,
-                     quiet: bool, options: dict[str, Any]) -> Any:
+                     quiet: bool, options: dict[str, Any]) -> RescoreSummary | None:
     """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
     from ..sharded_rescoring import rescore_sharded
 
