@@ -110,9 +110,11 @@ def load_checkpoint(path: str) -> Checkpoint:
         raise CheckpointError(f"{path}: no such model file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+        # torch's own text runs to several sentences of advice: keep the first
+        detail = str(e).split(". ")[0] or type(e).__name__
         raise CheckpointError(
-            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {e}"
+            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {detail}"
         ) from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")
