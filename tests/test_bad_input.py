@@ -37,7 +37,8 @@ import torch
 from phrase_rescorer import phrase_table
 from phrase_rescorer.checkpoint import load_checkpoint
 from phrase_rescorer.cli import main
-from tests.conftest import PYTHON, SAMPLE, cli_env
+from phrase_rescorer.cli.common import EXIT_CODES
+from tests.conftest import PYTHON, REPO, SAMPLE, cli_env
 from tests.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     appended_columns,
     log_column,
@@ -232,6 +233,12 @@ def _fill(text: str, paths: dict[str, str], escape: bool) -> str:
     return text
 
 
+def subprocess_env() -> dict[str, str]:
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"  # tiny models: one thread is fastest on a shared machine
+    return env
+
+
 def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``phrase-rescorer ARGS`` in this process, exactly as the installed program runs it."""
     monkeypatch.setattr(sys, "argv", ["phrase-rescorer", *args])
@@ -283,7 +290,7 @@ def test_bad_input(
     stdout = b""
     if case.subprocess:
         r = subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], input=case.stdin or b"", capture_output=True,
-                           env=cli_env(), timeout=300)
+                           env=subprocess_env(), timeout=300)
         code, err, stdout = r.returncode, r.stderr.decode(), r.stdout
     else:
         code, err = run_cli(args, monkeypatch, capsys)
@@ -421,8 +428,17 @@ def test_disk_full_real_tmpfs(model: Path, small_tmpfs: Path, out_name: str, tmp
     table.write_bytes(gzip.compress(b"".join(lines[:1000] if out_name == "out.txt" else lines[:5000]), 1))
     out = small_tmpfs / out_name
     r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(out), "--model", str(model)],
-                       capture_output=True, env=cli_env(), timeout=300)
+                       capture_output=True, env=subprocess_env(), timeout=300)
     err = r.stderr.decode()
     assert r.returncode == 6, err
     assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
     assert os.listdir(small_tmpfs) == []  # neither the output nor its temporary
+
+
+def test_readme_exit_code_table_is_the_code_s() -> None:
+    """The README's table is EXIT_CODES, row for row, and covers every code these cases see."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Error messages and exit codes") :]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", section[: section.index("\n## ")], flags=re.M)
+    assert {int(code): meaning.replace("\\|", "|") for code, meaning in rows} == EXIT_CODES
+    assert {c.code for c in CASES} | {130, 143} <= set(EXIT_CODES)

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from phrase_rescorer.batching import sequences_batch
 from phrase_rescorer.checkpoint import Checkpoint, load_checkpoint
 from phrase_rescorer.model import sequence_log_probs
+from phrase_rescorer.scorers import SCORERS
 from phrase_rescorer.scoring import RescoreOptions, TableRescorer
 from tests.conftest import SAMPLE
 from tests.rescore_data import read_lines, tiny_checkpoint
@@ -174,7 +175,7 @@ def score_lines(lines: list[bytes], options: RescoreOptions, tmp: Path) -> dict[
     st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=120),
     st.integers(1, 300),
     st.integers(1, 150),
-    st.sampled_from(["batched", "reference"]),
+    st.sampled_from(sorted(SCORERS)),  # every registered scorer
 )
 @PROPERTY
 def test_scores_do_not_depend_on_batch_window_order_or_neighbours(

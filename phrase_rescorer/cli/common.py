@@ -19,14 +19,16 @@ from ..phrase_table import PhraseTableError, PhraseTableOSError
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
     0: "success",
-    1: "internal error (a bug: please report it with the traceback)",
+    1: "internal error (a bug: please report it with the traceback); also, silently, when the reader of "
+       "standard output went away (`| head`)",
     2: "usage error: unknown option, missing argument, refused combination",
-    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated gzip (file:line given)",
-    4: "unusable model file: missing, truncated, another format version",
+    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated or corrupt gzip, empty table "
+       "(file:line given); output path naming the input file",
+    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN",
     5: "moses.ini does not match its phrase table or cannot be patched",
-    6: "operating-system error: missing directory, permission, disk full",
-    130: "interrupted by SIGINT (Ctrl-C); no output file was left behind",
-    143: "terminated by SIGTERM; no output file was left behind",
+    6: "operating-system error: unreadable input, missing output directory, permission, disk full",
+    130: "interrupted by SIGINT (Ctrl-C): nothing at the output path; training saves MODEL.last.pt for --resume",
+    143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume",
 }
 
 
