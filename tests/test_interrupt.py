@@ -1,10 +1,10 @@
 """SIGINT and SIGTERM while a table is being rescored: the real program in a subprocess.
 
-The signal is sent once the output's temporary file exists (``.OUT.tmp-PID``, created after the
-model and the input are opened, just before the first window is scored), found by polling with a
-deadline. The input is the bundled sample repeated eight times (234,080 lines, several seconds
-of work even on a fast machine), so the run is still scoring when the signal arrives; the
-stdin variant keeps the run waiting for input, so it is certainly still going.
+The signal is sent once the output's temporary file (``.OUT.tmp-PID``) holds the first part of
+the rescored table (its first 1 MiB write buffer), found by polling with a deadline. The input
+is the bundled sample repeated eight times (234,080 lines, several seconds of work even on a
+fast machine), so the run is still scoring when the signal arrives; the stdin variant keeps the
+run waiting for input, so it is certainly still going.
 Expected: exit 130 (SIGINT) or 143 (SIGTERM), a one-line message saying so, nothing at the
 output path and no temporary file left. (Training: test_interrupt_training.py.)
 """
@@ -29,7 +29,7 @@ SIGNALS = [
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt", hidden=64)
+    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +50,11 @@ def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
     )
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    """Poll until ``path`` exists; fail if the process ends first or the deadline passes."""
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0, nonempty: bool = False) -> None:
+    """Poll until ``path`` exists (and holds data, with ``nonempty``); fail if the process ends
+    first or the deadline passes."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not path.exists() or (nonempty and path.stat().st_size == 0):
         assert proc.poll() is None, f"the run ended before {path.name} appeared: {proc.stderr.read().decode()}"
         assert time.monotonic() < deadline, f"{path.name} did not appear within {timeout} s"
         time.sleep(0.005)  # polling interval
@@ -72,7 +73,7 @@ def test_signal_while_scoring_leaves_nothing(
     out = tmp_path / out_name
     proc = start(["-q", "rescore", str(long_table), str(out), "--model", str(model)])
     temporary = tmp_path / f".{out_name}.tmp-{proc.pid}"
-    wait_for(temporary, proc)
+    wait_for(temporary, proc, nonempty=True)  # the first megabyte of output is on disk
     proc.send_signal(sig)
     returncode, err = finish(proc)
     assert returncode == code, err
