@@ -52,6 +52,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 REL = 1e-5  # log-space tolerance against the pair-by-pair reference (see test_scoring.py)
 SORTED = b"".join(read_lines(SAMPLE)[:60])  # real lines (5 fields), in the table's sorted order
+SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])  # 250 KB, 90 KB gzipped
 FIRST, SECOND = read_lines(SAMPLE)[:2]
 LONG_SOURCE = " ".join(["the"] * 10_000).encode()
 LONG_TARGET = " ".join(["la", "maison", "bleue", "&#124;"] * 2_500).encode()
@@ -84,9 +85,9 @@ def _gzip_cut(data: bytes) -> bytes:
     return gzip.compress(data)[:-30]
 
 
-def _gzip_flipped(data: bytes) -> bytes:
-    packed = bytearray(gzip.compress(data * 20))
-    packed[len(packed) // 2] ^= 0xFF
+def _gzip_flipped(data: bytes, where: int) -> bytes:
+    packed = bytearray(gzip.compress(data))
+    packed[where] ^= 0xFF
     return bytes(packed)
 
 
@@ -141,10 +142,14 @@ LINE2 = r"{in}:2: "
 
 CASES = [
     # --- compression: told by content, not by name
-    Case("truncated gzip", _gzip_cut(SORTED * 40), 3, r"{in}:\d+: truncated or corrupt gzip stream", "absent",
+    Case("truncated gzip", _gzip_cut(SORTED_2K), 3, r"{in}:\d+: truncated or corrupt gzip stream", "absent",
          in_name="in.gz"),
-    Case("corrupt gzip (a flipped byte)", _gzip_flipped(SORTED), 3, r"{in}:\d+: truncated or corrupt gzip stream",
-         "absent", in_name="in.gz"),
+    # decodes into damaged lines until one is refused, or until the checksum at the end
+    Case("corrupt gzip (a byte flipped mid-stream)", _gzip_flipped(SORTED_2K, 45_000), 3, r"{in}:\d+: ", "absent",
+         in_name="in.gz"),
+    # every line reads and scores, then the CRC-32 at the end does not match: nothing is written
+    Case("corrupt gzip (CRC-32 flipped)", _gzip_flipped(SORTED_2K, -8), 3,
+         r"{in}:2001: truncated or corrupt gzip stream: CRC check failed", "absent", in_name="in.gz"),
     Case("gzip followed by garbage", gzip.compress(SORTED) + b"garbage", 3,
          r"{in}:61: truncated or corrupt gzip stream: Not a gzipped file", "absent", in_name="in.gz"),
     Case("plain text named .gz", SORTED, in_name="in.gz", out_name="out.gz"),
