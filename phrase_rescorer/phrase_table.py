@@ -90,6 +90,11 @@ class PhraseTableOSError(PhraseTableError):
     output directory, an output path that is a directory (exit code 6 in the CLI, not 3)."""
 
 
+class PhraseTableStreamError(PhraseTableError):
+    """A truncated or corrupt gzip stream: unlike a bad line, it ends the reading, so whatever
+    was counted or scored so far is short."""
+
+
 @dataclass(slots=True)
 class Entry:
     """One phrase-table line."""
@@ -290,7 +295,7 @@ class InputTable:
         except (EOFError, zlib.error, OSError) as exc:
             error: PhraseTableError
             if self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
-                error = PhraseTableError(path, line_no + 1, f"truncated or corrupt gzip stream: {exc}")
+                error = PhraseTableStreamError(path, line_no + 1, f"truncated or corrupt gzip stream: {exc}")
             else:
                 error = PhraseTableOSError(path, line_no + 1, f"read error: {exc}")
             if not lenient:
@@ -310,7 +315,7 @@ def iter_lines_lenient(
     """Yield an Entry per good line and a PhraseTableError per bad one, going on after it.
 
     An unreadable file or stream (unopenable, truncated or corrupt gzip) ends the iteration
-    with a final error.
+    with a final error: a ``PhraseTableOSError`` or ``PhraseTableStreamError``.
     """
     try:
         table = InputTable(path, check_scores=check_scores)

@@ -180,6 +180,10 @@ CASES = [
          args=("-q", "rescore", "-", "{out}", "--model", "{model}"), stdin=FIRST + b"b ||| la\n"),
     Case("failed run keeps an earlier output", FIRST + b"b ||| la\n", 3, LINE2 + "expected 3", "unchanged",
          setup=_old_output),
+    Case("inspect: truncated gzip (figures would be short)", _gzip_cut(SORTED_2K), 3,
+         r"{in}:2000: truncated or corrupt gzip stream", "absent", in_name="in.gz", args=("-q", "inspect", "{in}")),
+    Case("inspect: missing file", code=6, output="absent", args=("-q", "inspect", "{dir}/none.gz"),
+         message=r"{dir}/none.gz: cannot read: No such file or directory"),
     # --- unusual but valid tables
     Case("10,000-token phrases (scored, not skipped)",
          FIRST + LONG_SOURCE + b" ||| la ||| 0.5 ||| 0-0\n" + b"the ||| " + LONG_TARGET + b" ||| 0.5\n"),
