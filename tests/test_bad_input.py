@@ -11,8 +11,9 @@ Expected output states:
 * ``unchanged``: the file that was at OUT before the run (written by the case) is byte for byte
   what it was, and no temporary is left.
 
-A full disk is checked twice: with a real 64 KiB tmpfs (when this process may mount one) and
-with a simulated one (the output file's raw layer refuses writes after N bytes with ENOSPC).
+A full disk is checked three ways: a real 64 KiB tmpfs (when this process may mount one), the
+temporary file linked to /dev/full (the kernel's ENOSPC on every write), and a simulated one
+(the output file's raw layer refuses writes after N bytes, mid-run or at the final flush).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import pytest
 import torch
 
 from phrase_rescorer import phrase_table
-from phrase_rescorer.checkpoint import load_checkpoint
+from phrase_rescorer.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.cli import main
 from phrase_rescorer.cli.common import EXIT_CODES
 from tests.conftest import PYTHON, REPO, SAMPLE, cli_env
@@ -47,6 +48,7 @@ from tests.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     reference_log_probs,
     tiny_checkpoint,
 )
+from tests.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -451,3 +453,57 @@ def test_readme_exit_code_table_is_the_code_s() -> None:
     rows = re.findall(r"^\| (\d+) \| (.+) \|$", section[: section.index("\n## ")], flags=re.M)
     assert {int(code): meaning.replace("\\|", "|") for code, meaning in rows} == EXIT_CODES
     assert {c.code for c in CASES} | {130, 143} <= set(EXIT_CODES)
+
+
+@pytest.fixture
+def dev_full() -> str:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    return "/dev/full"
+
+
+@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
+def test_disk_full_dev_full_rescoring(
+    model: Path, big_table: Path, out_name: str, dev_full: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The temporary is a link to /dev/full, where every write fails with ENOSPC (the kernel's
+    own error, no root needed)."""
+    out = big_table.with_name(out_name)
+    (big_table.parent / f".{out_name}.tmp-{os.getpid()}").symlink_to(dev_full)
+    code, err = run_cli(["-q", "rescore", str(big_table), str(out), "--model", str(model)], monkeypatch, capsys)
+    assert code == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
+    assert not out.exists() and left_behind(big_table.parent) == []
+
+
+def test_disk_full_while_saving_a_model(
+    tmp_path: Path, dev_full: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch.save reports a failed write as a RuntimeError about zip positions; the model file's
+    writer keeps the OSError, so training ends with exit 6 and the model's name, no traceback."""
+    table = mapping_table(tmp_path / "pt.gz", 100)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / f".rnn.pt.tmp-{os.getpid()}").symlink_to(dev_full)
+    code, err = run_cli(
+        ["-q", "train", str(table), str(models / "rnn.pt"), "--log", str(tmp_path / "rnn.log"), "--vocab-size", "20",
+         "--embed-dim", "4", "--hidden-dim", "8", "--maxout-dim", "4", "--output-rank", "2", "--max-steps", "2",
+         "--valid-every", "1", "--device", "cpu"],
+        monkeypatch, capsys,
+    )
+    assert code == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {models / 'rnn.pt'}: disk full (no space left on device)"
+    assert os.listdir(models) == []  # no model, and the temporary (here the link) removed
+
+
+def test_disk_full_real_tmpfs_saving_a_model(model: Path, small_tmpfs: Path) -> None:
+    """A model file larger than the file system: torch.save fails inside a tensor's record and
+    says so with a RuntimeError; save_checkpoint raises the OSError behind it, naming the file."""
+    ckpt = load_checkpoint(str(model))
+    assert model.stat().st_size > 2 * 64 * 1024  # twice the file system
+    with pytest.raises(OSError) as caught:
+        save_checkpoint(str(small_tmpfs / "rnn.pt"), ckpt.build_model(), ckpt.src_vocab, ckpt.tgt_vocab)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(small_tmpfs / "rnn.pt")
+    assert isinstance(caught.value.__cause__, RuntimeError)  # what torch.save raised
+    assert os.listdir(small_tmpfs) == []
