@@ -6,6 +6,8 @@
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark (prints its figures)
+#   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
+#                   runs a short, fixed pass of the same tests)
 #   make lint / make typecheck
 #
 # GPU users pick their torch build, e.g.  make demo TORCH_SPEC="torch --index-url https://..."
@@ -20,6 +22,7 @@ SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
 TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --init-std 0.05 --valid-every 250 --threads 1
 MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
+FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "a man in a blue shirt"
 
 .PHONY: demo demo-pictures train rescore test test-fast bench lint typecheck fuzz clean
@@ -74,6 +77,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+fuzz: $(STAMP)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 bench: $(STAMP)
 	$(PY) -m phrase_rescorer.bench

@@ -20,6 +20,7 @@ checkpoint under the final name.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import pickle
 import zipfile
@@ -93,15 +94,35 @@ def save_checkpoint(
         raise CheckpointError(f"{path}: output directory does not exist")
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
+        with _File(tmp, "wb") as f:
+            try:
+                torch.save(payload, f)
+            except RuntimeError as e:  # torch reports a failed write (a full disk) this way
+                if f.error is None:
+                    raise
+                raise f.error from e
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename in (None, tmp):
+            e.filename = path  # "rnn.pt: disk full", not a temporary name or nothing
         raise
+
+
+class _File(io.FileIO):
+    """An unbuffered file that keeps the first OSError of a write, which torch.save would
+    otherwise turn into a RuntimeError about zip positions."""
+
+    error: OSError | None = None
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        try:
+            return super().write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
 
 
 def load_checkpoint(path: str) -> Checkpoint:
@@ -112,8 +133,10 @@ def load_checkpoint(path: str) -> Checkpoint:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
             ValueError) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
+        # torch's own text runs to several sentences of advice: keep the first
+        detail = str(e).split(". ")[0] or type(e).__name__
         raise CheckpointError(
-            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {e}"
+            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {detail}"
         ) from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")

@@ -25,6 +25,7 @@ refuses a text table, which it could not load.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -298,7 +299,8 @@ def patch_moses_ini_file(in_ini: str, out_ini: str, table: str, **options) -> Pa
         return result
     directory = os.path.dirname(os.path.abspath(out_ini))
     if not os.path.isdir(directory):
-        raise MosesIniError(f"{out_ini}: output directory does not exist")
+        # the file system, not the ini: an OSError (exit 6), as for every other output
+        raise FileNotFoundError(errno.ENOENT, "output directory does not exist", out_ini)
     tmp = os.path.join(directory, f".{os.path.basename(out_ini)}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as f:

@@ -85,6 +85,16 @@ class PhraseTableError(ValueError):
         return (type(self), (self.path, self.line_no, self.message))
 
 
+class PhraseTableOSError(PhraseTableError):
+    """The file system, not the table's content: a file that cannot be opened or read, a missing
+    output directory, an output path that is a directory (exit code 6 in the CLI, not 3)."""
+
+
+class PhraseTableStreamError(PhraseTableError):
+    """A truncated or corrupt gzip stream: unlike a bad line, it ends the reading, so whatever
+    was counted or scored so far is short."""
+
+
 @dataclass(slots=True)
 class Entry:
     """One phrase-table line."""
@@ -217,7 +227,7 @@ class InputTable:
                 head += chunk
         except OSError as exc:
             self.close()
-            raise PhraseTableError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+            raise PhraseTableOSError(path, None, f"cannot read: {exc.strerror or exc}") from exc
         self._source = _Source(read, head)
         self.is_gzip = head == _GZIP_MAGIC
         self.name_mismatch = path != "-" and path.endswith(".gz") != self.is_gzip
@@ -283,11 +293,11 @@ class InputTable:
                             raise
                         yield err
         except (EOFError, zlib.error, OSError) as exc:
+            error: PhraseTableError
             if self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
-                message = f"truncated or corrupt gzip stream: {exc}"
+                error = PhraseTableStreamError(path, line_no + 1, f"truncated or corrupt gzip stream: {exc}")
             else:
-                message = f"read error: {exc}"
-            error = PhraseTableError(path, line_no + 1, message)
+                error = PhraseTableOSError(path, line_no + 1, f"read error: {exc}")
             if not lenient:
                 raise error from exc
             yield error
@@ -305,7 +315,7 @@ def iter_lines_lenient(
     """Yield an Entry per good line and a PhraseTableError per bad one, going on after it.
 
     An unreadable file or stream (unopenable, truncated or corrupt gzip) ends the iteration
-    with a final error.
+    with a final error: a ``PhraseTableOSError`` or ``PhraseTableStreamError``.
     """
     try:
         table = InputTable(path, check_scores=check_scores)
@@ -323,7 +333,9 @@ class AtomicOutput:
     mtime 0: identical input gives identical bytes) when ``path`` ends with ``.gz``. On a clean
     exit the temporary is flushed, fsynced, closed and renamed onto ``path``; on any exception
     (KeyboardInterrupt and SystemExit included) or after :meth:`abort`, it is deleted and ``path``
-    is left untouched. A missing output directory is reported by the constructor.
+    is left untouched. A missing output directory is reported by the constructor. An ``OSError``
+    that names no file (a full disk, an I/O error) and ends the block, or the final flush, is
+    labelled with ``path`` so that the message says which output failed.
 
     ``path`` ``-`` writes plain bytes straight to stdout: nothing can be atomic or undone there.
     """
@@ -338,9 +350,9 @@ class AtomicOutput:
             return
         directory, name = os.path.split(os.path.abspath(path))
         if not os.path.isdir(directory):
-            raise PhraseTableError(path, None, "output directory does not exist")
+            raise PhraseTableOSError(path, None, "output directory does not exist")
         if os.path.isdir(path):
-            raise PhraseTableError(path, None, "output path is a directory")
+            raise PhraseTableOSError(path, None, "output path is a directory")
         self.temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
 
     def __enter__(self) -> BinaryIO:
@@ -350,7 +362,7 @@ class AtomicOutput:
         try:
             self._raw = open(self.temporary, "wb", buffering=_BUFFER_SIZE)
         except OSError as exc:
-            raise PhraseTableError(self.path, None, f"cannot write: {exc.strerror}") from exc
+            raise PhraseTableOSError(self.path, None, f"cannot write: {exc.strerror}") from exc
         self._file = self._raw
         if self.path.endswith(".gz"):
             compressor = gzip.GzipFile(
@@ -368,6 +380,7 @@ class AtomicOutput:
     ) -> None:
         if exc_type is not None or self._aborted:
             self.abort()
+            self._label(exc)
         elif self.temporary is None:
             if self._file is not None:
                 self._file.flush()
@@ -384,9 +397,14 @@ class AtomicOutput:
             self._raw.close()
             os.replace(self.temporary, self.path)
             _fsync_directory(os.path.dirname(self.temporary))
-        except BaseException:
+        except BaseException as exc:
             self.abort()
+            self._label(exc)
             raise
+
+    def _label(self, exc: BaseException | None) -> None:
+        if isinstance(exc, OSError) and exc.filename is None and self.temporary is not None:
+            exc.filename = self.path
 
     def abort(self) -> None:
         """Discard everything written: delete the temporary, leave ``path`` as it was."""

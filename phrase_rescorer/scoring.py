@@ -12,6 +12,8 @@
   ``window_cap`` lines in a row (then the run is split and its source encoded once per part).
 * Moses sorts tables with LC_ALL=C and its binarizers need that order; an input out of that
   order is still scored in its own order, with one warning.
+* An input without a single line is refused (``PhraseTableError``): an empty table is almost
+  always the trace of an earlier step that failed, and an empty output would hide it.
 * Numbers are formatted by ``moses_format.format_columns`` only.
 
 ``rescore_table`` is the one-call entry point for Python pipelines; ``TableRescorer`` is the
@@ -31,7 +33,14 @@ import torch
 from . import __version__
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from .moses_format import SCORE_FORMATS, ScoreError, format_columns
-from .phrase_table import AtomicOutput, Entry, InputTable, check_distinct_paths, with_appended
+from .phrase_table import (
+    AtomicOutput,
+    Entry,
+    InputTable,
+    PhraseTableError,
+    check_distinct_paths,
+    with_appended,
+)
 from .scorers import SCORERS, WindowScorer, make_scorer
 from .vocab import tokenize_phrase
 
@@ -142,11 +151,15 @@ class TableRescorer:
         self.signature = signature(checkpoint, options)
         self._unsorted_at: int | None = None
         self._previous_key: bytes | None = None
+        self._in_path = ""
 
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
         check_distinct_paths(in_path, out_path)
         with InputTable(in_path) as table, AtomicOutput(out_path) as out:
-            return self.rescore_stream(table, out, in_path)
+            summary = self.rescore_stream(table, out, in_path)
+            if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
+                raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")
+            return summary
 
     def rescore_stream(
         self, table: InputTable, out: BinaryIO, in_path: str, previous_source: str | None = None
@@ -158,6 +171,7 @@ class TableRescorer:
         started = time.perf_counter()
         self._unsorted_at = None
         self._previous_key = None if previous_source is None else previous_source.encode() + b" |||"
+        self._in_path = in_path
         lines = 0
         size = table.size()
         for window in self._windows(table):
@@ -199,7 +213,7 @@ class TableRescorer:
             self._unsorted_at = entry.line_no
             if self.on_warning is not None:
                 self.on_warning(
-                    f"{entry.line_no}: the input is not sorted by source phrase (LC_ALL=C); "
+                    f"{self._in_path}:{entry.line_no}: the input is not sorted by source phrase (LC_ALL=C); "
                     "lines are scored and written in input order, but Moses' binarizers "
                     "(processPhraseTableMin, CreateOnDiskPt) need a sorted table: "
                     "sort it with LC_ALL=C sort before binarizing"
@@ -242,7 +256,7 @@ class TableRescorer:
         except ScoreError:
             bad = int(np.flatnonzero(~np.isfinite(logps) | (logps > 1e-6))[0])
             raise CheckpointError(
-                f"{ckpt.path or 'model'}: the network gave log p = {logps[bad]!r} for "
+                f"{ckpt.path or 'model'}: the network gave log p = {float(logps[bad])!r} for "
                 f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
             ) from None
         return b"".join(with_appended(e, c) for e, c in zip(window, columns, strict=True))

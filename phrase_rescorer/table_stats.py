@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .phrase_table import PhraseTableError, iter_lines_lenient
+from .phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError, iter_lines_lenient
 from .vocab import SPECIALS, tokenize_phrase
 
 LENGTH_BINS = 10  # histogram bins 1..9 and "10+"
@@ -70,6 +70,8 @@ def inspect_table(
     tgt_counts: Counter = Counter()
     previous_source: bytes | None = None
     for item in iter_lines_lenient(path):
+        if isinstance(item, (PhraseTableOSError, PhraseTableStreamError)):
+            raise item  # the file, not one of its lines: every figure would be short
         if isinstance(item, PhraseTableError):
             stats.malformed_count += 1
             if len(stats.malformed) < max_reported:

@@ -91,7 +91,7 @@ def test_unsorted_input_is_scored_with_a_warning(model: Path, tmp_path: Path) ->
     table.write_bytes(b"b ||| la ||| 0.5\na ||| le ||| 0.5\n")
     r = CliRunner().invoke(cli, ["rescore", str(table), str(tmp_path / "o.txt"), "--model", str(model), "-q"])
     assert r.exit_code == 0
-    assert "warning: 2: the input is not sorted by source phrase (LC_ALL=C)" in r.stderr
+    assert f"warning: {table}:2: the input is not sorted by source phrase (LC_ALL=C)" in r.stderr
     appended_columns(table, tmp_path / "o.txt")
 
 

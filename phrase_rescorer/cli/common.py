@@ -14,19 +14,21 @@ from tqdm import tqdm
 
 from ..checkpoint import CheckpointError
 from ..moses_ini import MosesIniError
-from ..phrase_table import PhraseTableError
+from ..phrase_table import PhraseTableError, PhraseTableOSError
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
     0: "success",
-    1: "internal error (a bug: please report it with the traceback)",
+    1: "internal error (a bug: please report it with the traceback); also, silently, when the reader of "
+       "standard output went away (`| head`)",
     2: "usage error: unknown option, missing argument, refused combination",
-    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated gzip (file:line given)",
-    4: "unusable model file: missing, truncated, another format version",
+    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated or corrupt gzip, empty table "
+       "(file:line given); output path naming the input file",
+    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN",
     5: "moses.ini does not match its phrase table or cannot be patched",
-    6: "operating-system error: missing directory, permission, disk full",
-    130: "interrupted by SIGINT (Ctrl-C); no output file was left behind",
-    143: "terminated by SIGTERM; no output file was left behind",
+    6: "operating-system error: unreadable input, missing output directory, permission, disk full",
+    130: "interrupted by SIGINT (Ctrl-C): nothing at the output path; training saves MODEL.last.pt for --resume",
+    143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume",
 }
 
 
@@ -43,15 +45,22 @@ def _fail(prog: str, message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT (and, like it, not
+    an ``Exception``, so that no ``except Exception`` swallows it)."""
+
+
 def _sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(143)
+    raise Terminated()
 
 
 def run_guarded(command: click.Command, prog_name: str) -> None:
     """Run a click command, turning the errors a user can act on into one line and an exit code.
 
-    SIGTERM is turned into SystemExit so that ``finally`` blocks and the atomic-output context
-    managers run and remove their temporary files.
+    SIGTERM is turned into an exception (:class:`Terminated`) so that ``finally`` blocks and the
+    atomic-output context managers run and remove their temporary files. A command that has
+    more to say on an interruption (training: where its resumable checkpoint is) says it
+    before re-raising.
     """
     signal.signal(signal.SIGTERM, _sigterm)
     try:
@@ -60,10 +69,14 @@ def run_guarded(command: click.Command, prog_name: str) -> None:
         _fail(prog_name, "interrupted; no output was left behind", 130)
     except KeyboardInterrupt:
         _fail(prog_name, "interrupted; no output was left behind", 130)
+    except Terminated:
+        _fail(prog_name, "terminated (SIGTERM); no output was left behind", 143)
     except click.ClickException as e:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)
         _fail(prog_name, e.format_message(), e.exit_code)
+    except PhraseTableOSError as e:
+        _fail(prog_name, str(e), 6)
     except PhraseTableError as e:
         _fail(prog_name, str(e), 3)
     except CheckpointError as e:
@@ -74,7 +87,7 @@ def run_guarded(command: click.Command, prog_name: str) -> None:
         sys.stderr.close()  # e.g. `| head`: the reader left; nothing more to say
         sys.exit(1)
     except OSError as e:
-        what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        what = "disk full (no space left on device)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         where = f"{e.filename}: " if e.filename else ""
         _fail(prog_name, f"{where}{what}", 6)
 

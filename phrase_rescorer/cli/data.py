@@ -23,7 +23,9 @@ from .common import UserError, progress
 def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_reported: int, strict: bool) -> None:
     """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and
     sources, targets per source, phrase lengths, shortlist coverage and every malformed line
-    (file:line and why). Unlike the other commands it does not stop at the first bad line."""
+    (file:line and why). Unlike the other commands it does not stop at the first bad line; it
+    does stop (exit 3 or 6) on a file it cannot read to the end (truncated or corrupt gzip,
+    read error), whose figures would be short."""
     with progress(ctx, unit=" lines", unit_scale=True, desc="inspect") as bar:
         last = [0]
 

@@ -26,7 +26,7 @@ from ..train import (
     preset_sizes,
 )
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say
+from .common import Terminated, UserError, device_option, progress, resolve_device, say
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 
@@ -201,7 +201,7 @@ def _deferred_signals() -> Iterator[list[int]]:
 
     def handler(signum: int, frame: Any) -> None:
         if caught:
-            raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(143)
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated()
         caught.append(signum)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
