@@ -27,7 +27,7 @@ import torch
 
 from .checkpoint import load_checkpoint
 from .distributed import Group, portable
-from .phrase_table import AtomicOutput, PhraseTableError, check_distinct_paths
+from .phrase_table import AtomicOutput, PhraseTableError, PhraseTableOSError, check_distinct_paths
 from .scoring import ProgressCallback, RescoreOptions, RescoreSummary, TableRescorer
 from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, plan_parts
 
@@ -56,12 +56,14 @@ def rescore_sharded(
     opts = RescoreOptions(**options)
     directory, name = os.path.split(os.path.abspath(out_path))
     if not os.path.isdir(directory):
-        raise PhraseTableError(out_path, None, "output directory does not exist")
+        raise PhraseTableOSError(out_path, None, "output directory does not exist")
 
     plan: tuple[list[Part], str, int] | BaseException | None = None
     if group.is_main:
         try:
             index = find_cuts(in_path, opts.window, opts.window_cap, on_index)
+            if index.lines == 0:  # as in one process: an empty table hides a failed earlier step
+                raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")
             parts_dir = os.path.join(directory, f".{name}.parts-{secrets.token_hex(4)}")
             os.mkdir(parts_dir)
             plan = (plan_parts(index, group.world_size), parts_dir, os.path.getsize(in_path))

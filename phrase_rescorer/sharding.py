@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .phrase_table import Entry, InputTable, PhraseTableError
+from .phrase_table import Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
 
 _CHUNK = 1 << 22  # bytes read at a time by the index pass
 _SEP = b" ||| "
@@ -123,7 +123,7 @@ def find_cuts(
         read, position, close = _open(path)
         file_size = os.path.getsize(path)
     except OSError as exc:
-        raise PhraseTableError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+        raise PhraseTableOSError(path, None, f"cannot read: {exc.strerror or exc}") from exc
     cuts: list[Cut] = []
     offset = 0  # byte offset of data[0] in the input
     first = 0  # 0-based number of data's first line
@@ -164,9 +164,13 @@ def find_cuts(
             if not chunk:
                 return Index(cuts, offset, first)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise PhraseTableError(path, first + 1, f"truncated or corrupt gzip stream: {exc}") from exc
+        # read(_CHUNK) gives nothing of a chunk that fails: the line is not known, only that
+        # the first `first` lines were whole
+        raise PhraseTableStreamError(
+            path, None, f"truncated or corrupt gzip stream after its first {first:,} lines: {exc}"
+        ) from exc
     except OSError as exc:
-        raise PhraseTableError(path, first + 1, f"read error: {exc}") from exc
+        raise PhraseTableOSError(path, None, f"read error after its first {first:,} lines: {exc}") from exc
     finally:
         close()
 
@@ -225,7 +229,7 @@ class TablePart(InputTable):
                     return chunk[start - skipped :]
                 skipped += len(chunk)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise PhraseTableError(self.path, None, f"truncated or corrupt gzip stream: {exc}") from exc
+            raise PhraseTableStreamError(self.path, None, f"truncated or corrupt gzip stream: {exc}") from exc
 
     def _read_part(self, size: int = _CHUNK) -> bytes:
         left = self.part.size - self._done
@@ -267,7 +271,7 @@ class TablePart(InputTable):
 
 def _renumbered(error: PhraseTableError, shift: int) -> PhraseTableError:
     line_no = None if error.line_no is None else error.line_no + shift
-    return PhraseTableError(error.path, line_no, error.message)
+    return type(error)(error.path, line_no, error.message)  # the same kind (stream, OS, line)
 
 
 def concatenate(paths: list[str], out_path: str) -> None:
