@@ -29,7 +29,7 @@ class TableStats:
     unique_sources: int = 0
     sorted_by_source: bool = True
     first_unsorted_line: int | None = None
-    targets_per_source: dict[str, int] = field(default_factory=dict)
+    targets_per_source: dict[str, float] = field(default_factory=dict)
     src_length_hist: list[int] = field(default_factory=lambda: [0] * LENGTH_BINS)
     tgt_length_hist: list[int] = field(default_factory=lambda: [0] * LENGTH_BINS)
     src_types: int = 0
@@ -118,19 +118,23 @@ def format_report(s: TableStats) -> str:
         labels = [str(i + 1) for i in range(LENGTH_BINS - 1)] + [f"{LENGTH_BINS}+"]
         return "  ".join(f"{lab}:{n}" for lab, n in zip(labels, h, strict=True))
 
+    sortedness = "yes" if s.sorted_by_source else f"no (first out of order: line {s.first_unsorted_line})"
+    per_source = "  ".join(f"{k} {v}" for k, v in s.targets_per_source.items())
+    malformed = f" (+{s.malformed_count} malformed)" if s.malformed_count else ""
     out = [
         f"table              {s.path}",
-        f"lines              {s.lines}" + (f" (+{s.malformed_count} malformed)" if s.malformed_count else ""),
+        f"lines              {s.lines}{malformed}",
         f"unique pairs       {s.unique_pairs}",
         f"unique sources     {s.unique_sources}",
-        "targets per source " + "  ".join(f"{k} {v}" for k, v in s.targets_per_source.items()),
-        f"sorted by source   {'yes' if s.sorted_by_source else f'no (first out of order: line {s.first_unsorted_line})'}",
+        f"targets per source {per_source}",
+        f"sorted by source   {sortedness}",
         f"source lengths     {hist(s.src_length_hist)}",
         f"target lengths     {hist(s.tgt_length_hist)}",
-        f"source types       {s.src_types}  (shortlist {s.shortlist_size} covers {100 * s.src_coverage:.2f}% of tokens)",
-        f"target types       {s.tgt_types}  (shortlist {s.shortlist_size} covers {100 * s.tgt_coverage:.2f}% of tokens)",
+        f"source types       {s.src_types}  (shortlist {s.shortlist_size}: {100 * s.src_coverage:.2f}% of tokens)",
+        f"target types       {s.tgt_types}  (shortlist {s.shortlist_size}: {100 * s.tgt_coverage:.2f}% of tokens)",
     ]
     if s.malformed_count:
-        out.append(f"malformed lines    {s.malformed_count}" + (" (first ones:)" if s.malformed_count > len(s.malformed) else ":"))
+        more = " (first ones:)" if s.malformed_count > len(s.malformed) else ":"
+        out.append(f"malformed lines    {s.malformed_count}{more}")
         out.extend(f"  {m}" for m in s.malformed)
     return "\n".join(out)

@@ -35,7 +35,7 @@ class UserError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it as a class default
 
 
 def _fail(prog: str, message: str, code: int) -> NoReturn:
