@@ -9,3 +9,25 @@ The command-line interface (``cli``) only parses options and calls these modules
 """
 
 __version__ = "0.1.0"
+
+#: Public names imported on first use, so that ``import phrase_rescorer`` stays light (no torch).
+_LAZY = {
+    "rescore_table": "scoring",
+    "RescoreOptions": "scoring",
+    "RescoreSummary": "scoring",
+    "TableRescorer": "scoring",
+    "WindowScorer": "scorers",
+    "BatchedScorer": "scorers",
+    "ReferenceScorer": "scorers",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
