@@ -30,6 +30,7 @@ import torch
 
 from .batching import pad_sequences, sequences_batch
 from .model import RNNEncoderDecoder, sequence_log_probs, token_log_probs
+from .prefix_scoring import PrefixScorer
 
 #: Rows of the output layer evaluated at once: bounds the (rows, V) logits buffer
 #: (4096 x 15,000 float32 = 245 MB) whatever the batch size and the phrase lengths.
@@ -157,7 +158,11 @@ class ReferenceScorer:
 
 
 #: Scorers selectable by name (``rescore-phrase-table --scorer``); the first is the default.
-SCORERS: dict[str, type] = {"batched": BatchedScorer, "reference": ReferenceScorer}
+SCORERS: dict[str, type] = {
+    "prefix": PrefixScorer,
+    "batched": BatchedScorer,
+    "reference": ReferenceScorer,
+}
 
 
 def make_scorer(

@@ -228,3 +228,26 @@ def test_bfloat16_mode_is_close_but_documented_as_approximate() -> None:
     # bfloat16 keeps 8 bits of mantissa: about 1% of a score, far above the float32 tolerance.
     np.testing.assert_allclose(approx, exact, rtol=0.05, atol=0.5)
     assert next(model.parameters()).dtype == torch.float32  # the caller's model is untouched
+
+
+# --- through the engine ------------------------------------------------------------------------
+
+
+def test_engine_default_scorer_is_prefix_and_equals_the_reference(tmp_path: Path) -> None:
+    from phrase_rescorer.scoring import RescoreOptions, rescore_table
+    from tests.conftest import SAMPLE
+    from tests.rescore_data import appended_columns, tiny_checkpoint
+
+    assert RescoreOptions().scorer == "prefix"
+    table = tmp_path / "head.gz"
+    with gzip.open(SAMPLE, "rb") as f:
+        table.write_bytes(gzip.compress(b"".join(itertools.islice(f, 3000))))
+    model = tiny_checkpoint(tmp_path / "tiny.pt")
+    columns = {}
+    for scorer in ("prefix", "reference"):
+        out = tmp_path / f"{scorer}.gz"
+        rescore_table(str(table), str(out), str(model), device="cpu", scorer=scorer,
+                      score_format="logprob", window=700)
+        columns[scorer] = np.array([float(v[0]) for v in appended_columns(table, out)])
+    assert len(columns["prefix"]) == 3000
+    assert_same(columns["prefix"], columns["reference"])
