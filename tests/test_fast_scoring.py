@@ -20,7 +20,7 @@ import torch
 from phrase_rescorer.batching import sequences_batch
 from phrase_rescorer.model import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.packed_linear import onednn_available, pack_linears
-from phrase_rescorer.prefix_scoring import PrefixScorer
+from phrase_rescorer.prefix_scoring import PrefixScorer, split_window
 from phrase_rescorer.prefix_trie import build_trie, flatten
 from phrase_rescorer.vocab import Vocabulary, tokenize_phrase
 
@@ -204,6 +204,37 @@ def test_scores_do_not_depend_on_the_window_cut() -> None:
     halves = np.concatenate([scorer.score(sources, targets[:60], index[:60]),
                              scorer.score(sources, targets[60:], index[60:])])
     np.testing.assert_allclose(whole, halves, rtol=0, atol=1e-9 + 1e-6 * np.abs(whole).max())
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_worker_threads_split_windows_without_changing_scores(sample_table: Path, workers: int) -> None:
+    model = make_model(11)
+    (sources, targets, index), = sample_windows(sample_table, 1200, 1200)
+    one = PrefixScorer(model, workers=1).score(sources, targets, index)
+    scorer = PrefixScorer(model, workers=workers)
+    assert len(split_window(sources, targets, index, workers)) == workers
+    assert_same(scorer.score(sources, targets, index), one)  # other batch shapes: float rounding
+    # Unsorted lines: each part takes its sources' lines wherever they are.
+    order = np.random.default_rng(0).permutation(len(targets))
+    assert_same(scorer.score(sources, [targets[i] for i in order], index[order]), one[order])
+    assert torch.get_num_threads() == 1  # the caller's setting is restored
+
+
+def test_split_window_keeps_every_line_once() -> None:
+    rng = np.random.default_rng(12)
+    sources = [[int(t)] for t in range(50)]
+    index = rng.integers(0, 50, 2000)
+    targets = [[3] * int(k) for k in rng.integers(1, 6, 2000)]
+    parts = split_window(sources, targets, index, 4)
+    assert len(parts) == 4
+    lines = np.concatenate([p[0] for p in parts])
+    assert sorted(lines.tolist()) == list(range(2000))
+    for lines, srcs, tgts, idx in parts:
+        assert [srcs[j] for j in idx] == [sources[index[i]] for i in lines]
+        assert tgts == [targets[i] for i in lines]
+    steps = [sum(len(t) + 1 for t in p[2]) for p in parts]
+    assert max(steps) < 1.5 * min(steps)
+    assert len(split_window(sources, targets[:300], index[:300], 4)) == 1  # too few lines to split
 
 
 @pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
