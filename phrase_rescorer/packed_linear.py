@@ -8,8 +8,8 @@ float32, 256 rows, 1000 x 3000 GEMMs ran at 109 GFLOP/s against 90 through MKL, 
 broadcast into the output first). The arithmetic is a float32 matrix product either way; only
 the blocking, hence the rounding, differs (about 1e-7 relative).
 
-``pack_linears(model)`` returns a copy of a model whose ``nn.Linear`` layers are replaced by
-``PackedLinear``; the model's own code (``GRU.step``, ``readout`` ...) then runs unchanged. It
+``pack_linears(model)`` returns a copy of a model (sharing its parameters) whose ``nn.Linear``
+layers are replaced by ``PackedLinear``; the model's own code (``GRU.step``, ``readout`` ...) then runs unchanged. It
 is used for inference on CPU only; where oneDNN is missing or fails its self-check, the model
 is returned as it is.
 """
@@ -71,7 +71,8 @@ def pack_linears(model: nn.Module, rows_hint: int = 256) -> nn.Module:
         return model
     if not onednn_available():
         return model
-    packed = copy.deepcopy(model)
+    shared = {id(p): p for p in model.parameters()}  # the copy shares the weights, not copies them
+    packed = copy.deepcopy(model, memo=shared)
     for _, module in list(packed.named_modules()):
         for name, child in list(module.named_children()):
             if type(child) is nn.Linear:
