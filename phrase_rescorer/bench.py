@@ -187,7 +187,7 @@ def _gpu(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_bat
     model = checkpoint.build_model(device)
     scores = {}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
-        scorer = PrefixScorer(model, device, batch_size=8192, dtype=dtype)
+        scorer = PrefixScorer(model, device, dtype=dtype)
         parts.rescore(checkpoint, gpu_table, work / f"gpu-{name}.gz", scorer, "cuda")  # warm-up
         secs = parts.rescore(checkpoint, gpu_table, work / f"gpu-{name}.gz", scorer, "cuda").seconds
         scores[name] = parts.log_probs(work / f"gpu-{name}.gz")

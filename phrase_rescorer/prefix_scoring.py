@@ -47,6 +47,10 @@ from .packed_linear import pack_linears
 from .prefix_trie import PrefixTrie, build_trie, flatten
 from .vocab import EOS_ID
 
+#: Trie nodes per batch: on CPU the (rows, V) logits of a batch stay in cache (256 x 15,000
+#: float32 = 15 MB); a GPU needs large batches to fill its cores.
+CPU_BATCH, GPU_BATCH = 256, 8192
+
 
 class PrefixScorer:
     """Exact window scorer with shared encoder and decoder prefixes (``WindowScorer``)."""
@@ -55,16 +59,18 @@ class PrefixScorer:
         self,
         model: RNNEncoderDecoder,
         device: torch.device | str = "cpu",
-        batch_size: int = 256,
+        batch_size: int | None = None,
         dtype: torch.dtype = torch.float32,
         onednn: bool = True,
         workers: int | None = None,
     ):
+        self.device = torch.device(device)
+        if batch_size is None:
+            batch_size = CPU_BATCH if self.device.type == "cpu" else GPU_BATCH
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if workers is not None and workers < 1:
             raise ValueError("workers must be at least 1")
-        self.device = torch.device(device)
         if dtype != torch.float32:
             model = copy.deepcopy(model).to(dtype)
         model = model.to(self.device).eval()
