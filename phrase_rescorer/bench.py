@@ -65,10 +65,12 @@ def _median_range(xs: list[float]) -> str:
 @click.option("--gpu-lines", type=click.IntRange(min=0), default=0, show_default=True,
               help="Lines timed on the GPU; 0 for the whole table.")
 @click.option("--gpu-train-batch", type=click.IntRange(min=1), default=2048, show_default=True)
+@click.option("--cpu-bf16/--no-cpu-bf16", default=True, show_default=True,
+              help="Also time the approximate bfloat16 prefix scorer on the CPU.")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
-         train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int, quick: bool,
+         train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int, cpu_bf16: bool, quick: bool,
          json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
@@ -111,7 +113,8 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         say(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
 
         # --- rescoring, interleaved ------------------------------------------------------------
-        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, cpu_rate)
+        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, cpu_rate,
+                                                                  cpu_bf16)
         scores_ok = rescoring["scores_equal"]
 
         # --- memory ----------------------------------------------------------------------------
@@ -151,7 +154,7 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
 
 
 def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int,
-                   cpu_rate: float) -> dict[str, Any]:
+                   cpu_rate: float, bf16: bool) -> dict[str, Any]:
     """Interleaved timed runs of the prefix scorer and of the reference scorer (with torch's
     threads and, on a multi-core machine, with one thread: on a busy machine the plain path can
     be faster on one thread, and the ratio is taken against its faster setting)."""
@@ -160,6 +163,9 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
     runs: dict[str, tuple[str, int]] = {"prefix": ("prefix", threads), "reference": ("reference", threads)}
     if threads > 1:
         runs["reference-1t"] = ("reference", 1)
+    if bf16:
+        runs["prefix-bf16"] = ("prefix bfloat16", threads)
+        bf16_scorer = PrefixScorer(checkpoint.build_model("cpu"), "cpu", dtype=torch.bfloat16)
     seconds: dict[str, list[float]] = {label: [] for label in runs}
     outs = {label: work / f"{label}.gz" for label in runs}
     labels = list(runs)
@@ -167,17 +173,18 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
         for label in labels[r % len(labels):] + labels[: r % len(labels)]:
             name, t = runs[label]
             torch.set_num_threads(t)
+            scorer = bf16_scorer if label == "prefix-bf16" else name
             try:
-                seconds[label].append(parts.rescore(checkpoint, head, outs[label], name, "cpu").seconds)
+                seconds[label].append(parts.rescore(checkpoint, head, outs[label], scorer, "cpu").seconds)
             finally:
                 torch.set_num_threads(threads)
-    best = min((label for label in runs if label != "prefix"), key=lambda k: statistics.median(seconds[k]))
+    best = min((label for label in runs if label.startswith("reference")), key=lambda k: statistics.median(seconds[k]))
     ratios = [ref / pre for pre, ref in zip(seconds["prefix"], seconds[best], strict=True)]
     got, want = parts.log_probs(outs["prefix"]), parts.log_probs(outs["reference"])
     diff = np.abs(got - want)
     scores_ok = bool(len(got) == len(want) == n and np.all(diff <= ATOL + RTOL * np.abs(want)))
     say(f"\nrescoring on the CPU ({repeats} interleaved runs each; engine time, model loading excluded)")
-    say(f"  {'scorer':<22} {'pairs/s: median [min-max]':<28} {'useful GFLOP/s':>15} {'% of matmul':>12}")
+    say(f"  {'scorer':<28} {'pairs/s: median [min-max]':<28} {'useful GFLOP/s':>15} {'% of matmul':>12}")
     out: dict[str, Any] = {}
     for label, secs in seconds.items():
         rates = [n / s for s in secs]
@@ -185,11 +192,16 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
         out[label] = {"pairs_per_s": statistics.median(rates), "runs": rates, "useful_gflops": useful,
                       "threads": runs[label][1]}
         what = f"{runs[label][0]} ({runs[label][1]} thread{'s' if runs[label][1] > 1 else ''})"
-        say(f"  {what:<22} {_median_range(rates):<28} {useful:>15.1f} {100 * useful / cpu_rate:>11.0f}%")
+        say(f"  {what:<28} {_median_range(rates):<28} {useful:>15.1f} {100 * useful / cpu_rate:>11.0f}%")
     ratio = statistics.median(ratios)
     say(f"  prefix / {best}: {ratio:.2f}x (median of the per-run ratios {', '.join(f'{x:.2f}' for x in ratios)})")
     say(f"  scores: max |prefix - reference| = {diff.max():.2e} (allowed 1e-4 + 1e-5 |log p|): "
         f"{'equal' if scores_ok else 'DIFFERENT'}")
+    if bf16:
+        d = np.abs(parts.log_probs(outs["prefix-bf16"]) - got)
+        out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
+        say(f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
+            "(log p; this random network's outputs are near uniform, a trained network's error is larger)")
     return {**out, "ratio": ratio, "ratio_against": best, "ratios": ratios, "max_abs_diff": float(diff.max()),
             "scores_equal": scores_ok}
 

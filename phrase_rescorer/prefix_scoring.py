@@ -89,14 +89,17 @@ class PrefixScorer:
         self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
     ) -> np.ndarray:
         source_index = np.asarray(source_index, dtype=np.int64)
-        parts = split_window(sources, targets, source_index, self.workers)
-        if self._pool is None or len(parts) < 2:
+        if self._pool is None:
             return self._score(sources, targets, source_index)
         # One worker thread per part, each op single-threaded: no barrier between the cores at
         # every op, so the cores never wait for each other (nor for a busy neighbour process).
+        # A window too small to split runs on one thread.
+        parts = split_window(sources, targets, source_index, self.workers)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
+            if len(parts) == 1:
+                return self._score(sources, targets, source_index)
             results = list(self._pool.map(lambda part: self._score(*part[1:]), parts))
         finally:
             torch.set_num_threads(threads)
