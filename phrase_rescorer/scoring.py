@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -78,7 +78,6 @@ class RescoreSummary:
     signature: str  # every setting that changes the numbers
     first_unsorted_line: int | None = None  # first line out of LC_ALL=C source order
     device: str = "cpu"
-    extra: dict = field(default_factory=dict)
 
     @property
     def pairs_per_second(self) -> float:

@@ -19,7 +19,7 @@ import torch
 
 from phrase_rescorer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from phrase_rescorer.phrase_table import InputTable, PhraseTableError
-from phrase_rescorer.scorers import BatchedScorer, ReferenceScorer
+from phrase_rescorer.scorers import BatchedScorer, ReferenceScorer, length_batches
 from phrase_rescorer.scoring import RescoreOptions, TableRescorer, rescore_table
 from phrase_rescorer.vocab import tokenize_phrase
 from tests.conftest import SAMPLE
@@ -132,6 +132,20 @@ def test_batched_scorer_equals_reference_scorer_on_a_window(model: Path) -> None
     for batch_size in (3, 64, 512):
         got = BatchedScorer(m, batch_size=batch_size).score(sources, targets, source_index)
         assert got.dtype == np.float64 and close(got, ref)
+
+
+def test_length_batches_partition_and_bound_padded_size() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        lengths = rng.integers(1, 400, rng.integers(1, 300))
+        batch_size = int(rng.integers(1, 64))
+        batches = length_batches(lengths, batch_size)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+        for b in batches:
+            assert len(b) <= batch_size
+            assert len(b) == 1 or len(b) * (lengths[b].max() + 1) <= 32 * batch_size
+    short = length_batches(np.full(1000, 7), 256)  # ordinary phrases: full batches
+    assert [len(b) for b in short] == [256, 256, 256, 232]
 
 
 def test_each_distinct_source_is_encoded_once(model: Path, tmp_path: Path) -> None:

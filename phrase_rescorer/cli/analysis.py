@@ -1,0 +1,244 @@
+"""``suggest``, ``compare``, ``embed``, ``plot-log``: look at what a trained network learned."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from ..analysis import compare as cmp
+from ..analysis import embed as emb
+from ..analysis import plots
+from ..analysis import suggest as sug
+from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
+from ..checkpoint import load_checkpoint
+from ..model import RNNEncoderDecoder
+from ..train_log import TrainingLogError, read_training_curves
+from ..vocab import Vocabulary, tokenize_phrase
+from . import cli
+from .common import UserError, device_option, progress, resolve_device, say
+
+T = TypeVar("T")
+FORMATS = click.Choice(["text", "tsv", "json"])
+MODEL = click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
+FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
+
+
+def _load(path: str, device: str) -> tuple[RNNEncoderDecoder, Vocabulary, Vocabulary]:
+    ckpt = load_checkpoint(path)
+    return ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
+
+
+@contextmanager
+def _pictures() -> Iterator[None]:
+    """Missing plotting libraries become a usage error that says how to install them."""
+    try:
+        yield
+    except plots.PlotsUnavailable as e:
+        raise UserError(str(e)) from e
+
+
+def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
+    for item in items:
+        bar.update()
+        yield item
+
+
+def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple[str, ...]], json_text: str) -> None:
+    if fmt == "json":
+        click.echo(json_text)
+    elif fmt == "tsv":
+        for row in [header, *rows]:
+            click.echo("\t".join(row))
+    else:
+        click.echo(text, nl=False)
+
+
+# --- suggest ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("phrases", nargs=-1)
+@MODEL
+@click.option("--beam-size", default=10, show_default=True, type=click.IntRange(min=0),
+              help="Beam width (0: no beam search; 1: greedy decoding).")
+@click.option("--samples", default=50, show_default=True, type=click.IntRange(min=0),
+              help="How many phrases to sample (0: no sampling).")
+@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Sampling temperature (log p is always reported at temperature 1).")
+@click.option("--top", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Candidates to print per method: the best distinct ones by log p.")
+@click.option("--seed", default=1, show_default=True, help="Seed of the sampler (the same for every phrase).")
+@click.option("--max-length", type=click.IntRange(min=1),
+              help="Longest target, in tokens, before </s> is forced [default: 2 x source length + 10].")
+@click.option("--allow-unk", is_flag=True, help="Let the network propose <unk>.")
+@click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
+@FORMAT
+@device_option
+def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
+            seed: int, max_length: int | None, allow_unk: bool, table: str | None, fmt: str, device: str) -> None:
+    """Target phrases the network generates for each source PHRASE (or each line of stdin), by
+    beam search and by sampling, each with its log p(target | source): </s> included, the number
+    `rescore` gives the pair. The paper's Table 3.
+
+    \b
+    Example:
+      phrase-rescorer suggest -m rnn.pt "a man in a blue shirt" --table phrase-table.gz
+    """
+    if beam_size == 0 and samples == 0:
+        raise UserError("nothing to do: --beam-size 0 and --samples 0")
+    net, src_vocab, tgt_vocab = _load(model, device)
+    items = [p for p in (list(phrases) if phrases else sys.stdin.read().splitlines()) if tokenize_phrase(p)]
+    if not items:
+        raise UserError("no phrases given (as arguments or on stdin, one per line)")
+    known = sug.table_targets(table, items) if table is not None else None
+    settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk)
+    results = [sug.suggest(net, src_vocab, tgt_vocab, p, settings, known) for p in items]
+    _print_report(fmt, sug.format_text(results), sug.TSV_HEADER, sug.tsv_rows(results), sug.to_json(results))
+
+
+# --- compare ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@MODEL
+@click.option("-t", "--table", required=True, type=click.Path(allow_dash=True), help="Phrase table (.gz or -).")
+@click.option("--tm-column", default=cmp.DEFAULT_TM_COLUMN, show_default=True, type=click.IntRange(min=1),
+              help="1-based score column of the table to rank by. A train-model.perl table holds "
+              "p(f|e) lex(f|e) p(e|f) lex(e|f) with f the source and e the target, so column 3 is the "
+              "direct translation probability p(target|source), the one the paper compares.")
+@click.option("--source", "sources", multiple=True,
+              help="Compare this source phrase (repeatable); overrides the selection options.")
+@click.option("--min-length", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Select sources of at least this many words (the paper: 4).")
+@click.option("--max-length", type=click.IntRange(min=1), help="... and at most this many.")
+@click.option("--min-targets", default=6, show_default=True, type=click.IntRange(min=1),
+              help="Select sources with at least this many targets in the table.")
+@click.option("--min-count", type=float,
+              help="Frequency band: sources seen at least this often (count(source) of the counts field).")
+@click.option("--max-count", type=float, help="Frequency band: ... and at most this often.")
+@click.option("--max-sources", default=10, show_default=True, type=click.IntRange(min=1),
+              help="How many of the qualifying sources to compare (a seeded uniform sample).")
+@click.option("--top", default=3, show_default=True, type=click.IntRange(min=1), help="Targets per ranking.")
+@click.option("--seed", default=1, show_default=True, help="Seed of the samples.")
+@FORMAT
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the score scatter plot into this PNG.")
+@click.option("--scatter-pairs", default=2000, show_default=True, type=click.IntRange(min=0),
+              help="Pairs of qualifying sources sampled for the scatter, the correlation and the source gain.")
+@device_option
+@click.pass_context
+def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources: tuple[str, ...], min_length: int,
+            max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
+            max_sources: int, top: int, seed: int, fmt: str, plot: str | None, scatter_pairs: int,
+            device: str) -> None:
+    """The top targets of source phrases by the phrase table's own score next to the top targets
+    by the network (the paper's Table 2); the rank correlation of the two scores and the
+    network's source gain over a sample of pairs, and with --plot their scatter (Fig. 3).
+
+    \b
+    Example:
+      phrase-rescorer compare -m rnn.pt -t phrase-table.gz --plot scores.png
+    """
+    if plot and not scatter_pairs:
+        raise UserError("--plot needs --scatter-pairs above 0")
+    net, src_vocab, tgt_vocab = _load(model, device)
+    keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
+    given = [s for s in sources if tokenize_phrase(s)] or None
+    with progress(ctx, unit=" sources", unit_scale=True, desc="compare") as bar:
+        groups = _counted(source_groups(table, tm_column), bar)
+        report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
+                             scatter_pairs, seed)
+    if not report.comparisons:
+        why = "none of the --source phrases is in it" if given else "no source qualifies (see the selection options)"
+        raise UserError(f"{table}: {why}", exit_code=3)
+    _print_report(fmt, cmp.format_text(report), cmp.TSV_HEADER, cmp.tsv_rows(report), cmp.to_json(report))
+    if plot:
+        rho = report.spearman
+        title = f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}"
+        title += f"; Spearman {rho:.2f}" if rho is not None else ""
+        with _pictures():
+            plots.score_scatter(report.scatter_table, report.scatter_network, plot,
+                                f"ln table score ({cmp.column_name(tm_column)})", title)
+        say(ctx, f"scatter plot: {plot}")
+
+
+# --- embed --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@MODEL
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder (created).")
+@click.option("-t", "--table", type=click.Path(allow_dash=True),
+              help="Phrase table to sample source phrases from (for the phrase representations).")
+@click.option("--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable).")
+@click.option("--num-phrases", default=1000, show_default=True, type=click.IntRange(min=0),
+              help="How many sources to sample from --table (seeded, uniform).")
+@click.option("--min-length", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Sample only sources of at least this many words.")
+@click.option("--seed", default=1, show_default=True, help="Seed of the phrase sample and of t-SNE.")
+@click.option("--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra).")
+@click.option("--plot-words", default=1000, show_default=True, type=click.IntRange(min=3),
+              help="The most frequent words of each side to put on the word maps.")
+@click.option("--labels", default=120, show_default=True, type=click.IntRange(min=0),
+              help="At most this many labels per map (frequent words / short phrases first, none overlapping).")
+@click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
+@device_option
+@click.pass_context
+def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: tuple[str, ...], num_phrases: int,
+          min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float,
+          device: str) -> None:
+    """Export the source and target word embeddings and the phrase representations c of chosen
+    source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
+    --plot also draw them as t-SNE maps. Prints the paths written.
+
+    \b
+    View: load a NAME.vectors.tsv and its NAME.metadata.tsv at https://projector.tensorflow.org,
+    or run `tensorboard --logdir OUT` (OUT holds a projector_config.pbtxt).
+    """
+    net, src_vocab, tgt_vocab = _load(model, device)
+    chosen = list(dict.fromkeys(normalize(p) for p in phrases if tokenize_phrase(p)))
+    if table is not None and num_phrases:
+        pool: Reservoir[str] = Reservoir(num_phrases, seed)
+        with progress(ctx, unit=" sources", unit_scale=True, desc="sample") as bar:
+            for g in _counted(source_groups(table), bar):
+                if g.length >= min_length:
+                    pool.offer(g.source)
+        given = set(chosen)
+        chosen += [p for p in pool.in_stream_order() if p not in given]
+    os.makedirs(out, exist_ok=True)
+    spaces = emb.word_spaces(net, src_vocab, tgt_vocab)
+    if chosen:
+        spaces.append(emb.phrase_space(net, src_vocab, chosen))
+    written = [path for space in spaces for path in emb.write_space(out, space)]
+    written.append(emb.write_projector_config(out, spaces))
+    if plot:
+        with _pictures():
+            written += emb.draw_maps(spaces, out, plot_words, labels, perplexity, seed,
+                                     on_space=lambda name, n: say(ctx, f"t-SNE of {n} {name} ..."))
+    for path in written:
+        click.echo(path)
+
+
+# --- plot-log -----------------------------------------------------------------------------------
+
+
+@cli.command("plot-log")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.pass_context
+def plot_log(ctx: click.Context, log: str, out: str) -> None:
+    """Training curves from the LOG written by `train --log`: the training loss and the
+    validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
+    try:
+        records = read_training_curves(log)
+    except TrainingLogError as e:
+        raise UserError(str(e), exit_code=3) from e
+    if records.skipped_lines:
+        say(ctx, f"{log}: skipped {records.skipped_lines} line(s) that are not JSON records")
+    with _pictures():
+        plots.training_curves(records, out)
+    click.echo(out)

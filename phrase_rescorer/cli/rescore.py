@@ -1,0 +1,261 @@
+"""``rescore`` (also the ``rescore-phrase-table`` program), ``moses-ini`` and ``moses-step``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from ..scorers import SCORERS
+from . import cli
+from .common import is_quiet, resolve_device, say
+
+
+def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr (errors still)."
+    )(f)
+
+
+def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that change the numbers (shared by ``rescore`` and ``moses-step``)."""
+    for option in reversed(
+        [
+            click.option(
+                "--score-format",
+                type=click.Choice(["prob", "logprob", "neglogprob"]),
+                default="prob",
+                show_default=True,
+                help="prob: exp(log p(f|e)), what Moses needs, since it takes the log of every "
+                "column on loading (its feature is then exactly log p(f|e)). Below exp(-100) "
+                "the column holds exp(-100) = 3.72e-44: Moses floors every log score at -100, so "
+                "the decoder sees -100 either way, and the column is never 0, inf or nan. "
+                "logprob / neglogprob write log p or -log p for other consumers (never for "
+                "the Moses decoder: it would take the log of a negative number).",
+            ),
+            click.option(
+                "--normalize",
+                is_flag=True,
+                help="Divide log p(f|e) by the number of target tokens + 1 (end of sequence). "
+                "Default: the paper's unnormalized sum (MERT's word penalty compensates).",
+            ),
+            click.option(
+                "--unk-feature",
+                is_flag=True,
+                help="Also append the paper's \"WP\" feature: the number n of source and target "
+                "words outside the network's shortlist, written as exp(n) so that Moses sees n.",
+            ),
+            click.option(
+                "--batch-size",
+                type=click.IntRange(min=1),
+                default=None,
+                help="Phrase pairs per network batch [default: 256; 64 with --scorer reference].",
+            ),
+            click.option(
+                "--window",
+                type=click.IntRange(min=1),
+                default=8192,
+                show_default=True,
+                help="Lines read, sorted by length and scored together; memory grows with it. "
+                "A window is extended to the end of the current source phrase (up to 8x), so "
+                "each source is encoded once.",
+            ),
+            click.option(
+                "--device",
+                default="auto",
+                show_default=True,
+                help="auto (CUDA when present), cpu, cuda or cuda:N.",
+            ),
+            click.option(
+                "--dtype",
+                type=click.Choice(["float32"]),
+                default="float32",
+                show_default=True,
+                help="Compute precision (sums are accumulated in float64).",
+            ),
+            click.option(
+                "--scorer",
+                type=click.Choice(list(SCORERS)),
+                default=next(iter(SCORERS)),
+                show_default=True,
+                help="batched: each source encoded once, length-sorted batches. reference: the "
+                "plain path, file order, no sharing (slower; for checking).",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _options_dict(kw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "score_format": kw["score_format"],
+        "normalize": kw["normalize"],
+        "unk_feature": kw["unk_feature"],
+        "batch_size": kw["batch_size"],
+        "window": kw["window"],
+        "window_cap": 8 * kw["window"],
+        "device": str(resolve_device(kw["device"])),
+        "dtype": kw["dtype"],
+        "scorer": kw["scorer"],
+    }
+
+
+class _Progress:
+    """A tqdm bar over input bytes with pairs/s, fed by the engine's progress callback."""
+
+    def __init__(self, quiet: bool, desc: str):
+        self.bar = tqdm(
+            disable=quiet, file=sys.stderr, dynamic_ncols=True, desc=desc,
+            unit="B", unit_scale=True, unit_divisor=1024,
+        )
+        self.started = time.perf_counter()
+        self.position = 0
+
+    def __call__(self, lines: int, position: int, size: int | None) -> None:
+        if size is not None and self.bar.total != size:
+            self.bar.total = size
+        self.bar.update(position - self.position)
+        self.position = position
+        elapsed = time.perf_counter() - self.started
+        self.bar.set_postfix_str(f"{lines:,} lines, {lines / elapsed:,.0f} pairs/s" if elapsed else "")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _warn(message: str) -> None:
+    """Warnings are shown even under --quiet: they are about the output's usability."""
+    click.echo(f"warning: {message}", err=True)
+
+
+#: -h/--help also when a command runs as a program of its own (rescore-phrase-table).
+COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@cli.command(context_settings=COMMAND_SETTINGS)
+@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True))
+@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
+              help="The trained network (phrase-rescorer train).")
+@_rescore_options
+@_quiet_option
+@click.pass_context
+def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, quiet: bool, **kw: Any) -> None:
+    """Append the RNN Encoder-Decoder score log p(f|e) to every line of the Moses phrase table
+    IN, writing OUT (.gz by name; - for stdin/stdout).
+
+    Every line is kept, in order and byte for byte, with the new column(s) at the end of its
+    scores field; nothing is dropped or truncated, and memory does not grow with the table.
+    The closing line on stderr gives lines, time, pairs/s and a signature of every setting
+    that changes the numbers. Then point moses.ini at OUT with `phrase-rescorer moses-ini`.
+
+    \b
+    Example:
+      rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn.gz --model rnn.pt
+    """
+    from ..scoring import rescore_table
+
+    quiet = quiet or is_quiet(ctx)
+    bar = _Progress(quiet, "rescore")
+    try:
+        summary = rescore_table(
+            in_path, out_path, model_path, on_progress=bar, on_warning=_warn, **_options_dict(kw)
+        )
+    finally:
+        bar.close()
+    if not quiet:
+        click.echo(summary.closing_line(), err=True)
+
+
+@cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
+@click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
+@click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--table", required=True, type=click.Path(),
+              help="The rescored table (written into the ini as an absolute path). For a "
+              "PhraseDictionaryCompact, the binarized table (prefix or .minphr).")
+@click.option("--name", default="TranslationModel0", show_default=True,
+              help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
+@click.option("--weight", "weights", type=float, multiple=True,
+              help="Starting weight of each added feature (MERT retunes it): once for all, or "
+              "once per added feature  [default: 0.2].")
+@click.option("--features", type=click.IntRange(min=1), default=None,
+              help="How many columns were added  [default: read off --table when it is a "
+              "readable text table, else 1].")
+@_quiet_option
+@click.pass_context
+def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: str,
+              weights: tuple[float, ...], features: int | None, quiet: bool) -> None:
+    """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
+    increased by the added columns and its weight line extended; every other line as it was.
+
+    Refused (exit 5) when IN.ini does not match the table it points at (when that table is
+    readable), when TABLE does not have num-features + K columns, or when NAME is not there.
+
+    \b
+    Example:
+      phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
+          --table model/phrase-table.rnn.gz
+    """
+    from ..moses_ini import patch_moses_ini_file
+
+    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (0.2,), features=features)
+    if not (quiet or is_quiet(ctx)):
+        say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
+                 f"{result.new_features}, path -> {result.new_path}")
+        for note in result.checked:
+            say(ctx, f"checked: {note}")
+        if out_ini != "-":
+            say(ctx, f"wrote {out_ini}; tune it in a fresh mert-moses.pl --working-dir")
+
+
+@cli.command("moses-step", context_settings=COMMAND_SETTINGS)
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--network", required=True, type=click.Path(dir_okay=False),
+              help="The trained network (phrase-rescorer train).")
+@click.option("--name", default="TranslationModel0", show_default=True,
+              help="The phrase dictionary of moses.ini to patch.")
+@click.option("--weight", "weights", type=float, multiple=True,
+              help="Starting weight of each added feature  [default: 0.2].")
+@click.option("--moses-dir", default=None, help="Moses checkout for the printed command [default: $MOSES].")
+@click.option("--dev-source", default="DEV.SRC", show_default=True, help="Tuning source text (tokenized as the table).")
+@click.option("--dev-reference", default="DEV.REF", show_default=True, help="Tuning reference text.")
+@click.option("--working-dir", default=None,
+              help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
+@_rescore_options
+@_quiet_option
+@click.pass_context
+def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weights: tuple[float, ...],
+               moses_dir: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
+               quiet: bool, **kw: Any) -> None:
+    """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
+    MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
+    the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
+    from ..pipeline import format_command, rescore_model_dir
+
+    quiet = quiet or is_quiet(ctx)
+    bar = _Progress(quiet, "rescore")
+    try:
+        result = rescore_model_dir(
+            model_dir, network, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
+            dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
+            on_progress=bar, on_warning=_warn, **_options_dict(kw),
+        )
+    finally:
+        bar.close()
+    if not quiet:
+        click.echo(result.summary.closing_line(), err=True)
+        click.echo(f"wrote {result.table}\nwrote {result.ini} ({result.patch.name}: num-features "
+                   f"{result.patch.old_features} -> {result.patch.new_features})", err=True)
+    if not quiet:
+        placeholders = [p for p in (dev_source, dev_reference) if p in ("DEV.SRC", "DEV.REF")]
+        hint = f" (replace {' and '.join(placeholders)} by your tuning set)" if placeholders else ""
+        click.echo(f"next, tune in a fresh working directory{hint}:", err=True)
+    click.echo(format_command(result.mert_command))
+
+
+__all__ = ["rescore", "moses_ini", "moses_step"]

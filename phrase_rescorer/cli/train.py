@@ -1,0 +1,196 @@
+"""``train``: fit the RNN Encoder-Decoder to the unique pairs of a phrase table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import torch
+
+from ..model import CELLS, PRESETS, SUMMARIES, ModelConfig
+from ..pairs import load_pairs
+from ..train import (
+    Interrupted,
+    TrainConfig,
+    Trainer,
+    TrainingError,
+    companion_path,
+    prepare_data,
+    preset_sizes,
+)
+from . import cli
+from .common import UserError, device_option, progress, resolve_device, say
+
+_SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
+
+
+@cli.command()
+@click.argument("table", type=click.Path(allow_dash=True))
+@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.option("--extract", is_flag=True,
+              help="TABLE is a Moses extract file (src ||| tgt ||| alignment), not a phrase table.")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default="paper", show_default=True,
+              help="Model sizes: paper (15k shortlists, 100-d embeddings, 1000 hidden, 500 maxout, "
+                   "rank 100) or small (8k, 64, 256, 128, 64). Each size option below overrides.")
+@click.option("--vocab-size", type=click.IntRange(4),
+              help="Shortlist size per side, special symbols included.")
+@click.option("--embed-dim", type=click.IntRange(1), help="Word embedding size (both sides).")
+@click.option("--hidden-dim", type=click.IntRange(1), help="GRU units of encoder and decoder.")
+@click.option("--maxout-dim", type=click.IntRange(1), help="Readout units after maxout.")
+@click.option("--output-rank", type=click.IntRange(1), help="Rank of the factorised output matrix.")
+@click.option("--cell", type=click.Choice(CELLS), default="reset_before", show_default=True,
+              help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant.")
+@click.option("--summary", type=click.Choice(SUMMARIES), default="tanh", show_default=True,
+              help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code.")
+@click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all.")
+@click.option("--max-time", type=click.FloatRange(0, min_open=True),
+              help="Stop after this many seconds of this run.")
+@click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all.")
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--seed", type=int, default=1234, show_default=True,
+              help="Initialisation and data order (same seed and data: same model).")
+@click.option("--max-length", type=click.IntRange(1), default=30, show_default=True,
+              help="Pairs with a longer source or target do not train (scoring keeps every pair).")
+@click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=0.01, show_default=True,
+              help="Share of the unique pairs held out (chosen by the pair's hash).")
+@click.option("--valid-max", type=click.IntRange(0), default=5000, show_default=True,
+              help="Held-out pairs scored at each validation (the first ones in table order).")
+@click.option("--valid-every", type=click.IntRange(1), default=500, show_default=True,
+              help="Steps between validations.")
+@click.option("--patience", type=click.IntRange(0), default=10, show_default=True,
+              help="Stop after this many validations without improvement (0: never).")
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=1.0, show_default=True,
+              help="Adadelta learning rate.")
+@click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=0.95, show_default=True,
+              help="Adadelta decay.")
+@click.option("--eps", type=click.FloatRange(0, min_open=True), default=1e-6, show_default=True,
+              help="Adadelta epsilon.")
+@click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=1.0,
+              show_default=True, help="Gradient-norm clipping threshold.")
+@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True,
+              help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
+                   "briefly use their source sooner from about 0.05).")
+@device_option
+@click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
+@click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False),
+              help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]")
+@click.option("--log-every", type=click.IntRange(1), default=50, show_default=True,
+              help="Steps between training-loss log lines.")
+@click.pass_context
+def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
+          vocab_size: int | None, cell: str, summary: str, device: str, threads: int | None,
+          resume: bool, log_path: str | None, **options: Any) -> None:
+    """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
+    and write the best network by held-out likelihood to MODEL_OUT.
+
+    \b
+    Also written: MODEL_OUT without .pt plus .last.pt (the latest state, for --resume) and .log
+    (JSON lines). Ctrl-C or SIGTERM saves the latest state; the same command with --resume
+    continues exactly where it stopped. Without --max-steps, --max-time or --epochs, training
+    runs until --patience validations bring no improvement.
+    """
+    sizes = {k: options.pop(k) for k in _SIZES}
+    cfg = TrainConfig(**options)
+    dev = resolve_device(device)
+    if cfg.bf16 and dev.type != "cuda":
+        raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
+    if threads:
+        torch.set_num_threads(threads)
+    directory = os.path.dirname(os.path.abspath(model_out))
+    if not os.path.isdir(directory):
+        raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
+    last_path = companion_path(model_out, ".last.pt")
+    if resume and not os.path.exists(last_path):
+        raise UserError(f"--resume: no {last_path} to resume from")
+    requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
+
+    with progress(ctx, unit="B", unit_scale=True, desc="reading") as bar:
+        def tick(position: int, size: int | None) -> None:
+            bar.total = size
+            bar.update(position - bar.n)
+
+        pairs = load_pairs(table, extract=extract, on_progress=tick)
+    try:
+        data = prepare_data(pairs, requested_vocab, cfg)
+        config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
+                             cell=cell, summary=summary, **model_sizes)
+        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv)
+        if resume:
+            trainer.resume()
+    except TrainingError as e:
+        raise UserError(str(e)) from e
+    say(ctx, f"{table}: {pairs.lines_read:,} lines, {data.unique_pairs:,} unique pairs; "
+             f"training on {len(data.train_idx):,} ({data.skipped_long:,} longer than "
+             f"{cfg.max_length} tokens skipped), {data.heldout:,} held out "
+             f"({len(data.valid_idx):,} scored per validation)")
+    say(ctx, f"model: {preset} preset, shortlists {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
+             + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
+             + f", {cell} GRU; device {dev}" + (" (bf16)" if cfg.bf16 else ""))
+
+    bars: list[Any] = []
+    postfix: dict[str, str] = {}
+
+    def report(kind: str, event: dict[str, Any]) -> None:
+        if kind == "start":
+            bars.append(stack.enter_context(progress(
+                ctx, total=cfg.max_steps, initial=event["step"], unit=" steps", desc="train")))
+            if event["step"]:
+                bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
+        elif kind == "step":
+            bars[0].update(1)
+        elif kind in ("train", "valid"):
+            if kind == "train":
+                postfix.update(loss=f"{event['loss']:.3f}", pairs_s=f"{event['pairs_per_s']:.0f}")
+            elif event["valid_token_ppl"] is not None:
+                postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
+            bars[0].set_postfix(postfix, refresh=False)
+
+    stack = contextlib.ExitStack()
+    try:
+        with stack, _deferred_signals() as caught:
+            reason = trainer.fit(log_path or companion_path(model_out, ".log"), append_log=resume,
+                                 report=report, stop=lambda: caught[0] if caught else None)
+    except Interrupted as e:
+        raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
+                        "the same command with --resume to continue",
+                        exit_code=130 if e.why == signal.SIGINT else 143) from e
+    p, unigram = trainer.p, trainer.info["unigram_token_ppl"]
+    say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
+    if p.best is not None:
+        say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
+                 f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
+                 f"{unigram:.2f}; mean log p(f|e) {p.best['mean_logp']:.3f}")
+    else:
+        say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
+    say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[list[int]]:
+    """SIGINT/SIGTERM only note themselves, for the training loop to stop between two steps
+    with a resumable state; a second signal stops at once."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if caught:
+            raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(143)
+        caught.append(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,131 @@
+"""The training log: JSON lines, one object per event, written by ``train`` and read by plots.
+
+Events (every object has ``"event"``, ``"step"`` and ``"epoch"``; ``elapsed`` is wall seconds,
+continued from the log's last value when a run is resumed into the same log)::
+
+    {"event": "start", "step", "epoch", "resumed": bool, "train_pairs", "skipped_long",
+     "valid_pairs", "argv"}
+    {"event": "train", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
+        every ``log_every`` steps; ``loss`` is the mean per-pair loss (-log p(f|e)) over the
+        steps since the previous train event of the same run
+    {"event": "valid", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
+     "unigram_token_ppl", "elapsed", "best": bool}
+        held-out figures (null when there are no held-out pairs); ``best``: written to MODEL_OUT
+    {"event": "end", "step", "epoch", "reason", "elapsed"}
+        reason: max_steps, max_time, epochs, patience or interrupted
+
+A resumed run appends to the log, so one file holds the whole history; readers should ignore
+event kinds they do not know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+EVENTS = ("start", "train", "valid", "end")
+
+
+class EventLog:
+    """Writes events, one flushed line each; on ``append`` continues ``elapsed`` from the file."""
+
+    def __init__(self, path: str, append: bool):
+        self.path = path
+        self.previous_elapsed = 0.0
+        if append:
+            with contextlib.suppress(OSError):
+                for event in read_log(path):
+                    self.previous_elapsed = float(event.get("elapsed", self.previous_elapsed))
+        self.file = open(path, "a" if append else "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+
+    def write(self, event: dict[str, Any]) -> None:
+        self.file.write(json.dumps(event) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_log(path: str) -> list[dict[str, Any]]:
+    """The events of a log, in order; a torn last line (a run killed mid-write) is skipped."""
+    return read_log_counting(path)[0]
+
+
+def read_log_counting(path: str) -> tuple[list[dict[str, Any]], int]:
+    """The events of a log and how many non-empty lines were not JSON event objects."""
+    events: list[dict[str, Any]] = []
+    skipped = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if isinstance(event, dict) and "event" in event:
+                events.append(event)
+            else:
+                skipped += 1
+    return events, skipped
+
+
+class TrainingLogError(ValueError):
+    """A log that cannot be plotted; the message names the file."""
+
+
+@dataclass
+class Series:
+    """One curve: (step, value) points of the events that carry a finite value."""
+
+    steps: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def add(self, record: dict, key: str) -> None:
+        step, value = record.get("step"), record.get(key)
+        if _number(step) and _number(value):
+            self.steps.append(float(step))
+            self.values.append(float(value))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass
+class TrainingCurves:
+    path: str
+    loss: Series = field(default_factory=Series)
+    valid_ppl: Series = field(default_factory=Series)
+    unigram_ppl: Series = field(default_factory=Series)
+    skipped_lines: int = 0
+
+
+def _number(x: object) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_training_curves(path: str) -> TrainingCurves:
+    """The loss and perplexity curves of a log (for ``plot-log``); other events are ignored."""
+    events, skipped = read_log_counting(path)
+    curves = TrainingCurves(path, skipped_lines=skipped)
+    for record in events:
+        if record["event"] == "train":
+            curves.loss.add(record, "loss")
+        elif record["event"] == "valid":
+            curves.valid_ppl.add(record, "valid_token_ppl")
+            curves.unigram_ppl.add(record, "unigram_token_ppl")
+    if not curves.loss and not curves.valid_ppl:
+        raise TrainingLogError(
+            f"{path}: no training or validation records "
+            '(JSON lines with "event": "train" or "valid")'
+        )
+    return curves
