@@ -13,8 +13,8 @@ size (speed does not depend on the weights):
 * the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
   status is 1 otherwise);
 * the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
-* training steps (the trainer's step: log p, backward, clipping, Adadelta) at batch 64 and a
-  larger batch;
+* training steps (``train.Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and
+  a larger batch;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
   and the device's matrix product rate; without one it says so.
 """
@@ -131,11 +131,12 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]
         if batches:
-            encoded = load_pairs(str(head)).encode(src_vocab, tgt_vocab)
+            pairs = load_pairs(str(head))
             report["cpu_training"] = {}
-            say("\ntraining on the CPU (sequence_log_probs, backward, clip 1, Adadelta)")
+            say("\ntraining on the CPU (train.Trainer.step: log p, backward, clipping, Adadelta)")
             for b in batches:
-                rate = parts.training_pairs_per_second(config, encoded, b, train_steps, torch.device("cpu"))
+                rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
+                                                       torch.device("cpu"), work)
                 report["cpu_training"][b] = rate
                 say(f"  batch {b:>5}: {rate:,.1f} pairs/s ({train_steps} steps)")
 
@@ -230,10 +231,10 @@ def _gpu(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_bat
     d = np.abs(scores["bfloat16"] - scores["float32"])
     out["bfloat16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
     say(f"  bfloat16 - float32 scores: max {d.max():.3g}, mean {d.mean():.3g} (log p)")
-    encoded = load_pairs(str(gpu_table)).encode(src_vocab, tgt_vocab)
+    pairs = load_pairs(str(gpu_table))
     out["training"] = {}
     for b in (64, train_batch):
-        rate = parts.training_pairs_per_second(config, encoded, b, 20, device)
+        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, 20, device, work)
         out["training"][b] = rate
         say(f"  training, batch {b}: {rate:,.0f} pairs/s")
     return out

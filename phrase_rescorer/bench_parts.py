@@ -3,7 +3,7 @@
 Inputs: the first lines of a real table, a 10x table made of renamed copies, a random-weight
 network of a preset's size saved as a normal checkpoint. Measurements: large matrix-product
 GFLOP/s, one timed rescoring through the engine, the peak RSS of a rescoring run in a child
-process, training steps per second.
+process, the trainer's steps per second.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .batching import collate, epoch_plan, trainable
+from .batching import epoch_plan, trainable
 from .checkpoint import Checkpoint, save_checkpoint
-from .model import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
-from .pairs import EncodedPairs
+from .model import PRESETS, ModelConfig, RNNEncoderDecoder
+from .pairs import PairSet
 from .phrase_table import InputTable
 from .scorers import WindowScorer
 from .scoring import RescoreOptions, RescoreSummary, TableRescorer
+from .train import TrainConfig, Trainer, TrainingData
 from .vocab import Vocabulary, tokenize_phrase
 
 #: What ``--quick`` uses instead of a preset: seconds, not minutes, on two cores.
@@ -182,31 +183,25 @@ def peak_rss_mb(table: Path, out: Path, checkpoint: Path, threads: int, scorer: 
 
 
 def training_pairs_per_second(
-    config: ModelConfig, pairs: EncodedPairs, batch_size: int, steps: int, device: torch.device
+    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
+    device: torch.device, work: Path,
 ) -> float:
-    """Pairs/s of the training step: ``sequence_log_probs``, loss = -mean log p, backward,
-    gradient-norm clipping at 1, Adadelta (rho 0.95, eps 1e-6), on length-bucketed batches of
-    the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step."""
-    torch.manual_seed(1)
-    model = RNNEncoderDecoder(config).to(device).train()
-    opt = torch.optim.Adadelta(model.parameters(), lr=1.0, rho=0.95, eps=1e-6)
-    idx = trainable(pairs, np.arange(len(pairs.src_offsets) - 1), 30)
-    plan = epoch_plan(pairs, idx, batch_size, seed=1, epoch=0)
+    """Pairs/s of ``train.Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
+    batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step."""
+    encoded = pairs.encode(src, tgt)
+    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
+    data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
+                        heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
+    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size), str(work / "train.pt"), device)
+    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     plan = [b for b in plan if len(b) == batch_size] or plan
     done, elapsed = 0, 0.0
     for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
-        batch = collate(pairs, b).to(device)
         _sync(device)
         t = time.perf_counter()
-        logp = sequence_log_probs(model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
-        loss = -logp.sum() / len(b)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        trainer.step(b)
         _sync(device)
         if i:
             elapsed += time.perf_counter() - t
             done += len(b)
     return done / elapsed
-
