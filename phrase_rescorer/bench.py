@@ -113,8 +113,8 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         say(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
 
         # --- rescoring, interleaved ------------------------------------------------------------
-        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, cpu_rate,
-                                                                  cpu_bf16)
+        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, shared,
+                                                                  cpu_rate, cpu_bf16)
         scores_ok = rescoring["scores_equal"]
 
         # --- memory ----------------------------------------------------------------------------
@@ -148,13 +148,14 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
             report["gpu"] = None
             say("no CUDA device: GPU figures not measured")
         report["load_average_end"] = parts.machine()["load_average"]
+        say(f"load average {report['load_average_end']:.1f} at the end")
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not scores_ok:
         raise SystemExit(1)
 
 
-def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int,
+def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int, shared: int,
                    cpu_rate: float, bf16: bool) -> dict[str, Any]:
     """Interleaved timed runs of the prefix scorer and of the reference scorer (with torch's
     threads and, on a multi-core machine, with one thread: on a busy machine the plain path can
@@ -203,6 +204,10 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
         out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
         say(f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
             "(log p; this random network's outputs are near uniform, a trained network's error is larger)")
+    executed = out["prefix"]["useful_gflops"] * shared / unshared
+    out["prefix"]["computed_gflops"] = executed
+    say(f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
+        f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)")
     return {**out, "ratio": ratio, "ratio_against": best, "ratios": ratios, "max_abs_diff": float(diff.max()),
             "scores_equal": scores_ok}
 
