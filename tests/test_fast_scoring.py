@@ -240,11 +240,15 @@ def test_split_window_keeps_every_line_once() -> None:
 @pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
 def test_packed_linears_compute_the_same_function() -> None:
     model = make_model(9)
-    packed = pack_linears(model)
+    packed = pack_linears(model, rows_hint=6)
     assert packed is not model
     assert all(type(m) is not torch.nn.Linear for m in packed.modules())
-    b = sequences_batch([[3, 4, 5], [6]], [[7, 8], [9, 10, 11]])
+    assert packed.O_h.weight.data_ptr() == model.O_h.weight.data_ptr()  # shared, not copied
     with torch.inference_mode():
+        for rows in (6, 5, 7):  # oneDNN for the packed row count, F.linear for the others
+            x = torch.randn(rows, model.config.hidden_dim)
+            torch.testing.assert_close(packed.O_h(x), model.O_h(x), rtol=1e-5, atol=1e-6)
+        b = sequences_batch([[3, 4, 5], [6]], [[7, 8], [9, 10, 11]])  # (2, 3) and (2, 4) inputs
         want = sequence_log_probs(model, b.src, b.src_len, b.tgt, b.tgt_len)
         got = sequence_log_probs(packed, b.src, b.src_len, b.tgt, b.tgt_len)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
