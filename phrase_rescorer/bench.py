@@ -143,7 +143,8 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         # --- GPU -------------------------------------------------------------------------------
         say("")
         if torch.cuda.is_available():
-            report["gpu"] = _gpu(checkpoint, table, gpu_lines, work, config, src_vocab, tgt_vocab, gpu_train_batch)
+            report["gpu"] = accelerator_figures(checkpoint, table, gpu_lines, work, config, src_vocab, tgt_vocab,
+                                                gpu_train_batch, torch.device("cuda"))
         else:
             report["gpu"] = None
             say("no CUDA device: GPU figures not measured")
@@ -212,27 +213,29 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
             "scores_equal": scores_ok}
 
 
-def _gpu(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_batch) -> dict[str, Any]:
-    """The same figures on the CUDA device (float32 and bfloat16). Untested on the machines
-    this benchmark was developed on (no GPU there)."""
+def accelerator_figures(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_batch,
+                        device: torch.device, matmul_n: int = 8192) -> dict[str, Any]:
+    """Rescoring in float32 and bfloat16 (and their score difference), training at batch 64 and
+    ``train_batch``, and the matrix product rate, on ``device`` (a CUDA device in ``main``; the
+    tests run it on the CPU, since the machines this was developed on had no GPU)."""
     say = click.echo
-    device = torch.device("cuda")
     gpu_table = work / "gpu.gz"
     n = parts.head_of_table(table, lines or None, gpu_table)
-    out: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "lines": n,
-                           "matmul_gflops": {"float32": parts.matmul_gflops(device, n=8192),
-                                             "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=8192)}}
-    say(f"GPU: {out['device']}; matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    out: dict[str, Any] = {"device": name, "lines": n,
+                           "matmul_gflops": {"float32": parts.matmul_gflops(device, n=matmul_n),
+                                             "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=matmul_n)}}
+    say(f"{name}: matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
         f"{out['matmul_gflops']['bfloat16']:,.0f} bfloat16")
     model = checkpoint.build_model(device)
     scores = {}
-    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+    for dname, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         scorer = PrefixScorer(model, device, dtype=dtype)
-        parts.rescore(checkpoint, gpu_table, work / f"gpu-{name}.gz", scorer, "cuda")  # warm-up
-        secs = parts.rescore(checkpoint, gpu_table, work / f"gpu-{name}.gz", scorer, "cuda").seconds
-        scores[name] = parts.log_probs(work / f"gpu-{name}.gz")
-        out[name] = {"pairs_per_s": n / secs}
-        say(f"  rescoring, {name}: {n / secs:,.0f} pairs/s on {n:,} lines")
+        parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device))  # warm-up
+        secs = parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device)).seconds
+        scores[dname] = parts.log_probs(work / f"gpu-{dname}.gz")
+        out[dname] = {"pairs_per_s": n / secs}
+        say(f"  rescoring, {dname}: {n / secs:,.0f} pairs/s on {n:,} lines")
     d = np.abs(scores["bfloat16"] - scores["float32"])
     out["bfloat16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
     say(f"  bfloat16 - float32 scores: max {d.max():.3g}, mean {d.mean():.3g} (log p)")

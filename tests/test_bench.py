@@ -55,3 +55,27 @@ def test_trie_counter_counts_shared_prefixes() -> None:
     assert scores.tolist() == [0.0, 0.0, 0.0]
     assert (c.lines, c.sources, c.encoder_nodes, c.decoder_nodes) == (3, 2, 4, 3 + 2)
     assert (c.source_steps, c.target_steps) == (3 + 3 + 2, 3 + 2 + 2)
+
+
+def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) -> None:
+    """No GPU where this is developed: the CUDA section's code runs here on the CPU instead."""
+    import torch
+
+    from phrase_rescorer import bench_parts as parts
+    from phrase_rescorer.bench import accelerator_figures
+    from phrase_rescorer.checkpoint import load_checkpoint
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        src, tgt = parts.shortlists(str(sample_table), parts.preset_vocab_size("quick"))
+        config = parts.model_config("quick", src, tgt)
+        parts.random_checkpoint(tmp_path / "m.pt", config, src, tgt)
+        figures = accelerator_figures(load_checkpoint(str(tmp_path / "m.pt")), str(sample_table), 300, tmp_path,
+                                      config, src, tgt, 32, torch.device("cpu"), matmul_n=128)
+    finally:
+        torch.set_num_threads(before)
+    assert figures["lines"] == 300
+    assert figures["float32"]["pairs_per_s"] > 0 and figures["bfloat16"]["pairs_per_s"] > 0
+    assert 0 <= figures["bfloat16"]["mean_abs_diff"] <= figures["bfloat16"]["max_abs_diff"] < 1.0
+    assert set(figures["training"]) == {64, 32} and min(figures["training"].values()) > 0
