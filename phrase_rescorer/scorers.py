@@ -30,6 +30,7 @@ import torch
 
 from .batching import pad_sequences, sequences_batch
 from .model import RNNEncoderDecoder, sequence_log_probs, token_log_probs
+from .prefix_scoring import PrefixScorer
 
 #: Logit elements (rows x V) evaluated at once. On CPU the (rows, V) logits must stay in cache:
 #: with 8 MB slices the output layer runs 1.6x faster than with 128 MB ones (measured, small
@@ -171,7 +172,11 @@ class ReferenceScorer:
 
 
 #: Scorers selectable by name (``rescore-phrase-table --scorer``); the first is the default.
-SCORERS: dict[str, type] = {"batched": BatchedScorer, "reference": ReferenceScorer}
+SCORERS: dict[str, type] = {
+    "prefix": PrefixScorer,
+    "batched": BatchedScorer,
+    "reference": ReferenceScorer,
+}
 
 
 def make_scorer(

@@ -60,7 +60,7 @@ class RescoreOptions:
     window_cap: int = 65536  # a run of one source longer than this is split
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     dtype: str = "float32"
-    scorer: str = "batched"  # a name in scorers.SCORERS
+    scorer: str = "prefix"  # a name in scorers.SCORERS
 
     def __post_init__(self) -> None:
         if self.score_format not in SCORE_FORMATS:

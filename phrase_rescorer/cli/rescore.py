@@ -58,7 +58,8 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--batch-size",
                 type=click.IntRange(min=1),
                 default=None,
-                help="Phrase pairs per network batch [default: 256; 64 with --scorer reference].",
+                help="Rows per network batch: prefix-trie nodes with --scorer prefix [default: 256 on "
+                "CPU, 8192 on GPU], phrase pairs otherwise [default: 256; 64 with --scorer reference].",
             ),
             click.option(
                 "--window",
@@ -87,8 +88,10 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Choice(list(SCORERS)),
                 default=next(iter(SCORERS)),
                 show_default=True,
-                help="batched: each source encoded once, length-sorted batches. reference: the "
-                "plain path, file order, no sharing (slower; for checking).",
+                help="prefix: exact, computes each distinct source prefix and each distinct target "
+                "prefix of a source once (the fastest). batched: each source encoded once, "
+                "length-sorted batches. reference: the plain path, file order, no sharing (slower; "
+                "for checking).",
             ),
         ]
     ):
