@@ -60,17 +60,19 @@ def collate(pairs: EncodedPairs, idx: np.ndarray) -> Batch:
     return Batch(src, src_len, tgt, tgt_len)
 
 
+def flat_store(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Id lists as a flat (tokens, offsets) store, the form ``pad_sequences`` reads."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(offsets[-1]))
+    return data, offsets
+
+
 def sequences_batch(src: list[list[int]], tgt: list[list[int]]) -> Batch:
     """A batch from Python lists of token ids (without </s>); for scoring and analysis."""
-    def flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(offsets[-1]))
-        return data, offsets
-
-    s_data, s_off = flat(src)
-    t_data, t_off = flat(tgt)
+    s_data, s_off = flat_store(src)
+    t_data, t_off = flat_store(tgt)
     idx = np.arange(len(src))
     s, s_len = pad_sequences(s_data, s_off, idx)
     t, t_len = pad_sequences(t_data, t_off, idx)

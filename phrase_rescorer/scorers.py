@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from .batching import pad_sequences, sequences_batch
+from .batching import flat_store, pad_sequences, sequences_batch
 from .model import RNNEncoderDecoder, sequence_log_probs, token_log_probs
 from .prefix_scoring import PrefixScorer
 
@@ -54,15 +54,6 @@ class WindowScorer(Protocol):
         ...
 
 
-def _flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """A flat (tokens, offsets) store of id lists, as ``batching.pad_sequences`` reads it."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    tokens = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(offsets[-1]))
-    return tokens, offsets
-
-
 def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     """Indices sorted by length, cut into batches of at most ``batch_size`` sequences and at most
     ``32 * batch_size`` padded tokens, so that a batch of unusually long phrases stays within
@@ -80,15 +71,24 @@ def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return batches
 
 
-class BatchedScorer:
-    """Sources encoded once, targets decoded in length-sorted batches, order restored."""
+class _ModelScorer:
+    """A scorer over a model on a device, with a number of pairs per batch."""
 
-    def __init__(self, model: RNNEncoderDecoder, device: torch.device | str = "cpu", batch_size: int = 256):
+    default_batch_size = 64
+
+    def __init__(self, model: RNNEncoderDecoder, device: torch.device | str = "cpu", batch_size: int | None = None):
+        batch_size = self.default_batch_size if batch_size is None else batch_size
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.model = model.eval()
         self.device = torch.device(device)
         self.batch_size = batch_size
+
+
+class BatchedScorer(_ModelScorer):
+    """Sources encoded once, targets decoded in length-sorted batches, order restored."""
+
+    default_batch_size = 256
 
     @torch.inference_mode()
     def score(
@@ -99,7 +99,7 @@ class BatchedScorer:
         if n == 0:
             return out
         h0, ctx, oc = self._context_terms(sources)
-        tgt_tokens, tgt_offsets = _flat(targets)
+        tgt_tokens, tgt_offsets = flat_store(targets)
         source_index = np.asarray(source_index, dtype=np.int64)
         for idx in length_batches(np.diff(tgt_offsets), self.batch_size):
             tgt, tgt_len = pad_sequences(tgt_tokens, tgt_offsets, idx)
@@ -109,7 +109,7 @@ class BatchedScorer:
 
     def _context_terms(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(h'_0, C c, O_c c) of every distinct source, in ``sources`` order."""
-        src_tokens, src_offsets = _flat(sources)
+        src_tokens, src_offsets = flat_store(sources)
         parts: list[tuple[np.ndarray, tuple[torch.Tensor, ...]]] = []
         for idx in length_batches(np.diff(src_offsets), self.batch_size):
             src, src_len = pad_sequences(src_tokens, src_offsets, idx)
@@ -147,15 +147,10 @@ class BatchedScorer:
         return totals.cpu().numpy()
 
 
-class ReferenceScorer:
+class ReferenceScorer(_ModelScorer):
     """The plain path: file order, fixed batches of pairs, ``sequence_log_probs``."""
 
-    def __init__(self, model: RNNEncoderDecoder, device: torch.device | str = "cpu", batch_size: int = 64):
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model.eval()
-        self.device = torch.device(device)
-        self.batch_size = batch_size
+    default_batch_size = 64
 
     @torch.inference_mode()
     def score(
