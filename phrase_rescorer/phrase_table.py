@@ -340,8 +340,11 @@ class AtomicOutput:
     ``path`` ``-`` writes plain bytes straight to stdout: nothing can be atomic or undone there.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, compress: bool | None = None) -> None:
         self.path = path
+        #: gzip the bytes written; by default when ``path`` ends with ``.gz``. ``False`` stores
+        #: them as given (e.g. gzip members that are already compressed).
+        self.compress = path.endswith(".gz") if compress is None else compress
         self.temporary: str | None = None
         self._raw: BinaryIO | None = None
         self._file: BinaryIO | None = None
@@ -364,7 +367,7 @@ class AtomicOutput:
         except OSError as exc:
             raise PhraseTableOSError(self.path, None, f"cannot write: {exc.strerror}") from exc
         self._file = self._raw
-        if self.path.endswith(".gz"):
+        if self.compress:
             compressor = gzip.GzipFile(
                 filename="", mode="wb", fileobj=self._raw, compresslevel=6, mtime=0
             )

@@ -38,7 +38,6 @@ every part). Compressing in the processes keeps the join a plain copy.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import gzip
 import os
 import shutil
@@ -48,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .phrase_table import Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from .phrase_table import AtomicOutput, Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
 
 _CHUNK = 1 << 22  # bytes read at a time by the index pass
 _SEP = b" ||| "
@@ -275,25 +274,9 @@ def _renumbered(error: PhraseTableError, shift: int) -> PhraseTableError:
 
 
 def concatenate(paths: list[str], out_path: str) -> None:
-    """The files ``paths``, in order, into ``out_path``: written to a temporary name beside it,
-    fsynced, then renamed onto it (on any failure ``out_path`` is left as it was)."""
-    directory, name = os.path.split(os.path.abspath(out_path))
-    temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as out:
-            for path in paths:
-                with open(path, "rb") as part:
-                    shutil.copyfileobj(part, out, _CHUNK)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, out_path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    """The files ``paths``, in order, into ``out_path``, byte for byte, through ``AtomicOutput``
+    (temporary name, fsync, rename; on any failure ``out_path`` is left as it was)."""
+    with AtomicOutput(out_path, compress=False) as out:
+        for path in paths:
+            with open(path, "rb") as part:
+                shutil.copyfileobj(part, out, _CHUNK)
