@@ -132,13 +132,20 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         batches = [int(b) for b in train_batches.split(",") if b.strip()]
         if batches:
             pairs = load_pairs(str(head))
+            threads = torch.get_num_threads()
             report["cpu_training"] = {}
             say("\ntraining on the CPU (train.Trainer.step: log p, backward, clipping, Adadelta)")
-            for b in batches:
-                rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
-                                                       torch.device("cpu"), work)
-                report["cpu_training"][b] = rate
-                say(f"  batch {b:>5}: {rate:,.1f} pairs/s ({train_steps} steps)")
+            for t in sorted({threads, 1}, reverse=True):
+                torch.set_num_threads(t)
+                try:
+                    for b in batches:
+                        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
+                                                               torch.device("cpu"), work)
+                        report["cpu_training"][f"batch {b}, {t} thread{'s' if t > 1 else ''}"] = rate
+                        say(f"  batch {b:>5}, {t} thread{'s' if t > 1 else ' '}: {rate:,.1f} pairs/s "
+                            f"({train_steps} steps)")
+                finally:
+                    torch.set_num_threads(threads)
 
         # --- GPU -------------------------------------------------------------------------------
         say("")
