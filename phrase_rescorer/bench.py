@@ -60,6 +60,7 @@ def _median_range(xs: list[float]) -> str:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
 @click.option("--copies", type=click.IntRange(min=0), default=10, show_default=True,
               help="Peak RSS also on this many renamed copies of the timed lines (0: skip memory).")
+@click.option("--whole-table", is_flag=True, help="Also rescore the whole table with the prefix scorer (long).")
 @click.option("--train-batches", default="64,256", show_default=True, help="Training batch sizes timed ('' to skip).")
 @click.option("--train-steps", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--gpu-lines", type=click.IntRange(min=0), default=0, show_default=True,
@@ -70,8 +71,8 @@ def _median_range(xs: list[float]) -> str:
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
-         train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int, cpu_bf16: bool, quick: bool,
-         json_path: str | None) -> None:
+         whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
+         cpu_bf16: bool, quick: bool, json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
@@ -121,24 +122,38 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         if copies:
             big = work / "copies.gz"
             parts.renamed_copies(head, copies, big)
-            rss = {n: parts.peak_rss_mb(head, work / "rss1.gz", model_path, torch.get_num_threads()),
-                   n * copies: parts.peak_rss_mb(big, work / "rss2.gz", model_path, torch.get_num_threads())}
-            report["peak_rss_mb"] = rss
-            say("\npeak RSS of a rescoring process (prefix scorer, whole process)")
-            for k, v in rss.items():
-                say(f"  {k:>10,} lines: {v:,.0f} MB")
+            say("\npeak RSS of a rescoring process (prefix scorer, whole process; own process each)")
+            report["peak_rss_mb"] = {}
+            for what, path in ((f"first {n:,} lines", head), (f"{copies} renamed copies", big)):
+                lines_done, secs, rss = parts.rescore_process(path, work / "rss.gz", model_path,
+                                                              torch.get_num_threads())
+                report["peak_rss_mb"][lines_done] = rss
+                say(f"  {lines_done:>10,} lines ({what}): {rss:,.0f} MB ({lines_done / secs:,.0f} pairs/s)")
+        if whole_table:
+            lines_done, secs, rss = parts.rescore_process(Path(table), work / "whole.gz", model_path,
+                                                          torch.get_num_threads())
+            report["whole_table"] = {"lines": lines_done, "pairs_per_s": lines_done / secs, "peak_rss_mb": rss}
+            say(f"\nthe whole table, prefix scorer, own process: {lines_done:,} lines in {secs:,.0f} s, "
+                f"{lines_done / secs:,.0f} pairs/s, peak RSS {rss:,.0f} MB")
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]
         if batches:
             pairs = load_pairs(str(head))
+            threads = torch.get_num_threads()
             report["cpu_training"] = {}
             say("\ntraining on the CPU (train.Trainer.step: log p, backward, clipping, Adadelta)")
-            for b in batches:
-                rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
-                                                       torch.device("cpu"), work)
-                report["cpu_training"][b] = rate
-                say(f"  batch {b:>5}: {rate:,.1f} pairs/s ({train_steps} steps)")
+            for t in sorted({threads, 1}, reverse=True):
+                torch.set_num_threads(t)
+                try:
+                    for b in batches:
+                        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
+                                                               torch.device("cpu"), work)
+                        report["cpu_training"][f"batch {b}, {t} thread{'s' if t > 1 else ''}"] = rate
+                        say(f"  batch {b:>5}, {t} thread{'s' if t > 1 else ' '}: {rate:,.1f} pairs/s "
+                            f"({train_steps} steps)")
+                finally:
+                    torch.set_num_threads(threads)
 
         # --- GPU -------------------------------------------------------------------------------
         say("")

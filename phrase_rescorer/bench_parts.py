@@ -160,26 +160,29 @@ def log_probs(path: Path) -> np.ndarray:
 
 
 _CHILD = """
-import sys, torch
+import resource, sys, torch
 torch.set_num_threads(int(sys.argv[4]))
 from phrase_rescorer.scoring import rescore_table
-rescore_table(sys.argv[1], sys.argv[2], sys.argv[3], device="cpu", scorer=sys.argv[5])
+summary = rescore_table(sys.argv[1], sys.argv[2], sys.argv[3], device="cpu", scorer=sys.argv[5])
+try:  # this process's own high-water mark (getrusage would count the parent's pages at fork)
+    kb = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+except OSError:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(summary.lines, summary.seconds, kb)
 """
 
 
-def peak_rss_mb(table: Path, out: Path, checkpoint: Path, threads: int, scorer: str = "prefix") -> float:
-    """Peak resident memory (MB) of a process that loads the network and rescores ``table``
-    (the whole process: Python, torch, the network, the engine)."""
+def rescore_process(table: Path, out: Path, checkpoint: Path, threads: int,
+                    scorer: str = "prefix") -> tuple[int, float, float]:
+    """Rescore ``table`` in a process of its own: (lines, engine seconds, peak resident memory in
+    MB of the whole process: Python, torch, the network, the engine)."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     args = [sys.executable, "-c", _CHILD, str(table), str(out), str(checkpoint), str(threads), scorer]
-    proc = subprocess.Popen(args, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the rescoring child process failed with status {proc.returncode}")
-    return usage.ru_maxrss / 1024  # KB on Linux
+    done = subprocess.run(args, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    lines, seconds, kb = done.stdout.split()[-3:]
+    return int(lines), float(seconds), int(kb) / 1024
 
 
 def training_pairs_per_second(
