@@ -33,12 +33,11 @@ import torch
 from . import __version__
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from .moses_format import SCORE_FORMATS, ScoreError, format_columns
+from .output import AtomicOutput, check_distinct_paths
 from .phrase_table import (
-    AtomicOutput,
     Entry,
     InputTable,
     PhraseTableError,
-    check_distinct_paths,
     with_appended,
 )
 from .scorers import SCORERS, WindowScorer, make_scorer

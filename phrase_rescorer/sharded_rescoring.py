@@ -27,7 +27,8 @@ import torch
 
 from .checkpoint import load_checkpoint
 from .distributed import Group, portable
-from .phrase_table import AtomicOutput, PhraseTableError, PhraseTableOSError, check_distinct_paths
+from .output import AtomicOutput, check_distinct_paths
+from .phrase_table import PhraseTableError, PhraseTableOSError
 from .scoring import ProgressCallback, RescoreOptions, RescoreSummary, TableRescorer
 from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, plan_parts
 

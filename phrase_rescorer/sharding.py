@@ -47,7 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .phrase_table import AtomicOutput, Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from .output import AtomicOutput
+from .phrase_table import Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
 
 _CHUNK = 1 << 22  # bytes read at a time by the index pass
 _SEP = b" ||| "

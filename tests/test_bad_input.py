@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 
-from phrase_rescorer import phrase_table
+from phrase_rescorer import output
 from phrase_rescorer.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.cli import main
 from phrase_rescorer.cli.common import EXIT_CODES
@@ -407,7 +407,7 @@ def test_disk_full_simulated(
             return io.BufferedWriter(FullDisk(str(path), room), buffer_size=1 << 14)
         return real_open(path, mode, buffering, *a, **kw)
 
-    monkeypatch.setattr(phrase_table, "open", open_on_a_full_disk, raising=False)
+    monkeypatch.setattr(output, "open", open_on_a_full_disk, raising=False)
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 6, err
     assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"

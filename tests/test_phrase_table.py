@@ -18,13 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from phrase_rescorer.output import AtomicOutput, check_distinct_paths
 from phrase_rescorer.phrase_table import (
-    AtomicOutput,
     Entry,
     InputTable,
     PhraseTableError,
     _parse_general,
-    check_distinct_paths,
     iter_lines_lenient,
     parse_line,
     read_phrase_table,

@@ -26,7 +26,7 @@ import torch
 
 from ..batching import sequences_batch
 from ..model import RNNEncoderDecoder
-from ..phrase_table import AtomicOutput
+from ..output import AtomicOutput
 from ..vocab import SPECIALS, Vocabulary, tokenize_phrase
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..phrase_table import AtomicOutput
+from ..output import AtomicOutput
 from ..train_log import TrainingCurves
 
 INSTALL_HINT = "install the plotting extra: pip install 'phrase_rescorer[plots]' (make does)"
