@@ -2,10 +2,10 @@
 #
 #   make demo       train a small model on the bundled real sample, rescore the sample table,
 #                   write the patched moses.ini and the analysis pictures (under work/demo/)
-#   make test       the test suite (CPU only; about ten minutes on two cores)
+#   make test       the test suite (CPU only; about four minutes on two cores)
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
-#   make bench      throughput benchmark (prints its figures)
+#   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
 #   make lint / make typecheck
