@@ -58,16 +58,10 @@ def check_language(code: str) -> str:
 @lru_cache(maxsize=8)
 def _tokenizer(lang: str) -> Any:
     from sacremoses import MosesTokenizer
-    from sacremoses.corpus import NonbreakingPrefixes
 
-    tok = MosesTokenizer(lang)
-    if lang not in NonbreakingPrefixes().available_langs:
-        # tokenizer.perl falls back to the English list of non-breaking prefixes ("Mr.", "e.g.")
-        # for a language it has none for; sacremoses would use none at all.
-        english = MosesTokenizer("en")
-        tok.NONBREAKING_PREFIXES = english.NONBREAKING_PREFIXES
-        tok.NUMERIC_ONLY_PREFIXES = english.NUMERIC_ONLY_PREFIXES
-    return tok
+    # A language without a list of non-breaking prefixes ("Mr.", "e.g.") gets the English one,
+    # in sacremoses as in tokenizer.perl.
+    return MosesTokenizer(lang)
 
 
 @lru_cache(maxsize=8)
