@@ -130,10 +130,10 @@ class BatchedScorer(_ModelScorer):
         """
         model = self.model
         y_prev = model.previous_word_embeddings(tgt)  # (B, T, E)
-        x_proj = model.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
+        x_proj = model.decoder_inputs(y_prev, ctx.unsqueeze(1))  # (B, T, 3H)
         states = []
         for t in range(tgt.shape[1]):
-            h = model.decoder.step(x_proj[:, t], h)
+            h = model.decoder_step(x_proj[:, t], h)
             states.append(h)
         hs = torch.stack(states, 1)  # (B, T, H)
         mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
