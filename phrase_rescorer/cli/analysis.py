@@ -166,6 +166,9 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     by the network (the paper's Table 2); the rank correlation of the two scores and the
     network's source gain over a sample of pairs, and with --plot their scatter (Fig. 3).
 
+    --source phrases are typed as they read and Moses-tokenized like suggest's; the text report
+    shows phrases unescaped (--detok: detokenized, --raw: as in the table).
+
     \b
     Example:
       phrase-rescorer compare -m rnn.pt -t phrase-table.gz --plot scores.png
@@ -224,7 +227,8 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
           source_lang: str | None, lowercase: bool | None, device: str) -> None:
     """Export the source and target word embeddings and the phrase representations c of chosen
     source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
-    --plot also draw them as t-SNE maps. Prints the paths written.
+    --plot also draw them as t-SNE maps. Prints the paths written. --phrase is typed as it reads
+    and Moses-tokenized like suggest's; labels are unescaped (--raw: as in the table).
 
     \b
     View: load a NAME.vectors.tsv and its NAME.metadata.tsv at https://projector.tensorflow.org,
