@@ -7,7 +7,6 @@ import os
 import shlex
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
