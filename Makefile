@@ -80,10 +80,10 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 fuzz: $(STAMP)
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/faults/test_fuzz.py
 
 bench: $(STAMP)
-	$(PY) -m phrase_rescorer.bench
+	$(PY) -m benchmarks.bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check phrase_rescorer tests bin

@@ -12,15 +12,15 @@ __version__ = "0.1.0"
 
 #: Public names imported on first use, so that ``import phrase_rescorer`` stays light (no torch).
 _LAZY = {
-    "rescore_table": "scoring",
-    "RescoreOptions": "scoring",
-    "RescoreSummary": "scoring",
-    "TableRescorer": "scoring",
-    "WindowScorer": "scorers",
-    "BatchedScorer": "scorers",
-    "ReferenceScorer": "scorers",
-    "patch_moses_ini": "moses_ini",
-    "rescore_model_dir": "pipeline",
+    "rescore_table": "rescoring.engine",
+    "RescoreOptions": "rescoring.engine",
+    "RescoreSummary": "rescoring.engine",
+    "TableRescorer": "rescoring.engine",
+    "WindowScorer": "rescoring.scorers",
+    "BatchedScorer": "rescoring.scorers",
+    "ReferenceScorer": "rescoring.scorers",
+    "patch_moses_ini": "moses.ini",
+    "rescore_model_dir": "moses.model_dir",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -16,7 +16,7 @@ import sys
 from types import TracebackType
 from typing import BinaryIO
 
-from .phrase_table import PhraseTableError, PhraseTableOSError
+from .moses.phrase_table import PhraseTableError, PhraseTableOSError
 
 _BUFFER_SIZE = 1 << 20
 

@@ -1,24 +1,25 @@
-"""Shared fixtures. Real data: the bundled sample (tests/data, from the Multi30k en-fr Moses
-system in ../shared/data/moses-en-fr; research-use data) and, when present, ../shared itself."""
+"""Shared fixtures and markers; the paths and helpers themselves live in tests/helpers/.
+
+Tiers: unit/ (the library in this process), cli/ (the real command lines), faults/ (bad input,
+signals, full disks, fuzzing), integration/ (the real Moses toolkit). Tests that need
+../shared carry the ``shared`` marker and are skipped, with the reason, when it is absent."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
-SAMPLE_INI = REPO / "tests" / "data" / "sample.en-fr.moses.ini"  # the real system's tuned moses.ini
-SHARED = REPO.parent / "shared"
-REAL_TABLE = SHARED / "data" / "moses-en-fr" / "phrase-table.gz"
-REAL_INI = SHARED / "data" / "moses-en-fr" / "moses.ini"
+from tests.helpers.paths import NO_SHARED, REAL_TABLE, SAMPLE, SHARED
 
 # Tests use tiny models: one thread avoids waiting on a busy second core (CI has two).
 torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("shared") is not None and not SHARED.exists():
+        pytest.skip(NO_SHARED)
 
 
 @pytest.fixture(scope="session")
@@ -29,15 +30,5 @@ def sample_table() -> Path:
 @pytest.fixture(scope="session")
 def real_table() -> Path:
     if not REAL_TABLE.exists():
-        pytest.skip("../shared/data/moses-en-fr is not beside this checkout")
+        pytest.skip(NO_SHARED)
     return REAL_TABLE
-
-
-def cli_env() -> dict[str, str]:
-    """Environment for running ``python -m phrase_rescorer`` from this checkout in a subprocess."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-PYTHON = sys.executable

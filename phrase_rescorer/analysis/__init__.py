@@ -8,5 +8,5 @@
 * :mod:`.embed`: word embeddings and phrase representations c for the TensorBoard projector
   (Figs. 4 and 5);
 * :mod:`.plots`: the pictures (matplotlib and scikit-learn, the optional ``plots`` extra, imported
-  only when a picture is asked for); the training curves come from ``phrase_rescorer.train_log``.
+  only when a picture is asked for); the training curves come from ``phrase_rescorer.training.log``.
 """

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..batching import sequences_batch
-from ..model import RNNEncoderDecoder, sequence_log_probs
-from ..vocab import Vocabulary, tokenize_phrase
+from ..data.batching import sequences_batch
+from ..data.vocab import Vocabulary, tokenize_phrase
+from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
 
 #: Scores of a train-model.perl table, source f and target e: p(f|e) lex(f|e) p(e|f) lex(e|f).

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..batching import sequences_batch
-from ..model import RNNEncoderDecoder
+from ..data.batching import sequences_batch
+from ..data.vocab import SPECIALS, Vocabulary, tokenize_phrase
+from ..model.encoder_decoder import RNNEncoderDecoder
 from ..output import AtomicOutput
-from ..vocab import SPECIALS, Vocabulary, tokenize_phrase
 
 
 @dataclass

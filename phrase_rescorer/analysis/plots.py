@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..output import AtomicOutput
-from ..train_log import TrainingCurves
+from ..training.log import TrainingCurves
 
 INSTALL_HINT = "install the plotting extra: pip install 'phrase_rescorer[plots]' (make does)"
 

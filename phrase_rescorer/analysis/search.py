@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model import RNNEncoderDecoder
-from ..vocab import EOS_ID, PAD_ID, UNK_ID
+from ..data.vocab import EOS_ID, PAD_ID, UNK_ID
+from ..model.encoder_decoder import RNNEncoderDecoder
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..model import RNNEncoderDecoder
-from ..vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary, tokenize_phrase
+from ..model.encoder_decoder import RNNEncoderDecoder
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
 from .table_groups import normalize, pick_groups, source_groups
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ..phrase_table import Entry, PhraseTableError, read_phrase_table
-from ..vocab import tokenize_phrase
+from ..data.vocab import tokenize_phrase
+from ..moses.phrase_table import Entry, PhraseTableError, read_phrase_table
 
 T = TypeVar("T")
 

@@ -15,10 +15,10 @@ from ..analysis import embed as emb
 from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
-from ..checkpoint import load_checkpoint
-from ..model import RNNEncoderDecoder
-from ..train_log import TrainingLogError, read_training_curves
-from ..vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary, tokenize_phrase
+from ..model.checkpoint import load_checkpoint
+from ..model.encoder_decoder import RNNEncoderDecoder
+from ..training.log import TrainingLogError, read_training_curves
 from . import cli
 from .common import UserError, device_option, progress, resolve_device, say
 

@@ -12,9 +12,10 @@ import click
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import CheckpointError
-from ..moses_ini import MosesIniError
-from ..phrase_table import PhraseTableError, PhraseTableOSError
+from .. import devices
+from ..model.checkpoint import CheckpointError
+from ..moses.ini import MosesIniError
+from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
@@ -110,12 +111,11 @@ def say(ctx: click.Context, message: str) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present; asking for CUDA without one is a usage error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for, but no CUDA device is available")
-    return torch.device(name)
+    """The library's resolver; a device that cannot be used is a usage error."""
+    try:
+        return devices.resolve_device(name)
+    except devices.DeviceError as e:
+        raise UserError(str(e)) from e
 
 
 device_option: Callable[..., Any] = click.option(

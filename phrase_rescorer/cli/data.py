@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..table_stats import format_report, inspect_table
+from ..moses.table_stats import format_report, inspect_table
 from . import cli
 from .common import UserError, progress
 

@@ -11,13 +11,13 @@ import click
 import torch
 from tqdm import tqdm
 
-from .. import distributed
-from ..scorers import SCORERS
+from ..parallel import distributed
+from ..rescoring.scorers import SCORERS
 from . import cli
-from .common import UserError, is_quiet, resolve_device, say
+from .common import UserError, device_option, is_quiet, resolve_device, say
 
 if TYPE_CHECKING:
-    from ..scoring import RescoreSummary
+    from ..rescoring.engine import RescoreSummary
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -70,12 +70,7 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "A window is extended to the end of the current source phrase (up to 8x), so "
                 "each source is encoded once.",
             ),
-            click.option(
-                "--device",
-                default="auto",
-                show_default=True,
-                help="auto (CUDA when present), cpu, cuda or cuda:N.",
-            ),
+            device_option,
             click.option(
                 "--dtype",
                 type=click.Choice(["float32"]),
@@ -171,7 +166,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     (README, "Beyond one machine"), e.g.
       torchrun --nproc-per-node 4 -m phrase_rescorer rescore IN OUT --model rnn.pt
     """
-    from ..scoring import rescore_table
+    from ..rescoring.engine import rescore_table
 
     options = _options_dict(kw)
     if distributed.Launch.from_env() is not None:
@@ -194,7 +189,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
 def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: str,
                      quiet: bool, options: dict[str, Any]) -> RescoreSummary | None:
     """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
-    from ..sharded_rescoring import rescore_sharded
+    from ..parallel.rescoring import rescore_sharded
 
     try:
         group, device = distributed.start(torch.device(options["device"]), backend="gloo",
@@ -252,7 +247,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
       phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
           --table model/phrase-table.rnn.gz
     """
-    from ..moses_ini import patch_moses_ini_file
+    from ..moses.ini import patch_moses_ini_file
 
     result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (0.2,), features=features)
     if not (quiet or is_quiet(ctx)):
@@ -286,7 +281,7 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
     """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
     MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
     the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
-    from ..pipeline import format_command, rescore_model_dir
+    from ..moses.model_dir import format_command, rescore_model_dir
 
     if distributed.Launch.from_env() is not None:
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "

@@ -13,10 +13,10 @@ from typing import Any
 import click
 import torch
 
-from .. import distributed
-from ..model import CELLS, PRESETS, SUMMARIES, ModelConfig
-from ..pairs import load_pairs
-from ..train import (
+from ..data.pairs import load_pairs
+from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
+from ..parallel import distributed
+from ..training.trainer import (
     Interrupted,
     TrainConfig,
     Trainer,

@@ -1,0 +1,267 @@
+"""``python -m benchmarks.bench`` (``make bench``): rescoring and training throughput.
+
+In one run, on the first ``--lines`` lines of a real phrase table (../shared/data/moses-en-fr by
+default, the bundled sample when that is absent), with a random-weight network of the paper's
+size (speed does not depend on the weights):
+
+* rescoring through the engine that ``rescore-phrase-table`` drives, with the default scorer
+  (``prefix``) and with the reference scorer (file order, 64 pairs per batch, no sorting, no
+  sharing: how the paper's original scoring script worked), ``--repeats`` times each,
+  interleaved, so that both see the same machine load; pairs/s, their ratio (median of the
+  per-repeat ratios) and the useful GFLOP/s (``flops``) against the machine's measured matrix
+  product rate;
+* the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
+  status is 1 otherwise);
+* the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
+* training steps (``train.Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and
+  a larger batch;
+* with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
+  and the device's matrix product rate; without one it says so.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import torch
+
+from benchmarks import parts
+from benchmarks.flops import TrieCounter
+from phrase_rescorer.data.pairs import load_pairs
+from phrase_rescorer.model.checkpoint import load_checkpoint
+from phrase_rescorer.rescoring.prefix import PrefixScorer
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
+SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
+ATOL, RTOL = 1e-4, 1e-5
+
+
+def _median_range(xs: list[float]) -> str:
+    return f"{statistics.median(xs):,.0f} [{min(xs):,.0f}-{max(xs):,.0f}]"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--table", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, "
+              "else the bundled sample].")
+@click.option("--lines", type=click.IntRange(min=0), default=20000, show_default=True,
+              help="Lines timed (the head of the table); 0 for all.")
+@click.option("--preset", type=click.Choice(["paper", "small"]), default="paper", show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved timed runs of each scorer.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
+@click.option("--copies", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Peak RSS also on this many renamed copies of the timed lines (0: skip memory).")
+@click.option("--whole-table", is_flag=True, help="Also rescore the whole table with the prefix scorer (long).")
+@click.option("--train-batches", default="64,256", show_default=True, help="Training batch sizes timed ('' to skip).")
+@click.option("--train-steps", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--gpu-lines", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Lines timed on the GPU; 0 for the whole table.")
+@click.option("--gpu-train-batch", type=click.IntRange(min=1), default=2048, show_default=True)
+@click.option("--cpu-bf16/--no-cpu-bf16", default=True, show_default=True,
+              help="Also time the approximate bfloat16 prefix scorer on the CPU.")
+@click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
+         whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
+         cpu_bf16: bool, quick: bool, json_path: str | None) -> None:
+    """Measure rescoring and training throughput and print the figures (``make bench``)."""
+    if quick:
+        preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
+        gpu_lines, gpu_train_batch = gpu_lines or 2000, 64
+    if threads:
+        torch.set_num_threads(threads)
+    table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": parts.machine()}
+    say = click.echo
+    with tempfile.TemporaryDirectory(prefix="phrase-rescorer-bench-") as tmp:
+        work = Path(tmp)
+        head = work / "head.gz"
+        n = parts.head_of_table(table, lines or None, head)
+        src_vocab, tgt_vocab = parts.shortlists(table, parts.preset_vocab_size(preset))
+        config = parts.model_config(preset, src_vocab, tgt_vocab)
+        model_path = work / "model.pt"
+        parts.random_checkpoint(model_path, config, src_vocab, tgt_vocab)
+        checkpoint = load_checkpoint(str(model_path))
+        counter = TrieCounter()
+        parts.rescore(checkpoint, head, work / "count.gz", counter, "cpu")
+        work_count = counter.count
+        unshared, shared = work_count.unshared_flops(config), work_count.prefix_flops(config)
+        report.update(table=table, lines=n, sources=work_count.sources, preset=preset, model=config.to_dict(),
+                      mflop_per_pair=unshared / n / 1e6, prefix_work_share=shared / unshared,
+                      encoder_step_share=work_count.encoder_nodes / work_count.source_steps,
+                      decoder_step_share=work_count.decoder_nodes / work_count.target_steps)
+        m = report["machine"]
+        say(f"phrase_rescorer benchmark, {report['date']}")
+        say(f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']}, {m['threads']} threads, "
+            f"oneDNN {'yes' if m['onednn'] else 'no'}, load average {m['load_average']:.1f} at start")
+        say(f"table: {table}: first {n:,} lines, {work_count.sources:,} distinct sources (per window)")
+        say(f"network: {preset} size (H={config.hidden_dim}, E={config.embed_dim}, M={config.maxout_dim}, "
+            f"R={config.output_rank}, V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), random weights, float32")
+        say(f"work: {report['mflop_per_pair']:.1f} MFLOP per pair unshared (matrix products); the prefix scorer "
+            f"computes {100 * shared / unshared:.1f}% of it ({100 * report['encoder_step_share']:.1f}% of the "
+            f"encoder steps, {100 * report['decoder_step_share']:.1f}% of the decoder steps)")
+        cpu_rate = parts.matmul_gflops(torch.device("cpu"))
+        report["cpu_matmul_gflops"] = cpu_rate
+        say(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
+
+        # --- rescoring, interleaved ------------------------------------------------------------
+        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, shared,
+                                                                  cpu_rate, cpu_bf16)
+        scores_ok = rescoring["scores_equal"]
+
+        # --- memory ----------------------------------------------------------------------------
+        if copies:
+            big = work / "copies.gz"
+            parts.renamed_copies(head, copies, big)
+            say("\npeak RSS of a rescoring process (prefix scorer, whole process; own process each)")
+            report["peak_rss_mb"] = {}
+            for what, path in ((f"first {n:,} lines", head), (f"{copies} renamed copies", big)):
+                lines_done, secs, rss = parts.rescore_process(path, work / "rss.gz", model_path,
+                                                              torch.get_num_threads())
+                report["peak_rss_mb"][lines_done] = rss
+                say(f"  {lines_done:>10,} lines ({what}): {rss:,.0f} MB ({lines_done / secs:,.0f} pairs/s)")
+        if whole_table:
+            lines_done, secs, rss = parts.rescore_process(Path(table), work / "whole.gz", model_path,
+                                                          torch.get_num_threads())
+            report["whole_table"] = {"lines": lines_done, "pairs_per_s": lines_done / secs, "peak_rss_mb": rss}
+            say(f"\nthe whole table, prefix scorer, own process: {lines_done:,} lines in {secs:,.0f} s, "
+                f"{lines_done / secs:,.0f} pairs/s, peak RSS {rss:,.0f} MB")
+
+        # --- training --------------------------------------------------------------------------
+        batches = [int(b) for b in train_batches.split(",") if b.strip()]
+        if batches:
+            pairs = load_pairs(str(head))
+            threads = torch.get_num_threads()
+            report["cpu_training"] = {}
+            say("\ntraining on the CPU (train.Trainer.step: log p, backward, clipping, Adadelta)")
+            for t in sorted({threads, 1}, reverse=True):
+                torch.set_num_threads(t)
+                try:
+                    for b in batches:
+                        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
+                                                               torch.device("cpu"), work)
+                        report["cpu_training"][f"batch {b}, {t} thread{'s' if t > 1 else ''}"] = rate
+                        say(f"  batch {b:>5}, {t} thread{'s' if t > 1 else ' '}: {rate:,.1f} pairs/s "
+                            f"({train_steps} steps)")
+                finally:
+                    torch.set_num_threads(threads)
+
+        # --- GPU -------------------------------------------------------------------------------
+        say("")
+        if torch.cuda.is_available():
+            report["gpu"] = accelerator_figures(checkpoint, table, gpu_lines, work, config, src_vocab, tgt_vocab,
+                                                gpu_train_batch, torch.device("cuda"))
+        else:
+            report["gpu"] = None
+            say("no CUDA device: GPU figures not measured")
+        report["load_average_end"] = parts.machine()["load_average"]
+        say(f"load average {report['load_average_end']:.1f} at the end")
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if not scores_ok:
+        raise SystemExit(1)
+
+
+def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int, shared: int,
+                   cpu_rate: float, bf16: bool) -> dict[str, Any]:
+    """Interleaved timed runs of the prefix scorer and of the reference scorer (with torch's
+    threads and, on a multi-core machine, with one thread: on a busy machine the plain path can
+    be faster on one thread, and the ratio is taken against its faster setting)."""
+    say = click.echo
+    threads = torch.get_num_threads()
+    runs: dict[str, tuple[str, int]] = {"prefix": ("prefix", threads), "reference": ("reference", threads)}
+    if threads > 1:
+        runs["reference-1t"] = ("reference", 1)
+    if bf16:
+        runs["prefix-bf16"] = ("prefix bfloat16", threads)
+        bf16_scorer = PrefixScorer(checkpoint.build_model("cpu"), "cpu", dtype=torch.bfloat16)
+    seconds: dict[str, list[float]] = {label: [] for label in runs}
+    outs = {label: work / f"{label}.gz" for label in runs}
+    labels = list(runs)
+    for r in range(repeats):
+        for label in labels[r % len(labels):] + labels[: r % len(labels)]:
+            name, t = runs[label]
+            torch.set_num_threads(t)
+            scorer = bf16_scorer if label == "prefix-bf16" else name
+            try:
+                seconds[label].append(parts.rescore(checkpoint, head, outs[label], scorer, "cpu").seconds)
+            finally:
+                torch.set_num_threads(threads)
+    best = min((label for label in runs if label.startswith("reference")), key=lambda k: statistics.median(seconds[k]))
+    ratios = [ref / pre for pre, ref in zip(seconds["prefix"], seconds[best], strict=True)]
+    got, want = parts.log_probs(outs["prefix"]), parts.log_probs(outs["reference"])
+    diff = np.abs(got - want)
+    scores_ok = bool(len(got) == len(want) == n and np.all(diff <= ATOL + RTOL * np.abs(want)))
+    say(f"\nrescoring on the CPU ({repeats} interleaved runs each; engine time, model loading excluded)")
+    say(f"  {'scorer':<28} {'pairs/s: median [min-max]':<28} {'useful GFLOP/s':>15} {'% of matmul':>12}")
+    out: dict[str, Any] = {}
+    for label, secs in seconds.items():
+        rates = [n / s for s in secs]
+        useful = unshared / statistics.median(secs) / 1e9
+        out[label] = {"pairs_per_s": statistics.median(rates), "runs": rates, "useful_gflops": useful,
+                      "threads": runs[label][1]}
+        what = f"{runs[label][0]} ({runs[label][1]} thread{'s' if runs[label][1] > 1 else ''})"
+        say(f"  {what:<28} {_median_range(rates):<28} {useful:>15.1f} {100 * useful / cpu_rate:>11.0f}%")
+    ratio = statistics.median(ratios)
+    say(f"  prefix / {best}: {ratio:.2f}x (median of the per-run ratios {', '.join(f'{x:.2f}' for x in ratios)})")
+    say(f"  scores: max |prefix - reference| = {diff.max():.2e} (allowed 1e-4 + 1e-5 |log p|): "
+        f"{'equal' if scores_ok else 'DIFFERENT'}")
+    if bf16:
+        d = np.abs(parts.log_probs(outs["prefix-bf16"]) - got)
+        out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
+        say(f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
+            "(log p; this random network's outputs are near uniform, a trained network's error is larger)")
+    executed = out["prefix"]["useful_gflops"] * shared / unshared
+    out["prefix"]["computed_gflops"] = executed
+    say(f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
+        f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)")
+    return {**out, "ratio": ratio, "ratio_against": best, "ratios": ratios, "max_abs_diff": float(diff.max()),
+            "scores_equal": scores_ok}
+
+
+def accelerator_figures(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_batch,
+                        device: torch.device, matmul_n: int = 8192) -> dict[str, Any]:
+    """Rescoring in float32 and bfloat16 (and their score difference), training at batch 64 and
+    ``train_batch``, and the matrix product rate, on ``device`` (a CUDA device in ``main``; the
+    tests run it on the CPU, since the machines this was developed on had no GPU)."""
+    say = click.echo
+    gpu_table = work / "gpu.gz"
+    n = parts.head_of_table(table, lines or None, gpu_table)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    out: dict[str, Any] = {"device": name, "lines": n,
+                           "matmul_gflops": {"float32": parts.matmul_gflops(device, n=matmul_n),
+                                             "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=matmul_n)}}
+    say(f"{name}: matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
+        f"{out['matmul_gflops']['bfloat16']:,.0f} bfloat16")
+    model = checkpoint.build_model(device)
+    scores = {}
+    for dname, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        scorer = PrefixScorer(model, device, dtype=dtype)
+        parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device))  # warm-up
+        secs = parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device)).seconds
+        scores[dname] = parts.log_probs(work / f"gpu-{dname}.gz")
+        out[dname] = {"pairs_per_s": n / secs}
+        say(f"  rescoring, {dname}: {n / secs:,.0f} pairs/s on {n:,} lines")
+    d = np.abs(scores["bfloat16"] - scores["float32"])
+    out["bfloat16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
+    say(f"  bfloat16 - float32 scores: max {d.max():.3g}, mean {d.mean():.3g} (log p)")
+    pairs = load_pairs(str(gpu_table))
+    out["training"] = {}
+    for b in (64, train_batch):
+        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, 20, device, work)
+        out["training"][b] = rate
+        say(f"  training, batch {b}: {rate:,.0f} pairs/s")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The pieces of the benchmark (``bench``): its inputs and its individual measurements.
+
+Inputs: the first lines of a real table, a 10x table made of renamed copies, a random-weight
+network of a preset's size saved as a normal checkpoint. Measurements: large matrix-product
+GFLOP/s, one timed rescoring through the engine, the peak RSS of a rescoring run in a child
+process, the trainer's steps per second.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from phrase_rescorer.data.batching import epoch_plan, trainable
+from phrase_rescorer.data.pairs import PairSet
+from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
+from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
+from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
+from phrase_rescorer.moses.phrase_table import InputTable
+from phrase_rescorer.rescoring.engine import RescoreOptions, RescoreSummary, TableRescorer
+from phrase_rescorer.rescoring.scorers import WindowScorer
+from phrase_rescorer.training.trainer import TrainConfig, Trainer, TrainingData
+
+#: What ``--quick`` uses instead of a preset: seconds, not minutes, on two cores.
+QUICK_SIZES = dict(vocab_size=500, embed_dim=16, hidden_dim=32, maxout_dim=16, output_rank=8)
+
+
+def machine() -> dict[str, object]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "onednn": torch.backends.mkldnn.is_available(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+
+
+def matmul_gflops(device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
+    """Best rate of an n x n x n matrix product (the machine's practical peak for this dtype)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    best = float("inf")
+    for i in range(repeats + 1):
+        _sync(device)
+        t = time.perf_counter()
+        torch.mm(a, b)
+        _sync(device)
+        if i:  # the first one warms up
+            best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def head_of_table(table: str, lines: int | None, out: Path) -> int:
+    """The first ``lines`` lines (all when None) of ``table`` as a gzip file; the count."""
+    with gzip.open(table, "rb") if _is_gzip(table) else open(table, "rb") as f:
+        data = b"".join(itertools.islice(f, lines))
+    out.write_bytes(gzip.compress(data, compresslevel=1))
+    return data.count(b"\n")
+
+
+def renamed_copies(table: Path, copies: int, out: Path) -> None:
+    """``copies`` copies of a table, the source phrases of copy k prefixed with the token ``@k``:
+    distinct lines, still sorted by source (LC_ALL=C), the same phrase lengths plus one."""
+    width = len(str(copies - 1))
+    with gzip.open(out, "wb", compresslevel=1) as w:
+        for k in range(copies):
+            tag = f"@{k:0{width}d} ".encode()
+            with gzip.open(table, "rb") as f:
+                for line in f:
+                    w.write(tag + line)
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def shortlists(table: str, size: int) -> tuple[Vocabulary, Vocabulary]:
+    """Shortlists of ``size`` tokens per side from a whole table, filled up with unused
+    placeholder tokens when the table has fewer types, so that the network has the preset's
+    output size whatever the table."""
+    counts: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
+    with InputTable(table) as t:
+        for entry in t:
+            counts[0].update(tokenize_phrase(entry.source))
+            counts[1].update(tokenize_phrase(entry.target))
+    vocabs = []
+    for c in counts:
+        types = list(c)
+        v = Vocabulary.from_counts(types, np.array([c[t] for t in types]), size)
+        fill = [f"<unused-{i}>" for i in range(size - len(v))]
+        vocabs.append(Vocabulary(v.tokens + fill) if fill else v)
+    return vocabs[0], vocabs[1]
+
+
+def model_config(preset: str, src: Vocabulary, tgt: Vocabulary) -> ModelConfig:
+    sizes = QUICK_SIZES if preset == "quick" else PRESETS[preset]
+    return ModelConfig(
+        src_vocab_size=len(src), tgt_vocab_size=len(tgt), embed_dim=sizes["embed_dim"],
+        hidden_dim=sizes["hidden_dim"], maxout_dim=sizes["maxout_dim"], output_rank=sizes["output_rank"],
+    )
+
+
+def random_checkpoint(path: Path, config: ModelConfig, src: Vocabulary, tgt: Vocabulary, seed: int = 1) -> None:
+    """A network of the given size with the paper's random initialisation, saved normally."""
+    torch.manual_seed(seed)
+    model = RNNEncoderDecoder(config)
+    save_checkpoint(str(path), model, src, tgt, info={"purpose": "benchmark (random weights)"})
+
+
+def preset_vocab_size(preset: str) -> int:
+    return int((QUICK_SIZES if preset == "quick" else PRESETS[preset])["vocab_size"])
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+def rescore(checkpoint: Checkpoint, table: Path, out: Path, scorer: str | WindowScorer, device: str) -> RescoreSummary:
+    """One rescoring through the engine that the CLI drives (``rescore_table``'s path), in the
+    ``logprob`` format so that scores compare exactly. The engine's own timer excludes loading
+    the model file."""
+    name = scorer if isinstance(scorer, str) else "prefix"
+    options = RescoreOptions(score_format="logprob", device=device, scorer=name)
+    engine = TableRescorer(checkpoint, options, scorer=None if isinstance(scorer, str) else scorer)
+    return engine.rescore(str(table), str(out))
+
+
+def log_probs(path: Path) -> np.ndarray:
+    """The last score of every line (the appended logprob column)."""
+    with gzip.open(path, "rb") as f:
+        return np.array([float(line.split(b" ||| ")[2].rsplit(b" ", 1)[1]) for line in f])
+
+
+_CHILD = """
+import resource, sys, torch
+torch.set_num_threads(int(sys.argv[4]))
+from phrase_rescorer.rescoring.engine import rescore_table
+summary = rescore_table(sys.argv[1], sys.argv[2], sys.argv[3], device="cpu", scorer=sys.argv[5])
+try:  # this process's own high-water mark (getrusage would count the parent's pages at fork)
+    kb = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+except OSError:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(summary.lines, summary.seconds, kb)
+"""
+
+
+def rescore_process(table: Path, out: Path, checkpoint: Path, threads: int,
+                    scorer: str = "prefix") -> tuple[int, float, float]:
+    """Rescore ``table`` in a process of its own: (lines, engine seconds, peak resident memory in
+    MB of the whole process: Python, torch, the network, the engine)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    args = [sys.executable, "-c", _CHILD, str(table), str(out), str(checkpoint), str(threads), scorer]
+    done = subprocess.run(args, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    lines, seconds, kb = done.stdout.split()[-3:]
+    return int(lines), float(seconds), int(kb) / 1024
+
+
+def training_pairs_per_second(
+    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
+    device: torch.device, work: Path,
+) -> float:
+    """Pairs/s of ``train.Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
+    batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step."""
+    encoded = pairs.encode(src, tgt)
+    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
+    data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
+                        heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
+    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size), str(work / "train.pt"), device)
+    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
+    plan = [b for b in plan if len(b) == batch_size] or plan
+    done, elapsed = 0, 0.0
+    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
+        _sync(device)
+        t = time.perf_counter()
+        trainer.step(b)
+        _sync(device)
+        if i:
+            elapsed += time.perf_counter() - t
+            done += len(b)
+    return done / elapsed

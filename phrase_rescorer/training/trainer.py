@@ -1,0 +1,339 @@
+"""Training: maximise log p(f|e) over the unique phrase pairs (Cho et al. 2014, section 4).
+
+Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless of their
+frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
+the original code: loss = -(sum of ``sequence_log_probs`` over the batch) / batch size. Pairs
+longer than ``max_length`` tokens on either side do not train; held-out pairs
+(``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
+scored every ``valid_every`` steps and at the end.
+
+Files, for ``MODEL_OUT = rnn.pt``:
+
+    rnn.pt        the best network by held-out likelihood (what rescoring uses)
+    rnn.last.pt   the latest state, with ``training_state`` for ``--resume``: optimizer, RNG
+                  states, step, epoch, batch position in the epoch plan, best figures, patience
+    rnn.log       JSON lines, one object per event (``train_log`` documents them)
+
+Checkpoints hold no wall-clock value, so the same seed, data and settings on a CPU give
+byte-identical files, and a run resumed from ``rnn.last.pt`` computes exactly the losses of an
+uninterrupted one. Only validations on the ``valid_every`` schedule count for ``patience``; the
+extra one at the end of a run may still give a new best ``rnn.pt``.
+
+Under torchrun the same run is shared by several processes (``Trainer``, ``distributed``): the
+batch is then the global batch of ``batch_size`` x processes pairs, and ``batch_size`` in the
+resume check counts global pairs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from ..data.batching import collate, epoch_plan, trainable
+from ..data.pairs import EncodedPairs, PairSet
+from ..data.vocab import Vocabulary
+from ..model.checkpoint import load_checkpoint, save_checkpoint
+from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from ..parallel.distributed import Group
+from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate
+from .log import EventLog
+
+#: ``report(kind, event)``: "step" after every step, and every event written to the log.
+Report = Callable[[str, dict[str, Any]], None]
+
+
+class TrainingError(ValueError):
+    """A refused request (e.g. ``--resume`` with other settings); the message says what to do."""
+
+
+class Interrupted(Exception):
+    """``stop()`` asked to stop: the state after the last finished step is in ``last_path``."""
+
+    def __init__(self, why: int, step: int, last_path: str):
+        super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
+        self.why, self.step, self.last_path = why, step, last_path
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 64  # unique pairs per minibatch
+    max_length: int = 30  # longest phrase (tokens, either side) used for training
+    seed: int = 1234  # initialisation and data order
+    lr: float = 1.0  # Adadelta's learning rate
+    rho: float = 0.95  # Adadelta decay
+    eps: float = 1e-6  # Adadelta epsilon
+    clip_norm: float = 1.0  # gradient-norm clipping threshold
+    init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
+    max_steps: int | None = None  # total steps (counted across resumes)
+    max_time: float | None = None  # wall seconds of this invocation
+    epochs: int | None = None  # total passes over the training pairs
+    valid_fraction: float = 0.01  # share of the unique pairs held out
+    valid_max: int = 5000  # held-out pairs scored at each validation
+    valid_every: int = 500  # steps between validations
+    valid_batch_size: int = 256
+    patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
+    log_every: int = 50  # steps between train log events
+    bf16: bool = False  # bf16 autocast (CUDA only)
+
+
+#: Settings that must be the same for ``--resume`` (besides the model and the table).
+RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "init_std", "valid_fraction",
+            "valid_max")
+
+
+def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
+    """(shortlist size per side, model sizes) of a preset, with the non-None ``overrides``."""
+    sizes: dict[str, Any] = dict(PRESETS[preset])
+    sizes.update({k: v for k, v in overrides.items() if v is not None})
+    return int(sizes.pop("vocab_size")), sizes
+
+
+def companion_path(out_path: str, suffix: str) -> str:
+    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
+    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
+
+
+@dataclass
+class TrainingData:
+    src_vocab: Vocabulary
+    tgt_vocab: Vocabulary
+    encoded: EncodedPairs
+    train_idx: np.ndarray  # pairs that train (not held out, not too long)
+    valid_idx: np.ndarray  # held-out pairs scored at validation
+    unique_pairs: int
+    heldout: int
+    skipped_long: int
+    table_hash: str  # sha256 of the unique pairs' hashes, in table order
+
+
+def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingData:
+    src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
+    encoded = pairs.encode(src_vocab, tgt_vocab)
+    held = pairs.heldout_mask(cfg.valid_fraction)
+    candidates = np.flatnonzero(~held)
+    train_idx = trainable(encoded, candidates, cfg.max_length)
+    if len(train_idx) == 0:
+        raise TrainingError(f"no pair to train on: {len(pairs)} unique pairs, {int(held.sum())} "
+                            f"held out, {len(candidates)} longer than {cfg.max_length} tokens")
+    return TrainingData(
+        src_vocab, tgt_vocab, encoded, train_idx, np.flatnonzero(held)[: cfg.valid_max],
+        unique_pairs=len(pairs), heldout=int(held.sum()),
+        skipped_long=len(candidates) - len(train_idx),
+        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(),
+    )
+
+
+@dataclass
+class _Progress:
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # next batch of the epoch plan
+    best_logp: float | None = None  # best held-out sum of log p, any validation
+    best: dict | None = None  # its figures (what MODEL_OUT holds)
+    scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
+    bad_validations: int = 0
+    last_valid_step: int = -1
+
+
+class Trainer:
+    """One training run. With a distributed ``group`` (torchrun), every process holds the whole
+    model and data; the epoch plan is cut into global batches of ``batch_size`` x processes
+    pairs, process r trains on rows r, r + world, ... of each (``Group.share``), and with its
+    loss scaled by the number of processes (DDP averages the gradients over them) the update is
+    the one-process update on the global batch, to float32 rounding. Rank 0 alone writes
+    the checkpoints and the log; the data position counts global batches, so a run resumes with
+    any number of processes whose per-process batch gives the same global batch."""
+
+    def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
+                 out_path: str, device: torch.device, argv: list[str] | None = None,
+                 group: Group | None = None):
+        if cfg.bf16 and device.type != "cuda":
+            raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
+        self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
+        self.group = group or Group()
+        self.global_batch = cfg.batch_size * self.group.world_size
+        self.last_path = companion_path(out_path, ".last.pt")
+        self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
+                    **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
+        torch.manual_seed(cfg.seed)
+        self.model = RNNEncoderDecoder(model_config)
+        self.model.reset_parameters(std=cfg.init_std)
+        self.model.to(device)
+        # What training steps call: the model, or under torchrun its DDP wrapper (same call).
+        self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
+        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+        self.p = _Progress()
+        unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
+        has_valid = len(data.valid_idx) > 0
+        self.info = {
+            "seed": cfg.seed, "argv": list(argv or []), "table_hash": data.table_hash,
+            "train_config": asdict(cfg), "unique_pairs": data.unique_pairs,
+            "train_pairs": len(data.train_idx), "skipped_long": data.skipped_long,
+            "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
+            "unigram_token_ppl":
+                unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
+        }
+        if self.group.distributed:
+            self.info.update(processes=self.group.world_size, global_batch=self.global_batch)
+
+    def resume(self) -> None:
+        """Continue from ``.last.pt``: weights, optimizer, RNG states and data position."""
+        ckpt = load_checkpoint(self.last_path)
+        state = ckpt.training_state
+        if state is None:
+            raise TrainingError(f"{self.last_path} holds no training state to resume from")
+        _check_same_run(state["run"], self.run, self.last_path)
+        self.model.load_state_dict(ckpt.state_dict)
+        self.opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.p = _Progress(**state["progress"])
+
+    def save(self, path: str, with_state: bool) -> None:
+        if not self.group.is_main:
+            return
+        p = self.p
+        state = None
+        if with_state:
+            cuda_rng = torch.cuda.get_rng_state_all() if self.device.type == "cuda" else []
+            state = {"optimizer": self.opt.state_dict(), "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": cuda_rng, "progress": asdict(p), "run": self.run}
+        info = {**self.info, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
+        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state)
+
+    def validate(self, scheduled: bool) -> dict[str, Any]:
+        """Score the held-out pairs, keep the best network, count patience; the log event."""
+        d, p = self.data, self.p
+        v = None
+        if len(d.valid_idx):
+            v = evaluate(self.model, d.encoded, self.group.share(d.valid_idx), self.device,
+                         self.cfg.valid_batch_size, self.cfg.bf16)
+            if self.group.distributed:
+                total, tokens, pairs = self.group.sum([v.total_logp, v.tokens, v.pairs])
+                v = HeldOut(pairs=int(pairs), tokens=int(tokens), total_logp=total)
+        logp = v.total_logp if v is not None else 0.0
+        best = v is None or p.best_logp is None or logp > p.best_logp
+        if best:
+            p.best_logp = logp
+            p.best = None if v is None else {"step": p.step, "token_ppl": v.token_ppl,
+                                             "mean_logp": v.mean_logp, "pairs": v.pairs}
+            self.save(self.out_path, with_state=False)
+        if scheduled and v is not None:
+            improved = p.scheduled_best_logp is None or logp > p.scheduled_best_logp
+            p.scheduled_best_logp = logp if improved else p.scheduled_best_logp
+            p.bad_validations = 0 if improved else p.bad_validations + 1
+        p.last_valid_step = p.step
+        self.save(self.last_path, with_state=True)
+        return {"event": "valid", "step": p.step, "epoch": p.epoch,
+                "valid_token_ppl": v.token_ppl if v else None,
+                "valid_mean_logp": v.mean_logp if v else None,
+                "unigram_token_ppl": self.info["unigram_token_ppl"], "best": best}
+
+    def step(self, idx: np.ndarray) -> torch.Tensor:
+        """One Adadelta update on the (global) batch ``idx``; this process's part of the loss
+        (the batch's loss is the sum over the processes; not synchronised)."""
+        mine = self.group.share(idx)
+        # A process left without a row (the epoch's last batch may be smaller than the number
+        # of processes) still joins the gradient exchange, with a zero loss.
+        batch = collate(self.data.encoded, mine if len(mine) else idx[:1]).to(self.device)
+        with autocast(self.device, self.cfg.bf16):
+            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
+        loss = -logp.sum() / len(idx)
+        if not len(mine):
+            loss = loss * 0.0
+        self.opt.zero_grad(set_to_none=True)
+        if self.group.distributed:
+            (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
+        else:
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.opt.step()
+        return loss.detach()
+
+    def limit_reached(self, t_start: float) -> str | None:
+        cfg, p = self.cfg, self.p
+        if cfg.max_steps is not None and p.step >= cfg.max_steps:
+            return "max_steps"
+        if cfg.epochs is not None and p.epoch >= cfg.epochs:
+            return "epochs"
+        if cfg.patience and p.bad_validations >= cfg.patience:
+            return "patience"
+        if cfg.max_time is not None and self.group.max(
+                [time.monotonic() - t_start >= cfg.max_time])[0]:  # every process stops
+            return "max_time"
+        return None
+
+    def fit(self, log_path: str, append_log: bool = False, report: Report | None = None,
+            stop: Callable[[], int | None] | None = None) -> str:
+        """Train until a limit; the reason ("max_steps", ...). ``stop()`` is asked after every
+        step; a true answer (a signal number, say) saves ``.last.pt``, raises ``Interrupted``."""
+        cfg, d, p = self.cfg, self.data, self.p
+        t_start = time.monotonic()
+        # Only rank 0 writes the log; the other processes write their events nowhere.
+        with EventLog(log_path if self.group.is_main else os.devnull, append=append_log) as log:
+
+            def emit(event: dict[str, Any]) -> None:
+                if event["event"] != "start":
+                    event["elapsed"] = round(log.previous_elapsed + time.monotonic() - t_start, 3)
+                log.write(event)
+                if report:
+                    report(event["event"], event)
+
+            emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log,
+                  "train_pairs": len(d.train_idx), "skipped_long": d.skipped_long,
+                  "valid_pairs": len(d.valid_idx), "argv": self.info["argv"]})
+            self.model.train()
+            loss_sum, pairs, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
+            plan: list[np.ndarray] | None = None
+            reason = self.limit_reached(t_start)
+            while reason is None:
+                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch)
+                idx = plan[p.position]
+                loss_sum += self.step(idx)
+                pairs, steps = pairs + len(idx), steps + 1
+                p.step, p.position = p.step + 1, p.position + 1
+                if p.position == len(plan):
+                    p.epoch, p.position, plan = p.epoch + 1, 0, None
+                if report:
+                    report("step", {"step": p.step})
+                if p.step % cfg.log_every == 0:
+                    now = time.monotonic()
+                    emit({"event": "train", "step": p.step, "epoch": p.epoch,
+                          "loss": self.group.sum([float(loss_sum)])[0] / steps,
+                          "pairs_per_s": round(pairs / max(now - t_last, 1e-9), 1)})
+                    loss_sum, pairs, steps, t_last = loss_sum * 0, 0, 0, now
+                if p.step % cfg.valid_every == 0:
+                    emit(self.validate(scheduled=True))
+                why = self.group.max([(stop() if stop else None) or 0])[0]  # agreed
+                if why:
+                    self.save(self.last_path, with_state=True)
+                    emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})
+                    raise Interrupted(why, p.step, self.last_path)
+                reason = self.limit_reached(t_start)
+            if p.last_valid_step != p.step:
+                emit(self.validate(scheduled=False))
+            emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": reason})
+        return reason
+
+
+def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
+    if saved.get("table_hash") != now["table_hash"]:
+        raise TrainingError(f"--resume: {path} was trained on another phrase table; resume with "
+                            "the same TABLE (and --extract setting), or start afresh")
+    flat_saved = {**saved.get("model", {}), **{k: saved.get(k) for k in RUN_KEYS}}
+    flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
+    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}"
+            for k, v in flat_now.items() if flat_saved.get(k) != v]
+    if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
+        diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
+    if diff:
+        raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
+                            " repeat the original options, or start afresh without --resume")

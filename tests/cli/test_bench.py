@@ -1,0 +1,81 @@
+"""`make bench` in miniature: the benchmark runs end to end on the bundled sample and its figures
+are consistent (the timings themselves are not checked: they depend on the machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from benchmarks.flops import StepFlops, TrieCounter, pair_flops
+from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig
+from tests.helpers.paths import PYTHON, cli_env
+
+
+def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [PYTHON, "-m", "benchmarks.bench", "--quick", "--threads", "1", "--table", str(sample_table),
+         "--lines", "200", "--json", str(out)],
+        env=cli_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
+                    "GFLOP/s"):
+        assert heading in r.stdout
+    figures = json.loads(out.read_text())
+    assert figures["lines"] == 200
+    rescoring = figures["cpu_rescoring"]
+    assert rescoring["scores_equal"] is True and rescoring["max_abs_diff"] <= 1e-4
+    assert rescoring["prefix"]["pairs_per_s"] > 0 and rescoring["reference"]["pairs_per_s"] > 0
+    assert 0 < figures["prefix_work_share"] < 1
+    assert set(figures["peak_rss_mb"]) == {"200", "600"} and min(figures["peak_rss_mb"].values()) > 50
+    assert set(figures["cpu_training"]) == {"batch 64, 1 thread", "batch 256, 1 thread"}
+    if figures["gpu"] is None:
+        assert "no CUDA device: GPU figures not measured" in r.stdout
+
+
+def test_flop_count_of_a_pair_at_paper_size() -> None:
+    sizes = dict(PRESETS["paper"])
+    v = sizes.pop("vocab_size")
+    config = ModelConfig(src_vocab_size=v, tgt_vocab_size=v, **sizes)
+    f = StepFlops.of(config)
+    assert f.encoder_step == 2 * (100 * 3000 + 1000 * 3000)
+    assert f.source == 2 * (1000 * 1000 * 5 + 1000 * 1000)  # V, V', [C_r; C_z; C], O_c
+    assert f.decoder_step == 2 * (100 * 3000 + 1000 * 3000 + 1000 * 1000 + 100 * 1000 + 500 * 100 + 100 * 15000)
+    assert pair_flops(config, [3], [4]).tolist() == [4 * f.encoder_step + f.source + 5 * f.decoder_step]
+
+
+def test_trie_counter_counts_shared_prefixes() -> None:
+    counter = TrieCounter()
+    # Sources "a b", "a": encoder nodes a, a-b, a-b-</s>, a-</s>. Targets of "a b": "x y", "x":
+    # decoder nodes (root), x, x-y.
+    scores = counter.score([[5, 6], [5]], [[7, 8], [7], [9]], [0, 0, 1])
+    c = counter.count
+    assert scores.tolist() == [0.0, 0.0, 0.0]
+    assert (c.lines, c.sources, c.encoder_nodes, c.decoder_nodes) == (3, 2, 4, 3 + 2)
+    assert (c.source_steps, c.target_steps) == (3 + 3 + 2, 3 + 2 + 2)
+
+
+def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) -> None:
+    """No GPU where this is developed: the CUDA section's code runs here on the CPU instead."""
+    import torch
+
+    from benchmarks import parts as parts
+    from benchmarks.bench import accelerator_figures
+    from phrase_rescorer.model.checkpoint import load_checkpoint
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        src, tgt = parts.shortlists(str(sample_table), parts.preset_vocab_size("quick"))
+        config = parts.model_config("quick", src, tgt)
+        parts.random_checkpoint(tmp_path / "m.pt", config, src, tgt)
+        figures = accelerator_figures(load_checkpoint(str(tmp_path / "m.pt")), str(sample_table), 300, tmp_path,
+                                      config, src, tgt, 32, torch.device("cpu"), matmul_n=128)
+    finally:
+        torch.set_num_threads(before)
+    assert figures["lines"] == 300
+    assert figures["float32"]["pairs_per_s"] > 0 and figures["bfloat16"]["pairs_per_s"] > 0
+    assert 0 <= figures["bfloat16"]["mean_abs_diff"] <= figures["bfloat16"]["max_abs_diff"] < 1.0
+    assert set(figures["training"]) == {64, 32} and min(figures["training"].values()) > 0

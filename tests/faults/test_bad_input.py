@@ -1,0 +1,509 @@
+"""Bad input, end to end: every case runs the real command line (``phrase-rescorer`` through
+``run_guarded``, in this process or as a subprocess) and checks the exit code, the one-line
+message (file and line where there is one) and what is left at the output path.
+
+Expected output states:
+
+* ``scored``: OUT is IN with one column inserted at the end of every scores field, every other
+  byte identical, and each line's column equal to that line's own log p(f|e) computed pair by
+  pair with ``sequence_log_probs`` (so lines are neither lost, reordered nor truncated);
+* ``absent``: nothing at OUT and no temporary file beside it;
+* ``unchanged``: the file that was at OUT before the run (written by the case) is byte for byte
+  what it was, and no temporary is left.
+
+A full disk is checked three ways: a real 64 KiB tmpfs (when this process may mount one), the
+temporary file linked to /dev/full (the kernel's ENOSPC on every write), and a simulated one
+(the output file's raw layer refuses writes after N bytes, mid-run or at the final flush).
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from phrase_rescorer import output
+from phrase_rescorer.cli import main
+from phrase_rescorer.cli.common import EXIT_CODES
+from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
+from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
+from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
+    appended_columns,
+    log_column,
+    one_thread,
+    read_lines,
+    reference_log_probs,
+    tiny_checkpoint,
+)
+from tests.helpers.synthetic import mapping_table
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+REL = 1e-5  # log-space tolerance against the pair-by-pair reference (see test_scoring.py)
+SORTED = b"".join(read_lines(SAMPLE)[:60])  # real lines (5 fields), in the table's sorted order
+SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])  # 250 KB, 90 KB gzipped
+FIRST, SECOND = read_lines(SAMPLE)[:2]
+LONG_SOURCE = " ".join(["the"] * 10_000).encode()
+LONG_TARGET = " ".join(["la", "maison", "bleue", "&#124;"] * 2_500).encode()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+# --- the table of cases -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    table: bytes = SORTED  # written to IN
+    code: int = 0
+    message: str = ""  # regex searched in stderr; {in} {out} {model} {dir} are filled in
+    output: str = "scored"  # scored | absent | unchanged (see the module docstring)
+    in_name: str = "in.txt"
+    out_name: str = "out.txt"
+    args: tuple[str, ...] = ("-q", "rescore", "{in}", "{out}", "--model", "{model}")
+    setup: Callable[[Path, Path], None] | None = None  # (directory, tiny model): extra files
+    subprocess: bool = False  # run `python -m phrase_rescorer` instead of in this process
+    stdin: bytes | None = None  # (subprocess only)
+
+
+def _gzip_cut(data: bytes) -> bytes:
+    return gzip.compress(data)[:-30]
+
+
+def _gzip_flipped(data: bytes, where: int) -> bytes:
+    packed = bytearray(gzip.compress(data))
+    packed[where] ^= 0xFF
+    return bytes(packed)
+
+
+def _model_variant(change: Callable[[dict], object]) -> Callable[[Path, Path], None]:
+    """A setup writing DIR/other.pt: the tiny model's payload changed by ``change``."""
+
+    def setup(directory: Path, model: Path) -> None:
+        payload = torch.load(model, weights_only=True)
+        change(payload)
+        torch.save(payload, directory / "other.pt")
+
+    return setup
+
+
+def _nan_weights(payload: dict) -> None:
+    weight = next(k for k in payload["state_dict"] if k.endswith("weight"))
+    payload["state_dict"][weight].fill_(float("nan"))
+
+
+def _model_bytes(cut: Callable[[bytes], bytes]) -> Callable[[Path, Path], None]:
+    def setup(directory: Path, model: Path) -> None:
+        (directory / "other.pt").write_bytes(cut(model.read_bytes()))
+
+    return setup
+
+
+def _old_output(directory: Path, model: Path) -> None:
+    (directory / "out.txt").write_bytes(b"an earlier run's output\n")
+
+
+def _ini(features: int, columns: int) -> Callable[[Path, Path], None]:
+    """moses.ini whose TranslationModel0 says ``features`` for a table pt.txt with 4 scores, and
+    a rescored table with ``columns`` scores."""
+
+    def setup(directory: Path, model: Path) -> None:
+        (directory / "pt.txt").write_bytes(b"a ||| b ||| 0.5 0.4 0.3 0.2 ||| 0-0 ||| 1 1 1\n")
+        scores = " ".join(["0.5"] * columns).encode()
+        (directory / "rescored.txt").write_bytes(b"a ||| b ||| %s ||| 0-0 ||| 1 1 1\n" % scores)
+        (directory / "moses.ini").write_text(
+            "[feature]\nWordPenalty\n"
+            f"PhraseDictionaryMemory name=TranslationModel0 num-features={features} "
+            f"path={directory}/pt.txt input-factor=0 output-factor=0\n"
+            f"[weight]\nWordPenalty0= -1\nTranslationModel0= {' '.join(['0.2'] * features)}\n"
+        )
+
+    return setup
+
+
+INI_ARGS = ("-q", "moses-ini", "{dir}/moses.ini", "{out}", "--table", "{dir}/rescored.txt")
+OTHER_MODEL = ("-q", "rescore", "{in}", "{out}", "--model", "{dir}/other.pt")
+LINE2 = r"{in}:2: "
+
+CASES = [
+    # --- compression: told by content, not by name
+    Case("truncated gzip", _gzip_cut(SORTED_2K), 3, r"{in}:\d+: truncated or corrupt gzip stream", "absent",
+         in_name="in.gz"),
+    # decodes into damaged lines until one is refused, or until the checksum at the end
+    Case("corrupt gzip (a byte flipped mid-stream)", _gzip_flipped(SORTED_2K, 45_000), 3, r"{in}:\d+: ", "absent",
+         in_name="in.gz"),
+    # every line reads and scores, then the CRC-32 at the end does not match: nothing is written
+    Case("corrupt gzip (CRC-32 flipped)", _gzip_flipped(SORTED_2K, -8), 3,
+         r"{in}:2001: truncated or corrupt gzip stream: CRC check failed", "absent", in_name="in.gz"),
+    Case("gzip followed by garbage", gzip.compress(SORTED) + b"garbage", 3,
+         r"{in}:61: truncated or corrupt gzip stream: Not a gzipped file", "absent", in_name="in.gz"),
+    Case("plain text named .gz", SORTED, in_name="in.gz", out_name="out.gz"),
+    Case("gzip named .txt", gzip.compress(SORTED), in_name="in.txt"),
+    Case("concatenated gzip members (cat a.gz b.gz)", gzip.compress(SORTED[:3000]) + gzip.compress(SORTED[3000:]),
+         in_name="in.gz"),
+    Case("gzip on stdin, plain on stdout", b"", 0, "", "scored", subprocess=True,
+         args=("-q", "rescore", "-", "-", "--model", "{model}"), stdin=gzip.compress(SORTED)),
+    # --- encodings and line ends
+    Case("invalid UTF-8 in a phrase", FIRST + b"\xff\xfe ||| la ||| 0.5\n", 3, LINE2 + "invalid UTF-8", "absent"),
+    Case("invalid UTF-8 after the scores (kept as bytes)", FIRST + b"b ||| la ||| 0.5 ||| 0-0 ||| \xff\xfe\n"),
+    Case("CRLF line ends (kept)", SORTED.replace(b"\n", b"\r\n")),
+    Case("mixed CRLF and LF", FIRST.replace(b"\n", b"\r\n") + SECOND),
+    Case("last line without a newline", SORTED.rstrip(b"\n")),
+    Case("UTF-8 byte-order mark (kept, part of the first phrase)", b"\xef\xbb\xbf" + FIRST),
+    # --- malformed lines
+    Case("fewer than 3 fields", FIRST + b"b ||| la\n", 3, LINE2 + "expected 3 to 7 fields.*found 2", "absent"),
+    Case("more than 7 fields", FIRST + b"b ||| la ||| 1 ||| 2 ||| 3 ||| 4 ||| 5 ||| 6\n", 3,
+         LINE2 + "expected 3 to 7 fields.*found 8", "absent"),
+    Case("empty line", FIRST + b"\n" + SECOND, 3, LINE2 + "expected 3 to 7 fields.*found 1", "absent"),
+    Case("empty source phrase", FIRST + b" ||| la ||| 0.5\n", 3, LINE2 + "empty source phrase", "absent"),
+    Case("empty target phrase", FIRST + b"b |||   ||| 0.5\n", 3, LINE2 + "empty target phrase", "absent"),
+    Case("separator without spaces", FIRST + b"b|||la|||0.5\n", 3, LINE2 + "field separator is not", "absent"),
+    Case("non-numeric score", FIRST + b"b ||| la ||| 0.5 x ||| 0-0\n", 3, LINE2 + "non-numeric score 'x'", "absent"),
+    Case("nan score", FIRST + b"b ||| la ||| nan\n", 3, LINE2 + "non-numeric score 'nan'", "absent"),
+    Case("missing scores field", FIRST + b"b ||| la ||| \n", 3, LINE2 + "missing scores field", "absent"),
+    Case("bad line on stdin", FIRST + b"b ||| la\n", 3, r"-:2: expected 3 to 7 fields", "absent", subprocess=True,
+         args=("-q", "rescore", "-", "{out}", "--model", "{model}"), stdin=FIRST + b"b ||| la\n"),
+    Case("failed run keeps an earlier output", FIRST + b"b ||| la\n", 3, LINE2 + "expected 3", "unchanged",
+         setup=_old_output),
+    Case("inspect: truncated gzip (figures would be short)", _gzip_cut(SORTED_2K), 3,
+         r"{in}:2000: truncated or corrupt gzip stream", "absent", in_name="in.gz", args=("-q", "inspect", "{in}")),
+    Case("inspect: missing file", code=6, output="absent", args=("-q", "inspect", "{dir}/none.gz"),
+         message=r"{dir}/none.gz: cannot read: No such file or directory"),
+    # --- unusual but valid tables
+    Case("10,000-token phrases (scored, not skipped)",
+         FIRST + LONG_SOURCE + b" ||| la ||| 0.5 ||| 0-0\n" + b"the ||| " + LONG_TARGET + b" ||| 0.5\n"),
+    Case("duplicate lines", FIRST + FIRST + FIRST + SECOND),
+    Case("unsorted table (input order, one warning)", SORTED[len(FIRST) + len(SECOND):] + FIRST + SECOND, 0,
+         r"warning: {in}:59: the input is not sorted by source phrase \(LC_ALL=C\); lines are scored and written "
+         r"in input order, but Moses' binarizers .* need a sorted table: sort it with LC_ALL=C sort before binarizing"),
+    Case("empty input file", b"", 3, r"{in}: empty phrase table: no lines to rescore", "absent"),
+    Case("empty gzip stream", gzip.compress(b""), 3, r"{in}: empty phrase table", "absent", in_name="in.gz"),
+    # --- the model file
+    Case("model of another format version", code=4, output="absent", args=OTHER_MODEL,
+         setup=_model_variant(lambda p: p.update(format_version=99)),
+         message=r"{dir}/other.pt: model file format version 99 .* reads format version 1"),
+    Case("truncated model (first 5000 bytes)", code=4, output="absent", args=OTHER_MODEL,
+         setup=_model_bytes(lambda b: b[:5000]), message=r"{dir}/other.pt: not a readable .*truncated or corrupt"),
+    Case("truncated model (last 100 bytes cut)", code=4, output="absent", args=OTHER_MODEL,
+         setup=_model_bytes(lambda b: b[:-100]), message=r"{dir}/other.pt: not a readable .*truncated or corrupt"),
+    Case("empty model file", code=4, output="absent", args=OTHER_MODEL, setup=_model_bytes(lambda b: b""),
+         message=r"{dir}/other.pt: not a readable phrase_rescorer model"),
+    Case("a torch file that is not a model", code=4, output="absent", args=OTHER_MODEL,
+         setup=_model_variant(lambda p: p.update(format="something else")),
+         message=r"{dir}/other.pt: not a phrase_rescorer model file"),
+    Case("missing model file", code=4, output="absent", args=OTHER_MODEL, message=r"{dir}/other.pt: no such model"),
+    Case("model with NaN weights (fails while scoring)", code=4, output="absent", args=OTHER_MODEL,
+         setup=_model_variant(_nan_weights), message=r"the network gave log p = nan for {in}:1; .*unusable"),
+    # --- moses.ini
+    Case("moses.ini num-features does not match its table", code=5, output="absent", args=INI_ARGS,
+         out_name="moses.rnn.ini", setup=_ini(3, 4),
+         message=r"{dir}/moses.ini:3: TranslationModel0 has num-features=3 but its table .* has 4 scores"),
+    Case("moses-ini given the table that was not rescored", code=5, output="absent", args=INI_ARGS,
+         out_name="moses.rnn.ini", setup=_ini(4, 4),
+         message=r"{dir}/rescored.txt has 4 scores per line, not more than the 4 that TranslationModel0 already has"),
+    Case("moses-ini --features 1 for a table with 2 more columns", code=5, output="absent",
+         args=(*INI_ARGS, "--features", "1"), out_name="moses.rnn.ini", setup=_ini(4, 6),
+         message=r"has 6 scores per line, but TranslationModel0 would get num-features=4\+1=5"),
+    # --- paths
+    Case("output in a missing directory", code=6, output="absent", out_name="missing/out.gz",
+         message=r"{out}: output directory does not exist"),
+    Case("moses.ini output in a missing directory", code=6, output="absent", args=INI_ARGS,
+         out_name="missing/moses.rnn.ini", setup=_ini(4, 5), message=r"{out}: output directory does not exist"),
+    Case("output is a directory", code=6, output="unchanged", out_name="sub", setup=lambda d, m: (d / "sub").mkdir(),
+         message=r"{out}: output path is a directory"),
+    Case("missing input file", code=6, output="absent", args=("-q", "rescore", "{dir}/none.gz", "{out}", "--model",
+         "{model}"), message=r"{dir}/none.gz: cannot read: No such file or directory"),
+    Case("output path equal to the input path (refused)", code=3, output="unchanged", out_name="in.txt",
+         message=r"{out}: output is the same file as the input"),
+    Case("output path naming the input by another spelling", code=3, output="unchanged", out_name="in.txt",
+         args=("-q", "rescore", "{in}", "{dir}/./sub/../in.txt", "--model", "{model}"),
+         setup=lambda d, m: (d / "sub").mkdir(), message=r"output is the same file as the input"),
+]
+
+
+def _fill(text: str, paths: dict[str, str], escape: bool) -> str:
+    for key, value in paths.items():
+        text = text.replace("{" + key + "}", re.escape(value) if escape else value)
+    return text
+
+
+def subprocess_env() -> dict[str, str]:
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"  # tiny models: one thread is fastest on a shared machine
+    return env
+
+
+def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``phrase-rescorer ARGS`` in this process, exactly as the installed program runs it."""
+    monkeypatch.setattr(sys, "argv", ["phrase-rescorer", *args])
+    handler = signal.getsignal(signal.SIGTERM)
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    return code, capsys.readouterr().err
+
+
+def left_behind(directory: Path) -> list[str]:
+    """Temporary files of an atomic output (``.NAME.tmp-PID``), anywhere under ``directory``."""
+    return [str(p) for p in directory.rglob(".*.tmp-*")]
+
+
+def snapshot(path: Path) -> bytes | list[str] | None:
+    """What is at ``path``: a file's bytes, a directory's listing, or None."""
+    if path.is_dir():
+        return sorted(os.listdir(path))
+    return path.read_bytes() if path.exists() else None
+
+
+def check_scored(in_path: Path, out_path: Path, model: Path) -> None:
+    """OUT = IN + one column, byte for byte, each column the line's own reference log p
+    (floored at -100, as the prob column is)."""
+    got = log_column(appended_columns(in_path, out_path))
+    assert np.all(np.isfinite(got)) and np.all(got <= 0)
+    ref = reference_log_probs(load_checkpoint(str(model)), in_path)
+    # the prob column holds exp(-100) for anything lower (Moses floors every log score there)
+    want = np.maximum(np.array([ref[i + 1] for i in range(len(got))]), -100.0)
+    assert np.all(np.abs(got - want) <= REL * np.maximum(1.0, np.abs(want)))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(
+    case: Case, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    in_path, out_path = tmp_path / case.in_name, tmp_path / case.out_name
+    in_path.write_bytes(case.table)
+    if case.setup is not None:
+        case.setup(tmp_path, model)
+    before = snapshot(out_path)
+    paths = {"in": str(in_path), "out": str(out_path), "model": str(model), "dir": str(tmp_path)}
+    args = [_fill(a, paths, escape=False) for a in case.args]
+    stdout = b""
+    if case.subprocess:
+        r = subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], input=case.stdin or b"", capture_output=True,
+                           env=subprocess_env(), timeout=300)
+        code, err, stdout = r.returncode, r.stderr.decode(), r.stdout
+    else:
+        code, err = run_cli(args, monkeypatch, capsys)
+    assert code == case.code, err
+    assert "Traceback" not in err
+    if case.message:
+        assert re.search(_fill(case.message, paths, escape=True), err), err
+    if case.code != 0:  # the error is one line: PROGRAM: error: message
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and errors[0].startswith("phrase-rescorer: error: "), err
+    elif not case.message:
+        assert err == "", err
+    if case.output == "scored":
+        if args[3] == "-":  # stdout
+            out_path.write_bytes(stdout)
+        if args[2] == "-":
+            in_path.write_bytes(case.stdin or b"")
+        check_scored(in_path, out_path, model)
+    elif case.output == "absent":
+        assert not out_path.exists()
+    else:
+        assert case.output == "unchanged" and before is not None and snapshot(out_path) == before
+    assert left_behind(tmp_path) == []
+
+
+def test_every_case_is_listed_once() -> None:
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids)) >= 20
+
+
+def test_scores_of_an_unsorted_table_are_in_input_order(model: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The same lines sorted and shuffled: every line gets the score it has in the sorted run."""
+    lines = read_lines(SAMPLE)[:300]
+    shuffled = [lines[i] for i in np.random.default_rng(5).permutation(len(lines))]
+    (tmp_path / "sorted.txt").write_bytes(b"".join(lines))
+    (tmp_path / "shuffled.txt").write_bytes(b"".join(shuffled))
+    scores = {}
+    for name in ("sorted", "shuffled"):
+        code, err = run_cli(["-q", "rescore", str(tmp_path / f"{name}.txt"), str(tmp_path / f"{name}.out"),
+                             "--model", str(model)], monkeypatch, capsys)
+        assert code == 0
+        assert (err.count("not sorted") == 1) == (name == "shuffled"), err
+        values = appended_columns(tmp_path / f"{name}.txt", tmp_path / f"{name}.out")
+        scores[name] = {line: float(v[0]) for line, v in zip(lines if name == "sorted" else shuffled, values,
+                                                              strict=True)}
+    for line, value in scores["shuffled"].items():
+        assert abs(np.log(value) - np.log(scores["sorted"][line])) <= REL * max(1.0, abs(np.log(value)))
+
+
+# --- a full disk ------------------------------------------------------------------------------
+
+
+class FullDisk(io.RawIOBase):
+    """A file whose device holds ``room`` more bytes: a write beyond them writes what fits,
+    then the next one fails with ENOSPC, as write(2) does on a full file system."""
+
+    def __init__(self, path: str, room: int):
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115 (closed by close())
+        self.room = room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written = self._file.write(bytes(data)[: self.room]) or 0
+        self.room -= written
+        return written
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+@pytest.fixture
+def big_table(tmp_path: Path) -> Path:
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"".join(read_lines(SAMPLE)[:3000]))  # about 380 KB, 430 KB rescored
+    return path
+
+
+@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
+@pytest.mark.parametrize("where", ["while scoring", "at the final flush"])
+def test_disk_full_simulated(
+    model: Path, big_table: Path, out_name: str, where: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = big_table.with_name(out_name)
+    args = ["-q", "rescore", str(big_table), str(out), "--model", str(model), "--window", "500"]
+    assert run_cli(args, monkeypatch, capsys)[0] == 0
+    size = out.stat().st_size
+    out.unlink()
+    room = size // 3 if where == "while scoring" else size - 1
+    real_open = open
+
+    def open_on_a_full_disk(path, mode="r", buffering=-1, *a, **kw):  # type: ignore[no-untyped-def]
+        if mode == "wb" and os.path.basename(str(path)).startswith(f".{out_name}.tmp-"):
+            # small buffer: the disk fills up while windows are being written, not only at the end
+            return io.BufferedWriter(FullDisk(str(path), room), buffer_size=1 << 14)
+        return real_open(path, mode, buffering, *a, **kw)
+
+    monkeypatch.setattr(output, "open", open_on_a_full_disk, raising=False)
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
+    assert not out.exists() and left_behind(big_table.parent) == []
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 KiB file system (needs the right to mount; skipped otherwise)."""
+    mount, umount = shutil.which("mount"), shutil.which("umount")
+    directory = tmp_path / "small"
+    directory.mkdir()
+    if mount is None or umount is None:
+        pytest.skip("no mount command")
+    r = subprocess.run([mount, "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(directory)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run([umount, str(directory)], check=True)
+
+
+@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
+def test_disk_full_real_tmpfs(model: Path, small_tmpfs: Path, out_name: str, tmp_path: Path) -> None:
+    table = tmp_path / "in.gz"
+    lines = read_lines(SAMPLE)
+    # rescored: plain 1,000 lines, 140 KB; gzip 5,000 lines, about 180 KB compressed
+    table.write_bytes(gzip.compress(b"".join(lines[:1000] if out_name == "out.txt" else lines[:5000]), 1))
+    out = small_tmpfs / out_name
+    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(out), "--model", str(model)],
+                       capture_output=True, env=subprocess_env(), timeout=300)
+    err = r.stderr.decode()
+    assert r.returncode == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
+    assert os.listdir(small_tmpfs) == []  # neither the output nor its temporary
+
+
+def test_readme_exit_code_table_is_the_code_s() -> None:
+    """The README's table is EXIT_CODES, row for row, and covers every code these cases see."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Error messages and exit codes") :]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", section[: section.index("\n## ")], flags=re.M)
+    assert {int(code): meaning.replace("\\|", "|") for code, meaning in rows} == EXIT_CODES
+    assert {c.code for c in CASES} | {130, 143} <= set(EXIT_CODES)
+
+
+@pytest.fixture
+def dev_full() -> str:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    return "/dev/full"
+
+
+@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
+def test_disk_full_dev_full_rescoring(
+    model: Path, big_table: Path, out_name: str, dev_full: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The temporary is a link to /dev/full, where every write fails with ENOSPC (the kernel's
+    own error, no root needed)."""
+    out = big_table.with_name(out_name)
+    (big_table.parent / f".{out_name}.tmp-{os.getpid()}").symlink_to(dev_full)
+    code, err = run_cli(["-q", "rescore", str(big_table), str(out), "--model", str(model)], monkeypatch, capsys)
+    assert code == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
+    assert not out.exists() and left_behind(big_table.parent) == []
+
+
+def test_disk_full_while_saving_a_model(
+    tmp_path: Path, dev_full: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch.save reports a failed write as a RuntimeError about zip positions; the model file's
+    writer keeps the OSError, so training ends with exit 6 and the model's name, no traceback."""
+    table = mapping_table(tmp_path / "pt.gz", 100)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / f".rnn.pt.tmp-{os.getpid()}").symlink_to(dev_full)
+    code, err = run_cli(
+        ["-q", "train", str(table), str(models / "rnn.pt"), "--log", str(tmp_path / "rnn.log"), "--vocab-size", "20",
+         "--embed-dim", "4", "--hidden-dim", "8", "--maxout-dim", "4", "--output-rank", "2", "--max-steps", "2",
+         "--valid-every", "1", "--device", "cpu"],
+        monkeypatch, capsys,
+    )
+    assert code == 6, err
+    assert err.strip() == f"phrase-rescorer: error: {models / 'rnn.pt'}: disk full (no space left on device)"
+    assert os.listdir(models) == []  # no model, and the temporary (here the link) removed
+
+
+def test_disk_full_real_tmpfs_saving_a_model(model: Path, small_tmpfs: Path) -> None:
+    """A model file larger than the file system: torch.save fails inside a tensor's record and
+    says so with a RuntimeError; save_checkpoint raises the OSError behind it, naming the file."""
+    ckpt = load_checkpoint(str(model))
+    assert model.stat().st_size > 2 * 64 * 1024  # twice the file system
+    with pytest.raises(OSError) as caught:
+        save_checkpoint(str(small_tmpfs / "rnn.pt"), ckpt.build_model(), ckpt.src_vocab, ckpt.tgt_vocab)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(small_tmpfs / "rnn.pt")
+    assert isinstance(caught.value.__cause__, RuntimeError)  # what torch.save raised
+    assert os.listdir(small_tmpfs) == []

@@ -1,0 +1,97 @@
+"""SIGINT and SIGTERM while a table is being rescored: the real program in a subprocess.
+
+The signal is sent once the output's temporary file (``.OUT.tmp-PID``) holds the first part of
+the rescored table (its first 1 MiB write buffer), found by polling with a deadline. The input
+is the bundled sample repeated eight times (234,080 lines, several seconds of work even on a
+fast machine), so the run is still scoring when the signal arrives; the stdin variant keeps the
+run waiting for input, so it is certainly still going.
+Expected: exit 130 (SIGINT) or 143 (SIGTERM), a one-line message saying so, nothing at the
+output path and no temporary file left. (Training: test_interrupt_training.py.)
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import PYTHON, SAMPLE, cli_env
+from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+
+SIGNALS = [
+    (signal.SIGINT, 130, "phrase-rescorer: error: interrupted; no output was left behind"),
+    (signal.SIGTERM, 143, "phrase-rescorer: error: terminated (SIGTERM); no output was left behind"),
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+@pytest.fixture(scope="module")
+def long_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("table") / "long.gz"
+    path.write_bytes(SAMPLE.read_bytes() * 8)  # eight gzip members: one valid gzip file
+    return path
+
+
+def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
+    # A shell without job control starts background commands with SIGINT ignored, and Python
+    # then keeps ignoring it; the program must see SIGINT as a user's Ctrl-C does.
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"
+    return subprocess.Popen(
+        [PYTHON, "-m", "phrase_rescorer", *args], stdin=stdin, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0, nonempty: bool = False) -> None:
+    """Poll until ``path`` exists (and holds data, with ``nonempty``); fail if the process ends
+    first or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() or (nonempty and path.stat().st_size == 0):
+        assert proc.poll() is None, f"the run ended before {path.name} appeared: {proc.stderr.read().decode()}"
+        assert time.monotonic() < deadline, f"{path.name} did not appear within {timeout} s"
+        time.sleep(0.005)  # polling interval
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode()
+
+
+@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
+@pytest.mark.parametrize(("sig", "code", "message"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_signal_while_scoring_leaves_nothing(
+    model: Path, long_table: Path, tmp_path: Path, out_name: str, sig: int, code: int, message: str
+) -> None:
+    out = tmp_path / out_name
+    proc = start(["-q", "rescore", str(long_table), str(out), "--model", str(model)])
+    temporary = tmp_path / f".{out_name}.tmp-{proc.pid}"
+    wait_for(temporary, proc, nonempty=True)  # the first megabyte of output is on disk
+    proc.send_signal(sig)
+    returncode, err = finish(proc)
+    assert returncode == code, err
+    assert err.strip().splitlines()[-1] == message
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # neither the output nor its temporary
+
+
+def test_sigint_while_waiting_for_stdin(model: Path, tmp_path: Path) -> None:
+    sig, code, message = SIGNALS[0]
+    out = tmp_path / "out.gz"
+    proc = start(["-q", "rescore", "-", str(out), "--model", str(model), "--window", "100"], stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(b"".join(read_lines(SAMPLE)[:1000]))  # ten windows, then the run waits for more
+    proc.stdin.flush()
+    wait_for(tmp_path / f".out.gz.tmp-{proc.pid}", proc)
+    proc.send_signal(sig)
+    returncode, err = finish(proc)
+    assert returncode == code, err
+    assert err.strip().splitlines()[-1] == message
+    assert list(tmp_path.iterdir()) == []
