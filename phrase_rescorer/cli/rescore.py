@@ -52,7 +52,8 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--unk-feature",
                 is_flag=True,
                 help="Also append the paper's \"WP\" feature: the number n of source and target "
-                "words outside the network's shortlist, written as exp(n) so that Moses sees n.",
+                "words outside the network's shortlist, written as exp(n) so that Moses sees n "
+                "(n capped at 88: exp(88) is near the largest float32, which Moses parses).",
             ),
             click.option(
                 "--batch-size",
