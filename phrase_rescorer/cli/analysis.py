@@ -148,7 +148,7 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     net, src_vocab, tgt_vocab = _load(model, device)
     keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
     given = [s for s in sources if tokenize_phrase(s)] or None
-    with progress(ctx, unit=" sources", unit_scale=True, desc="compare") as bar:
+    with progress(ctx, "compare", " sources") as bar:
         groups = _counted(source_groups(table, tm_column), bar)
         report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
                              scatter_pairs, seed)
@@ -203,7 +203,7 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     chosen = list(dict.fromkeys(normalize(p) for p in phrases if tokenize_phrase(p)))
     if table is not None and num_phrases:
         pool: Reservoir[str] = Reservoir(num_phrases, seed)
-        with progress(ctx, unit=" sources", unit_scale=True, desc="sample") as bar:
+        with progress(ctx, "sample", " sources") as bar:
             for g in _counted(source_groups(table), bar):
                 if g.length >= min_length:
                     pool.offer(g.source)

@@ -1,4 +1,4 @@
-"""What every command shares: exit codes, error reporting, progress bars."""
+"""What every command shares: exit codes, error reporting, progress, devices."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any, NoReturn
 
 import click
 import torch
-from tqdm import tqdm
 
 from .. import devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
+from .progress import Progress
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
@@ -93,10 +93,10 @@ def run_guarded(command: click.Command, prog_name: str) -> None:
         _fail(prog_name, f"{where}{what}", 6)
 
 
-def progress(ctx: click.Context, **kwargs: Any) -> tqdm:
-    """A tqdm bar on stderr, silent under --quiet."""
-    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-    return tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, **kwargs)
+def progress(ctx: click.Context, desc: str, unit: str = "", **kwargs: Any) -> Progress:
+    """The stage's progress on stderr (a bar on a terminal, timed lines otherwise), silent
+    under --quiet."""
+    return Progress(desc, unit, quiet=is_quiet(ctx), **kwargs)
 
 
 def is_quiet(ctx: click.Context) -> bool:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 import torch
-from tqdm import tqdm
 
 from ..parallel import distributed
 from ..rescoring.scorers import SCORERS
 from . import cli
 from .common import UserError, device_option, is_quiet, resolve_device, say
+from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..rescoring.engine import RescoreSummary
+    from ..rescoring.engine import ProgressCallback, RescoreSummary
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -109,27 +107,16 @@ def _options_dict(kw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Progress:
-    """A tqdm bar over input bytes with pairs/s, fed by the engine's progress callback."""
+def _table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
+    """Progress over the input's bytes with lines and pairs/s, and the engine's callback."""
+    bar = Progress(desc, quiet=quiet, in_bytes=True)
 
-    def __init__(self, quiet: bool, desc: str):
-        self.bar = tqdm(
-            disable=quiet, file=sys.stderr, dynamic_ncols=True, desc=desc,
-            unit="B", unit_scale=True, unit_divisor=1024,
-        )
-        self.started = time.perf_counter()
-        self.position = 0
+    def tick(lines: int, position: int, size: int | None) -> None:
+        elapsed = bar.elapsed
+        bar.set_postfix(f"{lines:,} lines, {lines / elapsed:,.0f} pairs/s" if elapsed > 0 else f"{lines:,} lines")
+        bar.update_to(position, size)
 
-    def __call__(self, lines: int, position: int, size: int | None) -> None:
-        if size is not None and self.bar.total != size:
-            self.bar.total = size
-        self.bar.update(position - self.position)
-        self.position = position
-        elapsed = time.perf_counter() - self.started
-        self.bar.set_postfix_str(f"{lines:,} lines, {lines / elapsed:,.0f} pairs/s" if elapsed else "")
-
-    def close(self) -> None:
-        self.bar.close()
+    return bar, tick
 
 
 def _warn(message: str) -> None:
@@ -176,10 +163,10 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
             click.echo(summary.closing_line(), err=True)
         return
     quiet = quiet or is_quiet(ctx)
-    bar = _Progress(quiet, "rescore")
+    bar, tick = _table_progress(quiet, "rescore")
     try:
         summary = rescore_table(
-            in_path, out_path, model_path, on_progress=bar, on_warning=_warn, **options
+            in_path, out_path, model_path, on_progress=tick, on_warning=_warn, **options
         )
     finally:
         bar.close()
@@ -199,18 +186,16 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
         raise UserError(str(e)) from e
     ctx.call_on_close(group.close)
     quiet = quiet or is_quiet(ctx) or not group.is_main
-    index_bar = tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, desc="index",
-                     unit="B", unit_scale=True, unit_divisor=1024)
+    index_bar = Progress("index", quiet=quiet, in_bytes=True)
 
     def on_index(position: int, size: int) -> None:
-        index_bar.total = size
-        index_bar.update(position - index_bar.n)
+        index_bar.update_to(position, size)
         if position >= size:
             index_bar.close()
 
-    bar = _Progress(quiet, f"rescore (part 1 of {group.world_size})")
+    bar, tick = _table_progress(quiet, f"rescore (part 1 of {group.world_size})")
     try:
-        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=bar,
+        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=tick,
                                   on_warning=_warn, on_index=on_index,
                                   **{**options, "device": str(device)})
     finally:
@@ -288,12 +273,12 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
                         "shares the work), then `moses-ini` as one process")
     quiet = quiet or is_quiet(ctx)
-    bar = _Progress(quiet, "rescore")
+    bar, tick = _table_progress(quiet, "rescore")
     try:
         result = rescore_model_dir(
             model_dir, network, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
-            on_progress=bar, on_warning=_warn, **_options_dict(kw),
+            on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )
     finally:
         bar.close()

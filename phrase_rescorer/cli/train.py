@@ -27,6 +27,7 @@ from ..training.trainer import (
 )
 from . import cli
 from .common import Terminated, UserError, device_option, progress, resolve_device, say
+from .progress import Progress
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 
@@ -126,12 +127,8 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
 
-    with progress(ctx, unit="B", unit_scale=True, desc="reading") as bar:
-        def tick(position: int, size: int | None) -> None:
-            bar.total = size
-            bar.update(position - bar.n)
-
-        pairs = load_pairs(table, extract=extract, on_progress=tick)
+    with progress(ctx, "reading", in_bytes=True) as bar:
+        pairs = load_pairs(table, extract=extract, on_progress=bar.update_to)
     try:
         data = prepare_data(pairs, requested_vocab, cfg)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
@@ -152,13 +149,13 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
                  f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")
 
-    bars: list[Any] = []
+    bars: list[Progress] = []
     postfix: dict[str, str] = {}
 
     def report(kind: str, event: dict[str, Any]) -> None:
         if kind == "start":
             bars.append(stack.enter_context(progress(
-                ctx, total=cfg.max_steps, initial=event["step"], unit=" steps", desc="train")))
+                ctx, "train", " steps", total=cfg.max_steps, initial=event["step"])))
             if event["step"]:
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
         elif kind == "step":
@@ -168,7 +165,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
                 postfix.update(loss=f"{event['loss']:.3f}", pairs_s=f"{event['pairs_per_s']:.0f}")
             elif event["valid_token_ppl"] is not None:
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
-            bars[0].set_postfix(postfix, refresh=False)
+            bars[0].set_postfix(", ".join(f"{k}={v}" for k, v in postfix.items()))
 
     stack = contextlib.ExitStack()
     try:
