@@ -20,11 +20,11 @@ from ..model.checkpoint import load_checkpoint
 from ..model.encoder_decoder import RNNEncoderDecoder
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say
+from .common import UserError, device_option, model_option, progress, resolve_device, say, threads_option
 
 T = TypeVar("T")
 FORMATS = click.Choice(["text", "tsv", "json"])
-MODEL = click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
+MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
 
 
@@ -79,6 +79,7 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
 @FORMAT
 @device_option
+@threads_option
 def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
             seed: int, max_length: int | None, allow_unk: bool, table: str | None, fmt: str, device: str) -> None:
     """Target phrases the network generates for each source PHRASE (or each line of stdin), by
@@ -130,6 +131,7 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @click.option("--scatter-pairs", default=2000, show_default=True, type=click.IntRange(min=0),
               help="Pairs of qualifying sources sampled for the scatter, the correlation and the source gain.")
 @device_option
+@threads_option
 @click.pass_context
 def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources: tuple[str, ...], min_length: int,
             max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
@@ -187,6 +189,7 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
               help="At most this many labels per map (frequent words / short phrases first, none overlapping).")
 @click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
 @device_option
+@threads_option
 @click.pass_context
 def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: tuple[str, ...], num_phrases: int,
           min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float,

@@ -15,6 +15,7 @@ from .. import devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
+from ..threads import limit_threads
 from .progress import Progress
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
@@ -124,3 +125,26 @@ device_option: Callable[..., Any] = click.option(
     show_default=True,
     help="auto (CUDA when present), cpu, cuda or cuda:N.",
 )
+
+
+def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None:
+        limit_threads(value)
+    return value
+
+
+threads_option: Callable[..., Any] = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    expose_value=False,
+    callback=_set_threads,
+    help="Compute threads (as Moses' -threads)  [default: every core, or OMP_NUM_THREADS].",
+)
+"""``--threads N`` for every command that computes; applied while the options are parsed."""
+
+
+def model_option(dest: str = "model", required: bool = True) -> Callable[..., Any]:
+    """``-m/--model``: the trained network, the same option in every command."""
+    return click.option("-m", "--model", dest, required=required, type=click.Path(dir_okay=False),
+                        help="The trained network (written by phrase-rescorer train).")

@@ -8,7 +8,7 @@ import click
 
 from ..moses.table_stats import format_report, inspect_table
 from . import cli
-from .common import UserError, progress
+from .common import UserError, progress, threads_option
 
 
 @cli.command()
@@ -19,6 +19,7 @@ from .common import UserError, progress
 @click.option("--max-reported", default=100, show_default=True,
               help="How many malformed lines to list (all are counted).")
 @click.option("--strict", is_flag=True, help="Exit with status 3 if any line is malformed.")
+@threads_option
 @click.pass_context
 def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_reported: int, strict: bool) -> None:
     """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and

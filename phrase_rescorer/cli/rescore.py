@@ -11,7 +11,7 @@ import torch
 from ..parallel import distributed
 from ..rescoring.scorers import SCORERS
 from . import cli
-from .common import UserError, device_option, is_quiet, resolve_device, say
+from .common import UserError, device_option, is_quiet, model_option, resolve_device, say, threads_option
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "each source is encoded once.",
             ),
             device_option,
+            threads_option,
             click.option(
                 "--dtype",
                 type=click.Choice(["float32"]),
@@ -131,8 +132,7 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @cli.command(context_settings=COMMAND_SETTINGS)
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
-@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
-              help="The trained network (phrase-rescorer train).")
+@model_option("model_path")
 @_rescore_options
 @_quiet_option
 @click.pass_context
@@ -247,13 +247,16 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 
 @cli.command("moses-step", context_settings=COMMAND_SETTINGS)
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--network", required=True, type=click.Path(dir_okay=False),
-              help="The trained network (phrase-rescorer train).")
+@model_option("model_path", required=False)
+@click.option("--network", hidden=True, type=click.Path(dir_okay=False),
+              help="Deprecated name of -m/--model.")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
               help="Starting weight of each added feature  [default: 0.2].")
-@click.option("--moses-dir", default=None, help="Moses checkout for the printed command [default: $MOSES].")
+@click.option("--moses", "moses_dir", default=None, metavar="DIR",
+              help="Moses installation for the printed command  [default: $MOSES].")
+@click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
 @click.option("--dev-source", default="DEV.SRC", show_default=True, help="Tuning source text (tokenized as the table).")
 @click.option("--dev-reference", default="DEV.REF", show_default=True, help="Tuning reference text.")
 @click.option("--working-dir", default=None,
@@ -261,14 +264,18 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @_rescore_options
 @_quiet_option
 @click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weights: tuple[float, ...],
-               moses_dir: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
-               quiet: bool, **kw: Any) -> None:
+def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None, name: str,
+               weights: tuple[float, ...], moses_dir: str | None, moses_dir_old: str | None, dev_source: str,
+               dev_reference: str, working_dir: str | None, quiet: bool, **kw: Any) -> None:
     """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
     MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
     the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
     from ..moses.model_dir import format_command, rescore_model_dir
 
+    model_path = _renamed(model_path, network, "-m/--model", "--network")
+    moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
+    if model_path is None:
+        raise click.MissingParameter(ctx=ctx, param_hint="'-m' / '--model'", param_type="option")
     if distributed.Launch.from_env() is not None:
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
                         "shares the work), then `moses-ini` as one process")
@@ -276,7 +283,7 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
     bar, tick = _table_progress(quiet, "rescore")
     try:
         result = rescore_model_dir(
-            model_dir, network, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
+            model_dir, model_path, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )
@@ -291,6 +298,16 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
         hint = f" (replace {' and '.join(placeholders)} by your tuning set)" if placeholders else ""
         click.echo(f"next, tune in a fresh working directory{hint}:", err=True)
     click.echo(format_command(result.mert_command))
+
+
+def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
+    """An option given by its deprecated name: accepted, with a warning (both: refused)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise UserError(f"{old_name} is the old name of {name}: give {name} only")
+    _warn(f"{old_name} is deprecated; use {name}")
+    return old_value
 
 
 __all__ = ["rescore", "moses_ini", "moses_step"]

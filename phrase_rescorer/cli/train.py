@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-import torch
 
 from ..data.pairs import load_pairs
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
@@ -26,7 +25,7 @@ from ..training.trainer import (
     preset_sizes,
 )
 from . import cli
-from .common import Terminated, UserError, device_option, progress, resolve_device, say
+from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option
 from .progress import Progress
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
@@ -82,7 +81,7 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
                    "briefly use their source sooner from about 0.05).")
 @device_option
 @click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
-@click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
+@threads_option
 @click.option("--resume", is_flag=True,
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
@@ -91,7 +90,7 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
               help="Steps between training-loss log lines.")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
-          vocab_size: int | None, cell: str, summary: str, device: str, threads: int | None,
+          vocab_size: int | None, cell: str, summary: str, device: str,
           resume: bool, log_path: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
     and write the best network by held-out likelihood to MODEL_OUT.
@@ -117,8 +116,6 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         ctx.find_root().ensure_object(dict)["quiet"] = True
     if cfg.bf16 and dev.type != "cuda":
         raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
-    if threads:
-        torch.set_num_threads(threads)
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
