@@ -52,7 +52,7 @@ demo: $(DEMO_DIR)/model.pt
 	@echo
 	@echo "demo outputs in $(DEMO_DIR)/:"
 	@echo "  model.pt                   the network trained on $(SAMPLE)"
-	@echo "  phrase-table.rescored.gz   the sample table + the RNN column (exp(log p(f|e)))"
+	@echo "  phrase-table.rescored.gz   the sample table + the RNN column, p(target|source)"
 	@echo "  moses.ini                  $(MOSES_INI) with num-features=5 and a 5th weight"
 	@echo "                             (its other paths keep the bundled ini's @MODEL_DIR@: tests/data/README.md)"
 	@echo "next: README.md, 'Using it in a Moses pipeline' (binarize, tune with mert-moses.pl in a fresh --working-dir)"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import torch
 
+from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from ..rescoring.scorers import SCORERS
 from . import cli
@@ -33,8 +34,9 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Choice(["prob", "logprob", "neglogprob"]),
                 default="prob",
                 show_default=True,
-                help="prob: exp(log p(f|e)), what Moses needs, since it takes the log of every "
-                "column on loading (its feature is then exactly log p(f|e)). Below exp(-100) "
+                help="prob: exp(log p(target|source)), what Moses needs, since it takes the log of "
+                "every column on loading (its feature is then exactly log p(target|source)). "
+                "Below exp(-100) "
                 "the column holds exp(-100) = 3.72e-44: Moses floors every log score at -100, so "
                 "the decoder sees -100 either way, and the column is never 0, inf or nan. "
                 "logprob / neglogprob write log p or -log p for other consumers (never for "
@@ -43,7 +45,7 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--normalize",
                 is_flag=True,
-                help="Divide log p(f|e) by the number of target tokens + 1 (end of sequence). "
+                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence). "
                 "Default: the paper's unnormalized sum (MERT's word penalty compensates).",
             ),
             click.option(
@@ -137,8 +139,12 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @_quiet_option
 @click.pass_context
 def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, quiet: bool, **kw: Any) -> None:
-    """Append the RNN Encoder-Decoder score log p(f|e) to every line of the Moses phrase table
+    """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
     IN, writing OUT (.gz by name; - for stdin/stdout).
+
+    The new column is the direct direction, that of Moses' column 3: p(e|f) in Moses' notation,
+    where f is the source. It is written as a probability, exp(log p), since Moses takes the log
+    of every column: the decoder's feature is the network's log p(target|source).
 
     Every line is kept, in order and byte for byte, with the new column(s) at the end of its
     scores field; nothing is dropped or truncated, and memory does not grow with the table.
@@ -213,8 +219,9 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature (MERT retunes it): once for all, or "
-              "once per added feature  [default: 0.2].")
+              help="Starting weight of each added feature: once for all, or once per added "
+              f"feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
+              "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
 @click.option("--features", type=click.IntRange(min=1), default=None,
               help="How many columns were added  [default: read off --table when it is a "
               "readable text table, else 1].")
@@ -228,6 +235,12 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
     Refused (exit 5) when IN.ini does not match the table it points at (when that table is
     readable), when TABLE does not have num-features + K columns, or when NAME is not there.
 
+    OUT.ini must be tuned before it is used to translate: run mert-moses.pl on it, in a new
+    --working-dir. The added weight is only a starting point; its default is chosen so that the
+    new feature weighs about as much as one of Moses' own phrase-table features, not the best
+    value for your system. The new column is p(target|source), the direction of Moses' column 3
+    (p(e|f) in Moses' notation, where f is the source).
+
     \b
     Example:
       phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
@@ -235,7 +248,8 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
     """
     from ..moses.ini import patch_moses_ini_file
 
-    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (0.2,), features=features)
+    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
+                                  features=features)
     if not (quiet or is_quiet(ctx)):
         say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
                  f"{result.new_features}, path -> {result.new_path}")
@@ -253,7 +267,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature  [default: 0.2].")
+              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
 @click.option("--moses", "moses_dir", default=None, metavar="DIR",
               help="Moses installation for the printed command  [default: $MOSES].")
 @click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
@@ -283,7 +297,7 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     bar, tick = _table_progress(quiet, "rescore")
     try:
         result = rescore_model_dir(
-            model_dir, model_path, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
+            model_dir, model_path, name=name, weights=weights or (START_WEIGHT,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )

@@ -178,7 +178,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     if p.best is not None:
         say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
                  f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-                 f"{unigram:.2f}; mean log p(f|e) {p.best['mean_logp']:.3f}")
+                 f"{unigram:.2f}; mean log p(target|source) {p.best['mean_logp']:.3f}")
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")

@@ -2,7 +2,7 @@
 
 Moses reads every dense score x of a phrase table as a 32-bit float and uses max(ln x, -100) as
 the feature (LoaderStandard.cpp, TransformScore / FloorScore). So, for the decoder to see the
-feature log p(f|e), the column must hold the probability p(f|e) = exp(log p(f|e)): the default
+feature log p(target|source), the column must hold the probability exp(log p(target|source)): the default
 ``prob`` format. A raw log-probability would be a negative number, whose log is NaN inside the
 decoder, silently.
 
