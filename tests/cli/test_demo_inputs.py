@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -40,15 +41,21 @@ def named_paths(commands: list[list[str]]) -> set[str]:
     return paths
 
 
+def _lexical(path: Path) -> Path:
+    """The absolute path with `..` folded, symlinks kept: a virtual environment's
+    `.venv/bin/python` links to the system's interpreter, yet is named inside the repository."""
+    return Path(os.path.normpath(path.absolute()))
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_the_demo_reads_nothing_outside_the_repository() -> None:
     assert "../shared" not in (REPO / "Makefile").read_text()
     paths = named_paths(demo_commands())
-    root = REPO.resolve()
-    outside = {p for p in paths if p not in ALLOWED_OUTSIDE and not (REPO / p).resolve().is_relative_to(root)}
+    root = _lexical(REPO)
+    outside = {p for p in paths if p not in ALLOWED_OUTSIDE and not _lexical(REPO / p).is_relative_to(root)}
     assert not outside, f"make demo names files outside the repository: {sorted(outside)}"
 
-    inputs = {(REPO / p).resolve().relative_to(root).as_posix() for p in paths if p not in ALLOWED_OUTSIDE}
+    inputs = {_lexical(REPO / p).relative_to(root).as_posix() for p in paths if p not in ALLOWED_OUTSIDE}
     inputs = {p for p in inputs if not p.startswith(WRITTEN)}
     # The demo's two data inputs are among them (so the parsing above does see the commands).
     assert {SAMPLE.relative_to(REPO).as_posix(), SAMPLE_INI.relative_to(REPO).as_posix()} <= inputs
@@ -74,3 +81,12 @@ def test_named_paths_sees_files_outside() -> None:
     commands = [shlex.split("phrase-rescorer moses-ini ../shared/data/moses-en-fr/moses.ini out.ini --table=/x/t.gz"),
                 shlex.split('echo "see tests/data/README.md"')]
     assert named_paths(commands) == {"../shared/data/moses-en-fr/moses.ini", "/x/t.gz"}
+
+
+def test_lexical_paths_keep_links_and_fold_parents(tmp_path: Path) -> None:
+    """A link inside the tree stays inside (a venv's python); `..` out of it is outside."""
+    (tmp_path / "repo" / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / "repo" / ".venv" / "bin" / "python").symlink_to("/usr/bin/env")
+    root = _lexical(tmp_path / "repo")
+    assert _lexical(root / ".venv/bin/python").is_relative_to(root)
+    assert not _lexical(root / "../shared/data/x.gz").is_relative_to(root)
