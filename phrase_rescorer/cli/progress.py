@@ -110,20 +110,22 @@ class Progress:
 
     # --- ending --------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
+        """End the display; a log gets its closing line only for a stage that ``finished`` (an
+        error or an interruption is reported by the caller, not as "done")."""
         if self._closed:
             return
         self._closed = True
         if self._bar is not None:
             self._bar.close()
-        elif self._shown and not self.quiet and not self.terminal:
+        elif finished and self._shown and not self.quiet and not self.terminal:
             self._line(done=True)
 
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: Any) -> None:
+        self.close(finished=exc_type is None)
 
     # --- display -------------------------------------------------------------------------------
 

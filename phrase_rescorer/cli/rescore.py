@@ -170,12 +170,10 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
         return
     quiet = quiet or is_quiet(ctx)
     bar, tick = _table_progress(quiet, "rescore")
-    try:
+    with bar:
         summary = rescore_table(
             in_path, out_path, model_path, on_progress=tick, on_warning=_warn, **options
         )
-    finally:
-        bar.close()
     if not quiet:
         click.echo(summary.closing_line(), err=True)
 
@@ -200,13 +198,10 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
             index_bar.close()
 
     bar, tick = _table_progress(quiet, f"rescore (part 1 of {group.world_size})")
-    try:
+    with index_bar, bar:
         summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=tick,
                                   on_warning=_warn, on_index=on_index,
                                   **{**options, "device": str(device)})
-    finally:
-        index_bar.close()
-        bar.close()
     return summary if group.is_main else None
 
 
@@ -295,14 +290,12 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
                         "shares the work), then `moses-ini` as one process")
     quiet = quiet or is_quiet(ctx)
     bar, tick = _table_progress(quiet, "rescore")
-    try:
+    with bar:
         result = rescore_model_dir(
             model_dir, model_path, name=name, weights=weights or (START_WEIGHT,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )
-    finally:
-        bar.close()
     if not quiet:
         click.echo(result.summary.closing_line(), err=True)
         click.echo(f"wrote {result.table}\nwrote {result.ini} ({result.patch.name}: num-features "

@@ -70,3 +70,15 @@ def test_a_terminal_gets_a_bar_only_after_the_first_update() -> None:
     bar.update_to(65536)
     bar.close()
     assert "\r" in out.getvalue() and "inspect" in out.getvalue() and "65.5k lines" in out.getvalue()
+
+
+def test_a_stage_that_fails_gets_no_done_line() -> None:
+    out, clock = io.StringIO(), Clock()
+    try:
+        with Progress("rescore", " lines", stream=out, interval=10, clock=clock) as bar:
+            clock.now += 11
+            bar.update(100)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert out.getvalue() == "rescore: 100 lines in 11 s (9.1 lines/s)\n"
