@@ -36,6 +36,7 @@ renamed into place only when everything was written.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import math
@@ -215,6 +216,8 @@ class InputTable:
         self._gzip: gzip.GzipFile | None = None
         try:
             if path == "-":
+                if sys.stdin is None:  # the program was started with stdin closed (<&-)
+                    raise OSError(errno.EBADF, "standard input is closed")
                 stdin = sys.stdin.buffer
                 read = cast(Callable[[int], bytes], getattr(stdin, "read1", stdin.read))
             else:

@@ -22,6 +22,9 @@ engine for callers that bring their own scorer or progress reporting.
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,9 +41,10 @@ from ..moses.phrase_table import (
     Entry,
     InputTable,
     PhraseTableError,
+    PhraseTableOSError,
     with_appended,
 )
-from ..output import AtomicOutput, check_distinct_paths
+from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .scorers import SCORERS, WindowScorer, make_scorer
 
 DTYPES = ("float32",)
@@ -145,7 +149,7 @@ class TableRescorer:
 
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
         check_distinct_paths(in_path, out_path)
-        with InputTable(in_path) as table, AtomicOutput(out_path) as out:
+        with InputTable(in_path) as table, AtomicOutput(out_path, on_warning=self.on_warning) as out:
             summary = self.rescore_stream(table, out, in_path)
             if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
                 raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")
@@ -252,6 +256,23 @@ class TableRescorer:
         return b"".join(with_appended(e, c) for e, c in zip(window, columns, strict=True))
 
 
+def check_paths(in_path: str, out_path: str) -> None:
+    """Refuse, before the model is loaded, an input that cannot be opened and an output that
+    cannot be written or is the input itself (``PhraseTableOSError``, ``OutputError``)."""
+    check_distinct_paths(in_path, out_path)
+    check_output_path(out_path)
+    if in_path == "-":
+        if sys.stdin is None:
+            raise PhraseTableOSError(in_path, None, "standard input is closed")
+        return
+    try:  # without reading a byte (a FIFO's data stays for the run) or waiting for a writer
+        os.close(os.open(in_path, os.O_RDONLY | os.O_NONBLOCK))
+        if os.path.isdir(in_path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), in_path)
+    except OSError as exc:
+        raise PhraseTableOSError(in_path, None, f"cannot read: {exc.strerror or exc}") from exc
+
+
 def rescore_table(
     in_path: str,
     out_path: str,
@@ -267,6 +288,7 @@ def rescore_table(
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")
         print(summary.closing_line())
     """
+    check_paths(in_path, out_path)
     engine = TableRescorer(
         load_checkpoint(model_path),
         RescoreOptions(**options),
