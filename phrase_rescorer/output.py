@@ -60,6 +60,11 @@ class OutputError(OSError):
         return (type(self), (self.filename, self.strerror, self.errno))
 
 
+class ReaderGone(OutputError):
+    """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
+    ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
+
+
 def check_output_path(path: str) -> None:
     """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
     check their outputs before any long work."""
@@ -251,6 +256,9 @@ class _Sink(io.RawIOBase):
                 if not written:
                     raise OutputError(self.path, f"short write: 0 of {len(view) - done} bytes accepted", errno.EIO)
                 done += written
+        except BrokenPipeError as exc:
+            self.error = self.error or exc
+            raise ReaderGone(self.path, "the reader went away (broken pipe)") from exc
         except OSError as exc:
             self.error = self.error or exc
             raise

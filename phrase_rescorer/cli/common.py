@@ -18,7 +18,7 @@ from .. import devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
-from ..output import OutputError
+from ..output import OutputError, ReaderGone
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
@@ -105,9 +105,9 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)
         _fail(prog_name, e.format_message(), e.exit_code)
+    except ReaderGone:
+        _reader_gone()
     except OutputError as e:
-        if e.errno == errno.EPIPE:
-            _reader_gone()
         _fail(prog_name, str(e), 6)
     except PhraseTableOSError as e:
         _fail(prog_name, str(e), 6)

@@ -253,14 +253,15 @@ def subprocess_env() -> dict[str, str]:
 def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``phrase-rescorer ARGS`` in this process, exactly as the installed program runs it."""
     monkeypatch.setattr(sys, "argv", ["phrase-rescorer", *args])
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     code = 0
     try:
         main()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     finally:
-        signal.signal(signal.SIGTERM, handler)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
     return code, capsys.readouterr().err
 
 
