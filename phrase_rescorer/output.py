@@ -54,7 +54,7 @@ class OutputError(OSError):
         self.filename = path
 
     def __str__(self) -> str:
-        return f"{self.filename}: {self.strerror}"
+        return f"{self.filename or repr(self.filename)}: {self.strerror}"
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (type(self), (self.filename, self.strerror, self.errno))
