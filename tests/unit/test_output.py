@@ -98,7 +98,7 @@ def test_unusable_output_paths_fail_first(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OutputError) as caught:
         AtomicOutput(name)
-    assert str(caught.value) == f"{name}: {message}" and caught.value.filename == name
+    assert str(caught.value) == f"{name or repr(name)}: {message}" and caught.value.filename == name
     assert isinstance(caught.value, OSError)
     assert os.listdir(tmp_path) == []
 
