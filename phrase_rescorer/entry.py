@@ -31,9 +31,8 @@ def rescore_main() -> None:
 
 
 def moses_step_main() -> None:
-    """``moses-rescore-step`` (bin/): ``phrase-rescorer moses-step`` as a program of its own."""
+    """``moses-rescore-step``."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    from .cli import cli
-    from .cli.common import run_guarded
+    from .cli import moses_step_main as cli_moses_step_main
 
-    run_guarded(cli.commands["moses-step"], prog_name="moses-rescore-step", startup_mask=previous)
+    cli_moses_step_main(startup_mask=previous)

@@ -65,4 +65,9 @@ def rescore_main(startup_mask: set[int] | None = None) -> None:
     run_guarded(command, prog_name="rescore-phrase-table", startup_mask=startup_mask)
 
 
-__all__ = ["cli", "main", "rescore_main", "EXIT_CODES"]
+def moses_step_main(startup_mask: set[int] | None = None) -> None:
+    """``moses-rescore-step``: the ``moses-step`` subcommand as a program of its own."""
+    run_guarded(cli.commands["moses-step"], prog_name="moses-rescore-step", startup_mask=startup_mask)
+
+
+__all__ = ["cli", "main", "rescore_main", "moses_step_main", "EXIT_CODES"]

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..output import AtomicOutput
+from .columns import START_WEIGHT
 from .numbers import format_number
 from .phrase_table import InputTable, PhraseTableError
 
@@ -194,7 +195,7 @@ def patch_moses_ini(
     table: str,
     *,
     name: str = "TranslationModel0",
-    weights: Sequence[float] = (0.2,),
+    weights: Sequence[float] = (START_WEIGHT,),
     features: int | None = None,
     ini: str = "moses.ini",
 ) -> PatchResult:
