@@ -1,5 +1,5 @@
 """``python -m phrase_rescorer`` is the ``phrase-rescorer`` command."""
 
-from .cli import main
+from .entry import main
 
 main()

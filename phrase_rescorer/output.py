@@ -1,99 +1,200 @@
-"""Output files that appear complete or not at all.
+"""Output files that appear complete or not at all: the package's one writer of files.
 
-``AtomicOutput`` writes to a temporary name beside the destination (gzip-compressed when the name
-ends with ``.gz``), then fsyncs and renames it; any failure or interruption removes the
-temporary and leaves the destination as it was. ``-`` writes to stdout, where nothing can be
-undone. ``check_distinct_paths`` refuses an output that is the input itself.
+``AtomicOutput`` writes rescored tables, model files, moses.ini files and every other output:
+
+* to an exclusive temporary beside the destination (``.NAME.tmp-PID-XXXXXXXX``, created with
+  ``O_EXCL`` by ``tempfile.mkstemp``: never a planted link, never another run's file), then
+  fsyncs it, gives it the permission bits of the file it replaces (or those a new file gets
+  under the umask) and renames it onto the destination; any failure or interruption deletes
+  the temporary and leaves the destination as it was;
+* straight into the destination, with no temporary and no rename, when it is ``-`` (standard
+  output), a character device, a FIFO or socket, or a link to an open file descriptor
+  (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``, bash's ``>(cmd)``): nothing can be undone
+  there, and renaming onto ``/dev/null`` would replace the device;
+* through one loop that writes every byte or raises: a write that takes only part of its bytes
+  (a pipe under a stop/continue signal, an unbuffered stdout) is continued, one that takes none
+  is an error, and a non-blocking descriptor is waited on.
+
+A temporary holds an exclusive ``flock`` while its run lives. A run that was killed (SIGKILL,
+power loss) leaves it behind; the next run writing the same destination removes such stale
+temporaries, naming them in a warning. Errors are :class:`OutputError` (an ``OSError`` naming
+the output path).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import gzip
 import io
 import os
+import re
+import select
+import stat
 import sys
+import tempfile
+from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
 
-from .moses.phrase_table import PhraseTableError, PhraseTableOSError
-
 _BUFFER_SIZE = 1 << 20
+#: Bytes of the destination's name kept in its temporary's name (file names hold 255 bytes).
+_NAME_BYTES = 200
+#: The system call every output byte goes through (tests replace it to simulate short writes).
+_write = os.write
+_FD_LINK = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
+
+
+class OutputError(OSError):
+    """An output that cannot be written: ``str(e)`` is ``"path: message"``; ``filename`` the path."""
+
+    def __init__(self, path: str, message: str, code: int | None = None) -> None:
+        super().__init__(code, message)
+        self.filename = path
+
+    def __str__(self) -> str:
+        return f"{self.filename or repr(self.filename)}: {self.strerror}"
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.filename, self.strerror, self.errno))
+
+
+class ReaderGone(OutputError):
+    """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
+    ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
+
+
+def check_output_path(path: str) -> None:
+    """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
+    check their outputs before any long work."""
+    if path == "":
+        raise OutputError(path, "empty output path")
+    if path == "-":
+        if sys.stdout is None or not _is_open(1):
+            raise OutputError("-", "standard output is closed")
+        return
+    fd = _fd_of_link(path)
+    if fd is not None:
+        if not _is_open(fd):
+            raise OutputError(path, f"file descriptor {fd} is not open")
+        return
+    if _is_special(path):
+        return
+    if os.path.isdir(path):
+        raise OutputError(path, "output path is a directory", errno.EISDIR)
+    if path.endswith(os.sep):
+        raise OutputError(path, "output path ends with '/': it names a directory, not a file", errno.EISDIR)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputError(path, "output directory does not exist", errno.ENOENT)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(path, f"permission denied: cannot create files in {directory}", errno.EACCES)
 
 
 class AtomicOutput:
     """Context manager yielding a binary file whose content appears at ``path`` only on success.
 
-    Data goes to ``.NAME.tmp-PID`` in the destination directory, gzip-compressed (level 6,
-    mtime 0: identical input gives identical bytes) when ``path`` ends with ``.gz``. On a clean
-    exit the temporary is flushed, fsynced, closed and renamed onto ``path``; on any exception
-    (KeyboardInterrupt and SystemExit included) or after :meth:`abort`, it is deleted and ``path``
-    is left untouched. A missing output directory is reported by the constructor. An ``OSError``
-    that names no file (a full disk, an I/O error) and ends the block, or the final flush, is
-    labelled with ``path`` so that the message says which output failed.
-
-    ``path`` ``-`` writes plain bytes straight to stdout: nothing can be atomic or undone there.
+    Gzip-compressed (level 6, mtime 0: identical input gives identical bytes) when ``path`` ends
+    with ``.gz`` or ``compress`` says so. On a clean exit the data is flushed, fsynced and
+    renamed onto ``path``; on any exception (KeyboardInterrupt and SystemExit included) or after
+    :meth:`abort`, the temporary is deleted and ``path`` left untouched. The constructor checks
+    the path (:func:`check_output_path`). An ``OSError`` that names no file (a full disk, an I/O
+    error) is labelled with ``path``; :attr:`write_error` keeps the first one a write met (for
+    callers whose serializer replaces it by an error of its own). ``on_warning`` is told about
+    stale temporaries removed. Special targets (module docstring) are written straight through.
     """
 
-    def __init__(self, path: str, compress: bool | None = None) -> None:
+    def __init__(
+        self, path: str, compress: bool | None = None, on_warning: Callable[[str], None] | None = None
+    ) -> None:
+        check_output_path(path)
         self.path = path
         #: gzip the bytes written; by default when ``path`` ends with ``.gz``. ``False`` stores
         #: them as given (e.g. gzip members that are already compressed).
         self.compress = path.endswith(".gz") if compress is None else compress
+        self.on_warning = on_warning
         self.temporary: str | None = None
-        self._raw: BinaryIO | None = None
+        self.direct = path == "-" or _fd_of_link(path) is not None or _is_special(path)
+        self._sink: _Sink | None = None
+        self._streams: list[BinaryIO] = []  # outermost first
         self._file: BinaryIO | None = None
         self._aborted = False
-        if path == "-":
-            return
-        directory, name = os.path.split(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise PhraseTableOSError(path, None, "output directory does not exist")
-        if os.path.isdir(path):
-            raise PhraseTableOSError(path, None, "output path is a directory")
-        self.temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+
+    @property
+    def write_error(self) -> OSError | None:
+        return None if self._sink is None else self._sink.error
 
     def __enter__(self) -> BinaryIO:
-        if self.temporary is None:
-            self._file = sys.stdout.buffer
-            return self._file
-        try:
-            self._raw = open(self.temporary, "wb", buffering=_BUFFER_SIZE)
-        except OSError as exc:
-            raise PhraseTableOSError(self.path, None, f"cannot write: {exc.strerror}") from exc
-        self._file = self._raw
+        if self.direct:
+            self._sink = self._open_direct()
+        else:
+            self._sink = _Sink(self.path, fd=self._create_temporary(), owned=True)
+        buffered = io.BufferedWriter(self._sink, _BUFFER_SIZE)
+        self._streams = [buffered]  # type: ignore[list-item]
         if self.compress:
-            compressor = gzip.GzipFile(
-                filename="", mode="wb", fileobj=self._raw, compresslevel=6, mtime=0
-            )
+            compressor = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, compresslevel=6, mtime=0)
             # GzipFile.write costs a Python call per line: batch the writes.
-            self._file = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
+            batched = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
+            self._streams = [batched, compressor, buffered]  # type: ignore[list-item]
+        self._file = self._streams[0]
         return self._file
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         if exc_type is not None or self._aborted:
             self.abort()
             self._label(exc)
-        elif self.temporary is None:
-            if self._file is not None:
-                self._file.flush()
         else:
             self._commit()
 
-    def _commit(self) -> None:
-        assert self._raw is not None and self._file is not None and self.temporary is not None
+    def _open_direct(self) -> _Sink:
+        if self.path == "-":
+            if hasattr(sys.stdout, "flush"):
+                sys.stdout.flush()  # what was printed before comes first
+            try:
+                return _Sink(self.path, fd=sys.stdout.fileno(), owned=False)
+            except (AttributeError, ValueError, io.UnsupportedOperation):  # a stdout replaced in-process
+                return _Sink(self.path, fd=-1, owned=False, buffer=sys.stdout.buffer)
+        link = _fd_of_link(self.path)
+        if link is not None:  # the descriptor itself, with its offset and append mode
+            return _Sink(self.path, fd=link, owned=False)
         try:
-            if self._file is not self._raw:
-                self._file.close()  # flushes the batched writes and writes the gzip trailer
-            self._raw.flush()
-            os.fsync(self._raw.fileno())
-            self._raw.close()
+            fd = os.open(self.path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
+        return _Sink(self.path, fd=fd, owned=True)
+
+    def _create_temporary(self) -> int:
+        directory, name = os.path.split(os.path.abspath(self.path))
+        stem = _stem(name)
+        for stale in _stale_temporaries(directory, stem):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, stale))
+                if self.on_warning is not None:
+                    self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
+                                    "earlier run that was killed before it could clean up")
+        try:
+            fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
+        except OSError as exc:
+            raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "alive" for _stale_temporaries
+        return fd
+
+    def _commit(self) -> None:
+        assert self._sink is not None
+        try:
+            for stream in self._streams:
+                stream.close()  # the batched writes, the gzip trailer, the last buffer
+            if self.direct:
+                self._sink.close_fd()
+                return
+            assert self.temporary is not None
+            os.fsync(self._sink.fd)
+            os.fchmod(self._sink.fd, _mode_for(self.path))
             os.replace(self.temporary, self.path)
+            self._sink.close_fd()
             _fsync_directory(os.path.dirname(self.temporary))
         except BaseException as exc:
             self.abort()
@@ -101,20 +202,164 @@ class AtomicOutput:
             raise
 
     def _label(self, exc: BaseException | None) -> None:
-        if isinstance(exc, OSError) and exc.filename is None and self.temporary is not None:
+        if isinstance(exc, OSError) and exc.filename in (None, self.temporary):
             exc.filename = self.path
 
     def abort(self) -> None:
-        """Discard everything written: delete the temporary, leave ``path`` as it was."""
+        """Discard everything written: delete the temporary, leave ``path`` as it was (written
+        bytes cannot be taken back from a special target)."""
         self._aborted = True
-        if self.temporary is None:
-            return
-        for stream in (self._file, self._raw):
-            if stream is not None:
-                with contextlib.suppress(Exception):  # discarding anyway (e.g. disk full)
-                    stream.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.temporary)
+        if self._sink is not None:
+            self._sink.discard = True  # the buffers' last bytes go nowhere
+        for stream in self._streams:
+            with contextlib.suppress(Exception):
+                stream.close()
+        if self._sink is not None:
+            self._sink.close_fd()
+        if self.temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.temporary)
+
+
+class _Sink(io.RawIOBase):
+    """A file descriptor (or a replaced stdout's ``buffer``) whose ``write`` writes all its
+    bytes or raises."""
+
+    def __init__(self, path: str, fd: int, owned: bool, buffer: BinaryIO | None = None) -> None:
+        self.fd, self.path, self.owned, self.buffer = fd, path, owned, buffer
+        self.error: OSError | None = None
+        self.discard = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        if self.fd < 0:
+            raise io.UnsupportedOperation("fileno")
+        return self.fd
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        if self.discard:
+            return len(data)
+        view = memoryview(data).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                try:
+                    if self.buffer is not None:
+                        written = self.buffer.write(view[done:])
+                    else:
+                        written = _write(self.fd, view[done:])
+                except BlockingIOError:  # a non-blocking descriptor: wait until it takes more
+                    select.select([], [self.fd], [])
+                    continue
+                if not written:
+                    raise OutputError(self.path, f"short write: 0 of {len(view) - done} bytes accepted", errno.EIO)
+                done += written
+        except BrokenPipeError as exc:
+            self.error = self.error or exc
+            raise ReaderGone(self.path, "the reader went away (broken pipe)") from exc
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+        return done
+
+    def close_fd(self) -> None:
+        if self.owned and self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd = -1
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _fd_of_link(path: str) -> int | None:
+    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
+    match = _FD_LINK.fullmatch(os.path.abspath(path))
+    if match is None or (match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0))):
+        return None
+    if match.group(1) or match.group(2):
+        return 1 if match.group(1) else 2
+    return int(match.group(3) or match.group(4))
+
+
+def _is_own_proc(path: str) -> bool:
+    part = path.split("/")[2]
+    return part in ("self", "thread-self") or part == str(os.getpid())
+
+
+def _is_special(path: str) -> bool:
+    """An existing target that is neither a regular file nor a directory (a device, a FIFO, a
+    socket, or a link to one): written straight through, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _stem(name: str) -> str:
+    """``name`` cut to ``_NAME_BYTES`` bytes, so that its temporary's name is a legal name."""
+    raw = os.fsencode(name)
+    return name if len(raw) <= _NAME_BYTES else raw[:_NAME_BYTES].decode("utf-8", "ignore")
+
+
+def _stale_temporaries(directory: str, stem: str) -> list[str]:
+    """Temporaries for ``stem`` whose run is over: no lock held, and no process of that PID here."""
+    pattern = re.compile(re.escape(f".{stem}.tmp-") + r"(\d+)(?:-[A-Za-z0-9_]{8})?")
+    stale = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        try:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its writer lives
+                stale.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return stale
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # an earlier run that had this process's PID (another PID namespace)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mode_for(path: str) -> int:
+    """The permission bits of the file at ``path``, or those a new file gets (0666 less umask)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return stat.S_IMODE(info.st_mode)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _fsync_directory(directory: str) -> None:
@@ -128,17 +373,15 @@ def _fsync_directory(directory: str) -> None:
 
 
 def check_distinct_paths(input_path: str, output_path: str) -> None:
-    """Raise PhraseTableError if ``output_path`` names the same file as ``input_path``.
+    """Raise OutputError if ``output_path`` names the same file as ``input_path``.
 
     Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
     themselves (hard links). ``-`` (stdin/stdout) never clashes.
     """
-    if input_path == "-" or output_path == "-":
+    if input_path == "-" or output_path == "-" or "" in (input_path, output_path):
         return
     same = os.path.realpath(input_path) == os.path.realpath(output_path)
     if not same and os.path.exists(input_path) and os.path.exists(output_path):
         same = os.path.samefile(input_path, output_path)
     if same:
-        raise PhraseTableError(
-            output_path, None, f"output is the same file as the input {input_path!r}"
-        )
+        raise OutputError(output_path, f"output is the same file as the input {input_path!r}", errno.EINVAL)

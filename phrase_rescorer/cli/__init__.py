@@ -52,21 +52,22 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    run_guarded(cli, prog_name="phrase-rescorer")
+def main(startup_mask: set[int] | None = None) -> None:
+    """``phrase-rescorer`` (``startup_mask``: see ``entry``)."""
+    run_guarded(cli, prog_name="phrase-rescorer", startup_mask=startup_mask)
 
 
-def rescore_main() -> None:
+def rescore_main(startup_mask: set[int] | None = None) -> None:
     """``rescore-phrase-table``: the ``rescore`` subcommand as a program of its own."""
     command = cli.commands.get("rescore")
     if command is None:  # pragma: no cover - the package always ships it
         sys.exit("rescore-phrase-table: the rescoring command is not installed")
-    run_guarded(command, prog_name="rescore-phrase-table")
+    run_guarded(command, prog_name="rescore-phrase-table", startup_mask=startup_mask)
 
 
-def moses_step_main() -> None:
+def moses_step_main(startup_mask: set[int] | None = None) -> None:
     """``moses-rescore-step``: the ``moses-step`` subcommand as a program of its own."""
-    run_guarded(cli.commands["moses-step"], prog_name="moses-rescore-step")
+    run_guarded(cli.commands["moses-step"], prog_name="moses-rescore-step", startup_mask=startup_mask)
 
 
 __all__ = ["cli", "main", "rescore_main", "moses_step_main", "EXIT_CODES"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,21 +17,25 @@ from .. import devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
+from ..output import OutputError, ReaderGone
 from ..threads import limit_threads
 from .progress import Progress
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
     0: "success",
-    1: "internal error (a bug: please report it with the traceback); also, silently, when the reader of "
-       "standard output went away (`| head`)",
+    1: "internal error (a bug: please report it with the traceback)",
     2: "usage error: unknown option, missing argument, refused combination",
-    3: "bad input data: malformed phrase-table line, bad UTF-8, truncated or corrupt gzip, empty table "
-       "(file:line given); output path naming the input file",
+    3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
+       "or corrupt gzip, another compression format, empty table (file:line given)",
     4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN",
     5: "moses.ini does not match its phrase table or cannot be patched",
-    6: "operating-system error: unreadable input, missing output directory, permission, disk full",
-    130: "interrupted by SIGINT (Ctrl-C): nothing at the output path; training saves MODEL.last.pt for --resume",
+    6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
+       "directory, missing directory, the input itself, closed stdout), permission, disk full, short write",
+    129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
+    130: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training saves "
+         "MODEL.last.pt for --resume",
+    141: "the reader of standard output went away (`| head`): the rest of the output is dropped, silently",
     143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume",
 }
 
@@ -43,40 +49,68 @@ class UserError(click.ClickException):
 
 
 def _fail(prog: str, message: str, code: int) -> NoReturn:
-    click.echo(f"{prog}: error: {message}", err=True)
+    with contextlib.suppress(OSError):  # stderr may be gone too (a closed terminal)
+        click.echo(f"{prog}: error: {message}", err=True)
     sys.exit(code)
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT (and, like it, not
-    an ``Exception``, so that no ``except Exception`` swallows it)."""
+    """SIGTERM or SIGHUP, raised in the main thread like KeyboardInterrupt is for SIGINT (and,
+    like it, not an ``Exception``, so that no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
 
 
-def run_guarded(command: click.Command, prog_name: str) -> None:
+#: What a program says when a signal ends it (its exit code: 128 + the signal's number).
+_SIGNAL_WORDS: dict[int, str] = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
+
+
+def _reader_gone() -> NoReturn:
+    """Standard output's reader went away: exit 141 as a shell's SIGPIPE would, quietly, with
+    standard output pointed at /dev/null so that Python's last flush finds nothing to complain of."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.exit(128 + signal.SIGPIPE)
+
+
+def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] | None = None) -> None:
     """Run a click command, turning the errors a user can act on into one line and an exit code.
 
-    SIGTERM is turned into an exception (:class:`Terminated`) so that ``finally`` blocks and the
-    atomic-output context managers run and remove their temporary files. A command that has
-    more to say on an interruption (training: where its resumable checkpoint is) says it
-    before re-raising.
+    SIGTERM and SIGHUP are turned into an exception (:class:`Terminated`) so that ``finally``
+    blocks and the atomic-output context managers run and remove their temporary files. A
+    command that has more to say on an interruption (training: where its resumable checkpoint
+    is) says it before re-raising. ``startup_mask``: the signal mask to restore once the
+    handlers are in place (the entry point blocks the signals while the modules load, so that
+    a Ctrl-C then ends the run here, with 130, like one a moment later).
     """
-    signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
     try:
+        if startup_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, startup_mask)  # a pending signal: raised now
         command.main(prog_name=prog_name, standalone_mode=False)
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except click.exceptions.Abort:
         _fail(prog_name, "interrupted; no output was left behind", 130)
     except KeyboardInterrupt:
         _fail(prog_name, "interrupted; no output was left behind", 130)
-    except Terminated:
-        _fail(prog_name, "terminated (SIGTERM); no output was left behind", 143)
+    except Terminated as e:
+        _fail(prog_name, f"{_SIGNAL_WORDS[e.signum]}; no output was left behind", 128 + e.signum)
     except click.ClickException as e:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)
         _fail(prog_name, e.format_message(), e.exit_code)
+    except ReaderGone:
+        _reader_gone()
+    except OutputError as e:
+        _fail(prog_name, str(e), 6)
     except PhraseTableOSError as e:
         _fail(prog_name, str(e), 6)
     except PhraseTableError as e:
@@ -86,8 +120,7 @@ def run_guarded(command: click.Command, prog_name: str) -> None:
     except MosesIniError as e:
         _fail(prog_name, str(e), 5)
     except BrokenPipeError:
-        sys.stderr.close()  # e.g. `| head`: the reader left; nothing more to say
-        sys.exit(1)
+        _reader_gone()  # e.g. `| head`: the reader left; nothing more to say
     except OSError as e:
         what = "disk full (no space left on device)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         where = f"{e.filename}: " if e.filename else ""

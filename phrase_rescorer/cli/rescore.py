@@ -132,8 +132,9 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 @cli.command(context_settings=COMMAND_SETTINGS)
-@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True))
-@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
+# readable=False: the library reports an unreadable IN or OUT (exit 6), not click (exit 2)
+@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
+@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
 @model_option("model_path")
 @_rescore_options
 @_quiet_option

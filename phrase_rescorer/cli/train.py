@@ -181,7 +181,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     except Interrupted as e:
         raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
                         "the same command with --resume to continue",
-                        exit_code=130 if e.why == signal.SIGINT else 143) from e
+                        exit_code=128 + e.why) from e
     p, unigram = trainer.p, trainer.info["unigram_token_ppl"]
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:
@@ -195,7 +195,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
 
 @contextlib.contextmanager
 def _deferred_signals() -> Iterator[list[int]]:
-    """SIGINT/SIGTERM only note themselves, for the training loop to stop between two steps
+    """SIGINT/SIGTERM/SIGHUP only note themselves, for the training loop to stop between two steps
     with a resumable state; a second signal stops at once."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -204,10 +204,10 @@ def _deferred_signals() -> Iterator[list[int]]:
 
     def handler(signum: int, frame: Any) -> None:
         if caught:
-            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated()
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
         caught.append(signum)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield caught
     finally:

@@ -88,3 +88,12 @@ class Vocabulary:
         """How many of ``tokens`` fall outside the shortlist (the paper's "WP" feature counts these)."""
         ids = self._ids
         return sum(1 for t in tokens if t not in ids)
+
+
+def shortlist_coverage(*id_arrays: np.ndarray) -> float | None:
+    """Fraction of the token ids in ``id_arrays`` that are not UNK_ID (in the shortlists);
+    None without tokens. Training records it for the held-out pairs, rescoring compares."""
+    total = sum(ids.size for ids in id_arrays)
+    if not total:
+        return None
+    return 1.0 - sum(int(np.count_nonzero(ids == UNK_ID)) for ids in id_arrays) / total

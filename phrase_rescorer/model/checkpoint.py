@@ -15,14 +15,14 @@ A checkpoint holds everything needed to score with a network and to know where i
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
 
 Only tensors, numbers, strings, lists and dicts are stored, so the safe ``weights_only`` loader
-reads it. Files are written to a temporary name and renamed, so a crash never leaves a partial
-checkpoint under the final name.
+reads it. Files are written through ``output.AtomicOutput`` (an exclusive temporary, fsynced and
+renamed), so a crash never leaves a partial checkpoint under the final name; a full disk is an
+``OSError`` naming the model file, not torch's ``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import pickle
 import zipfile
@@ -33,6 +33,7 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
+from ..output import AtomicOutput
 from .encoder_decoder import ModelConfig, RNNEncoderDecoder
 
 FORMAT = "phrase_rescorer.checkpoint"
@@ -101,40 +102,14 @@ def save_checkpoint(
         "info": info or {},
         "training_state": _to_cpu(training_state),
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CheckpointError(f"{path}: output directory does not exist")
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    try:
-        with _File(tmp, "wb") as f:
-            try:
-                torch.save(payload, f)
-            except RuntimeError as e:  # torch reports a failed write (a full disk) this way
-                if f.error is None:
-                    raise
-                raise f.error from e
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename in (None, tmp):
-            e.filename = path  # "rnn.pt: disk full", not a temporary name or nothing
-        raise
-
-
-class _File(io.FileIO):
-    """An unbuffered file that keeps the first OSError of a write, which torch.save would
-    otherwise turn into a RuntimeError about zip positions."""
-
-    error: OSError | None = None
-
-    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+    output = AtomicOutput(path, compress=False)
+    with output as f:
         try:
-            return super().write(data)
-        except OSError as e:
-            self.error = self.error or e
-            raise
+            torch.save(payload, f)
+        except RuntimeError as e:  # torch reports a failed write (a full disk) this way
+            if output.write_error is None:
+                raise
+            raise output.write_error from e
 
 
 def load_checkpoint(path: str) -> Checkpoint:

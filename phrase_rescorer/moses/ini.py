@@ -25,13 +25,12 @@ refuses a text table, which it could not load.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..output import AtomicOutput
 from .columns import START_WEIGHT
 from .numbers import format_number
 from .phrase_table import InputTable, PhraseTableError
@@ -293,22 +292,8 @@ def patch_moses_ini_file(in_ini: str, out_ini: str, table: str, **options) -> Pa
             text = f.read()
     except UnicodeDecodeError as e:
         raise MosesIniError(f"{in_ini}: not UTF-8 text ({e})") from None
+    output = AtomicOutput(out_ini, compress=False)  # a path that cannot be written: refused now
     result = patch_moses_ini(text, table, ini=in_ini, **options)
-    if out_ini == "-":
-        sys.stdout.write(result.text)
-        sys.stdout.flush()
-        return result
-    directory = os.path.dirname(os.path.abspath(out_ini))
-    if not os.path.isdir(directory):
-        # the file system, not the ini: an OSError (exit 6), as for every other output
-        raise FileNotFoundError(errno.ENOENT, "output directory does not exist", out_ini)
-    tmp = os.path.join(directory, f".{os.path.basename(out_ini)}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(result.text)
-        os.replace(tmp, out_ini)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with output as f:
+        f.write(result.text.encode("utf-8"))
     return result

@@ -11,7 +11,7 @@ train-model.perl ends every line with ``" |||"``. As in Moses, fields are what l
 Rules checked by :func:`parse_line`, the single parser (violations raise :class:`PhraseTableError`):
 
 * 3 to 7 fields; an empty line has one field and is malformed;
-* source and target phrases are neither empty nor only spaces, and are valid UTF-8; they are
+* source and target phrases are neither empty nor only spaces and tabs, and are valid UTF-8; they are
   returned exactly as written between the separators;
 * the first two separators are exactly ``" ||| "`` (the second may end the line as ``" |||"``,
   which leaves the scores field empty);
@@ -36,6 +36,7 @@ renamed into place only when everything was written.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import math
@@ -59,11 +60,24 @@ _NUMBER = re.compile(rb"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 # digit counts, so every match is finite (below 1e200 * 1e99). Anything else goes to
 # _parse_general, the reference implementation (about three times slower).
 _FAST_NUMBER = rb"[+-]?(?:\d{1,200}(?:\.\d*|)|\.\d+)(?:[eE](?:-\d+|\+?\d{1,2})|)"
-_FAST_HEAD = rb"( *[^| ][^|]*) \|\|\| ( *[^| ][^|]*) \|\|\| "
+_FAST_HEAD = rb"([ \t]*[^| \t][^|]*) \|\|\| ([ \t]*[^| \t][^|]*) \|\|\| "
 _FAST_TAIL = rb"(?= \|\|\|(?: |\Z)|\Z)"
 _FAST_CHECKED = re.compile(_FAST_HEAD + rb"%s(?: %s)*" % (_FAST_NUMBER, _FAST_NUMBER) + _FAST_TAIL)
 _FAST_UNCHECKED = re.compile(_FAST_HEAD + rb"[^|]*" + _FAST_TAIL)
 _BLANKS = re.compile(rb"[ \t]+")
+#: What separates the tokens of a phrase (``vocab.tokenize_phrase``): a phrase of nothing else is empty.
+PHRASE_BLANKS = b" \t"
+#: The longest line read (bytes, newline excluded): far above any real line, it bounds the memory
+#: and time spent on an input without newlines (a binary file, /dev/zero). The environment
+#: variable PHRASE_RESCORER_MAX_LINE_BYTES changes it.
+MAX_LINE_BYTES = 64 << 20
+#: Magic bytes of compression formats that are not read: named in the error instead of a
+#: confusing "expected 3 to 7 fields".
+_OTHER_COMPRESSION = {
+    "bzip2": re.compile(rb"BZh[1-9]1AY&SY"),  # the signature, the block size, the first block's magic
+    "xz": re.compile(rb"\xfd7zXZ\x00"),
+    "zstd": re.compile(rb"\x28\xb5\x2f\xfd"),
+}
 
 
 class PhraseTableError(ValueError):
@@ -91,6 +105,16 @@ class PhraseTableOSError(PhraseTableError):
 class PhraseTableStreamError(PhraseTableError):
     """A truncated or corrupt gzip stream: unlike a bad line, it ends the reading, so whatever
     was counted or scored so far is short."""
+
+
+class _LineTooLong(Exception):
+    """A line beyond ``max_line_bytes()``: ends the reading (no resynchronising on a newline)."""
+
+
+def max_line_bytes() -> int:
+    """``MAX_LINE_BYTES``, or the value of PHRASE_RESCORER_MAX_LINE_BYTES when it is set."""
+    value = os.environ.get("PHRASE_RESCORER_MAX_LINE_BYTES")
+    return MAX_LINE_BYTES if not value else max(1, int(value))
 
 
 @dataclass(slots=True)
@@ -145,9 +169,9 @@ def _parse_general(raw: bytes, path: str, line_no: int, check_scores: bool) -> t
         )
     i1 = raw.find(_BARS)
     i2 = raw.find(_BARS, i1 + 3)
-    if not raw[:i1].strip(b" "):
+    if not raw[:i1].strip(PHRASE_BLANKS):
         raise PhraseTableError(path, line_no, "empty source phrase")
-    if not raw[i1 + 3 : i2].strip(b" "):
+    if not raw[i1 + 3 : i2].strip(PHRASE_BLANKS):
         raise PhraseTableError(path, line_no, "empty target phrase")
     if raw[i1 - 1 : i1 + 4] != _SEP or raw[i2 - 1 : i2 + 4] not in (_SEP, _SEP_AT_END):
         raise PhraseTableError(path, line_no, "field separator is not ' ||| '")
@@ -188,7 +212,7 @@ class _Source:
 
     def read(self, size: int = _BUFFER_SIZE) -> bytes:
         if self._head:
-            data, self._head = self._head, b""
+            data, self._head = self._head[:size], self._head[size:]
             return data
         data = self._read(size)
         self.count += len(data)
@@ -215,19 +239,27 @@ class InputTable:
         self._gzip: gzip.GzipFile | None = None
         try:
             if path == "-":
+                if sys.stdin is None:  # the program was started with stdin closed (<&-)
+                    raise OSError(errno.EBADF, "standard input is closed")
                 stdin = sys.stdin.buffer
                 read = cast(Callable[[int], bytes], getattr(stdin, "read1", stdin.read))
             else:
                 self._file = open(path, "rb", buffering=0)  # noqa: SIM115 (see close())
                 read = self._file.read
             head = b""
-            while len(head) < 2 and (chunk := read(2 - len(head))):
+            while len(head) < 10 and (chunk := read(10 - len(head))):
                 head += chunk
         except OSError as exc:
             self.close()
             raise PhraseTableOSError(path, None, f"cannot read: {exc.strerror or exc}") from exc
         self._source = _Source(read, head)
-        self.is_gzip = head == _GZIP_MAGIC
+        self.is_gzip = head[:2] == _GZIP_MAGIC
+        for name, magic in _OTHER_COMPRESSION.items():
+            if magic.match(head):
+                self.close()
+                raise PhraseTableError(path, None, f"{name}-compressed input: only plain text and gzip "
+                                       f"are read; decompress it into a pipe, e.g. "
+                                       f"{'xz' if name == 'xz' else name} -dc {path} | rescore-phrase-table - OUT ...")
         self.name_mismatch = path != "-" and path.endswith(".gz") != self.is_gzip
         self._read_chunk = self._source.read
         if self.is_gzip:
@@ -262,19 +294,31 @@ class InputTable:
     def _entries(self, lenient: bool) -> Iterator[Entry | PhraseTableError]:
         """Entries in order; with ``lenient``, errors are yielded instead of raised."""
         path, check, read, line_no = self.path, self.check_scores, self._read_chunk, 0
-        rest = b""  # start of a line whose end is in the next chunk
+        limit = max_line_bytes()
+        pending: list[bytes] = []  # start of a line whose end is in a later chunk
+        pending_size = 0
         try:
             while True:
                 chunk = read(_BUFFER_SIZE)
+                if chunk and b"\n" not in chunk:  # joined once its end comes: linear time
+                    pending.append(chunk)
+                    pending_size += len(chunk)
+                    if pending_size > limit:
+                        raise _LineTooLong()
+                    continue
                 if chunk:
-                    data = rest + chunk
+                    data = b"".join((*pending, chunk))
                     lines = data.split(b"\n")
                     rest = lines.pop()
                     crlf = b"\r" in data
-                elif rest:  # last line, without terminator
-                    lines, rest, crlf = [rest], b"", False
+                elif pending:  # last line, without terminator
+                    lines, rest, crlf = [b"".join(pending)], b"", False
                 else:
                     break
+                if len(lines[0]) > limit or (limit < _BUFFER_SIZE and max(map(len, lines)) > limit):
+                    line_no += next(i for i, raw in enumerate(lines) if len(raw) > limit)
+                    raise _LineTooLong()
+                pending, pending_size = ([rest], len(rest)) if rest else ([], 0)
                 terminator = b"\n" if chunk else b""
                 for raw in lines:
                     line_no += 1
@@ -290,9 +334,13 @@ class InputTable:
                         if not lenient:
                             raise
                         yield err
-        except (EOFError, zlib.error, OSError) as exc:
+        except (EOFError, zlib.error, OSError, _LineTooLong) as exc:
             error: PhraseTableError
-            if self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+            if isinstance(exc, _LineTooLong):
+                error = PhraseTableStreamError(
+                    path, line_no + 1, f"line longer than {limit:,} bytes (a binary file, or no "
+                    "newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit")
+            elif self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
                 error = PhraseTableStreamError(path, line_no + 1, f"truncated or corrupt gzip stream: {exc}")
             else:
                 error = PhraseTableOSError(path, line_no + 1, f"read error: {exc}")

@@ -22,6 +22,10 @@ engine for callers that bring their own scorer or progress reporting.
 
 from __future__ import annotations
 
+import errno
+import itertools
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,7 +35,7 @@ import numpy as np
 import torch
 
 from .. import __version__
-from ..data.vocab import tokenize_phrase
+from ..data.vocab import shortlist_coverage, tokenize_phrase
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from ..moses.numbers import SCORE_FORMATS, ScoreError, format_columns
@@ -39,9 +43,11 @@ from ..moses.phrase_table import (
     Entry,
     InputTable,
     PhraseTableError,
+    PhraseTableOSError,
     with_appended,
 )
-from ..output import AtomicOutput, check_distinct_paths
+from ..output import AtomicOutput, check_distinct_paths, check_output_path
+from .model_fit import fit_warning
 from .scorers import SCORERS, WindowScorer, make_scorer
 
 DTYPES = ("float32",)
@@ -157,10 +163,11 @@ class TableRescorer:
         self._unsorted_at: int | None = None
         self._previous_key: bytes | None = None
         self._in_path = ""
+        self._fit_checked = False
 
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
         check_distinct_paths(in_path, out_path)
-        with InputTable(in_path) as table, AtomicOutput(out_path) as out:
+        with InputTable(in_path) as table, AtomicOutput(out_path, on_warning=self.on_warning) as out:
             summary = self.rescore_stream(table, out, in_path)
             if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
                 raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")
@@ -174,6 +181,7 @@ class TableRescorer:
         ``previous_source`` is then the source phrase of the line before its first (for the
         order check)."""
         started = time.perf_counter()
+        self._fit_checked = False
         self._unsorted_at = None
         self._previous_key = None if previous_source is None else previous_source.encode() + b" |||"
         self._in_path = in_path
@@ -227,6 +235,18 @@ class TableRescorer:
 
     # --- one window ----------------------------------------------------------------------------
 
+    def _check_fit(self, window: list[Entry], sources: list[list[int]], targets: list[list[int]],
+                   logps: np.ndarray, in_path: str) -> None:
+        """Warn (once per table) when the first window looks foreign to the network (``model_fit``)."""
+        self._fit_checked = True
+        if self.on_warning is None:
+            return
+        coverage = shortlist_coverage(_flat(sources), _flat(targets))
+        where = f"{in_path}:{window[0].line_no}-{window[-1].line_no}"
+        warning = fit_warning(self.checkpoint.info, coverage, float(logps.mean()), where)
+        if warning is not None:
+            self.on_warning(warning)
+
     def _rescore_window(self, window: list[Entry], in_path: str) -> bytes:
         ckpt, opts = self.checkpoint, self.options
         src_vocab, tgt_vocab = ckpt.src_vocab, ckpt.tgt_vocab
@@ -251,6 +271,8 @@ class TableRescorer:
         logps = np.asarray(self.scorer.score(sources, targets, source_index), dtype=np.float64)
         if logps.shape != (len(window),):
             raise ValueError(f"scorer returned {logps.shape} scores for {len(window)} lines")
+        if not self._fit_checked:
+            self._check_fit(window, [sources[j] for j in source_index], targets, logps, in_path)
         if opts.normalize:
             logps = logps / np.fromiter((len(t) + 1 for t in targets), dtype=np.float64, count=len(targets))
         unk = None
@@ -265,6 +287,27 @@ class TableRescorer:
                 f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
             ) from None
         return b"".join(with_appended(e, c) for e, c in zip(window, columns, strict=True))
+
+
+def _flat(id_lists: list[list[int]]) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
+
+
+def check_paths(in_path: str, out_path: str) -> None:
+    """Refuse, before the model is loaded, an input that cannot be opened and an output that
+    cannot be written or is the input itself (``PhraseTableOSError``, ``OutputError``)."""
+    check_distinct_paths(in_path, out_path)
+    check_output_path(out_path)
+    if in_path == "-":
+        if sys.stdin is None:
+            raise PhraseTableOSError(in_path, None, "cannot read: standard input is closed")
+        return
+    try:  # without reading a byte (a FIFO's data stays for the run) or waiting for a writer
+        os.close(os.open(in_path, os.O_RDONLY | os.O_NONBLOCK))
+        if os.path.isdir(in_path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), in_path)
+    except OSError as exc:
+        raise PhraseTableOSError(in_path, None, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def rescore_table(
@@ -282,6 +325,7 @@ def rescore_table(
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")
         print(summary.closing_line())
     """
+    check_paths(in_path, out_path)
     started = time.perf_counter()
     engine = TableRescorer(
         load_checkpoint(model_path),

@@ -23,7 +23,7 @@ import torch
 
 from ..data.batching import collate, fixed_batches
 from ..data.pairs import EncodedPairs
-from ..data.vocab import EOS_ID, PAD_ID
+from ..data.vocab import EOS_ID, PAD_ID, shortlist_coverage
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
 
 
@@ -100,3 +100,11 @@ def _target_ids(pairs: EncodedPairs, indices: np.ndarray) -> np.ndarray:
     within = np.arange(int(lengths.sum()), dtype=np.int64) - first
     words = pairs.tgt_tokens[np.repeat(starts, lengths) + within].astype(np.int64)
     return np.concatenate([words, np.full(len(indices), EOS_ID, dtype=np.int64)])
+
+
+def heldout_coverage(pairs: EncodedPairs, indices: np.ndarray) -> float | None:
+    """Fraction of the source and target tokens of the pairs ``indices`` in the shortlists."""
+    chosen = np.zeros(len(pairs), dtype=bool)
+    chosen[indices] = True
+    return shortlist_coverage(pairs.src_tokens[np.repeat(chosen, pairs.src_lengths)],
+                              pairs.tgt_tokens[np.repeat(chosen, pairs.tgt_lengths)])

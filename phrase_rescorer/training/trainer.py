@@ -42,7 +42,7 @@ from ..data.vocab import Vocabulary
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from ..parallel.distributed import Group
-from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate
+from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
@@ -183,6 +183,8 @@ class Trainer:
             "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
             "unigram_token_ppl":
                 unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
+            # compared with a table's by rescoring (rescoring.model_fit), with best_valid.mean_logp
+            "valid_coverage": heldout_coverage(data.encoded, data.valid_idx) if has_valid else None,
         }
         if self.group.distributed:
             self.info.update(processes=self.group.world_size, global_batch=self.global_batch)

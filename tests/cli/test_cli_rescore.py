@@ -108,7 +108,7 @@ def test_help_says_what_moses_does_below_exp_minus_100() -> None:
     ("case", "code", "message"),
     [
         ("bad-line", 3, "bad.txt:2: non-numeric score"),
-        ("same-file", 3, "output is the same file as the input"),
+        ("same-file", 6, "output is the same file as the input"),
         ("no-model", 4, "no such model file"),
         ("no-cuda", 2, "no CUDA device"),
     ],

@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM while a table is being rescored: the real program in a subprocess.
 
-The signal is sent once the output's temporary file (``.OUT.tmp-PID``) holds the first part of
+The signal is sent once the output's temporary file (``.OUT.tmp-PID-XXXXXXXX``) holds the first part of
 the rescored table (its first 1 MiB write buffer), found by polling with a deadline. The input
 is the bundled sample repeated eight times (234,080 lines, several seconds of work even on a
 fast machine), so the run is still scoring when the signal arrives; the stdin variant keeps the
@@ -11,6 +11,7 @@ output path and no temporary file left. (Training: test_interrupt_training.py.)
 
 from __future__ import annotations
 
+import glob
 import signal
 import subprocess
 import time
@@ -50,13 +51,21 @@ def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
     )
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0, nonempty: bool = False) -> None:
-    """Poll until ``path`` exists (and holds data, with ``nonempty``); fail if the process ends
-    first or the deadline passes."""
+def temporary(directory: Path, out_name: str, pid: int) -> str:
+    """The glob pattern of the temporary that process ``pid`` writes for ``directory/out_name``."""
+    return str(directory / f".{out_name}.tmp-{pid}-*")
+
+
+def wait_for(pattern: str, proc: subprocess.Popen, timeout: float = 120.0, nonempty: bool = False) -> Path:
+    """Poll until a file matching ``pattern`` exists (and holds data, with ``nonempty``); fail
+    if the process ends first or the deadline passes."""
     deadline = time.monotonic() + timeout
-    while not path.exists() or (nonempty and path.stat().st_size == 0):
-        assert proc.poll() is None, f"the run ended before {path.name} appeared: {proc.stderr.read().decode()}"
-        assert time.monotonic() < deadline, f"{path.name} did not appear within {timeout} s"
+    while True:
+        found = [Path(p) for p in glob.glob(pattern)]
+        if found and (not nonempty or found[0].stat().st_size > 0):
+            return found[0]
+        assert proc.poll() is None, f"the run ended before {pattern} appeared: {proc.stderr.read().decode()}"
+        assert time.monotonic() < deadline, f"{pattern} did not appear within {timeout} s"
         time.sleep(0.005)  # polling interval
 
 
@@ -72,8 +81,7 @@ def test_signal_while_scoring_leaves_nothing(
 ) -> None:
     out = tmp_path / out_name
     proc = start(["-q", "rescore", str(long_table), str(out), "--model", str(model)])
-    temporary = tmp_path / f".{out_name}.tmp-{proc.pid}"
-    wait_for(temporary, proc, nonempty=True)  # the first megabyte of output is on disk
+    wait_for(temporary(tmp_path, out_name, proc.pid), proc, nonempty=True)  # the first megabyte of output is on disk
     proc.send_signal(sig)
     returncode, err = finish(proc)
     assert returncode == code, err
@@ -89,7 +97,7 @@ def test_sigint_while_waiting_for_stdin(model: Path, tmp_path: Path) -> None:
     assert proc.stdin is not None
     proc.stdin.write(b"".join(read_lines(SAMPLE)[:1000]))  # ten windows, then the run waits for more
     proc.stdin.flush()
-    wait_for(tmp_path / f".out.gz.tmp-{proc.pid}", proc)
+    wait_for(temporary(tmp_path, "out.gz", proc.pid), proc)
     proc.send_signal(sig)
     returncode, err = finish(proc)
     assert returncode == code, err

@@ -28,7 +28,7 @@ from phrase_rescorer.moses.phrase_table import (
     read_phrase_table,
     with_appended,
 )
-from phrase_rescorer.output import AtomicOutput, check_distinct_paths
+from phrase_rescorer.output import AtomicOutput
 from tests.helpers.paths import NO_SHARED, REAL_TABLE
 
 REAL_SAMPLE_LINES = 20_000
@@ -306,95 +306,6 @@ def test_lenient_ends_with_truncation_error(tmp_path: Path) -> None:
     last = items[-1]
     assert isinstance(last, PhraseTableError) and "truncated" in last.message
     assert last.line_no == len(items)
-
-
-# --- output -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["out.txt", "out.gz"])
-def test_atomic_output_success(tmp_path: Path, name: str) -> None:
-    final = tmp_path / name
-    with AtomicOutput(str(final)) as out:
-        out.write(GOOD * 3)
-        assert not final.exists()
-        assert len(os.listdir(tmp_path)) == 1
-    assert os.listdir(tmp_path) == [name]
-    assert read_back(final) == GOOD * 3
-
-
-def test_gz_output_is_reproducible_gzip(tmp_path: Path) -> None:
-    outputs = []
-    for name in ("a.gz", "b.gz"):
-        with AtomicOutput(str(tmp_path / name)) as out:
-            out.write(GOOD * 1000)
-        outputs.append((tmp_path / name).read_bytes())
-    assert outputs[0] == outputs[1]
-    assert outputs[0][:2] == b"\x1f\x8b"
-    assert gzip.decompress(outputs[0]) == GOOD * 1000
-
-
-@pytest.mark.parametrize("exception", [RuntimeError, KeyboardInterrupt, SystemExit])
-@pytest.mark.parametrize("name", ["out.txt", "out.gz"])
-def test_atomic_output_failure_leaves_nothing(
-    tmp_path: Path, exception: type[BaseException], name: str
-) -> None:
-    final = tmp_path / name
-    with pytest.raises(exception), AtomicOutput(str(final)) as out:
-        out.write(GOOD * 1000)
-        raise exception()
-    assert os.listdir(tmp_path) == []
-
-
-def test_atomic_output_failure_keeps_previous_file(tmp_path: Path) -> None:
-    final = tmp_path / "out.txt"
-    final.write_bytes(b"previous")
-    with pytest.raises(KeyboardInterrupt), AtomicOutput(str(final)) as out:
-        out.write(GOOD)
-        raise KeyboardInterrupt
-    assert os.listdir(tmp_path) == ["out.txt"]
-    assert final.read_bytes() == b"previous"
-
-
-def test_atomic_output_abort(tmp_path: Path) -> None:
-    output = AtomicOutput(str(tmp_path / "out.gz"))
-    with output as out:
-        out.write(GOOD)
-        output.abort()
-    assert os.listdir(tmp_path) == []
-
-
-def test_missing_output_directory_fails_first(tmp_path: Path) -> None:
-    target = tmp_path / "absent" / "out.gz"
-    with pytest.raises(PhraseTableError) as caught:
-        AtomicOutput(str(target))
-    assert caught.value.message == "output directory does not exist"
-    assert str(caught.value) == f"{target}: output directory does not exist"
-    assert os.listdir(tmp_path) == []
-
-
-def test_stdout_output(monkeypatch: pytest.MonkeyPatch) -> None:
-    stdout = io.BytesIO()
-    monkeypatch.setattr("sys.stdout", types.SimpleNamespace(buffer=stdout))
-    with AtomicOutput("-") as out:
-        out.write(GOOD)
-    assert stdout.getvalue() == GOOD
-
-
-def test_check_distinct_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "sub").mkdir()
-    table = tmp_path / "sub" / "pt.gz"
-    table.write_bytes(b"")
-    (tmp_path / "link.gz").symlink_to(table)
-    os.link(table, tmp_path / "hard.gz")
-    for spelling in [str(table), "sub/pt.gz", "./sub/../sub/pt.gz", "link.gz", "hard.gz"]:
-        with pytest.raises(PhraseTableError, match="same file"):
-            check_distinct_paths(str(table), spelling)
-    with pytest.raises(PhraseTableError, match="same file"):
-        check_distinct_paths("new.gz", "./sub/../new.gz")
-    check_distinct_paths(str(table), "sub/other.gz")
-    check_distinct_paths("-", "-")
-    check_distinct_paths(str(table), "-")
 
 
 # --- properties -------------------------------------------------------------------------------

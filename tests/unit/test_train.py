@@ -133,8 +133,10 @@ def test_log_events(straight: Path) -> None:
 
 
 def test_best_checkpoint_holds_the_best_validation(straight: Path) -> None:
-    best = load_checkpoint(str(straight / "m.pt")).info["best_valid"]
+    info = load_checkpoint(str(straight / "m.pt")).info
+    best = info["best_valid"]
     assert best["token_ppl"] == pytest.approx(min(valids(straight / "m.log").values()), rel=1e-12)
+    assert best["mean_logp"] < 0 and 0 < info["valid_coverage"] <= 1  # what rescoring compares a table with
 
 
 def test_patience_stops_a_run_that_no_longer_improves(table: Path, tmp_path: Path) -> None:

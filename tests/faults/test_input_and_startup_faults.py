@@ -1,0 +1,207 @@
+"""Bad input and bad environments, end to end: closed standard streams, Ctrl-C during
+start-up, output paths refused before the model is loaded, unreadable input, input without
+newlines, blank phrases and other compression formats. Each case runs the real program and
+checks the exit code and the one-line message."""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from phrase_rescorer.cli import main
+from phrase_rescorer.data.vocab import tokenize_phrase
+from phrase_rescorer.moses.phrase_table import PhraseTableError, parse_line
+from tests.helpers.paths import PYTHON, SAMPLE, cli_env
+from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+
+LINES = read_lines(SAMPLE)[:200]
+
+
+def run(args: list[str], timeout: float = 300, extra_env: dict[str, str] | None = None,
+        **kwargs) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra_env or {})
+    kwargs.setdefault("stdout", subprocess.DEVNULL)
+    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", *args], stderr=subprocess.PIPE, env=env,
+                       timeout=timeout, **kwargs)
+    return r.returncode, r.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt", hidden=8, vocab=50)
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"".join(LINES))
+    return path
+
+
+# --- 8. closed streams, Ctrl-C during start-up ---------------------------------------------------
+
+
+def test_closed_stdout(model: Path, table: Path) -> None:
+    code, err = run(["rescore", str(table), "-", "--model", str(model)], preexec_fn=lambda: os.close(1))
+    assert (code, err.strip()) == (6, "phrase-rescorer: error: -: standard output is closed")
+
+
+def test_closed_stdin(model: Path, tmp_path: Path) -> None:
+    code, err = run(["rescore", "-", str(tmp_path / "out.txt"), "--model", str(model)], preexec_fn=lambda: os.close(0))
+    assert (code, err.strip()) == (6, "phrase-rescorer: error: -: cannot read: standard input is closed")
+    assert os.listdir(tmp_path) == []
+
+
+def program_started(pid: int) -> bool:
+    """The program's own first line has run: it blocks SIGINT while the modules load (SigBlk),
+    then catches SIGTERM (SigCgt). Before that the interpreter is starting, and a Ctrl-C is
+    Python's own business."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    blocked, caught = int(fields["SigBlk"], 16), int(fields["SigCgt"], 16)
+    return bool(blocked >> (signal.SIGINT - 1) & 1 or caught >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.parametrize("after", [0.0, 0.3, 1.0, 2.0, 4.0])
+def test_ctrl_c_at_any_moment_of_start_up(model: Path, tmp_path: Path, after: float) -> None:
+    """SIGINT ``after`` seconds after the program's first line (importing torch, loading the
+    model, or waiting for input on stdin, which is never closed): exit 130, the one-line
+    message, nothing at OUT."""
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"
+    out = tmp_path / "out.txt"
+    proc = subprocess.Popen([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", "-", str(out), "--model", str(model)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while not program_started(proc.pid):
+        assert proc.poll() is None
+        select.select([], [], [], 0.001)
+    select.select([], [], [], after)  # the moment of the Ctrl-C
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert err.decode().strip() == "phrase-rescorer: error: interrupted; no output was left behind"
+    assert os.listdir(tmp_path) == []
+
+
+# --- 9. paths checked before the model is loaded -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [("", "'': empty output path"), ("absent/", "absent/: output path ends with '/': it names a directory, not a file"),
+     ("in.txt", "in.txt: output is the same file as the input 'in.txt'"),
+     ("absent/out.txt", "absent/out.txt: output directory does not exist")],
+)
+def test_output_path_refused_before_the_model_is_read(table: Path, out: str, message: str) -> None:
+    """The model does not exist: a path problem reported first shows that it was checked first."""
+    code, err = run(["rescore", "in.txt", out, "--model", "missing.pt"], cwd=table.parent)
+    assert (code, err.strip()) == (6, f"phrase-rescorer: error: {message}")
+    assert os.listdir(table.parent) == ["in.txt"]
+
+
+def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:
+    code, err = run(["rescore", "absent.txt", "out.txt", "--model", "missing.pt"], cwd=tmp_path)
+    assert (code, err.strip()) == (6, "phrase-rescorer: error: absent.txt: cannot read: No such file or directory")
+
+
+def test_unreadable_input_is_exit_6_not_a_usage_error(
+    model: Path, table: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file the user may not read (simulated: this test may run as root, who reads all):
+    the library's error (6), not the command line's "not readable" usage error (2)."""
+    real_open = os.open
+
+    def denied(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path) == str(table):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(table))
+    monkeypatch.setattr(os, "open", denied)
+    monkeypatch.setattr(sys, "argv", ["phrase-rescorer", "-q", "rescore", str(table), str(table.with_name("o.txt")),
+                                      "--model", str(model)])
+    with pytest.raises(SystemExit) as caught:
+        main()
+    assert caught.value.code == 6
+    assert capsys.readouterr().err.strip() == f"phrase-rescorer: error: {table}: cannot read: Permission denied"
+
+
+# --- 6. lines without end ------------------------------------------------------------------------
+
+
+def test_endless_line_is_refused(model: Path, tmp_path: Path) -> None:
+    """/dev/zero has no newline and no end: refused at the line-length limit (64 MiB), in
+    linear time (it was read forever)."""
+    code, err = run(["rescore", "/dev/zero", str(tmp_path / "out.txt"), "--model", str(model)], timeout=120)
+    assert code == 3, err
+    assert err.strip() == ("phrase-rescorer: error: /dev/zero:1: line longer than 67,108,864 bytes (a binary file, "
+                           "or no newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit")
+    assert os.listdir(tmp_path) == []
+
+
+def test_line_length_limit_is_adjustable(model: Path, table: Path) -> None:
+    limit = max(len(line) for line in LINES[:2]) - 1
+    code, err = run(["rescore", str(table), str(table.with_name("out.txt")), "--model", str(model)],
+                    extra_env={"PHRASE_RESCORER_MAX_LINE_BYTES": str(limit)})
+    first_long = next(i for i, line in enumerate(LINES, 1) if len(line) - 1 > limit)
+    assert code == 3
+    assert f"in.txt:{first_long}: line longer than {limit:,} bytes" in err
+
+
+# --- 7. one definition of an empty phrase ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", [b"\t ||| la ||| 1\n", b"a ||| \t ||| 1\n", b"a ||| \t  \t ||| 1\n"])
+def test_blank_phrase_refused(model: Path, tmp_path: Path, line: bytes) -> None:
+    table = tmp_path / "in.txt"
+    table.write_bytes(LINES[0] + line)
+    code, err = run(["rescore", str(table), str(tmp_path / "out.txt"), "--model", str(model)])
+    side = "source" if line.startswith(b"\t") else "target"
+    assert (code, err.strip()) == (3, f"phrase-rescorer: error: {table}:2: empty {side} phrase")
+
+
+@given(st.text(alphabet=" \ta", max_size=6), st.text(alphabet=" \tb", max_size=6))
+def test_refused_as_empty_exactly_when_the_tokenizer_finds_no_token(source: str, target: str) -> None:
+    raw = f"{source} ||| {target} ||| 1".encode()
+    try:
+        parsed = parse_line(raw, "t", 1)
+    except PhraseTableError as e:
+        if "empty" in e.message:
+            assert tokenize_phrase(source) == [] or tokenize_phrase(target) == []
+        return
+    assert tokenize_phrase(parsed[0]) != [] and tokenize_phrase(parsed[1]) != []
+
+
+# --- 12. other compression formats ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "compress"), [
+    ("bzip2", bz2.compress), ("xz", lzma.compress),
+    ("zstd", lambda data: b"\x28\xb5\x2f\xfd" + data),  # the frame's magic number is what is recognised
+])
+def test_other_compression_is_named(model: Path, tmp_path: Path, name: str, compress) -> None:  # type: ignore[no-untyped-def]
+    table = tmp_path / "in.gz"
+    table.write_bytes(compress(b"".join(LINES)))
+    code, err = run(["rescore", str(table), str(tmp_path / "out.gz"), "--model", str(model)])
+    assert code == 3
+    assert err.startswith(f"phrase-rescorer: error: {table}: {name}-compressed input: only plain text and gzip")
+    assert os.listdir(tmp_path) == ["in.gz"]
+
+
+def test_plain_table_starting_like_bzip2_is_read(model: Path, tmp_path: Path) -> None:
+    table = tmp_path / "in.txt"
+    table.write_bytes(b"BZh ||| la ||| 0.5\n")
+    code, err = run(["rescore", str(table), str(tmp_path / "out.txt"), "--model", str(model)])
+    assert code == 0, err
