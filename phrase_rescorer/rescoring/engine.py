@@ -41,6 +41,7 @@ from ..moses.phrase_table import (
     PhraseTableError,
     with_appended,
 )
+from ..moses.table_kind import checked_entries
 from ..output import AtomicOutput, check_distinct_paths
 from .scorers import SCORERS, WindowScorer, make_scorer
 
@@ -198,7 +199,7 @@ class TableRescorer:
         (at most ``window_cap`` lines)."""
         size, cap = self.options.window, self.options.window_cap
         window: list[Entry] = []
-        for entry in table:
+        for entry in checked_entries(table, self._in_path):
             self._check_order(entry)
             if len(window) >= size and (entry.source != window[-1].source or len(window) >= cap):
                 yield window
