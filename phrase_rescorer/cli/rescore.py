@@ -152,6 +152,9 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     """Append the RNN Encoder-Decoder score log p(f|e) to every line of the Moses phrase table
     IN, writing OUT (.gz by name; - for stdin/stdout).
 
+    IN may be a stem, as EMS gives it: when IN does not exist but IN.gz does, IN.gz is read
+    and OUT written as OUT.gz.
+
     Every line is kept, in order and byte for byte, with the new column(s) at the end of its
     scores field; nothing is dropped or truncated, and memory does not grow with the table.
     The closing line on stderr gives lines, time, pairs/s and a signature of every setting
@@ -166,9 +169,14 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     (README, "Beyond one machine"), e.g.
       torchrun --nproc-per-node 4 -m phrase_rescorer rescore IN OUT --model rnn.pt
     """
+    from ..moses.stems import resolve_stems
     from ..rescoring.engine import rescore_table
 
     options = _options_dict(kw)
+    paths = resolve_stems(in_path, out_path)
+    in_path, out_path = paths.input, paths.output
+    if paths.note and not (quiet or is_quiet(ctx)) and distributed.Launch.from_env() is None:
+        say(ctx, paths.note)
     if distributed.Launch.from_env() is not None:
         summary = _rescore_sharded(ctx, in_path, out_path, model_path, quiet, options)
         if summary is not None and not (quiet or is_quiet(ctx)):
@@ -263,6 +271,9 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--network", required=True, type=click.Path(dir_okay=False),
               help="The trained network (phrase-rescorer train).")
+@click.option("--ini", "ini_in", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The moses.ini to start from [default: MODEL_DIR/moses.ini, else the newest "
+              "EMS MODEL_DIR/moses.ini.N].")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
@@ -275,12 +286,15 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @_rescore_options
 @_quiet_option
 @click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weights: tuple[float, ...],
+def moses_step(ctx: click.Context, model_dir: str, network: str, ini_in: str | None, name: str,
+               weights: tuple[float, ...],
                moses_dir: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
                quiet: bool, **kw: Any) -> None:
-    """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
-    MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
-    the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
+    """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
+    MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
+    MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
+    fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
     from ..moses.model_dir import format_command, rescore_model_dir
 
     if distributed.Launch.from_env() is not None:
@@ -290,7 +304,7 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
     bar = _Progress(quiet, "rescore")
     try:
         result = rescore_model_dir(
-            model_dir, network, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
+            model_dir, network, ini_in=ini_in, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             on_progress=bar, on_warning=_warn, **_options_dict(kw),
         )
