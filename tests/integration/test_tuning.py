@@ -72,3 +72,28 @@ def test_mert_tunes_five_weights(moses: Path, work: Path, patched_ini: Path) -> 
     features = (mert / "features.list").read_text().splitlines()
     listed = [line for line in features if line.startswith("TranslationModel0=")]
     assert len(listed) == 1 and len(listed[0].split()) == 6
+
+
+@pytest.mark.parametrize(
+    ("binarizer", "ftype"),
+    [
+        ("processPhraseTableMin", "PhraseDictionaryCompact"),  # -nscores from num-features
+        ("CreateOnDiskPt 1 1 5 100 2", "PhraseDictionaryOnDisk"),
+        ("CreateProbingPT --num-scores 5", "ProbingPT"),
+    ],
+)
+def test_filtering_binarizes_with_the_fragments_binarizers(
+    moses: Path, work: Path, patched_ini: Path, binarizer: str, ftype: str
+) -> None:
+    """The ttable-binarizer lines of moses_configs/ems-rnn-rescoring.config, as EMS passes them
+    to filter-model-given-input.pl: the decoder sees the same 5 scores as from the text table."""
+    filtered = work / f"filtered-{ftype}"
+    name, *args = binarizer.split()
+    m.run([moses / "scripts/training/filter-model-given-input.pl", filtered, patched_ini, m.DEV_EN,
+           "-Binarizer", " ".join([str(moses / "bin" / name), *args])])
+    assert f"{ftype} name=TranslationModel0 num-features=5 " in (filtered / "moses.ini").read_text()
+    text = m.decode(moses, patched_ini, work / "tuning")
+    binary = m.decode(moses, filtered / "moses.ini", filtered)
+    for a, b in zip(text, binary, strict=True):
+        assert a.pairs == b.pairs
+        assert b.features["TranslationModel0"] == pytest.approx(a.features["TranslationModel0"], abs=1e-4)
