@@ -10,6 +10,7 @@ of the out-of-shortlist word counts.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,20 @@ def test_a_probing_table_with_the_default_score_count_is_refused(
     with pytest.raises(MosesIniError, match="has 4 scores.*--num-scores N"):
         patch_moses_ini_file(str(base), str(here / "out.ini"), str(here / "pt"), features=n - 4)
     assert not (here / "out.ini").exists()
+
+
+def test_moses_refusals_quoted_in_the_readme(moses: Path, work: Path, lm: Path, network: Path) -> None:
+    """An ini not patched, or patched without its weight line, stops the decoder at load."""
+    table = rescored_table(work, network)
+    here = work / "refusals"
+    here.mkdir()
+    line = "PhraseDictionaryMemory name=TranslationModel0 num-features={} path=" + str(table)
+    cases = [
+        (4, BASE_WEIGHTS, "Size of scoreVector != number (5!=4)"),
+        (5, BASE_WEIGHTS, "Mismatch in number of features and number of weights for Feature Function "
+                          "TranslationModel0 (features: 5 vs. weights: 4)"),
+    ]
+    for features, weights, message in cases:
+        ini = m.write_ini(here / f"moses.{features}.ini", line.format(features), lm, weights)
+        r = subprocess.run([str(moses / "bin/moses"), "-f", str(ini)], input=b"two girls\n", capture_output=True)
+        assert r.returncode != 0 and message in r.stderr.decode(errors="replace"), r.stderr[-2000:]
