@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .binarized import BINARIZED_TYPES, binarize_command, binarized_score_count
+from .columns import START_WEIGHT
 from .numbers import format_number
 from .table_files import existing_table, table_columns
 
@@ -184,7 +185,7 @@ def patch_moses_ini(
     table: str,
     *,
     name: str = "TranslationModel0",
-    weights: Sequence[float] = (0.2,),
+    weights: Sequence[float] = (START_WEIGHT,),
     features: int | None = None,
     ini: str = "moses.ini",
 ) -> PatchResult:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..rescoring.engine import ProgressCallback, RescoreSummary, rescore_table
 from .binarized import BINARIZED_TYPES
+from .columns import START_WEIGHT
 from .ini import MosesIniError, PatchResult, check_moses_ini, patch_moses_ini_file
 from .table_files import existing_table
 
@@ -133,7 +134,7 @@ def rescore_model_dir(
     table_out: str | None = None,
     ini_out: str | None = None,
     name: str = "TranslationModel0",
-    weights: tuple[float, ...] = (0.2,),
+    weights: tuple[float, ...] = (START_WEIGHT,),
     moses_dir: str | None = None,
     dev_source: str = "DEV.SRC",
     dev_reference: str = "DEV.REF",
