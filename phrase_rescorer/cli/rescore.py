@@ -223,7 +223,8 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
 @click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--table", required=True, type=click.Path(),
               help="The rescored table (written into the ini as an absolute path). For a "
-              "PhraseDictionaryCompact, the binarized table (prefix or .minphr).")
+              "PhraseDictionaryCompact, the binarized table (prefix or .minphr); for PhraseDictionaryOnDisk or "
+              "ProbingPT, its directory (its recorded score count is checked).")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
 @click.option("--weight", "weights", type=float, multiple=True,

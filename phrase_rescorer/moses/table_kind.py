@@ -16,7 +16,10 @@ their tokens were words, so they are recognised and refused, naming what they ar
 * a **lexicalized reordering table** (``reordering-table.wbe-msd-bidirectional-fe.gz``), given
   by mistake for the phrase table: three fields only, and scores that fall into groups of 2
   (monotonicity), 3 (msd) or 4 (mslr) probabilities, each group summing to 1, on every line
-  looked at. A phrase table's p(f|e) lex(f|e) p(e|f) lex(e|f) never does so line after line.
+  looked at, every score strictly between 0 and 1 (lexical-reordering-score smooths
+  its counts). A phrase table's p(f|e) lex(f|e) p(e|f) lex(e|f) does not do so line after line,
+  except in two pairs (``0.5 0.5 0.5 0.5``), so a 4-score monotonicity-bidirectional table is
+  the one reordering kind not recognised.
 
 Scoring any of them would need the network to understand non-terminals or factors, which the
 paper's network does not; refusing is the honest answer. A phrase-based table with the usual
@@ -78,11 +81,13 @@ def _reordering_group(entries: Sequence[Entry]) -> int | None:
     candidates = None
     for entry in entries:
         scores = _scores(entry)
-        if not scores:
+        if not scores or not all(0.0 < x < 1.0 for x in scores):  # smoothed: never 0 or 1
             return None
         fits = {
             g for g in (2, 3, 4)
-            if len(scores) % g == 0
+            # four scores in two pairs (monotonicity-bidirectional) would also be a phrase
+            # table's p(f|e) lex(f|e) p(e|f) lex(e|f) written 0.5 0.5 0.5 0.5: not told apart
+            if len(scores) % g == 0 and (g, len(scores)) != (2, 4)
             and all(abs(sum(scores[i : i + g]) - 1.0) <= _SUM_TOLERANCE for i in range(0, len(scores), g))
         }
         candidates = fits if candidates is None else candidates & fits

@@ -39,7 +39,8 @@ def find_moses() -> tuple[Path | None, str]:
     return None, f"no Moses: MOSES is not set and {default} does not exist"
 
 
-def moses_or_skip() -> Path:
+def moses_root() -> Path:
+    """The Moses directory, or skip the test saying why there is none."""
     path, reason = find_moses()
     if path is None:
         pytest.skip(reason)

@@ -15,7 +15,7 @@ from tests.helpers.paths import SAMPLE
 
 @pytest.fixture(scope="session")
 def moses() -> Path:
-    return m.moses_or_skip()
+    return m.moses_root()
 
 
 @pytest.fixture(scope="session")

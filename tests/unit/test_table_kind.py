@@ -39,7 +39,11 @@ PLAIN = (
     b"a &#124; b ||| a &#124; b ||| 0.5 0.5 0.5 0.5\n"
     b"a ||| un ||| 0.5 0.5 0.2 0.8\n"
     b"a ||| une ||| 0.3 0.4 0.1 0.8\n"
+    b"b ||| b ||| 0.5 0.5 0.5 0.5\n"
 )
+# Hand-made tables of tests and examples: 3 fields, every score 0.5.
+HALVES = b"a man ||| un homme ||| 0.5 0.5 0.5 0.5\nx ||| y ||| 0.5 0.5 0.5 0.5\n"
+MSLR = b"a ||| un ||| 0.7 0.1 0.1 0.1 0.6 0.2 0.1 0.1\nb ||| b ||| 0.25 0.25 0.25 0.25 0.4 0.2 0.2 0.2\n"
 
 
 def _kind(tmp_path: Path, data: bytes) -> tuple[str, str] | None:
@@ -56,6 +60,7 @@ def _kind(tmp_path: Path, data: bytes) -> tuple[str, str] | None:
         (UNLABELLED_GAP, "hierarchical/SCFG rule table"),
         (FACTORED, "factored table (2 factors"),
         (REORDERING, "lexicalized reordering table"),
+        (MSLR, "lexicalized reordering table"),
     ],
 )
 def test_other_kinds_are_named(tmp_path: Path, data: bytes, kind: str) -> None:
@@ -65,6 +70,7 @@ def test_other_kinds_are_named(tmp_path: Path, data: bytes, kind: str) -> None:
 
 def test_phrase_tables_pass(tmp_path: Path) -> None:
     assert _kind(tmp_path, PLAIN) is None
+    assert _kind(tmp_path, HALVES) is None
     with InputTable(str(SAMPLE)) as table:
         assert detect_table_kind(table) is None
 
