@@ -143,6 +143,9 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
     IN, writing OUT (.gz by name; - for stdin/stdout).
 
+    IN may be a stem, as EMS gives it: when IN does not exist but IN.gz does, IN.gz is read
+    and OUT written as OUT.gz.
+
     The new column is the direct direction, that of Moses' column 3: p(e|f) in Moses' notation,
     where f is the source. It is written as a probability, exp(log p), since Moses takes the log
     of every column: the decoder's feature is the network's log p(target|source).
@@ -161,9 +164,14 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     (README, "Beyond one machine"), e.g.
       torchrun --nproc-per-node 4 -m phrase_rescorer rescore IN OUT --model rnn.pt
     """
+    from ..moses.stems import resolve_stems
     from ..rescoring.engine import rescore_table
 
     options = _options_dict(kw)
+    paths = resolve_stems(in_path, out_path)
+    in_path, out_path = paths.input, paths.output
+    if paths.note and not (quiet or is_quiet(ctx)) and distributed.Launch.from_env() is None:
+        say(ctx, paths.note)
     if distributed.Launch.from_env() is not None:
         summary = _rescore_sharded(ctx, in_path, out_path, model_path, quiet, options)
         if summary is not None and not (quiet or is_quiet(ctx)):
@@ -211,7 +219,8 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
 @click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--table", required=True, type=click.Path(),
               help="The rescored table (written into the ini as an absolute path). For a "
-              "PhraseDictionaryCompact, the binarized table (prefix or .minphr).")
+              "PhraseDictionaryCompact, the binarized table (prefix or .minphr); for PhraseDictionaryOnDisk or "
+              "ProbingPT, its directory (its recorded score count is checked).")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
 @click.option("--weight", "weights", type=float, multiple=True,
@@ -260,6 +269,9 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @model_option("model_path", required=False)
 @click.option("--network", hidden=True, type=click.Path(dir_okay=False),
               help="Deprecated name of -m/--model.")
+@click.option("--ini", "ini_in", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The moses.ini to start from [default: MODEL_DIR/moses.ini, else the newest "
+              "EMS MODEL_DIR/moses.ini.N].")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
@@ -274,12 +286,15 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @_rescore_options
 @_quiet_option
 @click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None, name: str,
-               weights: tuple[float, ...], moses_dir: str | None, moses_dir_old: str | None, dev_source: str,
-               dev_reference: str, working_dir: str | None, quiet: bool, **kw: Any) -> None:
-    """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
-    MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
-    the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
+def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
+               ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
+               moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
+               quiet: bool, **kw: Any) -> None:
+    """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
+    MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
+    MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
+    fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
     from ..moses.model_dir import format_command, rescore_model_dir
 
     model_path = _renamed(model_path, network, "-m/--model", "--network")
@@ -293,7 +308,8 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     bar, tick = _table_progress(quiet, "rescore")
     with bar:
         result = rescore_model_dir(
-            model_dir, model_path, name=name, weights=weights or (START_WEIGHT,), moses_dir=moses_dir,
+            model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
+            moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..moses.phrase_table import InputTable
+from ..moses.table_kind import checked_entries
 from .vocab import Vocabulary, tokenize_phrase
 
 #: Held-out pairs are those whose hash lies below ``fraction * 2**32`` (high 32 bits).
@@ -157,7 +158,7 @@ def load_pairs(
     hashes = array("Q")
     lines = 0
     with InputTable(path, check_scores=not extract) as table:
-        for entry in table:
+        for entry in checked_entries(table, path):
             s_toks = tokenize_phrase(entry.source)
             t_toks = tokenize_phrase(entry.target)
             src_tokens.extend(map(src_in, s_toks))

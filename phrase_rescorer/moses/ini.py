@@ -15,12 +15,20 @@ mert-moses.pl runs the decoder from its own working directory), ``num-features=`
 weight line (K more numbers). A feature without ``name=`` is called as Moses calls it: its type
 followed by its index among the unnamed features of that type (``PhraseDictionaryMemory0``).
 
-Checks, made when the tables are readable text (a ``PhraseDictionaryMemory`` path, with Moses'
-``.gz`` fallback): the table the ini points at must carry ``num-features`` scores (else the ini
-does not describe it, and patching would hide the mismatch), and the new table
-``num-features + K``. K, when not given, is read off the new table. Binarized tables
-(``PhraseDictionaryCompact``, ``PhraseDictionaryOnDisk``) are not read; a Compact dictionary
-refuses a text table, which it could not load.
+Checks, made when the tables are readable text (a ``PhraseDictionaryMemory`` path, or the
+path + ``.gz`` that filter-model-given-input.pl and train-model.perl fall back to): the table
+the ini points at must carry ``num-features`` scores (else the ini does not describe it, and
+patching would hide the mismatch), and the new table ``num-features + K``. K, when not given,
+is read off the new table. For binarized tables (``PhraseDictionaryCompact``,
+``PhraseDictionaryOnDisk``, ``ProbingPT``; see :mod:`.binarized`) a text table is refused with
+the command that binarizes it, and a binarized directory that records its score count
+(OnDisk, ProbingPT) must hold ``num-features + K``: the decoders do not check it (a ProbingPT
+made with CreateProbingPT's default ``--num-scores 4`` crashes moses2 on a 5-feature line).
+
+Note that the decoder itself does not fall back to ``.gz``: ``PhraseDictionaryMemory
+path=model/phrase-table.1`` fails with "Can't read model/phrase-table.1" when only
+``phrase-table.1.gz`` exists (the ini that EMS's create-config writes is decoded only after
+filter-model-given-input.pl has rewritten its paths).
 """
 
 from __future__ import annotations
@@ -31,17 +39,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..output import AtomicOutput
+from .binarized import BINARIZED_TYPES, binarize_command, binarized_score_count
 from .columns import START_WEIGHT
 from .numbers import format_number
-from .phrase_table import InputTable, PhraseTableError
+from .table_files import existing_table, table_columns
 
 #: Phrase-dictionary types whose ``path=`` is a text table that can be checked.
 TEXT_TABLE_TYPES = ("PhraseDictionaryMemory",)
-#: Types that need a binarized table, with how to make one.
-BINARIZED_TYPES = {
-    "PhraseDictionaryCompact": "processPhraseTableMin -in {table} -out {prefix} -nscores {n} -threads 4",
-    "PhraseDictionaryOnDisk": "CreateOnDiskPt 1 1 {n} 100 2 {table} {prefix}",
-}
+#: Feature types that are phrase dictionaries besides ``PhraseDictionary*``.
+OTHER_DICTIONARY_TYPES = ("ProbingPT",)
 
 _SECTION = re.compile(r"^\s*\[([^\]]+)\]")
 _NEWLINE = re.compile(r"[\r\n]+$")
@@ -112,7 +118,7 @@ def phrase_dictionaries(lines: Sequence[str], ini: str = "moses.ini") -> list[Fe
         if name is None:  # Moses numbers the unnamed features of each type: Distortion0 ...
             name = f"{ftype}{counts.get(ftype, 0)}"
             counts[ftype] = counts.get(ftype, 0) + 1
-        if not ftype.startswith("PhraseDictionary"):
+        if not (ftype.startswith("PhraseDictionary") or ftype in OTHER_DICTIONARY_TYPES):
             continue
         try:
             nf = int(args["num-features"])
@@ -120,23 +126,6 @@ def phrase_dictionaries(lines: Sequence[str], ini: str = "moses.ini") -> list[Fe
             raise MosesIniError(f"{ini}:{i + 1}: {ftype} without a numeric num-features=") from None
         found.append(FeatureLine(i, ftype, name, nf, args.get("path")))
     return found
-
-
-def table_columns(path: str, gz_fallback: bool = True) -> int | None:
-    """Scores on the first line of the text table at ``path`` (or ``path.gz``, as Moses tries
-    for a text table); None when there is no readable text table there."""
-    for candidate in (path, path + ".gz") if gz_fallback else (path,):
-        if not os.path.isfile(candidate):
-            continue
-        try:
-            with InputTable(candidate) as table:
-                entry = next(iter(table), None)
-        except PhraseTableError:
-            return None
-        if entry is None:
-            return None
-        return len(entry.raw[: entry.scores_end].split(b"|||")[2].split())
-    return None
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -205,18 +194,19 @@ def patch_moses_ini(
     lines = text.splitlines(keepends=True)
     pd, w = _find(lines, name, ini)
     checked: list[str] = []
-    if pd.type in BINARIZED_TYPES:  # a binarized prefix: do not read the text table beside it
+    if pd.type in BINARIZED_TYPES:  # a binarized table: do not read the text table beside it
         binary = table.endswith(".minphr") or not os.path.isfile(table)
         new_columns = None if binary else table_columns(table, gz_fallback=False)
         if new_columns is not None:
-            prefix = re.sub(r"(\.txt)?(\.gz)?$", "", table)
             raise MosesIniError(
                 f"{ini}:{pd.index + 1}: {name} is a {pd.type}, which loads a binarized table, "
                 f"but {table} is a text table; binarize it first:\n  "
-                + BINARIZED_TYPES[pd.type].format(table=table, prefix=prefix, n=new_columns)
-                + f"\nthen pass --table {prefix}"
+                + binarize_command(pd.type, table, new_columns)
+                + "\nthen pass the binarized table as --table"
             )
+        new_columns = binarized_score_count(pd.type, table)
     else:
+        table = existing_table(table)
         new_columns = table_columns(table)
     # EMS' create-config may already point the ini at the rescored table: then the table has
     # the new count, not the old one.
@@ -232,6 +222,7 @@ def patch_moses_ini(
             raise MosesIniError(
                 f"{table} has {new_columns} scores per line, not more than the "
                 f"{pd.num_features} that {name} already has: is it the rescored table?"
+                + _binarized_hint(pd, table)
             )
     if features < 1:
         raise MosesIniError("the number of added features must be at least 1")
@@ -239,7 +230,7 @@ def patch_moses_ini(
     if new_columns is not None and new_columns != total:
         raise MosesIniError(
             f"{table} has {new_columns} scores per line, but {name} would get "
-            f"num-features={pd.num_features}+{features}={total}"
+            f"num-features={pd.num_features}+{features}={total}" + _binarized_hint(pd, table)
         )
     if new_columns is not None:
         checked.append(f"{table}: {new_columns} scores = new num-features")
@@ -251,6 +242,13 @@ def patch_moses_ini(
     lines[pd.index] = _patch_feature_line(lines[pd.index], total, new_path)
     lines[w] = _append_weights(lines[w], added)
     return PatchResult("".join(lines), name, pd.type, pd.num_features, total, pd.path, new_path, checked)
+
+
+def _binarized_hint(pd: FeatureLine, table: str) -> str:
+    if pd.type not in BINARIZED_TYPES:
+        return ""
+    return (f" (it was binarized with that score count; binarize the rescored text table "
+            f"again with the new one: {binarize_command(pd.type, 'TABLE.gz', 'N')})")
 
 
 def _patch_feature_line(line: str, num_features: int, path: str) -> str:

@@ -1,26 +1,33 @@
-"""The drop-in step for a train-model.perl model directory: rescore, patch moses.ini, say how to tune.
+"""The drop-in step for a Moses model directory: rescore, patch moses.ini, say how to tune.
 
-train-model.perl leaves ``model/phrase-table.gz`` and ``model/moses.ini`` (steps 6 and 9). This
-step writes, beside them,
+The step starts from the directory's moses.ini and follows it: the table it rescores is the
+``path=`` of the phrase dictionary (``TranslationModel0``), with the ``.gz`` fallback of
+train-model.perl and filter-model-given-input.pl for a path written without it. The ini is
+``MODEL_DIR/moses.ini`` (train-model.perl step 9) or, in an EMS working directory's ``model/``,
+the newest ``moses.ini.N`` (EMS versions every file by its run number; ``phrase-table.N.gz``
+is the table). Outputs go beside their inputs, ``.rnn`` added before the version and ``.gz``:
 
-    model/phrase-table.rnn.gz   every line of phrase-table.gz plus the RNN column(s)
-    model/moses.rnn.ini         moses.ini with the phrase dictionary pointing at it, +K features
+    model/phrase-table.gz   -> model/phrase-table.rnn.gz     model/moses.ini   -> model/moses.rnn.ini
+    model/phrase-table.1.gz -> model/phrase-table.rnn.1.gz   model/moses.ini.1 -> model/moses.rnn.ini.1
 
-and returns the mert-moses.pl command to run next. The command uses a working directory that
-does not exist yet: mert-moses.pl caches the feature list of a run (features.list) in its
+and the mert-moses.pl command to run next is returned. The command uses a working directory
+that does not exist yet: mert-moses.pl caches the feature list of a run (features.list) in its
 working directory, so tuning the new ini in an old directory would tune the old features.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..rescoring.engine import ProgressCallback, RescoreSummary, rescore_table
+from .binarized import BINARIZED_TYPES
 from .columns import START_WEIGHT
 from .ini import MosesIniError, PatchResult, check_moses_ini, patch_moses_ini_file
+from .table_files import existing_table
 
 
 @dataclass
@@ -30,6 +37,52 @@ class StepResult:
     summary: RescoreSummary
     patch: PatchResult
     mert_command: list[str]
+
+
+def find_ini(model_dir: str) -> str:
+    """``model_dir/moses.ini``, else the newest EMS ``model_dir/moses.ini.N``."""
+    plain = os.path.join(model_dir, "moses.ini")
+    if os.path.isfile(plain):
+        return plain
+    versions = []
+    for name in os.listdir(model_dir):
+        m = re.fullmatch(r"moses\.ini\.(\d+)", name)
+        if m and os.path.isfile(os.path.join(model_dir, name)):
+            versions.append((int(m.group(1)), name))
+    if not versions:
+        raise MosesIniError(
+            f"{model_dir}: no moses.ini here; give the model/ directory written by train-model.perl "
+            "(moses.ini from step 9) or by EMS (moses.ini.N), or name the ini with --ini"
+        )
+    return os.path.join(model_dir, max(versions)[1])
+
+
+def rnn_name(path: str) -> str:
+    """``path`` with ``.rnn`` before its EMS version number and ``.gz`` (before ``.ini`` for an
+    ini): phrase-table.1.gz -> phrase-table.rnn.1.gz, moses.ini.1 -> moses.rnn.ini.1."""
+    directory, name = os.path.split(path)
+    m = re.fullmatch(r"(.*?)((?:\.ini)?(?:\.\d+)?(?:\.gz)?)", name)
+    assert m is not None  # the pattern matches every name
+    return os.path.join(directory, f"{m.group(1)}.rnn{m.group(2)}")
+
+
+def table_of(ini_path: str, name: str) -> str:
+    """The text table that phrase dictionary ``name`` of ``ini_path`` loads (checked)."""
+    with open(ini_path, encoding="utf-8", newline="") as f:
+        pd = check_moses_ini(f.read(), name, ini_path)
+    where = f"{ini_path}:{pd.index + 1}"
+    if pd.type in BINARIZED_TYPES:
+        raise MosesIniError(
+            f"{where}: {name} is a {pd.type}, a binarized table the network cannot read; rescore "
+            "the text table it was made from (rescore-phrase-table TABLE.gz OUT.gz --model M.pt), "
+            "binarize OUT.gz with the new score count and point the ini at it with moses-ini"
+        )
+    if pd.path is None:
+        raise MosesIniError(f"{where}: {name} has no path=")
+    table = existing_table(pd.path)
+    if not os.path.isfile(table):
+        raise MosesIniError(f"{where}: {name}'s table {pd.path} does not exist (nor {pd.path}.gz)")
+    return table
 
 
 def fresh_directory(path: str) -> str:
@@ -92,18 +145,14 @@ def rescore_model_dir(
 ) -> StepResult:
     """Rescore ``model_dir``'s phrase table with ``network`` and write the patched moses.ini."""
     model_dir = os.path.abspath(model_dir)
-    table_in = table_in or os.path.join(model_dir, "phrase-table.gz")
-    ini_in = ini_in or os.path.join(model_dir, "moses.ini")
-    table_out = table_out or os.path.join(model_dir, "phrase-table.rnn.gz")
-    ini_out = ini_out or os.path.join(model_dir, "moses.rnn.ini")
-    for what, path in (("phrase table", table_in), ("moses.ini", ini_in)):
-        if not os.path.isfile(path):
-            raise MosesIniError(
-                f"{path}: no {what} here; give the model/ directory written by train-model.perl "
-                "(phrase-table.gz from step 6, moses.ini from step 9)"
-            )
-    with open(ini_in, encoding="utf-8", newline="") as f:  # fail now, not after hours of scoring
-        check_moses_ini(f.read(), name, ini_in)
+    ini_in = ini_in or find_ini(model_dir)
+    if table_in is None:
+        table_in = table_of(ini_in, name)  # checks the ini too: fail now, not after hours of scoring
+    else:
+        with open(ini_in, encoding="utf-8", newline="") as f:
+            check_moses_ini(f.read(), name, ini_in)
+    table_out = table_out or rnn_name(table_in)
+    ini_out = ini_out or rnn_name(ini_in)
     summary = rescore_table(
         table_in, table_out, network, on_progress=on_progress, on_warning=on_warning, **rescore_options
     )

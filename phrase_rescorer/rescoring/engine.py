@@ -46,6 +46,7 @@ from ..moses.phrase_table import (
     PhraseTableOSError,
     with_appended,
 )
+from ..moses.table_kind import checked_entries
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .model_fit import fit_warning
 from .scorers import SCORERS, WindowScorer, make_scorer
@@ -208,7 +209,7 @@ class TableRescorer:
         (at most ``window_cap`` lines)."""
         size, cap = self.options.window, self.options.window_cap
         window: list[Entry] = []
-        for entry in table:
+        for entry in checked_entries(table, self._in_path):
             self._check_order(entry)
             if len(window) >= size and (entry.source != window[-1].source or len(window) >= cap):
                 yield window

@@ -15,10 +15,10 @@ import subprocess
 import pytest
 
 from phrase_rescorer.moses.text import detokenize, table_form
-from tests.helpers.moses_toolkit import moses_root
+from tests.helpers.moses import moses_root
 from tests.helpers.paths import SHARED
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.shared, pytest.mark.moses]
 
 CORPUS = SHARED / "data" / "moses-en-fr" / "corpus"
 

@@ -13,10 +13,14 @@ import gzip
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from phrase_rescorer.moses.ini import check_moses_ini
-from tests.helpers.moses_toolkit import moses_root
+from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, REPO, SAMPLE, SAMPLE_INI, cli_env
 from tests.helpers.rescore_data import appended_columns, tiny_checkpoint
+
+pytestmark = pytest.mark.moses
 
 TEST_SENTENCES = "a man in a blue shirt is looking at a table .\ntwo dogs are running on the grass .\n"
 

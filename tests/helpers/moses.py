@@ -1,0 +1,136 @@
+"""The real Moses for the integration tests: found, or the tests skipped with the reason.
+
+Moses is found as a user's installation is: ``$MOSES`` when set, else ``../shared/tools/moses``
+beside the checkout. The tiny system of tests/data/moses (eight dev sentences, the phrase-table
+lines that cover them) is completed here with a language model built by the Moses found and a
+moses.ini; ``decode`` runs ``moses`` or ``moses2`` on it and reads back, for each sentence, the
+phrase pairs of the best hypothesis (``-t``: ``target words |i-j|`` per phrase) and its feature
+values from the n-best list.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import REPO, SHARED
+
+DATA = REPO / "tests" / "data" / "moses"
+DEV_EN = DATA / "dev.en"
+DEV_FR = DATA / "dev.fr"
+PHRASE_TABLE = DATA / "phrase-table.gz"
+
+
+def find_moses() -> tuple[Path | None, str]:
+    """(the Moses directory, "") or (None, why there is none)."""
+    given = os.environ.get("MOSES")
+    if given:
+        path = Path(given)
+        if (path / "bin" / "moses").is_file():
+            return path, ""
+        return None, f"MOSES={given} has no bin/moses"
+    default = SHARED / "tools" / "moses"
+    if (default / "bin" / "moses").is_file():
+        return default, ""
+    return None, f"no Moses: MOSES is not set and {default} does not exist"
+
+
+def moses_root() -> Path:
+    """The Moses directory, or skip the test saying why there is none."""
+    path, reason = find_moses()
+    if path is None:
+        pytest.skip(reason)
+    return path
+
+
+def run(argv: list[str | Path], **kwargs) -> subprocess.CompletedProcess:
+    """Run a Moses program; a failure shows its stderr."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    r = subprocess.run([str(a) for a in argv], stderr=subprocess.PIPE, **kwargs)
+    assert r.returncode == 0, (argv, r.returncode, r.stderr.decode(errors="replace")[-3000:])
+    return r
+
+
+def build_lm(moses: Path, directory: Path) -> Path:
+    """A 3-gram ARPA model of dev.fr (lmplz needs --discount_fallback on eight sentences)."""
+    lm = directory / "lm.fr.arpa"
+    if not lm.exists():
+        with open(DEV_FR, "rb") as text, open(lm, "wb") as out:
+            run([moses / "bin" / "lmplz", "-o", "3", "--discount_fallback", "-S", "5%", "-T", directory],
+                stdin=text, stdout=out)
+    return lm
+
+
+def write_ini(path: Path, table_line: str, lm: Path, tm_weights: list[float]) -> Path:
+    """A phrase-based moses.ini: the given phrase-dictionary line, distortion, the LM."""
+    path.write_text(
+        "[input-factors]\n0\n\n[mapping]\n0 T 0\n\n[distortion-limit]\n6\n\n[feature]\n"
+        "UnknownWordPenalty\nWordPenalty\nPhrasePenalty\n"
+        f"{table_line}\nDistortion\nKENLM name=LM0 factor=0 path={lm} order=3\n\n"
+        "[weight]\nDistortion0= 0.05\nLM0= 0.1\nWordPenalty0= -0.1\nPhrasePenalty0= 0.05\n"
+        f"TranslationModel0= {' '.join(map(str, tm_weights))}\nUnknownWordPenalty0= 1\n"
+    )
+    return path
+
+
+@dataclass
+class Best:
+    """The best hypothesis of one sentence."""
+
+    pairs: list[tuple[str, str]]  # (source phrase, target phrase) in target order
+    features: dict[str, list[float]]  # from the n-best list
+
+
+def parse_features(field: str) -> dict[str, list[float]]:
+    """``Distortion0= 0 LM0= -5.3 TranslationModel0= -0.7 -3.1 ...`` as a dict."""
+    features: dict[str, list[float]] = {}
+    name = None
+    for token in field.split():
+        if token.endswith("="):
+            name = token[:-1]
+            features[name] = []
+        else:
+            assert name is not None, field
+            features[name].append(float(token))
+    return features
+
+
+def _is_span(token: str) -> bool:
+    """A ``|i-j|`` source-span marker of ``-t`` output."""
+    return token.startswith("|") and token.endswith("|") and len(token) > 2
+
+
+def decode(moses: Path, ini: Path, workdir: Path, decoder: str = "moses") -> list[Best]:
+    """Decode dev.en with ``decoder`` (moses or moses2) and ``ini``: one :class:`Best` per line."""
+    nbest = workdir / f"nbest.{decoder}.txt"
+    with open(DEV_EN, "rb") as source:
+        r = run([moses / "bin" / decoder, "-f", ini, "-t", "-n-best-list", nbest, "1", "-threads", "1"],
+                stdin=source)
+    sentences = DEV_EN.read_text(encoding="utf-8").splitlines()
+    first: dict[int, dict[str, list[float]]] = {}
+    texts: dict[int, str] = {}
+    for line in nbest.read_text(encoding="utf-8").splitlines():
+        fields = line.split(" ||| ")
+        i = int(fields[0])
+        if i not in first:  # the first entry of a sentence is its best hypothesis
+            # moses (not moses2) repeats the -t segmentation in the n-best list
+            words = [w for w in fields[1].split() if not _is_span(w)]
+            first[i], texts[i] = parse_features(fields[2]), " ".join(words)
+    best = []
+    for i, (sentence, output) in enumerate(zip(sentences, r.stdout.decode().splitlines(), strict=True)):
+        words, pairs, target = sentence.split(), [], []
+        for token in output.split():
+            if _is_span(token):
+                start, end = map(int, token[1:-1].split("-"))
+                pairs.append((" ".join(words[start : end + 1]), " ".join(target)))
+                target = []
+            else:
+                target.append(token)
+        assert not target and pairs, output
+        assert " ".join(t for _, t in pairs) == texts[i], (output, texts[i])
+        best.append(Best(pairs, first[i]))
+    return best
