@@ -20,6 +20,7 @@ import torch
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
+from phrase_rescorer.output import OutputError
 from phrase_rescorer.rescoring.engine import RescoreOptions, TableRescorer, rescore_table
 from phrase_rescorer.rescoring.scorers import BatchedScorer, ReferenceScorer, length_batches
 from tests.helpers.paths import SAMPLE
@@ -247,7 +248,7 @@ def test_bad_line_names_file_and_line_and_leaves_no_output(model: Path, tmp_path
 def test_output_must_not_be_the_input(model: Path, tmp_path: Path) -> None:
     table = tmp_path / "t.txt"
     table.write_bytes(b"a ||| le ||| 0.5\n")
-    with pytest.raises(PhraseTableError, match="same file"):
+    with pytest.raises(OutputError, match="same file"):
         rescore_table(str(table), str(table), str(model))
     assert table.read_bytes() == b"a ||| le ||| 0.5\n"
 
