@@ -13,6 +13,7 @@ from typing import Any
 import click
 import torch
 
+from ..cpu_features import cpu_features
 from ..data.pairs import load_pairs
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..parallel import distributed
@@ -26,7 +27,7 @@ from ..training.trainer import (
     preset_sizes,
 )
 from . import cli
-from .common import Terminated, UserError, device_option, progress, resolve_device, say
+from .common import Terminated, UserError, device_option, progress, resolve_device, say, warn
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 
@@ -80,7 +81,11 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
               help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
                    "briefly use their source sooner from about 0.05).")
 @device_option
-@click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
+@click.option("--bf16", is_flag=True,
+              help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
+                   "Costs exactness: about 3 significant digits per product, so the loss curve "
+                   "differs from float32's (README, Performance). Fast only on GPUs and on CPUs "
+                   "with AMX-BF16 or AVX512-BF16; elsewhere slower than float32 (a warning says so).")
 @click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
 @click.option("--resume", is_flag=True,
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
@@ -114,8 +119,10 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     ctx.call_on_close(group.close)
     if not group.is_main:  # one process reports (progress, summaries); errors still show
         ctx.find_root().ensure_object(dict)["quiet"] = True
-    if cfg.bf16 and dev.type != "cuda":
-        raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
+    if cfg.bf16 and dev.type == "cpu":
+        warning = cpu_features().bf16_warning()
+        if warning:
+            warn(f"--bf16: {warning}")
     if threads:
         torch.set_num_threads(threads)
     directory = os.path.dirname(os.path.abspath(model_out))

@@ -40,10 +40,11 @@ from ..data.batching import collate, epoch_plan, trainable
 from ..data.pairs import EncodedPairs, PairSet
 from ..data.vocab import Vocabulary
 from ..model.checkpoint import load_checkpoint, save_checkpoint
-from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate
 from .log import EventLog
+from .packed import PackedLogProbs
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
@@ -80,7 +81,7 @@ class TrainConfig:
     valid_batch_size: int = 256
     patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
     log_every: int = 50  # steps between train log events
-    bf16: bool = False  # bf16 autocast (CUDA only)
+    bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
@@ -154,8 +155,6 @@ class Trainer:
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
                  group: Group | None = None):
-        if cfg.bf16 and device.type != "cuda":
-            raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
@@ -166,9 +165,12 @@ class Trainer:
         self.model = RNNEncoderDecoder(model_config)
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
-        # What training steps call: the model, or under torchrun its DDP wrapper (same call).
-        self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
-        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+        # What training steps call: log p(f|e) per pair without the padding work (``packed``),
+        # under torchrun in its DDP wrapper (same call).
+        self.net = cast(PackedLogProbs, self.group.wrap(PackedLogProbs(self.model)))
+        # foreach: one kernel per operation over all the parameters instead of one per tensor.
+        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps,
+                                        foreach=True)
         self.p = _Progress()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
@@ -245,7 +247,7 @@ class Trainer:
         # of processes) still joins the gradient exchange, with a zero loss.
         batch = collate(self.data.encoded, mine if len(mine) else idx[:1]).to(self.device)
         with autocast(self.device, self.cfg.bf16):
-            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
+            logp = self.net(batch.src, batch.src_len, batch.tgt, batch.tgt_len)
         loss = -logp.sum() / len(idx)
         if not len(mine):
             loss = loss * 0.0
@@ -254,7 +256,7 @@ class Trainer:
             (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
         else:
             loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm, foreach=True)
         self.opt.step()
         return loss.detach()
 
