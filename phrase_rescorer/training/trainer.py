@@ -44,6 +44,7 @@ from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate
 from .log import EventLog
+from .optim import ChunkedAdadelta
 from .packed import PackedLogProbs
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
@@ -168,9 +169,8 @@ class Trainer:
         # What training steps call: log p(f|e) per pair without the padding work (``packed``),
         # under torchrun in its DDP wrapper (same call).
         self.net = cast(PackedLogProbs, self.group.wrap(PackedLogProbs(self.model)))
-        # foreach: one kernel per operation over all the parameters instead of one per tensor.
-        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps,
-                                        foreach=True)
+        # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).
+        self.opt = ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _Progress()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
@@ -256,7 +256,7 @@ class Trainer:
             (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
         else:
             loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm, foreach=True)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.opt.step()
         return loss.detach()
 

@@ -1,6 +1,7 @@
-"""The training computation (``training.packed``) against the one definition of the score
-(``sequence_log_probs``): the same log p and gradients within float32 rounding, and a training
-run whose first losses are those of the plain computation with the plain optimizer."""
+"""The training computation (``training.packed``, ``training.optim``) against the plain one
+(``sequence_log_probs``, torch's Adadelta): the same log p and gradients within float32
+rounding, the same optimizer update bit for bit, and a training run whose first losses are those
+of the plain computation with the plain optimizer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.training.optim import ChunkedAdadelta
 from phrase_rescorer.training.packed import PackedLogProbs, _active_counts
 from phrase_rescorer.training.trainer import TrainConfig, Trainer, prepare_data
 from tests.helpers.synthetic import mapping_table
@@ -62,12 +64,12 @@ def test_same_log_probs_and_gradients(cell: str, summary: str) -> None:
 
 
 def _reference_step(trainer: Trainer, opt: torch.optim.Optimizer, idx: np.ndarray) -> float:
-    """The plain training step: sequence_log_probs, per-tensor Adadelta and clipping."""
+    """The plain training step: sequence_log_probs, torch's Adadelta and clipping."""
     batch = collate(trainer.data.encoded, idx)
     loss = -sequence_log_probs(trainer.model, batch.src, batch.src_len, batch.tgt, batch.tgt_len).sum() / len(idx)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.cfg.clip_norm, foreach=False)
+    torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.cfg.clip_norm)
     opt.step()
     return float(loss.detach())
 
@@ -91,3 +93,28 @@ def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
     assert len(set(got)) > 1  # the weights moved between the steps
     for a, b in zip(fast.model.parameters(), plain.model.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_chunked_adadelta_is_torchs_adadelta_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    shapes = [(7, 5), (100,), (3, 4, 5), (1,)]
+    a = [torch.randn(s) for s in shapes]
+    b = [x.clone() for x in a]
+    mine = ChunkedAdadelta(a, lr=0.7, rho=0.95, eps=1e-6, chunk=16)  # pieces cut inside tensors
+    torchs = torch.optim.Adadelta(b, lr=0.7, rho=0.95, eps=1e-6, foreach=False)
+    for step in range(4):
+        for x, y in zip(a, b, strict=True):
+            x.grad = torch.randn(x.shape) * 10 ** -step
+            y.grad = x.grad.clone()
+        mine.step()
+        torchs.step()
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x, y)
+    # The same state, so that a run resumes with either.
+    s1, s2 = mine.state_dict(), torchs.state_dict()
+    for k in s2["state"]:
+        for name in ("step", "square_avg", "acc_delta"):
+            assert torch.equal(s1["state"][k][name], s2["state"][k][name])
+    restored = ChunkedAdadelta(b, lr=0.7, rho=0.95, eps=1e-6)
+    restored.load_state_dict(s2)
+    assert torch.equal(restored.state_dict()["state"][0]["acc_delta"], s2["state"][0]["acc_delta"])
