@@ -43,7 +43,7 @@ class CpuFeatures:
         if not self.known or self.bf16_units:
             return None
         return (f"this CPU ({self.model}) has no bf16 units (neither AMX-BF16 nor AVX512-BF16): torch "
-                "emulates bfloat16 here, which is slower than float32 and less exact")
+                "emulates bfloat16 here, which is usually slower than float32, and less exact")
 
 
 def cpu_features(cpuinfo: str | Path = "/proc/cpuinfo") -> CpuFeatures:

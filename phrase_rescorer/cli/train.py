@@ -83,8 +83,8 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 @device_option
 @click.option("--bf16", is_flag=True,
               help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
-                   "Costs exactness: about 3 significant digits per product, so the loss curve "
-                   "differs from float32's (README, Performance). Fast only on GPUs and on CPUs "
+                   "Costs exactness: products keep 8 significant bits (2-3 decimal digits), so the "
+                   "loss curve and the network differ from float32's (README, Performance). Fast only on GPUs and on CPUs "
                    "with AMX-BF16 or AVX512-BF16; elsewhere slower than float32 (a warning says so).")
 @click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
 @click.option("--resume", is_flag=True,
