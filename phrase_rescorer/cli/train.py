@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-import torch
 
 from ..cpu_features import cpu_features
 from ..data.pairs import load_pairs
@@ -27,9 +26,14 @@ from ..training.trainer import (
     preset_sizes,
 )
 from . import cli
-from .common import Terminated, UserError, device_option, progress, resolve_device, say, warn
+from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option, warn
+from .progress import Progress
+from .text import language_option
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
+#: The option defaults are the library's: one definition of each training setting.
+_DEFAULTS = TrainConfig()
+_MODEL_DEFAULTS = ModelConfig()
 
 
 @cli.command()
@@ -46,57 +50,62 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 @click.option("--hidden-dim", type=click.IntRange(1), help="GRU units of encoder and decoder.")
 @click.option("--maxout-dim", type=click.IntRange(1), help="Readout units after maxout.")
 @click.option("--output-rank", type=click.IntRange(1), help="Rank of the factorised output matrix.")
-@click.option("--cell", type=click.Choice(CELLS), default="reset_before", show_default=True,
+@click.option("--cell", type=click.Choice(CELLS), default=_MODEL_DEFAULTS.cell, show_default=True,
               help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant.")
-@click.option("--summary", type=click.Choice(SUMMARIES), default="tanh", show_default=True,
+@click.option("--summary", type=click.Choice(SUMMARIES), default=_MODEL_DEFAULTS.summary, show_default=True,
               help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code.")
 @click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all.")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True),
               help="Stop after this many seconds of this run.")
 @click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all.")
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+@click.option("--batch-size", type=click.IntRange(1), default=_DEFAULTS.batch_size, show_default=True,
               help="Unique pairs per minibatch. Under torchrun, per process: the global batch "
                    "is --batch-size x processes.")
-@click.option("--seed", type=int, default=1234, show_default=True,
+@click.option("--seed", type=int, default=_DEFAULTS.seed, show_default=True,
               help="Initialisation and data order (same seed and data: same model).")
-@click.option("--max-length", type=click.IntRange(1), default=30, show_default=True,
+@click.option("--max-length", type=click.IntRange(1), default=_DEFAULTS.max_length, show_default=True,
               help="Pairs with a longer source or target do not train (scoring keeps every pair).")
-@click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=0.01, show_default=True,
+@click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=_DEFAULTS.valid_fraction, show_default=True,
               help="Share of the unique pairs held out (chosen by the pair's hash).")
-@click.option("--valid-max", type=click.IntRange(0), default=5000, show_default=True,
+@click.option("--valid-max", type=click.IntRange(0), default=_DEFAULTS.valid_max, show_default=True,
               help="Held-out pairs scored at each validation (the first ones in table order).")
-@click.option("--valid-every", type=click.IntRange(1), default=500, show_default=True,
+@click.option("--valid-every", type=click.IntRange(1), default=_DEFAULTS.valid_every, show_default=True,
               help="Steps between validations.")
-@click.option("--patience", type=click.IntRange(0), default=10, show_default=True,
+@click.option("--patience", type=click.IntRange(0), default=_DEFAULTS.patience, show_default=True,
               help="Stop after this many validations without improvement (0: never).")
-@click.option("--lr", type=click.FloatRange(0, min_open=True), default=1.0, show_default=True,
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.lr, show_default=True,
               help="Adadelta learning rate.")
-@click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=0.95, show_default=True,
+@click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=_DEFAULTS.rho, show_default=True,
               help="Adadelta decay.")
-@click.option("--eps", type=click.FloatRange(0, min_open=True), default=1e-6, show_default=True,
+@click.option("--eps", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.eps, show_default=True,
               help="Adadelta epsilon.")
-@click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=1.0,
+@click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.clip_norm,
               show_default=True, help="Gradient-norm clipping threshold.")
-@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True,
+@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.init_std, show_default=True,
               help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
                    "briefly use their source sooner from about 0.05).")
 @device_option
 @click.option("--bf16", is_flag=True,
               help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
                    "Costs exactness: products keep 8 significant bits (2-3 decimal digits), so the "
-                   "loss curve and the network differ from float32's (README, Performance). Fast only on GPUs and on CPUs "
-                   "with AMX-BF16 or AVX512-BF16; elsewhere slower than float32 (a warning says so).")
-@click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
+                   "loss curve and the network differ from float32's (README, Performance). Fast "
+                   "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
+                   "slower than float32 (a warning says so).")
+@threads_option
 @click.option("--resume", is_flag=True,
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
               help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]")
-@click.option("--log-every", type=click.IntRange(1), default=50, show_default=True,
+@click.option("--log-every", type=click.IntRange(1), default=_DEFAULTS.log_every, show_default=True,
               help="Steps between training-loss log lines.")
+@language_option("source", "Language of TABLE's source side (en), recorded in the model file: the analysis "
+                           "commands tokenize typed phrases with it.")
+@language_option("target", "Language of TABLE's target side (fr), recorded in the model file (--detok).")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
-          vocab_size: int | None, cell: str, summary: str, device: str, threads: int | None,
-          resume: bool, log_path: str | None, **options: Any) -> None:
+          vocab_size: int | None, cell: str, summary: str, device: str,
+          resume: bool, log_path: str | None, source_lang: str | None,
+          target_lang: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
     and write the best network by held-out likelihood to MODEL_OUT.
 
@@ -123,8 +132,6 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         warning = cpu_features().bf16_warning()
         if warning:
             warn(f"--bf16: {warning}")
-    if threads:
-        torch.set_num_threads(threads)
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
@@ -133,17 +140,14 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
 
-    with progress(ctx, unit="B", unit_scale=True, desc="reading") as bar:
-        def tick(position: int, size: int | None) -> None:
-            bar.total = size
-            bar.update(position - bar.n)
-
-        pairs = load_pairs(table, extract=extract, on_progress=tick)
+    with progress(ctx, "reading", in_bytes=True) as bar:
+        pairs = load_pairs(table, extract=extract, on_progress=bar.update_to)
     try:
         data = prepare_data(pairs, requested_vocab, cfg)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
                              cell=cell, summary=summary, **model_sizes)
-        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group)
+        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group,
+                          languages=(source_lang, target_lang))
         if resume:
             trainer.resume()
     except TrainingError as e:
@@ -159,13 +163,13 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
                  f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")
 
-    bars: list[Any] = []
+    bars: list[Progress] = []
     postfix: dict[str, str] = {}
 
     def report(kind: str, event: dict[str, Any]) -> None:
         if kind == "start":
             bars.append(stack.enter_context(progress(
-                ctx, total=cfg.max_steps, initial=event["step"], unit=" steps", desc="train")))
+                ctx, "train", " steps", total=cfg.max_steps, initial=event["step"])))
             if event["step"]:
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
         elif kind == "step":
@@ -175,7 +179,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
                 postfix.update(loss=f"{event['loss']:.3f}", pairs_s=f"{event['pairs_per_s']:.0f}")
             elif event["valid_token_ppl"] is not None:
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
-            bars[0].set_postfix(postfix, refresh=False)
+            bars[0].set_postfix(", ".join(f"{k}={v}" for k, v in postfix.items()))
 
     stack = contextlib.ExitStack()
     try:
@@ -191,7 +195,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     if p.best is not None:
         say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
                  f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-                 f"{unigram:.2f}; mean log p(f|e) {p.best['mean_logp']:.3f}")
+                 f"{unigram:.2f}; mean log p(target|source) {p.best['mean_logp']:.3f}")
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 import numpy as np
@@ -85,11 +85,12 @@ class RescoreOptions:
 @dataclass
 class RescoreSummary:
     lines: int
-    seconds: float
+    seconds: float  # see ``whole_run``
     columns: int  # appended per line
     signature: str  # every setting that changes the numbers
     first_unsorted_line: int | None = None  # first line out of LC_ALL=C source order
     device: str = "cpu"
+    whole_run: bool = False  # seconds cover the whole run (model loading included), not only the scoring
 
     @property
     def pairs_per_second(self) -> float:
@@ -98,12 +99,20 @@ class RescoreSummary:
     def closing_line(self) -> str:
         return (
             f"rescored {self.lines:,} lines in {self.seconds:.1f} s "
-            f"({self.pairs_per_second:,.0f} pairs/s) on {self.device}; signature: {self.signature}"
+            f"{'(model loading included' if self.whole_run else '(scoring only'}, "
+            f"{self.pairs_per_second:,.0f} pairs/s) on {self.device}; signature: {self.signature}"
         )
 
 
-def signature(checkpoint: Checkpoint, options: RescoreOptions) -> str:
-    """sacrebleu-style: model hash, number format, normalisation, extra column, dtype, version."""
+def signature(checkpoint: Checkpoint, options: RescoreOptions, scorer: object, device: torch.device) -> str:
+    """sacrebleu-style: every setting that changes the bytes of the output column.
+
+    The model, the number format, normalisation, the extra column, precision and version change
+    the numbers; the scorer, its batch size, the window, the CPU thread count and the device
+    change only the order of float sums, and with it the last digit of a few values in ten
+    thousand (README, "Reproducibility"): the same signature on the same machine gives the same
+    bytes."""
+    scorer_name = next((name for name, cls in SCORERS.items() if type(scorer) is cls), type(scorer).__name__)
     return "|".join(
         (
             f"model:{checkpoint.fingerprint()}",
@@ -112,6 +121,11 @@ def signature(checkpoint: Checkpoint, options: RescoreOptions) -> str:
             f"wp:{'yes' if options.unk_feature else 'no'}",
             f"dtype:{options.dtype}",
             f"version:{__version__}",
+            f"scorer:{scorer_name}",
+            f"batch:{getattr(scorer, 'batch_size', 'n/a')}",
+            f"window:{options.window}",
+            f"threads:{torch.get_num_threads() if device.type == 'cpu' else 'n/a'}",
+            f"device:{device}",
         )
     )
 
@@ -142,7 +156,7 @@ class TableRescorer:
         self.scorer = scorer
         self.on_progress = on_progress
         self.on_warning = on_warning
-        self.signature = signature(checkpoint, options)
+        self.signature = signature(checkpoint, options, scorer, self.device)
         self._unsorted_at: int | None = None
         self._previous_key: bytes | None = None
         self._in_path = ""
@@ -271,10 +285,12 @@ def rescore_table(
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")
         print(summary.closing_line())
     """
+    started = time.perf_counter()
     engine = TableRescorer(
         load_checkpoint(model_path),
         RescoreOptions(**options),
         on_progress=on_progress,
         on_warning=on_warning,
     )
-    return engine.rescore(in_path, out_path)
+    summary = engine.rescore(in_path, out_path)
+    return replace(summary, seconds=time.perf_counter() - started, whole_run=True)
