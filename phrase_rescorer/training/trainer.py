@@ -2,8 +2,10 @@
 
 Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless of their
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
-the original code: loss = -(sum of ``sequence_log_probs`` over the batch) / batch size. Pairs
-longer than ``max_length`` tokens on either side do not train; held-out pairs
+the original code: loss = -(sum of log p(f|e) over the batch) / batch size, log p computed as
+``sequence_log_probs`` defines it but without the padding work (``packed``; Adadelta in
+cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
+than ``max_length`` tokens on either side do not train; held-out pairs
 (``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
 scored every ``valid_every`` steps and at the end.
 
