@@ -13,8 +13,12 @@ size (speed does not depend on the weights):
 * the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
   status is 1 otherwise);
 * the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
-* training steps (``train.Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and
-  a larger batch;
+* the prefix scorer's bound: 1 / (the reference's fraction of the machine's matrix-product rate
+  x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
+* training steps (``Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and a
+  larger batch, paper and small sizes, float32 and bfloat16 (``training``);
+* the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
+  matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
   and the device's matrix product rate; without one it says so.
 """
@@ -32,7 +36,7 @@ import click
 import numpy as np
 import torch
 
-from benchmarks import parts
+from benchmarks import parts, training
 from benchmarks.flops import TrieCounter
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
@@ -66,13 +70,15 @@ def _median_range(xs: list[float]) -> str:
 @click.option("--gpu-lines", type=click.IntRange(min=0), default=0, show_default=True,
               help="Lines timed on the GPU; 0 for the whole table.")
 @click.option("--gpu-train-batch", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--cpu-bf16/--no-cpu-bf16", default=True, show_default=True,
-              help="Also time the approximate bfloat16 prefix scorer on the CPU.")
+@click.option("--cpu-bf16/--no-cpu-bf16", default=None,
+              help="Also time bfloat16 on the CPU (the approximate prefix scorer, bf16 training)  [default: "
+              "where the CPU has AMX-BF16 or AVX512-BF16, and with --quick; elsewhere bfloat16 is emulated, "
+              "tens of times slower, and only its matrix-product rate is measured].")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
          whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
-         cpu_bf16: bool, quick: bool, json_path: str | None) -> None:
+         cpu_bf16: bool | None, quick: bool, json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
@@ -103,6 +109,8 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         say(f"phrase_rescorer benchmark, {report['date']}")
         say(f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']}, {m['threads']} threads, "
             f"oneDNN {'yes' if m['onednn'] else 'no'}, load average {m['load_average']:.1f} at start")
+        say(f"CPU features: {m['cpu_features']}; torch kernels: {m['torch_cpu_capability']}; bf16 units: "
+            f"{m['bf16_units'] or 'none (bfloat16 is emulated: slower than float32)'}")
         say(f"table: {table}: first {n:,} lines, {work_count.sources:,} distinct sources (per window)")
         say(f"network: {preset} size (H={config.hidden_dim}, E={config.embed_dim}, M={config.maxout_dim}, "
             f"R={config.output_rank}, V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), random weights, float32")
@@ -112,6 +120,14 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         cpu_rate = parts.matmul_gflops(torch.device("cpu"))
         report["cpu_matmul_gflops"] = cpu_rate
         say(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
+        units = m["bf16_units"]
+        if cpu_bf16 is None:
+            cpu_bf16 = bool(units) or quick
+        size = 2048 if units else (256 if quick else 512)  # an emulated 2048^3 bf16 product takes minutes
+        report["cpu_matmul_gflops_bf16"] = bf16_rate = parts.matmul_gflops(torch.device("cpu"), torch.bfloat16, n=size,
+                                                                           repeats=5 if units else 1)
+        say(f"machine bf16 matrix product ({size}^3): {bf16_rate:.1f} GFLOP/s ({bf16_rate / cpu_rate:.2f}x fp32)"
+            + ("" if cpu_bf16 else "; bfloat16 scoring and training not timed (--cpu-bf16 times them)"))
 
         # --- rescoring, interleaved ------------------------------------------------------------
         report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, shared,
@@ -139,21 +155,8 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]
         if batches:
-            pairs = load_pairs(str(head))
-            threads = torch.get_num_threads()
-            report["cpu_training"] = {}
-            say("\ntraining on the CPU (train.Trainer.step: log p, backward, clipping, Adadelta)")
-            for t in sorted({threads, 1}, reverse=True):
-                torch.set_num_threads(t)
-                try:
-                    for b in batches:
-                        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, train_steps,
-                                                               torch.device("cpu"), work)
-                        report["cpu_training"][f"batch {b}, {t} thread{'s' if t > 1 else ''}"] = rate
-                        say(f"  batch {b:>5}, {t} thread{'s' if t > 1 else ' '}: {rate:,.1f} pairs/s "
-                            f"({train_steps} steps)")
-                finally:
-                    torch.set_num_threads(threads)
+            report["cpu_training"] = training.cpu_training(load_pairs(str(head)), preset, src_vocab, tgt_vocab,
+                                                           batches, train_steps, work, cpu_rate, cpu_bf16)
 
         # --- GPU -------------------------------------------------------------------------------
         say("")
@@ -220,11 +223,18 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
         out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
         say(f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
             "(log p; this random network's outputs are near uniform, a trained network's error is larger)")
+    # The bound: the reference's products at its measured fraction of the machine's rate, the
+    # prefix scorer's (a share of them) at the full rate: ratio <= 1 / (fraction x share).
+    reference_fraction = out[best]["useful_gflops"] / cpu_rate
+    bound = 1 / (reference_fraction * (shared / unshared))
+    say(f"  bound for prefix / {best}: 1 / ({100 * reference_fraction:.0f}% of matmul x {100 * shared / unshared:.1f}%"
+        f" of the FLOPs) = {bound:.2f}x; reached {100 * ratio / bound:.0f}% of it")
     executed = out["prefix"]["useful_gflops"] * shared / unshared
     out["prefix"]["computed_gflops"] = executed
     say(f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
         f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)")
-    return {**out, "ratio": ratio, "ratio_against": best, "ratios": ratios, "max_abs_diff": float(diff.max()),
+    return {**out, "ratio": ratio, "ratio_against": best, "bound": bound, "bound_fraction": ratio / bound,
+            "ratios": ratios, "max_abs_diff": float(diff.max()),
             "scores_equal": scores_ok}
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.flops import pair_flops
+from phrase_rescorer.cpu_features import FLAGS, cpu_features
 from phrase_rescorer.data.batching import epoch_plan, trainable
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
@@ -36,16 +38,14 @@ QUICK_SIZES = dict(vocab_size=500, embed_dim=16, hidden_dim=32, maxout_dim=16, o
 
 
 def machine() -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    features = cpu_features()
+    cpu = features.model if features.known else (platform.processor() or platform.machine())
     return {
         "cpu": cpu,
+        "cpu_flags": {f: f in features.flags for f in FLAGS} if features.known else None,
+        "cpu_features": features.describe(),
+        "bf16_units": features.bf16_units,
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "logical_cpus": os.cpu_count(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -185,20 +185,22 @@ def rescore_process(table: Path, out: Path, checkpoint: Path, threads: int,
     return int(lines), float(seconds), int(kb) / 1024
 
 
-def training_pairs_per_second(
+def training_figures(
     config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
-    device: torch.device, work: Path,
-) -> float:
-    """Pairs/s of ``train.Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
-    batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step."""
+    device: torch.device, work: Path, bf16: bool = False,
+) -> tuple[float, float]:
+    """(pairs/s, useful GFLOP/s) of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta)
+    on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
+    Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
+    backward pass costs two forward passes' products)."""
     encoded = pairs.encode(src, tgt)
     idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
     data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
                         heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
-    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size), str(work / "train.pt"), device)
+    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
     plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     plan = [b for b in plan if len(b) == batch_size] or plan
-    done, elapsed = 0, 0.0
+    done, flops, elapsed = 0, 0, 0.0
     for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
         _sync(device)
         t = time.perf_counter()
@@ -207,4 +209,21 @@ def training_pairs_per_second(
         if i:
             elapsed += time.perf_counter() - t
             done += len(b)
-    return done / elapsed
+            flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
+    return done / elapsed, flops / elapsed / 1e9
+
+
+def training_pairs_per_second(
+    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
+    device: torch.device, work: Path,
+) -> float:
+    """Pairs/s of ``training_figures``."""
+    return training_figures(config, pairs, src, tgt, batch_size, steps, device, work)[0]
+
+
+def size_variant(preset: str, src: Vocabulary, tgt: Vocabulary) -> tuple[ModelConfig, Vocabulary, Vocabulary]:
+    """A preset's network over the head of larger shortlists (frequency-ordered, so the head is
+    the preset's own shortlist): (config, source shortlist, target shortlist)."""
+    v = preset_vocab_size(preset)
+    src, tgt = Vocabulary(src.tokens[:v]), Vocabulary(tgt.tokens[:v])
+    return model_config(preset, src, tgt), src, tgt

@@ -144,6 +144,11 @@ def say(ctx: click.Context, message: str) -> None:
         click.echo(message, err=True)
 
 
+def warn(message: str) -> None:
+    """A warning on stderr, shown even under --quiet (it is about the result)."""
+    click.echo(f"warning: {message}", err=True)
+
+
 def resolve_device(name: str) -> torch.device:
     """The library's resolver; a device that cannot be used is a usage error."""
     try:

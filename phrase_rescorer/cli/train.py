@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..cpu_features import cpu_features
 from ..data.pairs import load_pairs
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..parallel import distributed
@@ -25,7 +26,7 @@ from ..training.trainer import (
     preset_sizes,
 )
 from . import cli
-from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option
+from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option, warn
 from .progress import Progress
 from .text import language_option
 
@@ -84,7 +85,12 @@ _MODEL_DEFAULTS = ModelConfig()
               help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
                    "briefly use their source sooner from about 0.05).")
 @device_option
-@click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
+@click.option("--bf16", is_flag=True,
+              help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
+                   "Costs exactness: products keep 8 significant bits (2-3 decimal digits), so the "
+                   "loss curve and the network differ from float32's (README, Performance). Fast "
+                   "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
+                   "slower than float32 (a warning says so).")
 @threads_option
 @click.option("--resume", is_flag=True,
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
@@ -122,8 +128,10 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     ctx.call_on_close(group.close)
     if not group.is_main:  # one process reports (progress, summaries); errors still show
         ctx.find_root().ensure_object(dict)["quiet"] = True
-    if cfg.bf16 and dev.type != "cuda":
-        raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
+    if cfg.bf16 and dev.type == "cpu":
+        warning = cpu_features().bf16_warning()
+        if warning:
+            warn(f"--bf16: {warning}")
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", exit_code=6)

@@ -51,7 +51,7 @@ from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .model_fit import fit_warning
 from .scorers import SCORERS, WindowScorer, make_scorer
 
-DTYPES = ("float32",)
+DTYPES = ("float32", "bfloat16")  # bfloat16: the prefix scorer only, approximate
 
 #: (lines done, input position in bytes (compressed for gzip), input size or None)
 ProgressCallback = Callable[[int, int, "int | None"], None]
@@ -74,6 +74,8 @@ class RescoreOptions:
             raise ValueError(f"score format must be one of {SCORE_FORMATS}, not {self.score_format!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
+        if self.dtype != "float32" and self.scorer != "prefix":
+            raise ValueError(f"dtype {self.dtype} works with the prefix scorer only, not {self.scorer!r}")
         if self.scorer not in SCORERS:
             raise ValueError(f"scorer must be one of {sorted(SCORERS)}, not {self.scorer!r}")
         if self.window < 1 or self.window_cap < self.window:
@@ -156,7 +158,8 @@ class TableRescorer:
         self.device = resolve_device(options.device)
         if scorer is None:
             model = checkpoint.build_model(self.device)
-            scorer = make_scorer(options.scorer, model, self.device, options.batch_size)
+            scorer = make_scorer(options.scorer, model, self.device, options.batch_size,
+                                 getattr(torch, options.dtype))
         self.scorer = scorer
         self.on_progress = on_progress
         self.on_warning = on_warning

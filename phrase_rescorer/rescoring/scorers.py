@@ -180,11 +180,17 @@ SCORERS: dict[str, type] = {
 
 
 def make_scorer(
-    name: str, model: RNNEncoderDecoder, device: torch.device | str, batch_size: int | None = None
+    name: str, model: RNNEncoderDecoder, device: torch.device | str, batch_size: int | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> WindowScorer:
-    """A scorer by name; ``batch_size`` None keeps the scorer's own default."""
+    """A scorer by name; ``batch_size`` None keeps the scorer's own default. Only the prefix
+    scorer computes in another ``dtype`` than float32 (bfloat16, approximate)."""
     try:
         cls = SCORERS[name]
     except KeyError:
         raise ValueError(f"unknown scorer {name!r}; expected one of {sorted(SCORERS)}") from None
+    if dtype != torch.float32:
+        if cls is not PrefixScorer:
+            raise ValueError(f"dtype {dtype} works with the prefix scorer only, not {name!r}")
+        return PrefixScorer(model, device, batch_size, dtype=dtype)
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

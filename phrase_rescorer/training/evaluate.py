@@ -45,9 +45,10 @@ class HeldOut:
 
 
 def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA when asked for; otherwise nothing (full float32)."""
-    if bf16 and device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    """bf16 autocast (CUDA or CPU) when asked for: matrix products in bfloat16, the weights, the
+    gradients' accumulation and the optimizer in float32; otherwise nothing (full float32)."""
+    if bf16:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

@@ -2,8 +2,10 @@
 
 Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless of their
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
-the original code: loss = -(sum of ``sequence_log_probs`` over the batch) / batch size. Pairs
-longer than ``max_length`` tokens on either side do not train; held-out pairs
+the original code: loss = -(sum of log p(f|e) over the batch) / batch size, log p computed as
+``sequence_log_probs`` defines it but without the padding work (``packed``; Adadelta in
+cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
+than ``max_length`` tokens on either side do not train; held-out pairs
 (``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
 scored every ``valid_every`` steps and at the end.
 
@@ -40,10 +42,12 @@ from ..data.batching import collate, epoch_plan, trainable
 from ..data.pairs import EncodedPairs, PairSet
 from ..data.vocab import Vocabulary
 from ..model.checkpoint import load_checkpoint, save_checkpoint
-from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
+from .optim import ChunkedAdadelta
+from .packed import PackedLogProbs
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
@@ -80,7 +84,7 @@ class TrainConfig:
     valid_batch_size: int = 256
     patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
     log_every: int = 50  # steps between train log events
-    bf16: bool = False  # bf16 autocast (CUDA only)
+    bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
@@ -157,8 +161,6 @@ class Trainer:
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
                  group: Group | None = None, languages: tuple[str | None, str | None] = (None, None)):
-        if cfg.bf16 and device.type != "cuda":
-            raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
@@ -169,9 +171,11 @@ class Trainer:
         self.model = RNNEncoderDecoder(model_config)
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
-        # What training steps call: the model, or under torchrun its DDP wrapper (same call).
-        self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
-        self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+        # What training steps call: log p(f|e) per pair without the padding work (``packed``),
+        # under torchrun in its DDP wrapper (same call).
+        self.net = cast(PackedLogProbs, self.group.wrap(PackedLogProbs(self.model)))
+        # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).
+        self.opt = ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _RunState()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
@@ -257,7 +261,7 @@ class Trainer:
         # of processes) still joins the gradient exchange, with a zero loss.
         batch = collate(self.data.encoded, mine if len(mine) else idx[:1]).to(self.device)
         with autocast(self.device, self.cfg.bf16):
-            logp = sequence_log_probs(self.net, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
+            logp = self.net(batch.src, batch.src_len, batch.tgt, batch.tgt_len)
         loss = -logp.sum() / len(idx)
         if not len(mine):
             loss = loss * 0.0

@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from benchmarks.flops import StepFlops, TrieCounter, pair_flops
 from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig
 from tests.helpers.paths import PYTHON, cli_env
@@ -21,7 +23,7 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
-                    "GFLOP/s"):
+                    "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference"):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
     assert figures["lines"] == 200
@@ -30,7 +32,14 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert rescoring["prefix"]["pairs_per_s"] > 0 and rescoring["reference"]["pairs_per_s"] > 0
     assert 0 < figures["prefix_work_share"] < 1
     assert set(figures["peak_rss_mb"]) == {"200", "600"} and min(figures["peak_rss_mb"].values()) > 50
-    assert set(figures["cpu_training"]) == {"batch 64, 1 thread", "batch 256, 1 thread"}
+    assert rescoring["bound_fraction"] > 0 and rescoring["bound"] > 1
+    assert rescoring["bound"] * rescoring["bound_fraction"] == pytest.approx(rescoring["ratio"])
+    assert set(figures["cpu_training"]) == {f"quick {d}, batch {b}, 1 thread"
+                                            for d in ("float32", "bfloat16") for b in (64, 256)}
+    for t in figures["cpu_training"].values():
+        assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
+        assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
+    assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
     if figures["gpu"] is None:
         assert "no CUDA device: GPU figures not measured" in r.stdout
 

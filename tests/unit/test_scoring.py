@@ -268,8 +268,9 @@ def test_a_network_giving_nan_is_refused_with_the_line(model: Path, tmp_path: Pa
 
 
 def test_options_are_checked() -> None:
-    for bad in ({"score_format": "log"}, {"dtype": "bfloat16"}, {"window": 10, "window_cap": 5},
-                {"scorer": "fast"}, {"batch_size": 0}):
+    for bad in ({"score_format": "log"}, {"dtype": "float16"}, {"dtype": "bfloat16", "scorer": "reference"},
+                {"window": 10, "window_cap": 5}, {"scorer": "fast"}, {"batch_size": 0}):
         with pytest.raises(ValueError):
             RescoreOptions(**bad)  # type: ignore[arg-type]
     assert RescoreOptions(unk_feature=True).columns == 2
+    assert RescoreOptions(dtype="bfloat16").dtype == "bfloat16"  # with the prefix scorer

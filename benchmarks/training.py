@@ -1,0 +1,56 @@
+"""The training part of the benchmark: ``Trainer.step`` at two network sizes and two precisions.
+
+For each network size (the benchmark's preset and the other of paper/small; only the tiny
+network with ``--quick``), each precision (float32; bfloat16 autocast unless ``--no-cpu-bf16``)
+and each batch size: pairs/s, useful GFLOP/s (3x the forward matrix products of the pairs
+trained, without padding: ``flops.pair_flops``) and that rate as a fraction of the machine's
+measured float32 matrix-product rate. Float32 at the benchmark's own size is also timed on one
+thread (on a busy machine one thread can be the faster setting).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+
+from benchmarks import parts
+from phrase_rescorer.data.pairs import PairSet
+from phrase_rescorer.data.vocab import Vocabulary
+
+
+def sizes_timed(preset: str) -> list[str]:
+    if preset == "quick":
+        return ["quick"]
+    return [preset, "small" if preset == "paper" else "paper"]
+
+
+def cpu_training(pairs: PairSet, preset: str, src: Vocabulary, tgt: Vocabulary, batches: list[int], steps: int,
+                 work: Path, cpu_rate: float, bf16: bool) -> dict[str, Any]:
+    """Time the training steps; print one line per setting; the figures by setting."""
+    say = click.echo
+    threads = torch.get_num_threads()
+    out: dict[str, Any] = {}
+    say("\ntraining on the CPU (Trainer.step: log p, backward, clipping, Adadelta; useful GFLOP/s = 3x the "
+        "forward products of the pairs)")
+    say(f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
+        f"{'% of fp32 matmul':>17}")
+    for size in sizes_timed(preset):
+        config, s, t = parts.size_variant(size, src, tgt)
+        for dtype in ("float32", "bfloat16") if bf16 else ("float32",):
+            for n in sorted({threads, 1} if (size == preset and dtype == "float32") else {threads}, reverse=True):
+                torch.set_num_threads(n)
+                try:
+                    for b in batches:
+                        rate, useful = parts.training_figures(config, pairs, s, t, b, steps, torch.device("cpu"),
+                                                              work, bf16=dtype == "bfloat16")
+                        key = f"{size} {dtype}, batch {b}, {n} thread{'s' if n > 1 else ''}"
+                        out[key] = {"pairs_per_s": rate, "useful_gflops": useful,
+                                    "matmul_fraction": useful / cpu_rate}
+                        say(f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
+                            f"{100 * useful / cpu_rate:>16.0f}%")
+                finally:
+                    torch.set_num_threads(threads)
+    return out

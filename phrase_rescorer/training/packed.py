@@ -1,0 +1,105 @@
+"""The training computation of log p(f|e): the model's function, without the padding work.
+
+``sequence_log_probs`` (the model module) is the one definition of the score, and rescoring and
+validation use it unchanged. Training computes the same per-pair log p in another order, for
+speed, and ``tests/unit/test_packed_training.py`` checks it against that definition (values and
+gradients within float32 rounding, and the first losses of a run):
+
+* the sources are taken longest first, so that encoder step t runs only on the rows still inside
+  their source (no ``torch.where`` over padded rows, no padded matrix products);
+* the decoder likewise runs its step t only on the targets at least t + 1 tokens long, and the
+  readout and the output layer only on real target positions (``N`` rows, N = target tokens +
+  </s>), ending in one fused log-softmax and pick (``cross_entropy``);
+* the per-step inputs come from ``unbind`` and ``split`` of the all-steps projection, whose
+  backward passes are one ``stack`` / ``cat`` each: indexing ``x_proj[:, t]`` instead cost a
+  zero-filled gradient of the whole projection per step and per gate (quadratic in the length).
+
+The parameters, the GRU cell (reset before or after the recurrent matrix) and the summary are the
+model's own; only the order of the arithmetic differs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.encoder_decoder import GRU, RNNEncoderDecoder
+
+
+class PackedLogProbs(nn.Module):
+    """``forward(src, src_len, tgt, tgt_len)`` -> log p(f|e) per pair (B,), in batch order.
+
+    A module (holding the model as its only child) so that torchrun's DDP wrapper sees the
+    training computation as its forward pass."""
+
+    def __init__(self, model: RNNEncoderDecoder):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor,
+                tgt_len: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        c = _encode(m, src, src_len)  # (B, H) in batch order
+        return _decode_log_probs(m, c, tgt, tgt_len)
+
+
+def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:
+    """For lengths sorted longest first: how many rows are still running at each step."""
+    counts, n = [], len(lengths_desc)
+    for t in range(steps):
+        while n and lengths_desc[n - 1] <= t:
+            n -= 1
+        counts.append(n)
+    return counts
+
+
+def _step(gru: GRU, xrz: torch.Tensor, xh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``GRU.step`` with its input projection given as the (B, 2H) gate part and the (B, H) rest."""
+    r, z = torch.sigmoid(xrz + gru.U_rz(h)).chunk(2, dim=1)
+    recurrent = gru.U(r * h) if gru.cell == "reset_before" else r * gru.U(h)
+    h_tilde = torch.tanh(xh + recurrent)
+    return z * h + (1.0 - z) * h_tilde
+
+
+def _encode(m: RNNEncoderDecoder, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+    H = m.config.hidden_dim
+    lengths, order = torch.sort(src_len, descending=True, stable=True)
+    counts = _active_counts(lengths.tolist(), src.shape[1])
+    x_proj = m.encoder.W(m.src_embed(src[order]))  # (B, S, 3H), all steps at once
+    xrz, xh = x_proj.split([2 * H, H], dim=2)
+    h = x_proj.new_zeros(src.shape[0], H)
+    for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
+        if n == 0:
+            break
+        new = _step(m.encoder, a[:n], b[:n], h[:n])
+        h = new if n == h.shape[0] else torch.cat([new, h[n:]])
+    c = m.summarize(h)
+    return c[torch.argsort(order)]  # back to batch order
+
+
+def _decode_log_probs(m: RNNEncoderDecoder, c: torch.Tensor, tgt: torch.Tensor,
+                      tgt_len: torch.Tensor) -> torch.Tensor:
+    H = m.config.hidden_dim
+    B, T = tgt.shape
+    lengths, order = torch.sort(tgt_len, descending=True, stable=True)
+    counts = _active_counts(lengths.tolist(), T)
+    tgt, c = tgt[order], c[order]
+    h, ctx, oc = m.context_terms(c)
+    y_prev = m.previous_word_embeddings(tgt)  # (B, T, E)
+    x_proj = m.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
+    xrz, xh = x_proj.split([2 * H, H], dim=2)
+    states = []  # step t: the states of the counts[t] rows still inside their target
+    for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
+        if n == 0:
+            break
+        h = _step(m.decoder, a[:n], b[:n], h[:n])
+        states.append(h)
+    # Real positions, step-major (the order of ``states``): row i at step t for i < counts[t].
+    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts) if n])
+    rows = torch.cat([torch.arange(n) for n in counts if n])
+    steps, rows = steps.to(tgt.device), rows.to(tgt.device)
+    logits = m.readout(torch.cat(states), y_prev[rows, steps], oc[rows])  # (N, V)
+    token_logp = -F.cross_entropy(logits.float(), tgt[rows, steps], reduction="none")
+    per_pair = torch.zeros(B, dtype=token_logp.dtype, device=tgt.device).index_add(0, rows, token_logp)
+    return per_pair[torch.argsort(order)]  # back to batch order

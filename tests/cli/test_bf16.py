@@ -1,0 +1,98 @@
+"""bfloat16 on the CPU from the command line: ``train --bf16`` and ``rescore --dtype bfloat16``,
+the warning on a CPU without bf16 units, and the CPU feature detection behind it."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from phrase_rescorer.cli import cli
+from phrase_rescorer.cpu_features import cpu_features
+from phrase_rescorer.training.log import read_log
+from tests.helpers.paths import SAMPLE
+from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
+    appended_columns,
+    log_column,
+    one_thread,
+    read_lines,
+    tiny_checkpoint,
+)
+from tests.helpers.synthetic import mapping_table
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+EPYC = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
+XEON = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: avx2 avx512f avx512_bf16 amx_tile amx_bf16\n"
+COOPER = "model name\t: Intel Xeon 8380H\nflags\t: avx2 avx512f avx512_bf16\n"
+EMULATED = "no bf16 units (neither AMX-BF16 nor AVX512-BF16)"
+
+
+@pytest.mark.parametrize("text,units", [(EPYC, None), (XEON, "AMX-BF16"), (COOPER, "AVX512-BF16")])
+def test_cpu_features_from_cpuinfo(tmp_path: Path, text: str, units: str | None) -> None:
+    (tmp_path / "cpuinfo").write_text(text)
+    f = cpu_features(tmp_path / "cpuinfo")
+    assert f.known and f.bf16_units == units
+    assert (f.bf16_warning() is None) == (units is not None)
+    if units is None:
+        assert f.describe() == "AMD EPYC (avx2 yes, avx512f no, avx512_bf16 no, amx_tile no, amx_bf16 no)"
+        assert EMULATED in (f.bf16_warning() or "") and "AMD EPYC" in (f.bf16_warning() or "")
+
+
+def test_unreadable_cpuinfo_claims_nothing(tmp_path: Path) -> None:
+    f = cpu_features(tmp_path / "absent")
+    assert not f.known and f.bf16_units is None and f.bf16_warning() is None
+    assert f.describe() == "unknown (CPU flags unknown)"
+
+
+def _warns_here() -> bool:
+    return cpu_features().bf16_warning() is not None
+
+
+def test_rescore_dtype_bfloat16(tmp_path: Path) -> None:
+    model = tiny_checkpoint(tmp_path / "tiny.pt")
+    head = tmp_path / "head.gz"
+    lines = read_lines(SAMPLE)[:300]
+    head.write_bytes(gzip.compress(b"".join(lines)))
+    outs = {}
+    for dtype in ("float32", "bfloat16"):
+        outs[dtype] = tmp_path / f"{dtype}.gz"
+        r = CliRunner().invoke(cli, ["rescore", str(head), str(outs[dtype]), "--model", str(model),
+                                     "--dtype", dtype])
+        assert r.exit_code == 0, r.output
+        assert f"|dtype:{dtype}|" in r.stderr
+        assert (EMULATED in r.stderr) == (dtype == "bfloat16" and _warns_here())
+    # Every line kept byte for byte, one column appended (checked by appended_columns).
+    a = log_column(appended_columns(head, outs["float32"]))
+    b = log_column(appended_columns(head, outs["bfloat16"]))
+    d = np.abs(a - b)
+    assert 0 < d.max() < 0.5  # approximate, and not the float32 path under another name
+
+
+def test_rescore_dtype_bfloat16_needs_the_prefix_scorer(tmp_path: Path) -> None:
+    model = tiny_checkpoint(tmp_path / "tiny.pt")
+    r = CliRunner().invoke(cli, ["rescore", str(SAMPLE), str(tmp_path / "o.gz"), "--model", str(model),
+                                 "--dtype", "bfloat16", "--scorer", "reference"])
+    assert r.exit_code != 0 and "--dtype bfloat16 works with --scorer prefix only" in r.output
+    assert not (tmp_path / "o.gz").exists()
+
+
+def test_train_bf16_on_the_cpu(tmp_path: Path) -> None:
+    table = mapping_table(tmp_path / "pt.gz", 200)
+    args = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8",
+            "--output-rank", "4", "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
+            "--log-every", "1", "--max-steps", "6", "--device", "cpu", "--init-std", "0.1"]
+    losses = {}
+    for name, extra in (("fp32", []), ("bf16", ["--bf16"])):
+        out = tmp_path / f"{name}.pt"
+        r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *extra], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        assert (EMULATED in r.stderr) == (name == "bf16" and _warns_here())
+        losses[name] = np.array([e["loss"] for e in read_log(str(tmp_path / f"{name}.log")) if e["event"] == "train"])
+    assert len(losses["bf16"]) == 6 and np.all(np.isfinite(losses["bf16"]))
+    # bf16 products: the same curve to about 1 %, but not bit for bit.
+    np.testing.assert_allclose(losses["bf16"], losses["fp32"], rtol=0.02)
+    assert not np.array_equal(losses["bf16"], losses["fp32"])
