@@ -30,7 +30,11 @@ FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_defa
 
 def _load(path: str, device: str) -> tuple[RNNEncoderDecoder, Vocabulary, Vocabulary]:
     ckpt = load_checkpoint(path)
-    return ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
+    model = ckpt.build_model(resolve_device(device))
+    if not isinstance(model, RNNEncoderDecoder):
+        raise UserError(f"{path}: a {ckpt.arch.name if ckpt.arch else '?'} network; this command "
+                        "reads cho2014 networks only (rescore reads every architecture)")
+    return model, ckpt.src_vocab, ckpt.tgt_vocab
 
 
 @contextmanager

@@ -3,14 +3,21 @@
 A checkpoint holds everything needed to score with a network and to know where it came from:
 
     format          "phrase_rescorer.checkpoint"
-    format_version  FORMAT_VERSION (refused on load if different)
+    format_version  1 for the paper's network (cho2014), 2 for the other architectures
+                    (``READ_VERSIONS``; any other is refused on load)
     package_version the phrase_rescorer version that wrote it
     config          ModelConfig as a dict
+    arch            ArchConfig as a dict (format version 2 only; version 1 files are cho2014)
     src_vocab       source shortlist tokens (ids are list positions)
     tgt_vocab       target shortlist tokens
     state_dict      the weights
     info            training facts: seed, steps, best validation figures, argv, table hash ...
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
+
+A cho2014 model is written exactly as before the other architectures existed (version 1, no
+``arch``), so older phrase_rescorer versions keep reading it and its fingerprint is unchanged;
+a version-2 file is refused by them with the version message instead of a confusing weights
+mismatch.
 
 Only tensors, numbers, strings, lists and dicts are stored, so the safe ``weights_only`` loader
 reads it. Files are written to a temporary name and renamed, so a crash never leaves a partial
@@ -31,10 +38,12 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
-from .encoder_decoder import ModelConfig, RNNEncoderDecoder
+from .architectures import ArchConfig, Network, build_model
+from .encoder_decoder import ModelConfig
 
 FORMAT = "phrase_rescorer.checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest; files are written with the lowest version that holds them
+READ_VERSIONS = (1, 2)
 
 
 class CheckpointError(ValueError):
@@ -51,9 +60,10 @@ class Checkpoint:
     training_state: dict[str, Any] | None = None
     package_version: str = __version__
     path: str | None = None
+    arch: ArchConfig | None = None  # None: cho2014
 
-    def build_model(self, device: torch.device | str = "cpu") -> RNNEncoderDecoder:
-        model = RNNEncoderDecoder(self.config)
+    def build_model(self, device: torch.device | str = "cpu") -> Network:
+        model = build_model(self.config, self.arch)
         model.load_state_dict(self.state_dict)
         return model.to(device).eval()
 
@@ -61,6 +71,8 @@ class Checkpoint:
         """A short hash of the weights, config and vocabularies (for reproducibility signatures)."""
         h = hashlib.sha256()
         h.update(repr(sorted(self.config.to_dict().items())).encode())
+        if self.arch is not None:  # cho2014 fingerprints stay what they were
+            h.update(repr(sorted(self.arch.to_dict().items())).encode())
         h.update("\n".join(self.src_vocab.tokens).encode())
         h.update(b"\x00")
         h.update("\n".join(self.tgt_vocab.tokens).encode())
@@ -72,15 +84,16 @@ class Checkpoint:
 
 def save_checkpoint(
     path: str,
-    model: RNNEncoderDecoder,
+    model: Network,
     src_vocab: Vocabulary,
     tgt_vocab: Vocabulary,
     info: dict[str, Any] | None = None,
     training_state: dict[str, Any] | None = None,
 ) -> None:
+    arch: ArchConfig | None = getattr(model, "arch", None)
     payload = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 1 if arch is None else 2,
         "package_version": __version__,
         "config": model.config.to_dict(),
         "src_vocab": list(src_vocab.tokens),
@@ -89,6 +102,8 @@ def save_checkpoint(
         "info": info or {},
         "training_state": _to_cpu(training_state),
     }
+    if arch is not None:
+        payload["arch"] = arch.to_dict()
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CheckpointError(f"{path}: output directory does not exist")
@@ -141,11 +156,12 @@ def load_checkpoint(path: str) -> Checkpoint:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")
     version = payload.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise CheckpointError(
             f"{path}: model file format version {version} (written by phrase_rescorer "
             f"{payload.get('package_version', '?')}); this phrase_rescorer {__version__} reads "
-            f"format version {FORMAT_VERSION}. Score with the version that trained it, or retrain."
+            f"format versions {', '.join(map(str, READ_VERSIONS))}. Score with the version that "
+            "trained it, or retrain."
         )
     try:
         ckpt = Checkpoint(
@@ -157,9 +173,10 @@ def load_checkpoint(path: str) -> Checkpoint:
             training_state=payload.get("training_state"),
             package_version=payload.get("package_version", "?"),
             path=path,
+            arch=ArchConfig.from_dict(payload["arch"]) if version == 2 else None,
         )
         # Refuse weights that do not fit the stated configuration now, not mid-run.
-        RNNEncoderDecoder(ckpt.config).load_state_dict(ckpt.state_dict)
+        build_model(ckpt.config, ckpt.arch).load_state_dict(ckpt.state_dict)
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{path}: inconsistent model file: {e}") from e
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:

@@ -39,6 +39,7 @@ import torch
 from ..data.batching import collate, epoch_plan, trainable
 from ..data.pairs import EncodedPairs, PairSet
 from ..data.vocab import Vocabulary
+from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from ..parallel.distributed import Group
@@ -153,7 +154,7 @@ class Trainer:
 
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
-                 group: Group | None = None):
+                 group: Group | None = None, arch: ArchConfig | None = None):
         if cfg.bf16 and device.type != "cuda":
             raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
@@ -162,8 +163,10 @@ class Trainer:
         self.last_path = companion_path(out_path, ".last.pt")
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
+        if arch is not None:  # None: cho2014, whose run record stays as it was
+            self.run["arch"] = arch.to_dict()
         torch.manual_seed(cfg.seed)
-        self.model = RNNEncoderDecoder(model_config)
+        self.model = cast(RNNEncoderDecoder, build_model(model_config, arch))
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
         # What training steps call: the model, or under torchrun its DDP wrapper (same call).
@@ -334,6 +337,8 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> No
             for k, v in flat_now.items() if flat_saved.get(k) != v]
     if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
         diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
+    if saved.get("arch") != now.get("arch"):
+        diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
     if diff:
         raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
                             " repeat the original options, or start afresh without --resume")
