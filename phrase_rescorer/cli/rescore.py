@@ -52,7 +52,8 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--unk-feature",
                 is_flag=True,
                 help="Also append the paper's \"WP\" feature: the number n of source and target "
-                "words outside the network's shortlist, written as exp(n) so that Moses sees n.",
+                "words outside the network's shortlist, written as exp(n) so that Moses sees n. "
+                "With a subword model (train --subwords) no unit is ever unknown: n is 0.",
             ),
             click.option(
                 "--batch-size",

@@ -14,6 +14,7 @@ import click
 import torch
 
 from ..data.pairs import load_pairs
+from ..data.subwords import SubwordError
 from ..model.architectures import ARCH_NAMES, arch_config
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
@@ -75,6 +76,13 @@ _MODEL_DEFAULTS = ModelConfig()
               help="Bidirectional bottom encoder layer [yes for both].")
 @click.option("--residual-from", type=click.IntRange(0),
               help="Residual connections from this layer up, 0 for none [rnnsearch 0, gnmt 3].")
+@click.option("--subwords", type=click.IntRange(300),
+              help="Split every token into subword units: learn at most this many units per side "
+                   "on the table's own phrases (SentencePiece BPE with byte fallback, stored in "
+                   "MODEL_OUT); a pair then scores as the sum of log p over its target's units plus "
+                   "</s>. The table's tokens are read and written unchanged. No unit is ever "
+                   "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
+                   "such a model. Replaces --vocab-size.")
 @click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all.")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True),
               help="Stop after this many seconds of this run.")
@@ -116,7 +124,7 @@ _MODEL_DEFAULTS = ModelConfig()
               help="Steps between training-loss log lines.")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str, arch: str,
-          vocab_size: int | None, cell: str, summary: str, device: str, threads: int | None,
+          vocab_size: int | None, subwords: int | None, cell: str, summary: str, device: str, threads: int | None,
           resume: bool, log_path: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
     and write the best network by held-out likelihood to MODEL_OUT.
@@ -163,20 +171,21 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
 
         pairs = load_pairs(table, extract=extract, on_progress=tick)
     try:
-        data = prepare_data(pairs, requested_vocab, cfg)
+        data = prepare_data(pairs, requested_vocab, cfg, subwords)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
                              cell=cell, summary=summary, **model_sizes)
         trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group,
                           arch=arch_options)
         if resume:
             trainer.resume()
-    except TrainingError as e:
+    except (TrainingError, SubwordError) as e:
         raise UserError(str(e)) from e
     say(ctx, f"{table}: {pairs.lines_read:,} lines, {data.unique_pairs:,} unique pairs; "
              f"training on {len(data.train_idx):,} ({data.skipped_long:,} longer than "
              f"{cfg.max_length} tokens skipped), {data.heldout:,} held out "
              f"({len(data.valid_idx):,} scored per validation)")
-    say(ctx, f"model: {preset} preset, shortlists {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
+    vocabularies = "subword vocabularies" if data.subwords else "shortlists"
+    say(ctx, f"model: {preset} preset, {vocabularies} {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
              + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
              + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
              + ("" if arch_options is None else

@@ -3,11 +3,14 @@
 A checkpoint holds everything needed to score with a network and to know where it came from:
 
     format          "phrase_rescorer.checkpoint"
-    format_version  1 for the paper's network (cho2014), 2 for the other architectures
+    format_version  1 for the paper's network (cho2014) on words, 2 for the other
+                    architectures and for subword models
                     (``READ_VERSIONS``; any other is refused on load)
     package_version the phrase_rescorer version that wrote it
     config          ModelConfig as a dict
     arch            ArchConfig as a dict (format version 2 only; version 1 files are cho2014)
+    subwords        {"source": uint8 tensor, "target": uint8 tensor}: each side's SentencePiece
+                    model proto (``data.subwords``; format version 2 only, optional)
     src_vocab       source shortlist tokens (ids are list positions)
     tgt_vocab       target shortlist tokens
     state_dict      the weights
@@ -37,7 +40,8 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..data.vocab import Vocabulary
+from ..data.subwords import SubwordError, Subwords
+from ..data.vocab import Vocabulary, tokenize_phrase
 from .architectures import ArchConfig, Network, build_model
 from .encoder_decoder import ModelConfig
 
@@ -61,6 +65,13 @@ class Checkpoint:
     package_version: str = __version__
     path: str | None = None
     arch: ArchConfig | None = None  # None: cho2014
+    subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
+
+    def split(self, phrase: str, side: int) -> list[str]:
+        """What the network reads of a table phrase: its tokens, or their subword units
+        (``side`` 0: source, 1: target)."""
+        tokens = tokenize_phrase(phrase)
+        return tokens if self.subwords is None else self.subwords[side].split(tokens)
 
     def build_model(self, device: torch.device | str = "cpu") -> Network:
         model = build_model(self.config, self.arch)
@@ -73,6 +84,8 @@ class Checkpoint:
         h.update(repr(sorted(self.config.to_dict().items())).encode())
         if self.arch is not None:  # cho2014 fingerprints stay what they were
             h.update(repr(sorted(self.arch.to_dict().items())).encode())
+        for model in self.subwords or ():
+            h.update(model.proto)
         h.update("\n".join(self.src_vocab.tokens).encode())
         h.update(b"\x00")
         h.update("\n".join(self.tgt_vocab.tokens).encode())
@@ -89,11 +102,12 @@ def save_checkpoint(
     tgt_vocab: Vocabulary,
     info: dict[str, Any] | None = None,
     training_state: dict[str, Any] | None = None,
+    subwords: tuple[Subwords, Subwords] | None = None,
 ) -> None:
     arch: ArchConfig | None = getattr(model, "arch", None)
     payload = {
         "format": FORMAT,
-        "format_version": 1 if arch is None else 2,
+        "format_version": 1 if arch is None and subwords is None else 2,
         "package_version": __version__,
         "config": model.config.to_dict(),
         "src_vocab": list(src_vocab.tokens),
@@ -104,6 +118,9 @@ def save_checkpoint(
     }
     if arch is not None:
         payload["arch"] = arch.to_dict()
+    if subwords is not None:
+        payload["subwords"] = {side: torch.from_numpy(m.tensor().copy())
+                               for side, m in zip(("source", "target"), subwords, strict=True)}
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CheckpointError(f"{path}: output directory does not exist")
@@ -173,15 +190,24 @@ def load_checkpoint(path: str) -> Checkpoint:
             training_state=payload.get("training_state"),
             package_version=payload.get("package_version", "?"),
             path=path,
-            arch=ArchConfig.from_dict(payload["arch"]) if version == 2 else None,
+            arch=ArchConfig.from_dict(payload["arch"]) if version == 2 and "arch" in payload else None,
+            subwords=_subwords(payload.get("subwords")) if version == 2 else None,
         )
         # Refuse weights that do not fit the stated configuration now, not mid-run.
         build_model(ckpt.config, ckpt.arch).load_state_dict(ckpt.state_dict)
+    except SubwordError as e:
+        raise CheckpointError(f"{path}: unreadable subword units: {e}") from e
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{path}: inconsistent model file: {e}") from e
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:
         raise CheckpointError(f"{path}: vocabulary sizes do not match the model configuration")
     return ckpt
+
+
+def _subwords(stored: dict[str, torch.Tensor] | None) -> tuple[Subwords, Subwords] | None:
+    if stored is None:
+        return None
+    return Subwords(stored["source"].numpy().tobytes()), Subwords(stored["target"].numpy().tobytes())
 
 
 def _to_cpu(obj: Any) -> Any:

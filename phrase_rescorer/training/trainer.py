@@ -38,6 +38,7 @@ import torch
 
 from ..data.batching import collate, epoch_plan, trainable
 from ..data.pairs import EncodedPairs, PairSet
+from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
@@ -112,10 +113,19 @@ class TrainingData:
     heldout: int
     skipped_long: int
     table_hash: str  # sha256 of the unique pairs' hashes, in table order
+    subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
 
 
-def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingData:
-    src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
+def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: int | None = None) -> TrainingData:
+    """The training data; with ``subwords`` N, each side's phrases split into at most N learned
+    subword units (``data.subwords``), whose vocabulary replaces the shortlist."""
+    units = None
+    if subwords:
+        units = learn_pair_subwords(pairs, subwords)
+        pairs = segment_pairs(pairs, *units)
+        src_vocab, tgt_vocab = units[0].vocabulary(), units[1].vocabulary()
+    else:
+        src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
     encoded = pairs.encode(src_vocab, tgt_vocab)
     held = pairs.heldout_mask(cfg.valid_fraction)
     candidates = np.flatnonzero(~held)
@@ -127,7 +137,7 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingD
         src_vocab, tgt_vocab, encoded, train_idx, np.flatnonzero(held)[: cfg.valid_max],
         unique_pairs=len(pairs), heldout=int(held.sum()),
         skipped_long=len(candidates) - len(train_idx),
-        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(),
+        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(), subwords=units,
     )
 
 
@@ -165,6 +175,8 @@ class Trainer:
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
         if arch is not None:  # None: cho2014, whose run record stays as it was
             self.run["arch"] = arch.to_dict()
+        if data.subwords is not None:
+            self.run["subwords"] = [len(m.units) for m in data.subwords]
         torch.manual_seed(cfg.seed)
         self.model = cast(RNNEncoderDecoder, build_model(model_config, arch))
         self.model.reset_parameters(std=cfg.init_std)
@@ -193,6 +205,9 @@ class Trainer:
         if state is None:
             raise TrainingError(f"{self.last_path} holds no training state to resume from")
         _check_same_run(state["run"], self.run, self.last_path)
+        if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
+            raise TrainingError(f"--resume: {self.last_path} holds other subword units than the ones "
+                                "learned again now; start afresh without --resume")
         self.model.load_state_dict(ckpt.state_dict)
         self.opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -210,7 +225,8 @@ class Trainer:
             state = {"optimizer": self.opt.state_dict(), "torch_rng": torch.get_rng_state(),
                      "cuda_rng": cuda_rng, "progress": asdict(p), "run": self.run}
         info = {**self.info, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
-        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state)
+        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state,
+                        subwords=self.data.subwords)
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
         """Score the held-out pairs, keep the best network, count patience; the log event."""
@@ -337,6 +353,8 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> No
             for k, v in flat_now.items() if flat_saved.get(k) != v]
     if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
         diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
+    if saved.get("subwords") != now.get("subwords"):
+        diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
     if saved.get("arch") != now.get("arch"):
         diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
     if diff:
