@@ -148,3 +148,11 @@ def test_model_files_record_the_architecture(tmp_path: Path) -> None:
     cho = torch.load(tiny_checkpoint(tmp_path / "c.pt"), weights_only=True)
     assert cho["format_version"] == 1 and "arch" not in cho  # as written before architectures
     assert load_checkpoint(str(tmp_path / "c.pt")).arch is None
+
+
+def test_worker_threads_split_windows_without_changing_scores(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sources, targets, index = window
+    model = load_checkpoint(str(tiny_arch_checkpoint(tmp_path / "m.pt", "gnmt", layers=3))).build_model()
+    one = StackedScorer(model, "cpu", batch_size=16, workers=1).score(sources, targets, index)
+    three = StackedScorer(model, "cpu", batch_size=16, workers=3).score(sources, targets, index)
+    assert close(three, one) and torch.get_num_threads() == 1  # the caller's setting is restored
