@@ -15,6 +15,8 @@ A checkpoint holds everything needed to score with a network and to know where i
     tgt_vocab       target shortlist tokens
     state_dict      the weights
     info            training facts: seed, steps, best validation figures, argv, table hash ...
+                    and source_lang / target_lang (``train --source-lang``; None or absent:
+                    not recorded, as in files written before they were)
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
 
 A cho2014 model is written exactly as before the other architectures existed (version 1, no
@@ -72,6 +74,16 @@ class Checkpoint:
         (``side`` 0: source, 1: target)."""
         tokens = tokenize_phrase(phrase)
         return tokens if self.subwords is None else self.subwords[side].split(tokens)
+
+    @property
+    def source_lang(self) -> str | None:
+        """The language of the table's source side (``en``), if the model file records it."""
+        return _language(self.info.get("source_lang"))
+
+    @property
+    def target_lang(self) -> str | None:
+        """The language of the table's target side (``fr``), if the model file records it."""
+        return _language(self.info.get("target_lang"))
 
     def build_model(self, device: torch.device | str = "cpu") -> Network:
         model = build_model(self.config, self.arch)
@@ -208,6 +220,10 @@ def _subwords(stored: dict[str, torch.Tensor] | None) -> tuple[Subwords, Subword
     if stored is None:
         return None
     return Subwords(stored["source"].numpy().tobytes()), Subwords(stored["target"].numpy().tobytes())
+
+
+def _language(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _to_cpu(obj: Any) -> Any:

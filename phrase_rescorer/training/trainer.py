@@ -142,7 +142,8 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
 
 
 @dataclass
-class _Progress:
+class _RunState:
+    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
     step: int = 0
     epoch: int = 0
     position: int = 0  # next batch of the epoch plan
@@ -160,11 +161,14 @@ class Trainer:
     loss scaled by the number of processes (DDP averages the gradients over them) the update is
     the one-process update on the global batch, to float32 rounding. Rank 0 alone writes
     the checkpoints and the log; the data position counts global batches, so a run resumes with
-    any number of processes whose per-process batch gives the same global batch."""
+    any number of processes whose per-process batch gives the same global batch.
+    ``languages``: the (source, target) language codes to record in the model files (None:
+    unknown; a resumed run keeps the recorded ones)."""
 
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
-                 group: Group | None = None, arch: ArchConfig | None = None):
+                 group: Group | None = None, languages: tuple[str | None, str | None] = (None, None),
+                 arch: ArchConfig | None = None):
         if cfg.bf16 and device.type != "cuda":
             raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
@@ -184,11 +188,12 @@ class Trainer:
         # What training steps call: the model, or under torchrun its DDP wrapper (same call).
         self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
         self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
-        self.p = _Progress()
+        self.p = _RunState()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
         self.info = {
             "seed": cfg.seed, "argv": list(argv or []), "table_hash": data.table_hash,
+            "source_lang": languages[0], "target_lang": languages[1],
             "train_config": asdict(cfg), "unique_pairs": data.unique_pairs,
             "train_pairs": len(data.train_idx), "skipped_long": data.skipped_long,
             "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
@@ -208,12 +213,18 @@ class Trainer:
         if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
             raise TrainingError(f"--resume: {self.last_path} holds other subword units than the ones "
                                 "learned again now; start afresh without --resume")
+        for key, recorded in (("source_lang", ckpt.source_lang), ("target_lang", ckpt.target_lang)):
+            given = self.info[key]
+            if given is not None and recorded is not None and given != recorded:
+                option = "--" + key.replace("_", "-")
+                raise TrainingError(f"{self.last_path} was trained with {option} {recorded}, not {given}")
+            self.info[key] = given or recorded
         self.model.load_state_dict(ckpt.state_dict)
         self.opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        self.p = _Progress(**state["progress"])
+        self.p = _RunState(**state["progress"])
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:

@@ -79,10 +79,11 @@ def test_embed_uses_the_mean_encoder_state(model_path: Path) -> None:
 def test_commands_work_for_an_attention_model(model_path: Path, tmp_path: Path) -> None:
     run = CliRunner().invoke
     r = run(cli, ["suggest", "-m", str(model_path), "a man", "--samples", "3", "--beam-size", "3",
-                  "--length-alpha", "0.2", "--coverage-beta", "0.2", "--max-length", "5"], catch_exceptions=False)
+                  "--length-alpha", "0.2", "--coverage-beta", "0.2", "--max-length", "5", "--raw"],
+            catch_exceptions=False)
     assert r.exit_code == 0 and "beam search" in r.output, r.output
     r = run(cli, ["embed", "-m", str(model_path), "-o", str(tmp_path / "e"), "--phrase", "a man",
-                  "--phrase", "two dogs"],
+                  "--phrase", "two dogs", "--raw"],
             catch_exceptions=False)
     assert r.exit_code == 0 and "mean of the encoder states" in r.output, r.output
     table = tmp_path / "t.gz"
