@@ -16,12 +16,14 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import Vocabulary, tokenize_phrase
+from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
 from ..moses.columns import MOSES_COLUMNS
 from ..moses.text import Display
@@ -39,7 +41,7 @@ def table_log(score: float) -> float:
 
 @torch.no_grad()
 def network_scores(
-    model: RNNEncoderDecoder,
+    model: Network,
     src_vocab: Vocabulary,
     tgt_vocab: Vocabulary,
     pairs: Sequence[tuple[str, str]],
@@ -54,7 +56,8 @@ def network_scores(
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         b = sequences_batch([src[i] for i in idx], [tgt[i] for i in idx]).to(device)
-        out[idx] = sequence_log_probs(model, b.src, b.src_len, b.tgt, b.tgt_len).cpu().numpy()
+        # every architecture's forward gives teacher-forced logits, which is all this reads
+        out[idx] = sequence_log_probs(cast(RNNEncoderDecoder, model), b.src, b.src_len, b.tgt, b.tgt_len).cpu().numpy()
     return out
 
 
@@ -122,7 +125,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 
 def compare_group(
-    model: RNNEncoderDecoder, src_vocab: Vocabulary, tgt_vocab: Vocabulary, g: SourceGroup, top: int
+    model: Network, src_vocab: Vocabulary, tgt_vocab: Vocabulary, g: SourceGroup, top: int
 ) -> SourceComparison:
     logp = network_scores(model, src_vocab, tgt_vocab, [(g.source, t) for t in g.targets])
     ranked = [Ranked(t, s, float(lp)) for t, s, lp in zip(g.targets, g.scores, logp, strict=True)]
@@ -133,7 +136,7 @@ def compare_group(
 
 def compare(
     groups: Iterable[SourceGroup],
-    model: RNNEncoderDecoder,
+    model: Network,
     src_vocab: Vocabulary,
     tgt_vocab: Vocabulary,
     column: int = DEFAULT_TM_COLUMN,

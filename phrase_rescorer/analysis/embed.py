@@ -27,6 +27,7 @@ import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import SPECIALS, Vocabulary, tokenize_phrase
+from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder
 from ..output import AtomicOutput
 
@@ -53,7 +54,7 @@ def _as_is(text: str) -> str:
 
 
 def word_spaces(
-    model: RNNEncoderDecoder, src_vocab: Vocabulary, tgt_vocab: Vocabulary, show: Callable[[str], str] = _as_is
+    model: Network, src_vocab: Vocabulary, tgt_vocab: Vocabulary, show: Callable[[str], str] = _as_is
 ) -> list[Space]:
     return [
         Space(
@@ -69,23 +70,38 @@ def word_spaces(
     ]
 
 
+REPRESENTATION = {
+    "cho2014": "the summary c = tanh(V h_N) of the encoder (the paper's phrase representation)",
+    "attention": "the mean of the encoder states over the phrase's positions (its </s> included): "
+                 "an attention model has no single summary, the decoder reads every state",
+}
+
+
+def _representation(model: Network, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+    if isinstance(model, RNNEncoderDecoder):
+        return model.encode(src, src_len)
+    enc = model.encode(src, src_len)
+    real = enc.real.unsqueeze(2).to(enc.memory.dtype)
+    return (enc.memory * real).sum(1) / real.sum(1)
+
+
 @torch.no_grad()
 def phrase_representations(
-    model: RNNEncoderDecoder, src_vocab: Vocabulary, phrases: Sequence[str], batch_size: int = 256
+    model: Network, src_vocab: Vocabulary, phrases: Sequence[str], batch_size: int = 256
 ) -> np.ndarray:
-    """The summary c (N, H) of each source phrase (``model.encode``)."""
+    """One vector per source phrase (N, D): ``REPRESENTATION`` says which, by architecture."""
     device = next(model.parameters()).device
-    out = np.empty((len(phrases), model.config.hidden_dim), dtype=np.float32)
     ids = [src_vocab.encode(tokenize_phrase(p)) for p in phrases]
+    parts = []
     for start in range(0, len(ids), batch_size):
         chunk = ids[start : start + batch_size]
         b = sequences_batch(chunk, [[] for _ in chunk]).to(device)
-        out[start : start + len(chunk)] = model.encode(b.src, b.src_len).float().cpu().numpy()
-    return out
+        parts.append(_representation(model, b.src, b.src_len).float().cpu().numpy())
+    return np.concatenate(parts) if parts else np.empty((0, model.config.hidden_dim), dtype=np.float32)
 
 
 def phrase_space(
-    model: RNNEncoderDecoder, src_vocab: Vocabulary, phrases: Sequence[str], show: Callable[[str], str] = _as_is
+    model: Network, src_vocab: Vocabulary, phrases: Sequence[str], show: Callable[[str], str] = _as_is
 ) -> Space:
     phrases = [" ".join(tokenize_phrase(p)) for p in phrases]
     return Space(

@@ -14,7 +14,18 @@ these restrictions change which candidates are found, never their scores.
 
 Beam search follows the original GroundHog search used for the paper: the beam shrinks by one
 for every finished candidate and the search ends when all ``beam_size`` candidates have
-finished. With a beam of one it is greedy decoding. Sampling draws from the softmax at a
+finished. With a beam of one it is greedy decoding. GNMT's ranking (Wu et al. 2016, section 7)
+is an option: the finished candidates are ranked by
+
+    s(Y, X) = log p(Y | X) / lp(Y) + cp(X; Y)
+    lp(Y)   = (5 + |Y|)^alpha / (5 + 1)^alpha                         length normalisation
+    cp(X;Y) = beta * sum_i log(min(sum_j p_ij, 1))                    coverage penalty
+
+with |Y| the target length (units, </s> included) and p_ij the attention weight of target step
+j on source position i (attention models only; 0 without attention). GNMT's tuned values are
+alpha = 0.2 and beta = 0.2; the defaults here are 0 and 0 (plain log p, the paper's ranking).
+The beam itself still grows and shrinks by log p, as GroundHog's does; the reported log p stays
+the model's. Sampling draws from the softmax at a
 temperature, but ranks what it drew by log p at temperature 1, as the paper does.
 """
 
@@ -25,6 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ..data.vocab import EOS_ID, PAD_ID, UNK_ID
+from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder
 
 
@@ -33,6 +45,26 @@ class Candidate:
     tokens: tuple[int, ...]  # target token ids, without </s>
     logp: float  # log p(tokens </s> | source) under the model (temperature 1)
     truncated: bool = False  # </s> was forced at the length limit
+    rank_score: float | None = None  # GNMT's s(Y, X) when beam search ranked by it
+
+
+def gnmt_score(logp: float, length: int, coverage: torch.Tensor | None, alpha: float, beta: float) -> float:
+    """s(Y, X) of a candidate of ``length`` steps (</s> included) whose attention weights sum to
+    ``coverage`` per source position (None: no attention)."""
+    lp = ((5.0 + length) / 6.0) ** alpha
+    cp = 0.0
+    if coverage is not None and beta:
+        cp = beta * float(torch.log(coverage.clamp(min=1e-12, max=1.0)).sum())
+    return logp / lp + cp
+
+
+def make_stepper(model: Network, src_ids: list[int], allow_unk: bool):  # type: ignore[no-untyped-def]
+    """The step-by-step decoder of ``model``'s architecture."""
+    if isinstance(model, RNNEncoderDecoder):
+        return _Stepper(model, src_ids, allow_unk)
+    from .stacked_step import StackedStepper
+
+    return StackedStepper(model, src_ids, allow_unk)
 
 
 def default_max_length(source_length: int) -> int:
@@ -98,14 +130,14 @@ class _Stepper:
 
 @torch.no_grad()
 def greedy(
-    model: RNNEncoderDecoder,
+    model: Network,
     src_ids: list[int],
     max_length: int | None = None,
     allow_unk: bool = False,
 ) -> Candidate:
     """The most probable token at every step until </s>."""
     max_length = _check_max_length(max_length, src_ids)
-    step = _Stepper(model, src_ids, allow_unk)
+    step = make_stepper(model, src_ids, allow_unk)
     tokens: list[int] = []
     total = 0.0
     for t in range(max_length + 1):
@@ -124,17 +156,21 @@ def greedy(
 
 @torch.no_grad()
 def beam_search(
-    model: RNNEncoderDecoder,
+    model: Network,
     src_ids: list[int],
     beam_size: int,
     max_length: int | None = None,
     allow_unk: bool = False,
+    alpha: float = 0.0,
+    beta: float = 0.0,
 ) -> list[Candidate]:
-    """Up to ``beam_size`` complete candidates, best first (GroundHog's shrinking beam)."""
+    """Up to ``beam_size`` complete candidates, best first (GroundHog's shrinking beam); ranked
+    by GNMT's s(Y, X) when ``alpha`` or ``beta`` is not 0."""
     if beam_size < 1:
         raise ValueError("beam size must be at least 1")
     max_length = _check_max_length(max_length, src_ids)
-    step = _Stepper(model, src_ids, allow_unk)
+    step = make_stepper(model, src_ids, allow_unk)
+    gnmt = bool(alpha or beta)
     live: list[tuple[int, ...]] = [()]
     scores = torch.zeros(1, device=step.h.device)
     finished: list[Candidate] = []
@@ -148,7 +184,11 @@ def beam_search(
         keep_rows, keep_tokens, keep_scores, new_live = [], [], [], []
         for score, row, token in zip(best.tolist(), rows.tolist(), tokens.tolist(), strict=True):
             if token == EOS_ID:
-                finished.append(Candidate(live[row], score, truncated=force_end))
+                rank = None
+                if gnmt:
+                    coverage = getattr(step, "coverage", None)
+                    rank = gnmt_score(score, t + 1, None if coverage is None else coverage[row], alpha, beta)
+                finished.append(Candidate(live[row], score, truncated=force_end, rank_score=rank))
             else:
                 keep_rows.append(row)
                 keep_tokens.append(token)
@@ -162,12 +202,12 @@ def beam_search(
         step.advance(
             torch.tensor(keep_rows, device=device), torch.tensor(keep_tokens, device=device)
         )
-    return sorted(finished, key=lambda c: -c.logp)
+    return sorted(finished, key=lambda c: -(c.logp if c.rank_score is None else c.rank_score))
 
 
 @torch.no_grad()
 def sample(
-    model: RNNEncoderDecoder,
+    model: Network,
     src_ids: list[int],
     n: int,
     temperature: float = 1.0,
@@ -185,7 +225,7 @@ def sample(
     if not temperature > 0:
         raise ValueError("the temperature must be positive")
     max_length = _check_max_length(max_length, src_ids)
-    step = _Stepper(model, src_ids, allow_unk)
+    step = make_stepper(model, src_ids, allow_unk)
     step.expand(n)
     device = step.h.device
     alive = torch.ones(n, dtype=torch.bool, device=device)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..data.vocab import Vocabulary, tokenize_phrase
-from ..model.encoder_decoder import RNNEncoderDecoder
+from ..model.architectures import Network
 from ..moses.text import Display
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
 from .table_groups import normalize, pick_groups, source_groups
@@ -29,6 +29,8 @@ class Settings:
     seed: int = 1  # the sampler is seeded anew for every phrase
     max_length: int | None = None  # None: 2 x source length + 10
     allow_unk: bool = False
+    alpha: float = 0.0  # GNMT length normalisation (GNMT: 0.2); 0: rank by log p
+    beta: float = 0.0  # GNMT coverage penalty, attention models (GNMT: 0.2); 0: none
 
 
 @dataclass
@@ -62,7 +64,7 @@ def table_targets(path: str, phrases: list[str]) -> dict[str, set[str]]:
 
 
 def suggest(
-    model: RNNEncoderDecoder,
+    model: Network,
     src_vocab: Vocabulary,
     tgt_vocab: Vocabulary,
     phrase: str,
@@ -89,7 +91,8 @@ def suggest(
 
     methods = []
     if settings.beam_size:
-        found = beam_search(model, src_ids, settings.beam_size, limit, settings.allow_unk)
+        found = beam_search(model, src_ids, settings.beam_size, limit, settings.allow_unk,
+                            settings.alpha, settings.beta)
         methods.append(MethodResult("beam search", f"beam {settings.beam_size}", report(found[: settings.top])))
     if settings.samples:
         generator = torch.Generator(device=next(model.parameters()).device).manual_seed(settings.seed)

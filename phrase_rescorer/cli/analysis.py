@@ -16,6 +16,7 @@ from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
 from ..data.vocab import Vocabulary, tokenize_phrase
+from ..model.architectures import Network
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.encoder_decoder import RNNEncoderDecoder
 from ..training.log import TrainingLogError, read_training_curves
@@ -29,8 +30,11 @@ MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
 
 
-def _load(path: str, device: str) -> tuple[Checkpoint, RNNEncoderDecoder, Vocabulary, Vocabulary]:
+def _load(path: str, device: str) -> tuple[Checkpoint, Network, Vocabulary, Vocabulary]:
     ckpt = load_checkpoint(path)
+    if ckpt.subwords is not None:
+        raise UserError(f"{path}: a subword model; suggest, compare and embed read word models "
+                        "only (rescore reads both)")
     return ckpt, ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
 
 
@@ -86,6 +90,12 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @click.option("--max-length", type=click.IntRange(min=1),
               help="Longest target, in tokens, before </s> is forced [default: 2 x source length + 10].")
 @click.option("--allow-unk", is_flag=True, help="Let the network propose <unk>.")
+@click.option("--length-alpha", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="GNMT's length normalisation: rank beam candidates by log p / ((5+|Y|)^a / 6^a); "
+                   "GNMT used 0.2. 0 ranks by log p, as the paper.")
+@click.option("--coverage-beta", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="GNMT's coverage penalty b * sum_i log(min(sum_j attention_ij, 1)), added to the "
+                   "rank of beam candidates (attention models); GNMT used 0.2.")
 @click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
 @typed_options
 @detok_options
@@ -93,7 +103,8 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @device_option
 @threads_option
 def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
-            seed: int, max_length: int | None, allow_unk: bool, table: str | None, raw: bool,
+            seed: int, max_length: int | None, allow_unk: bool, length_alpha: float,
+            coverage_beta: float, table: str | None, raw: bool,
             source_lang: str | None, lowercase: bool | None, detok: bool, target_lang: str | None, fmt: str,
             device: str) -> None:
     """Target phrases the network generates for each source PHRASE (or each line of stdin), by
@@ -120,7 +131,8 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
     if not items:
         raise UserError("no phrases given (as arguments or on stdin, one per line)")
     known = sug.table_targets(table, [form for _, form in items]) if table is not None else None
-    settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk)
+    settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk,
+                            length_alpha, coverage_beta)
     results = [sug.suggest(net, src_vocab, tgt_vocab, form, settings, known, typed=p) for p, form in items]
     _print_report(fmt, sug.format_text(results, show), sug.TSV_HEADER, sug.tsv_rows(results),
                   sug.to_json(results))
@@ -239,6 +251,8 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     """
     ckpt, net, src_vocab, tgt_vocab = _load(model, device)
     show = display(ckpt, model, raw).source
+    if not isinstance(net, RNNEncoderDecoder):
+        say(ctx, f"phrase representation: {emb.REPRESENTATION['attention']}")
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
     chosen = list(dict.fromkeys(form for _, form in _looked_up(ctx, phrases, reader)))
     if table is not None and num_phrases:

@@ -63,7 +63,9 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 is_flag=True,
                 help="Also append the paper's \"WP\" feature: the number n of source and target "
                 "words outside the network's shortlist, written as exp(n) so that Moses sees n "
-                "(n capped at 88: exp(88) is near the largest float32, which Moses parses).",
+                "(n capped at 88: exp(88) is near the largest float32, which Moses parses). "
+                "With a subword model (train --subwords) no unit is ever "
+                "unknown: n is 0.",
             ),
             click.option(
                 "--batch-size",

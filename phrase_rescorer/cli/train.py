@@ -14,6 +14,11 @@ import click
 
 from ..cpu_features import cpu_features
 from ..data.pairs import load_pairs
+from ..data.subwords import SubwordError
+from ..model.architectures import ARCH_NAMES, arch_config
+from ..model.attention import ATTENTIONS
+from ..model.cells import CELL_TYPES
+from ..model.decoders import ATTENTION_FROM
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..parallel import distributed
 from ..training.trainer import (
@@ -31,6 +36,7 @@ from .progress import Progress
 from .text import language_option
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
+_ARCH = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "attention_from")
 #: The option defaults are the library's: one definition of each training setting.
 _DEFAULTS = TrainConfig()
 _MODEL_DEFAULTS = ModelConfig()
@@ -54,6 +60,31 @@ _MODEL_DEFAULTS = ModelConfig()
               help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant.")
 @click.option("--summary", type=click.Choice(SUMMARIES), default=_MODEL_DEFAULTS.summary, show_default=True,
               help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code.")
+@click.option("--arch", type=click.Choice(ARCH_NAMES), default="cho2014", show_default=True,
+              help="cho2014: the paper's network (Cho et al. 2014); rnnsearch: Bahdanau et al. 2015 "
+                   "(bidirectional GRU encoder, additive attention); gnmt: Wu et al. 2016 scaled "
+                   "to phrases (LSTM, bidirectional bottom layer, residual from layer 3, attention "
+                   "from the bottom decoder layer; 4 layers). The options below override an "
+                   "architecture's own (README, \"Architectures\"); cho2014 takes none.")
+@click.option("--layers", type=click.IntRange(1), help="Encoder and decoder layers [rnnsearch 1, gnmt 4].")
+@click.option("--cell-type", type=click.Choice(CELL_TYPES),
+              help="Recurrent cell [rnnsearch gru, gnmt lstm]; --cell picks the GRU variant.")
+@click.option("--attention", type=click.Choice(ATTENTIONS),
+              help="none (a fixed summary, as cho2014), additive (Bahdanau), dot or general "
+                   "(Luong) [additive].")
+@click.option("--attention-from", type=click.Choice(ATTENTION_FROM),
+              help="Decoder layer whose previous output queries the attention [rnnsearch top, gnmt bottom].")
+@click.option("--bidirectional/--unidirectional", default=None,
+              help="Bidirectional bottom encoder layer [yes for both].")
+@click.option("--residual-from", type=click.IntRange(0),
+              help="Residual connections from this layer up, 0 for none [rnnsearch 0, gnmt 3].")
+@click.option("--subwords", type=click.IntRange(300),
+              help="Split every token into subword units: learn at most this many units per side "
+                   "on the table's own phrases (SentencePiece BPE with byte fallback, stored in "
+                   "MODEL_OUT); a pair then scores as the sum of log p over its target's units plus "
+                   "</s>. The table's tokens are read and written unchanged. No unit is ever "
+                   "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
+                   "such a model. Replaces --vocab-size.")
 @click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all.")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True),
               help="Stop after this many seconds of this run.")
@@ -102,8 +133,8 @@ _MODEL_DEFAULTS = ModelConfig()
                            "commands tokenize typed phrases with it.")
 @language_option("target", "Language of TABLE's target side (fr), recorded in the model file (--detok).")
 @click.pass_context
-def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
-          vocab_size: int | None, cell: str, summary: str, device: str,
+def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str, arch: str,
+          vocab_size: int | None, subwords: int | None, cell: str, summary: str, device: str,
           resume: bool, log_path: str | None, source_lang: str | None,
           target_lang: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
@@ -120,6 +151,10 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     machine"), e.g.  torchrun --nproc-per-node 4 -m phrase_rescorer train TABLE MODEL_OUT ...
     """
     sizes = {k: options.pop(k) for k in _SIZES}
+    try:
+        arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
+    except ValueError as e:
+        raise UserError(str(e)) from e
     cfg = TrainConfig(**options)
     try:
         group, dev = distributed.start(resolve_device(device))
@@ -143,22 +178,26 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     with progress(ctx, "reading", in_bytes=True) as bar:
         pairs = load_pairs(table, extract=extract, on_progress=bar.update_to)
     try:
-        data = prepare_data(pairs, requested_vocab, cfg)
+        data = prepare_data(pairs, requested_vocab, cfg, subwords)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
                              cell=cell, summary=summary, **model_sizes)
         trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group,
-                          languages=(source_lang, target_lang))
+                          languages=(source_lang, target_lang), arch=arch_options)
         if resume:
             trainer.resume()
-    except TrainingError as e:
+    except (TrainingError, SubwordError) as e:
         raise UserError(str(e)) from e
     say(ctx, f"{table}: {pairs.lines_read:,} lines, {data.unique_pairs:,} unique pairs; "
              f"training on {len(data.train_idx):,} ({data.skipped_long:,} longer than "
              f"{cfg.max_length} tokens skipped), {data.heldout:,} held out "
              f"({len(data.valid_idx):,} scored per validation)")
-    say(ctx, f"model: {preset} preset, shortlists {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
+    vocabularies = "subword vocabularies" if data.subwords else "shortlists"
+    say(ctx, f"model: {preset} preset, {vocabularies} {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
              + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
-             + f", {cell} GRU; device {dev}" + (" (bf16)" if cfg.bf16 else ""))
+             + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
+             + ("" if arch_options is None else
+                f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)")
+             + f"; device {dev}" + (" (bf16)" if cfg.bf16 else ""))
     if group.distributed:
         say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
                  f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")

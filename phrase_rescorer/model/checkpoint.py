@@ -3,9 +3,14 @@
 A checkpoint holds everything needed to score with a network and to know where it came from:
 
     format          "phrase_rescorer.checkpoint"
-    format_version  FORMAT_VERSION (refused on load if different)
+    format_version  1 for the paper's network (cho2014) on words, 2 for the other
+                    architectures and for subword models
+                    (``READ_VERSIONS``; any other is refused on load)
     package_version the phrase_rescorer version that wrote it
     config          ModelConfig as a dict
+    arch            ArchConfig as a dict (format version 2 only; version 1 files are cho2014)
+    subwords        {"source": uint8 tensor, "target": uint8 tensor}: each side's SentencePiece
+                    model proto (``data.subwords``; format version 2 only, optional)
     src_vocab       source shortlist tokens (ids are list positions)
     tgt_vocab       target shortlist tokens
     state_dict      the weights
@@ -13,6 +18,11 @@ A checkpoint holds everything needed to score with a network and to know where i
                     and source_lang / target_lang (``train --source-lang``; None or absent:
                     not recorded, as in files written before they were)
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
+
+A cho2014 model is written exactly as before the other architectures existed (version 1, no
+``arch``), so older phrase_rescorer versions keep reading it and its fingerprint is unchanged;
+a version-2 file is refused by them with the version message instead of a confusing weights
+mismatch.
 
 Only tensors, numbers, strings, lists and dicts are stored, so the safe ``weights_only`` loader
 reads it. Files are written through ``output.AtomicOutput`` (an exclusive temporary, fsynced and
@@ -32,12 +42,15 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..data.vocab import Vocabulary
+from ..data.subwords import SubwordError, Subwords
+from ..data.vocab import Vocabulary, tokenize_phrase
 from ..output import AtomicOutput
-from .encoder_decoder import ModelConfig, RNNEncoderDecoder
+from .architectures import ArchConfig, Network, build_model
+from .encoder_decoder import ModelConfig
 
 FORMAT = "phrase_rescorer.checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest; files are written with the lowest version that holds them
+READ_VERSIONS = (1, 2)
 
 
 class CheckpointError(ValueError):
@@ -54,6 +67,14 @@ class Checkpoint:
     training_state: dict[str, Any] | None = None
     package_version: str = __version__
     path: str | None = None
+    arch: ArchConfig | None = None  # None: cho2014
+    subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
+
+    def split(self, phrase: str, side: int) -> list[str]:
+        """What the network reads of a table phrase: its tokens, or their subword units
+        (``side`` 0: source, 1: target)."""
+        tokens = tokenize_phrase(phrase)
+        return tokens if self.subwords is None else self.subwords[side].split(tokens)
 
     @property
     def source_lang(self) -> str | None:
@@ -65,8 +86,8 @@ class Checkpoint:
         """The language of the table's target side (``fr``), if the model file records it."""
         return _language(self.info.get("target_lang"))
 
-    def build_model(self, device: torch.device | str = "cpu") -> RNNEncoderDecoder:
-        model = RNNEncoderDecoder(self.config)
+    def build_model(self, device: torch.device | str = "cpu") -> Network:
+        model = build_model(self.config, self.arch)
         model.load_state_dict(self.state_dict)
         return model.to(device).eval()
 
@@ -74,6 +95,10 @@ class Checkpoint:
         """A short hash of the weights, config and vocabularies (for reproducibility signatures)."""
         h = hashlib.sha256()
         h.update(repr(sorted(self.config.to_dict().items())).encode())
+        if self.arch is not None:  # cho2014 fingerprints stay what they were
+            h.update(repr(sorted(self.arch.to_dict().items())).encode())
+        for model in self.subwords or ():
+            h.update(model.proto)
         h.update("\n".join(self.src_vocab.tokens).encode())
         h.update(b"\x00")
         h.update("\n".join(self.tgt_vocab.tokens).encode())
@@ -85,15 +110,17 @@ class Checkpoint:
 
 def save_checkpoint(
     path: str,
-    model: RNNEncoderDecoder,
+    model: Network,
     src_vocab: Vocabulary,
     tgt_vocab: Vocabulary,
     info: dict[str, Any] | None = None,
     training_state: dict[str, Any] | None = None,
+    subwords: tuple[Subwords, Subwords] | None = None,
 ) -> None:
+    arch: ArchConfig | None = getattr(model, "arch", None)
     payload = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 1 if arch is None and subwords is None else 2,
         "package_version": __version__,
         "config": model.config.to_dict(),
         "src_vocab": list(src_vocab.tokens),
@@ -102,6 +129,11 @@ def save_checkpoint(
         "info": info or {},
         "training_state": _to_cpu(training_state),
     }
+    if arch is not None:
+        payload["arch"] = arch.to_dict()
+    if subwords is not None:
+        payload["subwords"] = {side: torch.from_numpy(m.tensor().copy())
+                               for side, m in zip(("source", "target"), subwords, strict=True)}
     output = AtomicOutput(path, compress=False)
     with output as f:
         try:
@@ -128,11 +160,12 @@ def load_checkpoint(path: str) -> Checkpoint:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")
     version = payload.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise CheckpointError(
             f"{path}: model file format version {version} (written by phrase_rescorer "
             f"{payload.get('package_version', '?')}); this phrase_rescorer {__version__} reads "
-            f"format version {FORMAT_VERSION}. Score with the version that trained it, or retrain."
+            f"format versions {', '.join(map(str, READ_VERSIONS))}. Score with the version that "
+            "trained it, or retrain."
         )
     try:
         ckpt = Checkpoint(
@@ -144,14 +177,24 @@ def load_checkpoint(path: str) -> Checkpoint:
             training_state=payload.get("training_state"),
             package_version=payload.get("package_version", "?"),
             path=path,
+            arch=ArchConfig.from_dict(payload["arch"]) if version == 2 and "arch" in payload else None,
+            subwords=_subwords(payload.get("subwords")) if version == 2 else None,
         )
         # Refuse weights that do not fit the stated configuration now, not mid-run.
-        RNNEncoderDecoder(ckpt.config).load_state_dict(ckpt.state_dict)
+        build_model(ckpt.config, ckpt.arch).load_state_dict(ckpt.state_dict)
+    except SubwordError as e:
+        raise CheckpointError(f"{path}: unreadable subword units: {e}") from e
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{path}: inconsistent model file: {e}") from e
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:
         raise CheckpointError(f"{path}: vocabulary sizes do not match the model configuration")
     return ckpt
+
+
+def _subwords(stored: dict[str, torch.Tensor] | None) -> tuple[Subwords, Subwords] | None:
+    if stored is None:
+        return None
+    return Subwords(stored["source"].numpy().tobytes()), Subwords(stored["target"].numpy().tobytes())
 
 
 def _language(value: Any) -> str | None:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .. import __version__
-from ..data.vocab import shortlist_coverage, tokenize_phrase
+from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from ..moses.numbers import SCORE_FORMATS, ScoreError, format_columns
@@ -264,11 +264,11 @@ class TableRescorer:
             j = position.get(entry.source)
             if j is None:
                 j = position[entry.source] = len(sources)
-                tokens = tokenize_phrase(entry.source)
+                tokens = ckpt.split(entry.source, 0)
                 sources.append(src_vocab.encode(tokens))
                 source_unknown.append(src_vocab.count_unknown(tokens) if opts.unk_feature else 0)
             source_index[i] = j
-            tokens = tokenize_phrase(entry.target)
+            tokens = ckpt.split(entry.target, 1)
             targets.append(tgt_vocab.encode(tokens))
             if opts.unk_feature:
                 target_unknown.append(tgt_vocab.count_unknown(tokens))

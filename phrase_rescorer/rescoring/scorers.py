@@ -28,12 +28,13 @@ relative (tests hold them to 1e-5).
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
 from ..data.batching import flat_store, pad_sequences, sequences_batch
+from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs, token_log_probs
 from .prefix import PrefixScorer
 
@@ -81,7 +82,9 @@ class _ModelScorer:
 
     default_batch_size = 64
 
-    def __init__(self, model: RNNEncoderDecoder, device: torch.device | str = "cpu", batch_size: int | None = None):
+    model: Any  # a network: RNNEncoderDecoder, or StackedEncoderDecoder for StackedScorer
+
+    def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None):
         batch_size = self.default_batch_size if batch_size is None else batch_size
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -180,17 +183,25 @@ SCORERS: dict[str, type] = {
 
 
 def make_scorer(
-    name: str, model: RNNEncoderDecoder, device: torch.device | str, batch_size: int | None = None,
+    name: str, model: Network, device: torch.device | str, batch_size: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> WindowScorer:
-    """A scorer by name; ``batch_size`` None keeps the scorer's own default. Only the prefix
-    scorer computes in another ``dtype`` than float32 (bfloat16, approximate)."""
+    """A scorer by name; ``batch_size`` None keeps the scorer's own default.
+
+    ``prefix`` and ``batched`` are written for the paper's network (cho2014); for the other
+    architectures both names give ``StackedScorer`` (each source encoded once per window), and
+    ``reference`` stays the plain per-pair path for every architecture. Only the prefix scorer
+    on a cho2014 network computes in another ``dtype`` than float32 (bfloat16, approximate)."""
     try:
         cls = SCORERS[name]
     except KeyError:
         raise ValueError(f"unknown scorer {name!r}; expected one of {sorted(SCORERS)}") from None
     if dtype != torch.float32:
-        if cls is not PrefixScorer:
-            raise ValueError(f"dtype {dtype} works with the prefix scorer only, not {name!r}")
+        if cls is not PrefixScorer or not isinstance(model, RNNEncoderDecoder):
+            raise ValueError(f"dtype {dtype} works with the prefix scorer on a cho2014 network only, not {name!r}")
         return PrefixScorer(model, device, batch_size, dtype=dtype)
+    if not isinstance(model, RNNEncoderDecoder) and cls is not ReferenceScorer:
+        from .stacked_scorer import StackedScorer
+
+        cls = StackedScorer
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.encoder_decoder import GRU, RNNEncoderDecoder
+from ..model.encoder_decoder import GRU, RNNEncoderDecoder, sequence_log_probs
 
 
 class PackedLogProbs(nn.Module):
@@ -42,6 +42,24 @@ class PackedLogProbs(nn.Module):
         m = self.model
         c = _encode(m, src, src_len)  # (B, H) in batch order
         return _decode_log_probs(m, c, tgt, tgt_len)
+
+
+class PlainLogProbs(nn.Module):
+    """``sequence_log_probs`` itself, as a module: the training computation of the architectures
+    other than cho2014 (attention, stacked LSTMs), which have no packed form."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor,
+                tgt_len: torch.Tensor) -> torch.Tensor:
+        return sequence_log_probs(self.model, src, src_len, tgt, tgt_len)  # type: ignore[arg-type]
+
+
+def training_log_probs(model: nn.Module) -> nn.Module:
+    """What a training step calls: the packed computation for the paper's network, else the plain one."""
+    return PackedLogProbs(model) if isinstance(model, RNNEncoderDecoder) else PlainLogProbs(model)
 
 
 def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:

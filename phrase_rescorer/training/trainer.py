@@ -40,14 +40,16 @@ import torch
 
 from ..data.batching import collate, epoch_plan, trainable
 from ..data.pairs import EncodedPairs, PairSet
+from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
+from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
 from .optim import ChunkedAdadelta
-from .packed import PackedLogProbs
+from .packed import PackedLogProbs, training_log_probs
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
@@ -115,10 +117,19 @@ class TrainingData:
     heldout: int
     skipped_long: int
     table_hash: str  # sha256 of the unique pairs' hashes, in table order
+    subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
 
 
-def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingData:
-    src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
+def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: int | None = None) -> TrainingData:
+    """The training data; with ``subwords`` N, each side's phrases split into at most N learned
+    subword units (``data.subwords``), whose vocabulary replaces the shortlist."""
+    units = None
+    if subwords:
+        units = learn_pair_subwords(pairs, subwords)
+        pairs = segment_pairs(pairs, *units)
+        src_vocab, tgt_vocab = units[0].vocabulary(), units[1].vocabulary()
+    else:
+        src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
     encoded = pairs.encode(src_vocab, tgt_vocab)
     held = pairs.heldout_mask(cfg.valid_fraction)
     candidates = np.flatnonzero(~held)
@@ -130,7 +141,7 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingD
         src_vocab, tgt_vocab, encoded, train_idx, np.flatnonzero(held)[: cfg.valid_max],
         unique_pairs=len(pairs), heldout=int(held.sum()),
         skipped_long=len(candidates) - len(train_idx),
-        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(),
+        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(), subwords=units,
     )
 
 
@@ -160,20 +171,25 @@ class Trainer:
 
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
-                 group: Group | None = None, languages: tuple[str | None, str | None] = (None, None)):
+                 group: Group | None = None, languages: tuple[str | None, str | None] = (None, None),
+                 arch: ArchConfig | None = None):
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
         self.last_path = companion_path(out_path, ".last.pt")
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
+        if arch is not None:  # None: cho2014, whose run record stays as it was
+            self.run["arch"] = arch.to_dict()
+        if data.subwords is not None:
+            self.run["subwords"] = [len(m.units) for m in data.subwords]
         torch.manual_seed(cfg.seed)
-        self.model = RNNEncoderDecoder(model_config)
+        self.model = cast(RNNEncoderDecoder, build_model(model_config, arch))
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
-        # What training steps call: log p(f|e) per pair without the padding work (``packed``),
-        # under torchrun in its DDP wrapper (same call).
-        self.net = cast(PackedLogProbs, self.group.wrap(PackedLogProbs(self.model)))
+        # What training steps call: log p(f|e) per pair, for cho2014 without the padding work
+        # (``packed``), under torchrun in its DDP wrapper (same call).
+        self.net = cast(PackedLogProbs, self.group.wrap(training_log_probs(self.model)))
         # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).
         self.opt = ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _RunState()
@@ -200,6 +216,9 @@ class Trainer:
         if state is None:
             raise TrainingError(f"{self.last_path} holds no training state to resume from")
         _check_same_run(state["run"], self.run, self.last_path)
+        if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
+            raise TrainingError(f"--resume: {self.last_path} holds other subword units than the ones "
+                                "learned again now; start afresh without --resume")
         for key, recorded in (("source_lang", ckpt.source_lang), ("target_lang", ckpt.target_lang)):
             given = self.info[key]
             if given is not None and recorded is not None and given != recorded:
@@ -223,7 +242,8 @@ class Trainer:
             state = {"optimizer": self.opt.state_dict(), "torch_rng": torch.get_rng_state(),
                      "cuda_rng": cuda_rng, "progress": asdict(p), "run": self.run}
         info = {**self.info, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
-        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state)
+        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state,
+                        subwords=self.data.subwords)
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
         """Score the held-out pairs, keep the best network, count patience; the log event."""
@@ -350,6 +370,10 @@ def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> No
             for k, v in flat_now.items() if flat_saved.get(k) != v]
     if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
         diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
+    if saved.get("subwords") != now.get("subwords"):
+        diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
+    if saved.get("arch") != now.get("arch"):
+        diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
     if diff:
         raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
                             " repeat the original options, or start afresh without --resume")

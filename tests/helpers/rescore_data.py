@@ -133,3 +133,18 @@ def reference_log_probs(checkpoint: Checkpoint, table: Path, every: int = 1, bat
 
 def log_column(values: list[list[str]], k: int = 0) -> np.ndarray:
     return np.log(np.array([float(v[k]) for v in values], dtype=np.float64))
+
+
+def tiny_arch_checkpoint(path: Path, arch: str = "gnmt", seed: int = 0, std: float = 0.3, **options: object) -> Path:
+    """A random-weight network of architecture ``arch`` (with ``options`` overriding its own),
+    N(0, std^2) weights so that scores differ from line to line, saved at ``path``."""
+    from phrase_rescorer.model.architectures import arch_config, build_model
+
+    sv, tv = sample_vocabularies(400)
+    config = ModelConfig(src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=16,
+                         maxout_dim=8, output_rank=8)
+    torch.manual_seed(seed)
+    model = build_model(config, arch_config(arch, **options))
+    model.reset_parameters(std)  # type: ignore[operator]
+    save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"})
+    return path

@@ -61,7 +61,7 @@ def test_training_files_are_self_describing(trained: tuple[Trainer, Path]) -> No
     trainer, d = trained
     for name in ("m.pt", "m.last.pt"):
         raw = torch.load(d / name, weights_only=True)  # the safe loader reads it as it is
-        assert raw["format_version"] == FORMAT_VERSION and raw["package_version"] == __version__
+        assert raw["format_version"] == 1 and raw["package_version"] == __version__  # cho2014: version 1
         assert raw["config"] == trainer.model.config.to_dict()
         assert raw["src_vocab"] == trainer.data.src_vocab.tokens
         assert raw["tgt_vocab"] == trainer.data.tgt_vocab.tokens

@@ -1,0 +1,74 @@
+"""The encoder-decoder built from options (``architectures.ArchConfig``): embeddings, an
+``encoders.Encoder``, a ``decoders.Decoder``; the rnnsearch and gnmt architectures.
+
+It offers the calls the rest of the tool makes of a network: ``forward(src, src_len, tgt)``
+gives teacher-forced logits (B, T, V) for ``encoder_decoder.sequence_log_probs`` (training,
+validation, the reference scorer); ``encode`` / ``decode_outputs`` / ``decoder.readout`` let a
+scorer encode each distinct source once and run the output layer only where it is needed.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .architectures import ArchConfig
+from .decoders import Decoder, Encoded
+from .encoder_decoder import ModelConfig
+from .encoders import Encoder
+
+
+class StackedEncoderDecoder(nn.Module):
+    def __init__(self, config: ModelConfig, arch: ArchConfig):
+        super().__init__()
+        self.config, self.arch = config, arch
+        c, E, H = config, config.embed_dim, config.hidden_dim
+        self.src_embed = nn.Embedding(c.src_vocab_size, E)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, E)
+        self.encoder = Encoder(arch.cell_type, E, H, arch.layers, arch.bidirectional,
+                               arch.residual_from, c.cell)
+        self.decoder = Decoder(arch.cell_type, E, H, self.encoder.memory_dim, c.tgt_vocab_size,
+                               c.maxout_dim, c.output_rank, arch.layers, arch.attention,
+                               arch.attention_from, arch.residual_from, c.cell)
+        self.reset_parameters()
+
+    def reset_parameters(self, std: float = 0.01) -> None:
+        """N(0, std^2) weights, zero biases, then each cell's own start (orthogonal recurrent
+        matrices; the LSTM's forget bias 1)."""
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                p.zero_() if name.endswith("bias") else p.normal_(0.0, std)
+        for cell in [*self.encoder.cells(), *(self.decoder.layer(i) for i in range(self.decoder.layers))]:
+            cell.initialise(std)
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
+        """Memory, attention keys, mask and summary of </s>-terminated, right-padded sources."""
+        memory, final = self.encoder(self.src_embed(src), src_len)
+        real = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_len.unsqueeze(1)
+        keys = self.decoder.attention.keys(memory) if self.decoder.attention is not None else memory
+        return Encoded(memory, keys, real, final)
+
+    def previous_word_embeddings(self, tgt: torch.Tensor) -> torch.Tensor:
+        """e(y_{i-1}) for i = 1..T (B, T, E): a zero vector first, then the shifted targets."""
+        return F.pad(self.tgt_embed(tgt[:, :-1]), (0, 0, 1, 0))
+
+    def decode_outputs(self, enc: Encoded, tgt: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Teacher forcing: (x^L (B, T, H), e(y_{i-1}) (B, T, E), ctx (B, T, D), attention
+        weights (B, T, S) or None) for targets (B, T)."""
+        y_prev = self.previous_word_embeddings(tgt)
+        state = self.decoder.start(enc)
+        tops, ctxs, weights = [], [], []
+        for i in range(tgt.shape[1]):
+            state, top, ctx, a = self.decoder.step(y_prev[:, i], state, enc)
+            tops.append(top)
+            ctxs.append(ctx)
+            if a is not None:
+                weights.append(a)
+        return (torch.stack(tops, 1), y_prev, torch.stack(ctxs, 1),
+                torch.stack(weights, 1) if weights else None)
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        tops, y_prev, ctxs, _ = self.decode_outputs(self.encode(src, src_len), tgt)
+        return self.decoder.readout(tops, y_prev, ctxs)
