@@ -41,7 +41,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
 def _register() -> None:
     from . import data  # noqa: F401  (each module adds its commands to ``cli``)
 
-    for name in ("train", "rescore", "analysis"):
+    for name in ("train", "rescore", "analysis", "experiment"):
         try:
             __import__(f"{__name__}.{name}")
         except ModuleNotFoundError as e:
