@@ -106,5 +106,6 @@ def reset_weights(text: str, ini: str = "moses.ini", *, added: dict[str, int] | 
             raise MosesIniError(f"{ini}:{i + 1}: {feature.name} has an empty weight line")
         extra = min((added or {}).get(feature.name, 0), count)
         weights = [value] * (count - extra) + [added_weight] * extra
-        lines[i] = f"{feature.name}= {' '.join(format_number(w) for w in weights)}{lines[i][len(body):]}"
+        trailing = body[len(body.rstrip()):]  # spaces before a comment, kept like the comment
+        lines[i] = f"{feature.name}= {' '.join(format_number(w) for w in weights)}{trailing}{lines[i][len(body):]}"
     return "".join(lines), kept
