@@ -29,6 +29,9 @@ from . import cli
 from .common import Terminated, UserError, device_option, progress, resolve_device, say
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
+#: The option defaults are the library's: one definition of each training setting.
+_DEFAULTS = TrainConfig()
+_MODEL_DEFAULTS = ModelConfig()
 
 
 @cli.command()
@@ -45,38 +48,38 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 @click.option("--hidden-dim", type=click.IntRange(1), help="GRU units of encoder and decoder.")
 @click.option("--maxout-dim", type=click.IntRange(1), help="Readout units after maxout.")
 @click.option("--output-rank", type=click.IntRange(1), help="Rank of the factorised output matrix.")
-@click.option("--cell", type=click.Choice(CELLS), default="reset_before", show_default=True,
+@click.option("--cell", type=click.Choice(CELLS), default=_MODEL_DEFAULTS.cell, show_default=True,
               help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant.")
-@click.option("--summary", type=click.Choice(SUMMARIES), default="tanh", show_default=True,
+@click.option("--summary", type=click.Choice(SUMMARIES), default=_MODEL_DEFAULTS.summary, show_default=True,
               help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code.")
 @click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all.")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True),
               help="Stop after this many seconds of this run.")
 @click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all.")
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True,
+@click.option("--batch-size", type=click.IntRange(1), default=_DEFAULTS.batch_size, show_default=True,
               help="Unique pairs per minibatch. Under torchrun, per process: the global batch "
                    "is --batch-size x processes.")
-@click.option("--seed", type=int, default=1234, show_default=True,
+@click.option("--seed", type=int, default=_DEFAULTS.seed, show_default=True,
               help="Initialisation and data order (same seed and data: same model).")
-@click.option("--max-length", type=click.IntRange(1), default=30, show_default=True,
+@click.option("--max-length", type=click.IntRange(1), default=_DEFAULTS.max_length, show_default=True,
               help="Pairs with a longer source or target do not train (scoring keeps every pair).")
-@click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=0.01, show_default=True,
+@click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=_DEFAULTS.valid_fraction, show_default=True,
               help="Share of the unique pairs held out (chosen by the pair's hash).")
-@click.option("--valid-max", type=click.IntRange(0), default=5000, show_default=True,
+@click.option("--valid-max", type=click.IntRange(0), default=_DEFAULTS.valid_max, show_default=True,
               help="Held-out pairs scored at each validation (the first ones in table order).")
-@click.option("--valid-every", type=click.IntRange(1), default=500, show_default=True,
+@click.option("--valid-every", type=click.IntRange(1), default=_DEFAULTS.valid_every, show_default=True,
               help="Steps between validations.")
-@click.option("--patience", type=click.IntRange(0), default=10, show_default=True,
+@click.option("--patience", type=click.IntRange(0), default=_DEFAULTS.patience, show_default=True,
               help="Stop after this many validations without improvement (0: never).")
-@click.option("--lr", type=click.FloatRange(0, min_open=True), default=1.0, show_default=True,
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.lr, show_default=True,
               help="Adadelta learning rate.")
-@click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=0.95, show_default=True,
+@click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=_DEFAULTS.rho, show_default=True,
               help="Adadelta decay.")
-@click.option("--eps", type=click.FloatRange(0, min_open=True), default=1e-6, show_default=True,
+@click.option("--eps", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.eps, show_default=True,
               help="Adadelta epsilon.")
-@click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=1.0,
+@click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.clip_norm,
               show_default=True, help="Gradient-norm clipping threshold.")
-@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True,
+@click.option("--init-std", type=click.FloatRange(0, min_open=True), default=_DEFAULTS.init_std, show_default=True,
               help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
                    "briefly use their source sooner from about 0.05).")
 @device_option
@@ -86,7 +89,7 @@ _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
               help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]")
-@click.option("--log-every", type=click.IntRange(1), default=50, show_default=True,
+@click.option("--log-every", type=click.IntRange(1), default=_DEFAULTS.log_every, show_default=True,
               help="Steps between training-loss log lines.")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,

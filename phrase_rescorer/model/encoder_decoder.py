@@ -178,6 +178,16 @@ class RNNEncoderDecoder(nn.Module):
         emb = self.tgt_embed(tgt[:, :-1])
         return F.pad(emb, (0, 0, 1, 0))
 
+    def decoder_inputs(self, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        """W' e(y_{t-1}) + C c (.., 3H): the decoder GRU's input projection, for one step or all
+        steps at once (ctx broadcast over them)."""
+        return self.decoder.W(y_prev) + ctx
+
+    def decoder_step(self, x_proj: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """h'_t (.., H) from the step's input projection (``decoder_inputs``) and h'_{t-1}: the one
+        decoder step of training, the scorers and the search."""
+        return self.decoder.step(x_proj, h)
+
     def readout(self, h: torch.Tensor, y_prev: torch.Tensor, oc: torch.Tensor) -> torch.Tensor:
         """Logits over the target shortlist from h'_t (.., H), e(y_{t-1}) (.., E), O_c c (.., 2M)."""
         s = self.O_h(h) + self.O_y(y_prev) + oc  # (.., 2M)
@@ -188,10 +198,10 @@ class RNNEncoderDecoder(nn.Module):
         """Teacher-forced logits (B, T, V) for </s>-terminated targets (B, T) given c (B, H)."""
         h, ctx, oc = self.context_terms(c)
         y_prev = self.previous_word_embeddings(tgt)  # (B, T, E)
-        x_proj = self.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H), all steps at once
+        x_proj = self.decoder_inputs(y_prev, ctx.unsqueeze(1))  # (B, T, 3H), all steps at once
         states = []
         for t in range(tgt.shape[1]):
-            h = self.decoder.step(x_proj[:, t], h)
+            h = self.decoder_step(x_proj[:, t], h)
             states.append(h)
         return self.readout(torch.stack(states, 1), y_prev, oc.unsqueeze(1))
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
+import torch
 
 from .. import __version__
 from ..data.vocab import tokenize_phrase
@@ -99,8 +100,15 @@ class RescoreSummary:
         )
 
 
-def signature(checkpoint: Checkpoint, options: RescoreOptions) -> str:
-    """sacrebleu-style: model hash, number format, normalisation, extra column, dtype, version."""
+def signature(checkpoint: Checkpoint, options: RescoreOptions, scorer: object, device: torch.device) -> str:
+    """sacrebleu-style: every setting that changes the bytes of the output column.
+
+    The model, the number format, normalisation, the extra column, precision and version change
+    the numbers; the scorer, its batch size, the window, the CPU thread count and the device
+    change only the order of float sums, and with it the last digit of a few values in ten
+    thousand (README, "Reproducibility"): the same signature on the same machine gives the same
+    bytes."""
+    scorer_name = next((name for name, cls in SCORERS.items() if type(scorer) is cls), type(scorer).__name__)
     return "|".join(
         (
             f"model:{checkpoint.fingerprint()}",
@@ -109,6 +117,11 @@ def signature(checkpoint: Checkpoint, options: RescoreOptions) -> str:
             f"wp:{'yes' if options.unk_feature else 'no'}",
             f"dtype:{options.dtype}",
             f"version:{__version__}",
+            f"scorer:{scorer_name}",
+            f"batch:{getattr(scorer, 'batch_size', 'n/a')}",
+            f"window:{options.window}",
+            f"threads:{torch.get_num_threads() if device.type == 'cpu' else 'n/a'}",
+            f"device:{device}",
         )
     )
 
@@ -138,7 +151,7 @@ class TableRescorer:
         self.scorer = scorer
         self.on_progress = on_progress
         self.on_warning = on_warning
-        self.signature = signature(checkpoint, options)
+        self.signature = signature(checkpoint, options, scorer, self.device)
         self._unsorted_at: int | None = None
         self._previous_key: bytes | None = None
         self._in_path = ""

@@ -199,13 +199,13 @@ class PrefixScorer:
             src = node_src[start:stop]
             if parent is None:  # W' e(y_0) = W' 0 = the bias
                 y_prev = h_prev.new_zeros(stop - start, model.config.embed_dim)
-                x_proj = model.decoder.W.bias + ctx[src]
-                h = model.decoder.step(x_proj, h_prev[src])
+                x_proj = model.decoder.W.bias + ctx[src]  # decoder_inputs(0, ctx) without the product
+                h = model.decoder_step(x_proj, h_prev[src])
             else:
                 assert token is not None
                 y_prev = model.tgt_embed(token[start:stop])  # (rows, E)
-                x_proj = model.decoder.W(y_prev) + ctx[src]  # (rows, 3H)
-                h = model.decoder.step(x_proj, h_prev[parent[start:stop]])
+                x_proj = model.decoder_inputs(y_prev, ctx[src])  # (rows, 3H)
+                h = model.decoder_step(x_proj, h_prev[parent[start:stop]])
             if h_all is None:
                 h_all = h
             else:

@@ -6,19 +6,24 @@ source each line uses. A scorer returns one float64 log-probability per line, in
 Any object with that one method plugs into the engine (:class:`WindowScorer`), so a faster
 implementation is a new class here or in its own module, never a change to the engine.
 
-Two implementations:
+Three implementations, selectable by name (``SCORERS``, ``rescore-phrase-table --scorer``):
 
-``BatchedScorer``    the production path. Each distinct source is encoded once and its context
-                     terms (h'_0, C c, O_c c) computed once; targets are sorted by length,
-                     decoded with teacher forcing in batches of ``batch_size`` pairs, and the
-                     softmax runs only over real (non-padding) positions. Order is restored.
-``ReferenceScorer``  the plain path: lines in file order, batches of 64 pairs built with
-                     ``batching.sequences_batch``, scored with ``model.sequence_log_probs``, no
-                     sorting and no sharing. The yardstick of the tests and the benchmark.
+``PrefixScorer``     (``prefix``, the default; ``prefix.py``) the fastest exact path: each
+                     distinct source prefix and each distinct target prefix of a source is
+                     computed once, over the window's prefix tries (``trie.py``).
+``BatchedScorer``    (``batched``) each distinct source is encoded once and its context terms
+                     (h'_0, C c, O_c c) computed once; targets are sorted by length, decoded with
+                     teacher forcing in batches of ``batch_size`` pairs, and the softmax runs only
+                     over real (non-padding) positions. Order is restored.
+``ReferenceScorer``  (``reference``) the plain path: lines in file order, batches of 64 pairs
+                     built with ``batching.sequences_batch``, scored with
+                     ``sequence_log_probs``, no sorting and no sharing. The yardstick of the
+                     tests and the benchmark.
 
-Both compute in float32 (the checkpoint's precision); BatchedScorer sums the token log-probs of
-a pair in float64, ReferenceScorer returns the float32 sum of ``sequence_log_probs``. They agree
-to about 1e-6 relative (tests hold them to 1e-5).
+All compute in float32 (the checkpoint's precision; the prefix scorer also in bfloat16 on
+request); the prefix and batched scorers sum the token log-probs of a pair in float64,
+ReferenceScorer returns the float32 sum of ``sequence_log_probs``. They agree to about 1e-6
+relative (tests hold them to 1e-5).
 """
 
 from __future__ import annotations
@@ -130,10 +135,10 @@ class BatchedScorer(_ModelScorer):
         """
         model = self.model
         y_prev = model.previous_word_embeddings(tgt)  # (B, T, E)
-        x_proj = model.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
+        x_proj = model.decoder_inputs(y_prev, ctx.unsqueeze(1))  # (B, T, 3H)
         states = []
         for t in range(tgt.shape[1]):
-            h = model.decoder.step(x_proj[:, t], h)
+            h = model.decoder_step(x_proj[:, t], h)
             states.append(h)
         hs = torch.stack(states, 1)  # (B, T, H)
         mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
