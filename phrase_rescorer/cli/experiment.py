@@ -10,7 +10,7 @@ from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
 from ..moses.toolkit import MosesNotFound, find_moses
 from . import cli
-from .common import UserError, is_quiet
+from .common import Terminated, UserError, is_quiet
 
 COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -92,8 +92,13 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
         if not quiet:
             click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
 
+    resume = f"the finished runs are kept in {out_dir}: run the same command to continue"
     try:
         report = run_experiment(toolkit, settings, say)
     except ExperimentError as e:
         raise UserError(str(e), e.exit_code) from None
+    except KeyboardInterrupt:
+        raise UserError(f"interrupted; {resume}", 130) from None
+    except Terminated:
+        raise UserError(f"terminated (SIGTERM); {resume}", 143) from None
     click.echo(format_table(report))

@@ -19,9 +19,11 @@ mert-moses.pl:455-457).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 
@@ -76,7 +78,8 @@ def tune(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, r
     with open(out_path, "w", encoding="utf-8") as out, open(err_path, "wb") as err:
         out.write("# " + " ".join(argv) + "\n")
         out.flush()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=run_dir,
+        # its own process group: on an interruption the decoder mert-moses.pl started goes too
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=run_dir, start_new_session=True,
                                    text=True, encoding="utf-8", errors="replace")
         assert process.stdout is not None
         try:
@@ -94,7 +97,8 @@ def tune(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, r
                         on_iteration(int(m.group(1)), bleus[-1])
             code = process.wait()
         except BaseException:
-            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
             process.wait()
             raise
     tuned = os.path.join(work, "moses.ini")

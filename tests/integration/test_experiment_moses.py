@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -119,3 +120,42 @@ def test_no_moses_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "is not a usable Moses: bin/moses is missing" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+@pytest.mark.slow
+def test_interrupted_during_mert_stops_moses_and_continues(tmp_path: Path) -> None:
+    moses = moses_or_skip()
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    out = tmp_path / "out"
+    args = [PYTHON, "-m", "phrase_rescorer", "experiment", "--moses", moses, "--ini", str(ini),
+            "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"), "--test", str(TINY / "test.en"),
+            str(TINY / "test.fr"), "--runs", "1", "--maximum-iterations", "1", "--target-lang", "fr",
+            "--trials", "100", "--out", str(out)]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env())
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "MERT iteration 1 decoding the dev set" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    assert process.returncode == 130, rest
+    assert f"interrupted; the finished runs are kept in {out}" in rest
+    assert not (out / "systems" / "baseline" / "run1" / "result.json").exists()
+    assert _processes_mentioning(str(out)) == []  # mert-moses.pl and its decoder are gone
+    again = experiment(*args[4:])
+    assert again.returncode == 0, again.stderr
+    assert (out / "systems" / "baseline" / "run1" / "result.json").exists()
