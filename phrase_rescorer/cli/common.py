@@ -24,12 +24,15 @@ EXIT_CODES = {
        "standard output went away (`| head`)",
     2: "usage error: unknown option, missing argument, refused combination",
     3: "bad input data: malformed phrase-table line, bad UTF-8, truncated or corrupt gzip, empty table "
-       "(file:line given); output path naming the input file",
-    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN",
+       "(file:line given); output path naming the input file; dev/test files of different lengths",
+    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
+       "a vocabulary that does not cover the table",
     5: "moses.ini does not match its phrase table or cannot be patched",
     6: "operating-system error: unreadable input, missing output directory, permission, disk full",
-    130: "interrupted by SIGINT (Ctrl-C): nothing at the output path; training saves MODEL.last.pt for --resume",
-    143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume",
+    130: "interrupted by SIGINT (Ctrl-C): nothing at the output path; training saves MODEL.last.pt for --resume, "
+         "experiment keeps its finished runs",
+    143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume, "
+         "experiment keeps its finished runs",
 }
 
 
