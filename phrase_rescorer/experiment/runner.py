@@ -104,6 +104,14 @@ def _target_lang(settings: Settings) -> str:
     )
 
 
+def _describe_model(path: str) -> dict:
+    """What the report says about the network: its hash, size and training facts."""
+    checkpoint = load_checkpoint(path)
+    info = checkpoint.info
+    return {"fingerprint": checkpoint.fingerprint(), "config": checkpoint.config.to_dict(),
+            **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info}}
+
+
 def _check_resume(settings: Settings) -> None:
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
@@ -190,9 +198,12 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
     refs["test_raw"] = (bleu.read_lines(settings.test_raw_reference) if settings.test_raw_reference
                         else bleu.detokenize(refs["test"], lang))
     scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
+    described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
+    if settings.model:
+        described["network"] = _describe_model(settings.model)
 
     def report() -> dict:
-        data = build_report(systems, scores, settings_json={**asdict(settings), "target_lang": lang},
+        data = build_report(systems, scores, settings_json=described,
                             raw_reference=settings.test_raw_reference is not None, trials=settings.trials,
                             seed=settings.seed)
         _write_json(os.path.join(settings.out_dir, "experiment.json"), data)
