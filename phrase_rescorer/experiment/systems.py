@@ -132,6 +132,22 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
+def _every_tenth(say: Callable[[str], None] | None) -> Callable[[int, int, int | None], None] | None:
+    """A rescoring progress callback that reports each tenth of the input read."""
+    if say is None:
+        return None
+    reported = [0]
+
+    def progress(lines: int, position: int, size: int | None) -> None:
+        if size:
+            tenth = 10 * position // size
+            if tenth > reported[0]:
+                reported[0] = tenth
+                say(f"rescoring: {lines:,} lines, {10 * tenth}% of the table")
+
+    return progress
+
+
 def prepare_system(system: System, ini: str, table: str, model: str | None, out_dir: str, *,
                    start_weights: str = "moses-defaults", rescore_options: dict | None = None,
                    on_progress: Callable[[str], None] | None = None) -> str:
@@ -154,7 +170,7 @@ def prepare_system(system: System, ini: str, table: str, model: str | None, out_
             if on_progress:
                 on_progress(f"rescoring {table} -> {new_table}")
             summary = rescore_table(table, new_table, model, unk_feature=system.columns == 2,
-                                    **(rescore_options or {}))
+                                    on_progress=_every_tenth(on_progress), **(rescore_options or {}))
             if on_progress:
                 on_progress(summary.closing_line())
         patched = os.path.join(directory, "patched.ini")
