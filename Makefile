@@ -21,7 +21,7 @@ STAMP      := $(VENV)/.installed
 SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
 TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --init-std 0.05 --valid-every 250 --threads 1
-MOSES_INI  ?= ../shared/data/moses-en-fr/moses.ini
+MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "a man in a blue shirt"
 
@@ -52,8 +52,9 @@ demo: $(DEMO_DIR)/model.pt
 	@echo
 	@echo "demo outputs in $(DEMO_DIR)/:"
 	@echo "  model.pt                   the network trained on $(SAMPLE)"
-	@echo "  phrase-table.rescored.gz   the sample table + the RNN column (exp(log p(f|e)))"
+	@echo "  phrase-table.rescored.gz   the sample table + the RNN column, p(target|source)"
 	@echo "  moses.ini                  $(MOSES_INI) with num-features=5 and a 5th weight"
+	@echo "                             (its other paths keep the bundled ini's @MODEL_DIR@: tests/data/README.md)"
 	@echo "next: README.md, 'Using it in a Moses pipeline' (binarize, tune with mert-moses.pl in a fresh --working-dir)"
 	@$(MAKE) --no-print-directory demo-pictures
 

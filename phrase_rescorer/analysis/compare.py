@@ -23,17 +23,11 @@ import torch
 from ..data.batching import sequences_batch
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
+from ..moses.columns import MOSES_COLUMNS
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
 
-#: Scores of a train-model.perl table, source f and target e: p(f|e) lex(f|e) p(e|f) lex(e|f).
-#: Column 3, p(e|f), is the direct translation probability p(target | source).
+#: Column 3 of a train-model.perl table, p(target|source) (Moses' direct p(e|f); moses/columns.py).
 DEFAULT_TM_COLUMN = 3
-MOSES_SCORE_NAMES = {
-    1: "p(source|target)",
-    2: "lex(source|target)",
-    3: "p(target|source)",
-    4: "lex(target|source)",
-}
 _LOG_FLOOR = -100.0  # Moses floors ln(score) at -100
 
 
@@ -173,7 +167,7 @@ def compare(
 
 
 def column_name(column: int) -> str:
-    return f"column {column}" + (f", {MOSES_SCORE_NAMES[column]}" if column in MOSES_SCORE_NAMES else "")
+    return f"column {column}" + (f", {MOSES_COLUMNS[column][0]}" if column in MOSES_COLUMNS else "")
 
 
 def _cut(text: str, width: int) -> str:

@@ -66,4 +66,9 @@ def rescore_main() -> None:
     run_guarded(command, prog_name="rescore-phrase-table")
 
 
-__all__ = ["cli", "main", "rescore_main", "EXIT_CODES"]
+def moses_step_main() -> None:
+    """``moses-rescore-step``: the ``moses-step`` subcommand as a program of its own."""
+    run_guarded(cli.commands["moses-step"], prog_name="moses-rescore-step")
+
+
+__all__ = ["cli", "main", "rescore_main", "moses_step_main", "EXIT_CODES"]

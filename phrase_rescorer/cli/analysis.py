@@ -20,11 +20,11 @@ from ..model.checkpoint import load_checkpoint
 from ..model.encoder_decoder import RNNEncoderDecoder
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say
+from .common import UserError, device_option, model_option, progress, resolve_device, say, threads_option
 
 T = TypeVar("T")
 FORMATS = click.Choice(["text", "tsv", "json"])
-MODEL = click.option("-m", "--model", required=True, type=click.Path(dir_okay=False), help="Trained model file.")
+MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
 
 
@@ -79,6 +79,7 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
 @FORMAT
 @device_option
+@threads_option
 def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
             seed: int, max_length: int | None, allow_unk: bool, table: str | None, fmt: str, device: str) -> None:
     """Target phrases the network generates for each source PHRASE (or each line of stdin), by
@@ -130,6 +131,7 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @click.option("--scatter-pairs", default=2000, show_default=True, type=click.IntRange(min=0),
               help="Pairs of qualifying sources sampled for the scatter, the correlation and the source gain.")
 @device_option
+@threads_option
 @click.pass_context
 def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources: tuple[str, ...], min_length: int,
             max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
@@ -148,7 +150,7 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     net, src_vocab, tgt_vocab = _load(model, device)
     keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
     given = [s for s in sources if tokenize_phrase(s)] or None
-    with progress(ctx, unit=" sources", unit_scale=True, desc="compare") as bar:
+    with progress(ctx, "compare", " sources") as bar:
         groups = _counted(source_groups(table, tm_column), bar)
         report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
                              scatter_pairs, seed)
@@ -187,6 +189,7 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
               help="At most this many labels per map (frequent words / short phrases first, none overlapping).")
 @click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
 @device_option
+@threads_option
 @click.pass_context
 def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: tuple[str, ...], num_phrases: int,
           min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float,
@@ -203,7 +206,7 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     chosen = list(dict.fromkeys(normalize(p) for p in phrases if tokenize_phrase(p)))
     if table is not None and num_phrases:
         pool: Reservoir[str] = Reservoir(num_phrases, seed)
-        with progress(ctx, unit=" sources", unit_scale=True, desc="sample") as bar:
+        with progress(ctx, "sample", " sources") as bar:
             for g in _counted(source_groups(table), bar):
                 if g.length >= min_length:
                     pool.offer(g.source)

@@ -1,4 +1,4 @@
-"""What every command shares: exit codes, error reporting, progress bars."""
+"""What every command shares: exit codes, error reporting, progress, devices."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from typing import Any, NoReturn
 
 import click
 import torch
-from tqdm import tqdm
 
 from .. import devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
+from ..threads import limit_threads
+from .progress import Progress
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
 EXIT_CODES = {
@@ -96,10 +97,10 @@ def run_guarded(command: click.Command, prog_name: str) -> None:
         _fail(prog_name, f"{where}{what}", 6)
 
 
-def progress(ctx: click.Context, **kwargs: Any) -> tqdm:
-    """A tqdm bar on stderr, silent under --quiet."""
-    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-    return tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, **kwargs)
+def progress(ctx: click.Context, desc: str, unit: str = "", **kwargs: Any) -> Progress:
+    """The stage's progress on stderr (a bar on a terminal, timed lines otherwise), silent
+    under --quiet."""
+    return Progress(desc, unit, quiet=is_quiet(ctx), **kwargs)
 
 
 def is_quiet(ctx: click.Context) -> bool:
@@ -127,3 +128,26 @@ device_option: Callable[..., Any] = click.option(
     show_default=True,
     help="auto (CUDA when present), cpu, cuda or cuda:N.",
 )
+
+
+def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None:
+        limit_threads(value)
+    return value
+
+
+threads_option: Callable[..., Any] = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    expose_value=False,
+    callback=_set_threads,
+    help="Compute threads (as Moses' -threads)  [default: every core, or OMP_NUM_THREADS].",
+)
+"""``--threads N`` for every command that computes; applied while the options are parsed."""
+
+
+def model_option(dest: str = "model", required: bool = True) -> Callable[..., Any]:
+    """``-m/--model``: the trained network, the same option in every command."""
+    return click.option("-m", "--model", dest, required=required, type=click.Path(dir_okay=False),
+                        help="The trained network (written by phrase-rescorer train).")

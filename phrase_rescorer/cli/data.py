@@ -8,7 +8,7 @@ import click
 
 from ..moses.table_stats import format_report, inspect_table
 from . import cli
-from .common import UserError, progress
+from .common import UserError, progress, threads_option
 
 
 @cli.command()
@@ -19,6 +19,7 @@ from .common import UserError, progress
 @click.option("--max-reported", default=100, show_default=True,
               help="How many malformed lines to list (all are counted).")
 @click.option("--strict", is_flag=True, help="Exit with status 3 if any line is malformed.")
+@threads_option
 @click.pass_context
 def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_reported: int, strict: bool) -> None:
     """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and
@@ -26,15 +27,9 @@ def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_
     (file:line and why). Unlike the other commands it does not stop at the first bad line; it
     does stop (exit 3 or 6) on a file it cannot read to the end (truncated or corrupt gzip,
     read error), whose figures would be short."""
-    with progress(ctx, unit=" lines", unit_scale=True, desc="inspect") as bar:
-        last = [0]
-
-        def tick(lines: int, _size: int | None) -> None:
-            bar.update(lines - last[0])
-            last[0] = lines
-
-        stats = inspect_table(table, vocab_size, max_reported, on_progress=tick)
-        bar.update(stats.lines - last[0])
+    with progress(ctx, "inspect", " lines") as bar:
+        stats = inspect_table(table, vocab_size, max_reported, on_progress=lambda lines, _size: bar.update_to(lines))
+        bar.update_to(stats.lines)
     click.echo(json.dumps(stats.to_dict(), indent=2) if as_json else format_report(stats))
     if strict and stats.malformed_count:
         raise UserError(f"{table}: {stats.malformed_count} malformed line(s)", exit_code=3)

@@ -9,8 +9,9 @@ import click
 from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
 from ..moses.toolkit import MosesNotFound, find_moses
+from ..threads import limit_threads
 from . import cli
-from .common import Terminated, UserError, is_quiet
+from .common import Terminated, UserError, is_quiet, model_option
 
 COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -29,9 +30,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--test-raw-ref", type=_FILE, default=None,
               help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
               "Default: the tokenized reference, detokenized like the output.")
-@click.option("--model", type=_FILE, default=None,
-              help="The network (train's MODEL.pt). Without it only the baseline is tuned "
-              "(to measure MERT's own variance).")
+@model_option(required=False)
 @click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="MERT runs per system, each with its own working directory and seed.")
@@ -42,7 +41,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="mert-moses.pl's iteration cap (its default: 25).")
 @click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Decoder threads (and mert's).")
+              help="Threads of the decoder (Moses' -threads) and of the network while it rescores the table.")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).")
 @click.option("--target-lang", default=None,
@@ -50,8 +49,9 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--lowercase", "--lc", "lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
 @click.option("--start-weights", type=click.Choice(["moses-defaults", "ini"]), default="moses-defaults",
               show_default=True,
-              help="Where every system's MERT starts: train-model.perl's starting weights, or the ini's "
-              "(0.2 for the added columns).")
+              help="Where every system's MERT starts: train-model.perl's starting weights (0.2 for each "
+              "added column, as for every phrase-table score), or the ini's (with moses-ini's starting weight "
+              "for the added columns).")
 @click.option("--trials", type=click.IntRange(min=100), default=10000, show_default=True,
               help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.5, show_default=True,
@@ -66,6 +66,8 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
     every tuned ini, and compare BLEU with a significance test over test sentences and runs.
 
+    Without -m/--model only the baseline is tuned (to measure MERT's own spread).
+
     \b
     Prints a table like the paper's Table 1 (mean ± sd over runs, Δ vs the baseline, p) and
     writes everything to --out. Progress: one line per MERT iteration on stderr.
@@ -78,6 +80,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
         toolkit = find_moses(moses_dir)
     except MosesNotFound as e:
         raise UserError(str(e), 2) from None
+    limit_threads(threads)
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
     settings = Settings(

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 import torch
-from tqdm import tqdm
 
+from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from ..rescoring.scorers import SCORERS
 from . import cli
-from .common import UserError, device_option, is_quiet, resolve_device, say
+from .common import UserError, device_option, is_quiet, model_option, resolve_device, say, threads_option
+from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..rescoring.engine import RescoreSummary
+    from ..rescoring.engine import ProgressCallback, RescoreSummary
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -35,8 +34,9 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Choice(["prob", "logprob", "neglogprob"]),
                 default="prob",
                 show_default=True,
-                help="prob: exp(log p(f|e)), what Moses needs, since it takes the log of every "
-                "column on loading (its feature is then exactly log p(f|e)). Below exp(-100) "
+                help="prob: exp(log p(target|source)), what Moses needs, since it takes the log of "
+                "every column on loading (its feature is then exactly log p(target|source)). "
+                "Below exp(-100) "
                 "the column holds exp(-100) = 3.72e-44: Moses floors every log score at -100, so "
                 "the decoder sees -100 either way, and the column is never 0, inf or nan. "
                 "logprob / neglogprob write log p or -log p for other consumers (never for "
@@ -45,14 +45,15 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--normalize",
                 is_flag=True,
-                help="Divide log p(f|e) by the number of target tokens + 1 (end of sequence). "
+                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence). "
                 "Default: the paper's unnormalized sum (MERT's word penalty compensates).",
             ),
             click.option(
                 "--unk-feature",
                 is_flag=True,
                 help="Also append the paper's \"WP\" feature: the number n of source and target "
-                "words outside the network's shortlist, written as exp(n) so that Moses sees n.",
+                "words outside the network's shortlist, written as exp(n) so that Moses sees n "
+                "(n capped at 88: exp(88) is near the largest float32, which Moses parses).",
             ),
             click.option(
                 "--batch-size",
@@ -71,6 +72,7 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "each source is encoded once.",
             ),
             device_option,
+            threads_option,
             click.option(
                 "--dtype",
                 type=click.Choice(["float32"]),
@@ -108,27 +110,16 @@ def _options_dict(kw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Progress:
-    """A tqdm bar over input bytes with pairs/s, fed by the engine's progress callback."""
+def _table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
+    """Progress over the input's bytes with lines and pairs/s, and the engine's callback."""
+    bar = Progress(desc, quiet=quiet, in_bytes=True)
 
-    def __init__(self, quiet: bool, desc: str):
-        self.bar = tqdm(
-            disable=quiet, file=sys.stderr, dynamic_ncols=True, desc=desc,
-            unit="B", unit_scale=True, unit_divisor=1024,
-        )
-        self.started = time.perf_counter()
-        self.position = 0
+    def tick(lines: int, position: int, size: int | None) -> None:
+        elapsed = bar.elapsed
+        bar.set_postfix(f"{lines:,} lines, {lines / elapsed:,.0f} pairs/s" if elapsed > 0 else f"{lines:,} lines")
+        bar.update_to(position, size)
 
-    def __call__(self, lines: int, position: int, size: int | None) -> None:
-        if size is not None and self.bar.total != size:
-            self.bar.total = size
-        self.bar.update(position - self.position)
-        self.position = position
-        elapsed = time.perf_counter() - self.started
-        self.bar.set_postfix_str(f"{lines:,} lines, {lines / elapsed:,.0f} pairs/s" if elapsed else "")
-
-    def close(self) -> None:
-        self.bar.close()
+    return bar, tick
 
 
 def _warn(message: str) -> None:
@@ -143,14 +134,17 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @cli.command(context_settings=COMMAND_SETTINGS)
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
-@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
-              help="The trained network (phrase-rescorer train).")
+@model_option("model_path")
 @_rescore_options
 @_quiet_option
 @click.pass_context
 def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, quiet: bool, **kw: Any) -> None:
-    """Append the RNN Encoder-Decoder score log p(f|e) to every line of the Moses phrase table
+    """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
     IN, writing OUT (.gz by name; - for stdin/stdout).
+
+    The new column is the direct direction, that of Moses' column 3: p(e|f) in Moses' notation,
+    where f is the source. It is written as a probability, exp(log p), since Moses takes the log
+    of every column: the decoder's feature is the network's log p(target|source).
 
     Every line is kept, in order and byte for byte, with the new column(s) at the end of its
     scores field; nothing is dropped or truncated, and memory does not grow with the table.
@@ -175,10 +169,10 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
             click.echo(summary.closing_line(), err=True)
         return
     quiet = quiet or is_quiet(ctx)
-    bar = _Progress(quiet, "rescore")
+    bar, tick = _table_progress(quiet, "rescore")
     try:
         summary = rescore_table(
-            in_path, out_path, model_path, on_progress=bar, on_warning=_warn, **options
+            in_path, out_path, model_path, on_progress=tick, on_warning=_warn, **options
         )
     finally:
         bar.close()
@@ -198,18 +192,16 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
         raise UserError(str(e)) from e
     ctx.call_on_close(group.close)
     quiet = quiet or is_quiet(ctx) or not group.is_main
-    index_bar = tqdm(disable=quiet, file=sys.stderr, dynamic_ncols=True, desc="index",
-                     unit="B", unit_scale=True, unit_divisor=1024)
+    index_bar = Progress("index", quiet=quiet, in_bytes=True)
 
     def on_index(position: int, size: int) -> None:
-        index_bar.total = size
-        index_bar.update(position - index_bar.n)
+        index_bar.update_to(position, size)
         if position >= size:
             index_bar.close()
 
-    bar = _Progress(quiet, f"rescore (part 1 of {group.world_size})")
+    bar, tick = _table_progress(quiet, f"rescore (part 1 of {group.world_size})")
     try:
-        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=bar,
+        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=tick,
                                   on_warning=_warn, on_index=on_index,
                                   **{**options, "device": str(device)})
     finally:
@@ -227,8 +219,9 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature (MERT retunes it): once for all, or "
-              "once per added feature  [default: 0.2].")
+              help="Starting weight of each added feature: once for all, or once per added "
+              f"feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
+              "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
 @click.option("--features", type=click.IntRange(min=1), default=None,
               help="How many columns were added  [default: read off --table when it is a "
               "readable text table, else 1].")
@@ -242,6 +235,12 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
     Refused (exit 5) when IN.ini does not match the table it points at (when that table is
     readable), when TABLE does not have num-features + K columns, or when NAME is not there.
 
+    OUT.ini must be tuned before it is used to translate: run mert-moses.pl on it, in a new
+    --working-dir. The added weight is only a starting point; its default is chosen so that the
+    new feature weighs about as much as one of Moses' own phrase-table features, not the best
+    value for your system. The new column is p(target|source), the direction of Moses' column 3
+    (p(e|f) in Moses' notation, where f is the source).
+
     \b
     Example:
       phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
@@ -249,7 +248,8 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
     """
     from ..moses.ini import patch_moses_ini_file
 
-    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (0.2,), features=features)
+    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
+                                  features=features)
     if not (quiet or is_quiet(ctx)):
         say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
                  f"{result.new_features}, path -> {result.new_path}")
@@ -261,13 +261,16 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 
 @cli.command("moses-step", context_settings=COMMAND_SETTINGS)
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--network", required=True, type=click.Path(dir_okay=False),
-              help="The trained network (phrase-rescorer train).")
+@model_option("model_path", required=False)
+@click.option("--network", hidden=True, type=click.Path(dir_okay=False),
+              help="Deprecated name of -m/--model.")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature  [default: 0.2].")
-@click.option("--moses-dir", default=None, help="Moses checkout for the printed command [default: $MOSES].")
+              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
+@click.option("--moses", "moses_dir", default=None, metavar="DIR",
+              help="Moses installation for the printed command  [default: $MOSES].")
+@click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
 @click.option("--dev-source", default="DEV.SRC", show_default=True, help="Tuning source text (tokenized as the table).")
 @click.option("--dev-reference", default="DEV.REF", show_default=True, help="Tuning reference text.")
 @click.option("--working-dir", default=None,
@@ -275,24 +278,28 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @_rescore_options
 @_quiet_option
 @click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weights: tuple[float, ...],
-               moses_dir: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
-               quiet: bool, **kw: Any) -> None:
+def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None, name: str,
+               weights: tuple[float, ...], moses_dir: str | None, moses_dir_old: str | None, dev_source: str,
+               dev_reference: str, working_dir: str | None, quiet: bool, **kw: Any) -> None:
     """Rescore a train-model.perl model directory: MODEL_DIR/phrase-table.gz ->
     MODEL_DIR/phrase-table.rnn.gz, MODEL_DIR/moses.ini -> MODEL_DIR/moses.rnn.ini; then print
     the mert-moses.pl command to tune it (stdout), in a fresh working directory."""
     from ..moses.model_dir import format_command, rescore_model_dir
 
+    model_path = _renamed(model_path, network, "-m/--model", "--network")
+    moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
+    if model_path is None:
+        raise click.MissingParameter(ctx=ctx, param_hint="'-m' / '--model'", param_type="option")
     if distributed.Launch.from_env() is not None:
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
                         "shares the work), then `moses-ini` as one process")
     quiet = quiet or is_quiet(ctx)
-    bar = _Progress(quiet, "rescore")
+    bar, tick = _table_progress(quiet, "rescore")
     try:
         result = rescore_model_dir(
-            model_dir, network, name=name, weights=weights or (0.2,), moses_dir=moses_dir,
+            model_dir, model_path, name=name, weights=weights or (START_WEIGHT,), moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
-            on_progress=bar, on_warning=_warn, **_options_dict(kw),
+            on_progress=tick, on_warning=_warn, **_options_dict(kw),
         )
     finally:
         bar.close()
@@ -305,6 +312,16 @@ def moses_step(ctx: click.Context, model_dir: str, network: str, name: str, weig
         hint = f" (replace {' and '.join(placeholders)} by your tuning set)" if placeholders else ""
         click.echo(f"next, tune in a fresh working directory{hint}:", err=True)
     click.echo(format_command(result.mert_command))
+
+
+def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
+    """An option given by its deprecated name: accepted, with a warning (both: refused)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise UserError(f"{old_name} is the old name of {name}: give {name} only")
+    _warn(f"{old_name} is deprecated; use {name}")
+    return old_value
 
 
 __all__ = ["rescore", "moses_ini", "moses_step"]

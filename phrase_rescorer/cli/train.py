@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-import torch
 
 from ..data.pairs import load_pairs
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
@@ -26,7 +25,8 @@ from ..training.trainer import (
     preset_sizes,
 )
 from . import cli
-from .common import Terminated, UserError, device_option, progress, resolve_device, say
+from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option
+from .progress import Progress
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 #: The option defaults are the library's: one definition of each training setting.
@@ -84,7 +84,7 @@ _MODEL_DEFAULTS = ModelConfig()
                    "briefly use their source sooner from about 0.05).")
 @device_option
 @click.option("--bf16", is_flag=True, help="bf16 autocast on CUDA (refused on the CPU).")
-@click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
+@threads_option
 @click.option("--resume", is_flag=True,
               help="Continue the run saved in MODEL_OUT's .last.pt (same TABLE and settings).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
@@ -93,7 +93,7 @@ _MODEL_DEFAULTS = ModelConfig()
               help="Steps between training-loss log lines.")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
-          vocab_size: int | None, cell: str, summary: str, device: str, threads: int | None,
+          vocab_size: int | None, cell: str, summary: str, device: str,
           resume: bool, log_path: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
     and write the best network by held-out likelihood to MODEL_OUT.
@@ -119,8 +119,6 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         ctx.find_root().ensure_object(dict)["quiet"] = True
     if cfg.bf16 and dev.type != "cuda":
         raise UserError("--bf16 needs a CUDA device (bf16 autocast is for GPUs)")
-    if threads:
-        torch.set_num_threads(threads)
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
@@ -129,12 +127,8 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
 
-    with progress(ctx, unit="B", unit_scale=True, desc="reading") as bar:
-        def tick(position: int, size: int | None) -> None:
-            bar.total = size
-            bar.update(position - bar.n)
-
-        pairs = load_pairs(table, extract=extract, on_progress=tick)
+    with progress(ctx, "reading", in_bytes=True) as bar:
+        pairs = load_pairs(table, extract=extract, on_progress=bar.update_to)
     try:
         data = prepare_data(pairs, requested_vocab, cfg)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
@@ -155,13 +149,13 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
                  f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")
 
-    bars: list[Any] = []
+    bars: list[Progress] = []
     postfix: dict[str, str] = {}
 
     def report(kind: str, event: dict[str, Any]) -> None:
         if kind == "start":
             bars.append(stack.enter_context(progress(
-                ctx, total=cfg.max_steps, initial=event["step"], unit=" steps", desc="train")))
+                ctx, "train", " steps", total=cfg.max_steps, initial=event["step"])))
             if event["step"]:
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
         elif kind == "step":
@@ -171,7 +165,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
                 postfix.update(loss=f"{event['loss']:.3f}", pairs_s=f"{event['pairs_per_s']:.0f}")
             elif event["valid_token_ppl"] is not None:
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
-            bars[0].set_postfix(postfix, refresh=False)
+            bars[0].set_postfix(", ".join(f"{k}={v}" for k, v in postfix.items()))
 
     stack = contextlib.ExitStack()
     try:
@@ -187,7 +181,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     if p.best is not None:
         say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
                  f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-                 f"{unigram:.2f}; mean log p(f|e) {p.best['mean_logp']:.3f}")
+                 f"{unigram:.2f}; mean log p(target|source) {p.best['mean_logp']:.3f}")
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .columns import START_WEIGHT
 from .numbers import format_number
 from .phrase_table import InputTable, PhraseTableError
 
@@ -195,7 +196,7 @@ def patch_moses_ini(
     table: str,
     *,
     name: str = "TranslationModel0",
-    weights: Sequence[float] = (0.2,),
+    weights: Sequence[float] = (START_WEIGHT,),
     features: int | None = None,
     ini: str = "moses.ini",
 ) -> PatchResult:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..rescoring.engine import ProgressCallback, RescoreSummary, rescore_table
+from .columns import START_WEIGHT
 from .ini import MosesIniError, PatchResult, check_moses_ini, patch_moses_ini_file
 
 
@@ -80,7 +81,7 @@ def rescore_model_dir(
     table_out: str | None = None,
     ini_out: str | None = None,
     name: str = "TranslationModel0",
-    weights: tuple[float, ...] = (0.2,),
+    weights: tuple[float, ...] = (START_WEIGHT,),
     moses_dir: str | None = None,
     dev_source: str = "DEV.SRC",
     dev_reference: str = "DEV.REF",

@@ -2,7 +2,7 @@
 
 Moses reads every dense score x of a phrase table as a 32-bit float and uses max(ln x, -100) as
 the feature (LoaderStandard.cpp, TransformScore / FloorScore). So, for the decoder to see the
-feature log p(f|e), the column must hold the probability p(f|e) = exp(log p(f|e)): the default
+feature log p(target|source), the column must hold the probability exp(log p(target|source)): the default
 ``prob`` format. A raw log-probability would be a negative number, whose log is NaN inside the
 decoder, silently.
 
@@ -19,7 +19,12 @@ so the text adds no error of its own; Moses' float32 parsing then moves the feat
 6e-8 absolute (1e-6 relative for any |log p| above 0.06).
 
 A count n (the paper's out-of-vocabulary "WP" feature) is written as exp(n), so that Moses sees n;
-Moses itself writes 2.718 for a count of 1.
+Moses itself writes 2.718 for a count of 1. Counts above ``COUNT_CAP`` = 88 are written as
+exp(88) = 1.65e38: Moses parses the column as a 32-bit float, whose largest value is 3.4e38 =
+exp(88.72), so a larger exp(n) would load as ``inf`` (and make the decoder's total scores NaN);
+beyond n = 709, exp(n) does not even fit a double. Checked with the real decoder: a column of
+exp(88) shows as 88 in its n-best list, one of exp(89.5) as ``inf``. Only pairs with more than 88
+out-of-shortlist tokens reach the cap; the decoder sees 88 for them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ SCORE_FORMATS = ("prob", "logprob", "neglogprob")
 
 #: Moses floors every log score at this value (LOWEST_SCORE in moses/TypeDef.h).
 MOSES_LOG_FLOOR = -100.0
+#: The largest count written as exp(n): exp(88) still fits a float32 (max 3.4e38 = exp(88.72)).
+COUNT_CAP = 88
 
 
 class ScoreError(ValueError):
@@ -57,8 +64,9 @@ def format_number(x: float) -> str:
 
 
 def count_value(n: int) -> float:
-    """exp(n): the column for a count feature, so that Moses' ln gives back n."""
-    return math.exp(n)
+    """exp(n): the column for a count feature, so that Moses' ln gives back n (n capped at
+    ``COUNT_CAP``, so that the column stays a finite float32)."""
+    return math.exp(min(n, COUNT_CAP))
 
 
 def format_columns(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.vocab import SPECIALS, tokenize_phrase
+from .columns import describe
 from .phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError, iter_lines_lenient
 
 LENGTH_BINS = 10  # histogram bins 1..9 and "10+"
@@ -39,6 +40,7 @@ class TableStats:
     tgt_coverage: float = 0.0
     malformed: list[str] = field(default_factory=list)
     malformed_count: int = 0
+    scores_per_line: dict[int, int] = field(default_factory=dict)  # score count -> lines
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -46,6 +48,12 @@ class TableStats:
 
 def _h(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _score_count(raw: bytes, scores_end: int) -> int:
+    """How many scores the line carries (its third field, up to ``scores_end``)."""
+    start = raw.index(b" ||| ", raw.index(b" ||| ") + 5) + 5
+    return len(raw[start:scores_end].split())
 
 
 def coverage(counts: Counter, shortlist_size: int) -> float:
@@ -68,6 +76,7 @@ def inspect_table(
     targets_per_source: Counter = Counter()
     src_counts: Counter = Counter()
     tgt_counts: Counter = Counter()
+    score_counts: Counter = Counter()
     previous_source: bytes | None = None
     for item in iter_lines_lenient(path):
         if isinstance(item, (PhraseTableOSError, PhraseTableStreamError)):
@@ -78,6 +87,7 @@ def inspect_table(
                 stats.malformed.append(str(item))
             continue
         stats.lines += 1
+        score_counts[_score_count(item.raw, item.scores_end)] += 1
         src_tokens = tokenize_phrase(item.source)
         tgt_tokens = tokenize_phrase(item.target)
         source_key = " ".join(src_tokens).encode("utf-8")
@@ -99,6 +109,7 @@ def inspect_table(
         if on_progress is not None and stats.lines % 65536 == 0:
             on_progress(stats.lines, None)
     stats.unique_pairs = len(seen_pairs)
+    stats.scores_per_line = dict(sorted(score_counts.items()))
     stats.unique_sources = len(targets_per_source)
     if targets_per_source:
         per = np.fromiter(targets_per_source.values(), dtype=np.int64)
@@ -134,9 +145,21 @@ def format_report(s: TableStats) -> str:
         f"target lengths     {hist(s.tgt_length_hist)}",
         f"source types       {s.src_types}  (shortlist {s.shortlist_size}: {100 * s.src_coverage:.2f}% of tokens)",
         f"target types       {s.tgt_types}  (shortlist {s.shortlist_size}: {100 * s.tgt_coverage:.2f}% of tokens)",
+        *_score_lines(s.scores_per_line),
     ]
     if s.malformed_count:
         more = " (first ones:)" if s.malformed_count > len(s.malformed) else ":"
         out.append(f"malformed lines    {s.malformed_count}{more}")
         out.extend(f"  {m}" for m in s.malformed)
     return "\n".join(out)
+
+
+def _score_lines(per_line: dict[int, int]) -> list[str]:
+    """The score count(s) and, for the usual one, what each column is."""
+    if not per_line:
+        return []
+    counts = "  ".join(f"{n} ({lines} lines)" for n, lines in per_line.items())
+    out = [f"scores per line    {counts if len(per_line) > 1 else next(iter(per_line))}"]
+    n = max(per_line, key=lambda k: per_line[k])
+    out += [f"{'  score ' + str(c):<19}{describe(c, n)}" for c in range(1, n + 1)]
+    return out

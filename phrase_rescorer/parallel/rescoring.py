@@ -120,6 +120,7 @@ def rescore_sharded(
         signature=done[0].signature,
         first_unsorted_line=min(unsorted) if unsorted else None,
         device=f"{device.type} x {group.world_size} processes",
+        whole_run=True,
     )
 
 

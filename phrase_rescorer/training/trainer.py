@@ -131,7 +131,8 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig) -> TrainingD
 
 
 @dataclass
-class _Progress:
+class _RunState:
+    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
     step: int = 0
     epoch: int = 0
     position: int = 0  # next batch of the epoch plan
@@ -169,7 +170,7 @@ class Trainer:
         # What training steps call: the model, or under torchrun its DDP wrapper (same call).
         self.net = cast(RNNEncoderDecoder, self.group.wrap(self.model))
         self.opt = torch.optim.Adadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
-        self.p = _Progress()
+        self.p = _RunState()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
         self.info = {
@@ -195,7 +196,7 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        self.p = _Progress(**state["progress"])
+        self.p = _RunState(**state["progress"])
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:

@@ -147,7 +147,7 @@ def test_moses_ini_command_on_the_real_ini(model: Path, head: Path, tmp_path: Pa
     assert "TranslationModel0 (PhraseDictionaryMemory): num-features 4 -> 5" in r.stderr
     text = out.read_text()
     assert f"num-features=5 path={rescored} " in text
-    assert "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 0.2\n" in text
+    assert "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 0.02\n" in text
     r = run("moses-ini", str(REAL_INI), "-", "--table", str(rescored), "--features", "2", program="phrase-rescorer")
     assert r.returncode == 5 and "would get num-features=4+2=6" in r.stderr.decode()
     r = run("moses-ini", str(REAL_INI), "-", "--table", str(rescored), program="phrase-rescorer")
@@ -179,7 +179,7 @@ def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Pa
     assert len(values) == 400
     ini = (model_dir / "moses.rnn.ini").read_text()
     assert f"num-features=6 path={model_dir}/phrase-table.rnn.gz " in ini
-    assert "TranslationModel0= 0.2 0.2 0.2 0.2 0.2 0.2\n" in ini
+    assert "TranslationModel0= 0.2 0.2 0.2 0.2 0.02 0.02\n" in ini
     command = r.stdout.decode()
     assert "mert-moses.pl" in command and "dev.en" in command and "DEV.REF" in command
     assert f"{model_dir}/moses.rnn.ini" in command and "/bin/moses" in command

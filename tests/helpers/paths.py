@@ -11,6 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
+SAMPLE_INI = REPO / "tests" / "data" / "sample.en-fr.moses.ini"  # the real system's tuned moses.ini
 SHARED = REPO.parent / "shared"
 REAL_TABLE = SHARED / "data" / "moses-en-fr" / "phrase-table.gz"
 REAL_INI = SHARED / "data" / "moses-en-fr" / "moses.ini"

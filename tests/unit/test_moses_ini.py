@@ -72,7 +72,7 @@ def test_real_tuned_ini_gets_five_features_and_five_weights(tmp_path: Path) -> N
         f"PhraseDictionaryMemory name=TranslationModel0 num-features=5 path={new} input-factor=0 output-factor=0\n"
     )
     assert weight_old == "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692\n"
-    assert weight_new == "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 0.2\n"
+    assert weight_new == "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 0.02\n"
     assert len(weight_new.split("=")[1].split()) == 5
     assert (result.old_features, result.new_features) == (4, 5)
     # The original points at @MODEL_DIR@/phrase-table.gz, unreadable: only the new table is checked.
@@ -94,7 +94,7 @@ def test_added_count_is_read_off_the_table_and_weights_repeat(ini: str, tmp_path
     new = table(tmp_path / "new.gz", scores="0.5 0.4 0.3 0.2 0.01 2.71828183")  # --unk-feature
     result = patch_moses_ini(ini, str(new))
     assert result.new_features == 6
-    assert "TranslationModel0= 0.1 0.2 0.3 0.4 0.2 0.2   # tuned\n" in result.text
+    assert "TranslationModel0= 0.1 0.2 0.3 0.4 0.02 0.02   # tuned\n" in result.text
     result = patch_moses_ini(ini, str(new), weights=(0.3, -0.1))
     assert "TranslationModel0= 0.1 0.2 0.3 0.4 0.3 -0.1   # tuned\n" in result.text
     with pytest.raises(MosesIniError, match="one weight"):
@@ -152,7 +152,7 @@ def test_compact_dictionary_takes_a_binarized_table(ini: str, tmp_path: Path) ->
     result = patch_moses_ini(ini, prefix, name="TM2")
     assert result.new_features == 5
     assert f"PhraseDictionaryCompact name=TM2 num-features=5 path={prefix} " in result.text
-    assert "TM2= 0.7 0.8 0.9 1.0 0.2\n" in result.text
+    assert "TM2= 0.7 0.8 0.9 1.0 0.02\n" in result.text
     assert patch_moses_ini(ini, prefix, name="TM2", features=2).new_features == 6
 
 
@@ -179,7 +179,7 @@ def test_crlf_ini_keeps_its_line_endings(ini: str, tmp_path: Path) -> None:
     crlf = ini.replace("\n", "\r\n")
     result = patch_moses_ini(crlf, str(table(tmp_path / "n.gz", scores="1 1 1 1 1")))
     assert result.text.count("\r\n") == crlf.count("\r\n") and "\n" not in result.text.replace("\r\n", "")
-    assert "TranslationModel0= 0.1 0.2 0.3 0.4 0.2   # tuned\r\n" in result.text
+    assert "TranslationModel0= 0.1 0.2 0.3 0.4 0.02   # tuned\r\n" in result.text
 
 
 def test_file_output_is_refused_onto_the_input(tmp_path: Path, ini: str) -> None:

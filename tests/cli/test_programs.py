@@ -1,0 +1,47 @@
+"""Every program a user is told to run exists both as a file in bin/ (from a checkout) and as a
+console script of the installed package (pip install), under the same name."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+
+import pytest
+
+from tests.helpers.paths import PYTHON, REPO, cli_env
+
+
+def console_scripts() -> dict[str, str]:
+    """``[project.scripts]`` of pyproject.toml (name = "module:function" lines; no tomllib on 3.10)."""
+    section = (REPO / "pyproject.toml").read_text().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^([\w-]+) = "([\w.]+:\w+)"$', section, re.M))
+
+
+SCRIPTS = console_scripts()
+BIN = sorted(p.name for p in (REPO / "bin").iterdir() if p.is_file())
+
+
+def test_every_bin_program_is_a_console_script() -> None:
+    assert sorted(SCRIPTS) == BIN
+
+
+def test_the_readme_names_only_installed_programs() -> None:
+    readme = (REPO / "README.md").read_text()
+    told = set(re.findall(r"(?<![\w/])bin/([a-z][a-z-]+)", readme))  # not $MOSES/bin/...
+    told |= {name for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step") if name in readme}
+    assert "moses-rescore-step" in told
+    assert told <= set(SCRIPTS), told - set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_console_script_and_bin_file_give_the_same_help(name: str) -> None:
+    module, function = SCRIPTS[name].split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+    entry = subprocess.run(
+        [PYTHON, "-c", f"import sys; sys.argv = [{name!r}, '-h']; from {module} import {function}; {function}()"],
+        capture_output=True, text=True, env=cli_env(), timeout=120)
+    script = subprocess.run([PYTHON, str(REPO / "bin" / name), "-h"], capture_output=True, text=True,
+                            env=cli_env(), timeout=120)
+    assert entry.returncode == script.returncode == 0, entry.stderr + script.stderr
+    assert entry.stdout == script.stdout and f"Usage: {name}" in entry.stdout

@@ -1,0 +1,92 @@
+"""--threads N: one shared option on every command that computes, and --threads 1 really
+computes on one thread (measured from the outside, per thread, in /proc)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import click
+import pytest
+import torch
+from click.testing import CliRunner
+
+from phrase_rescorer.cli import cli
+from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
+from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+
+COMPUTING = ("rescore", "moses-step", "train", "inspect", "suggest", "compare", "embed")
+
+
+def test_every_computing_command_has_the_same_threads_option() -> None:
+    options = []
+    for name in COMPUTING:
+        command = cli.commands[name]
+        option = next(p for p in command.params if isinstance(p, click.Option) and "--threads" in p.opts)
+        options.append((option.help, option.type.min, option.default))  # type: ignore[attr-defined]
+    assert len(set(options)) == 1, options
+    assert "Moses' -threads" in options[0][0]
+
+
+def test_threads_sets_torchs_thread_count(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "")  # restored after the test
+    table = tmp_path / "t.txt"
+    table.write_bytes(b"a ||| le ||| 0.5\n")
+    torch.set_num_threads(2)
+    try:
+        r = CliRunner().invoke(cli, ["-q", "inspect", "--threads", "1", str(table)])
+        assert r.exit_code == 0, r.output
+        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+    finally:
+        torch.set_num_threads(1)
+
+
+def _thread_cpu(pid: int) -> dict[int, int]:
+    """CPU ticks (user + system) of every thread of a process, by thread id."""
+    ticks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        ticks[int(tid)] = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return ticks
+
+
+def _busiest_share(args: list[str]) -> tuple[float, int]:
+    """Run a program and sample its threads' CPU time until it ends: the busiest thread's share
+    of the process's CPU time, and the total in ticks."""
+    env = cli_env()
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.pop(name, None)
+    seen: dict[int, int] = {}
+    process = subprocess.Popen([PYTHON, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    while process.poll() is None:
+        try:
+            for tid, ticks in _thread_cpu(process.pid).items():
+                seen[tid] = max(seen.get(tid, 0), ticks)
+        except OSError:  # the process ended between poll() and the read
+            break
+        time.sleep(0.05)
+    assert process.wait(timeout=300) == 0, process.stderr.read().decode() if process.stderr else ""
+    total = sum(seen.values())
+    return max(seen.values()) / total, total
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="needs Linux /proc and at least 2 CPUs")
+def test_threads_1_scores_on_one_thread(tmp_path: Path) -> None:
+    model = tiny_checkpoint(tmp_path / "m.pt", hidden=64)
+    table = tmp_path / "t.gz"
+    table.write_bytes(gzip.compress(b"".join(read_lines(SAMPLE)[:20000])))
+    args = [str(REPO / "bin" / "rescore-phrase-table"), str(table), str(tmp_path / "o.gz"), "-m", str(model)]
+    one, total = _busiest_share([*args, "--threads", "1"])
+    assert total > 50, "too short to measure"  # ticks of 10 ms
+    assert one >= 0.9, f"with --threads 1 the busiest thread did only {one:.0%} of the work"
+    two, _ = _busiest_share([*args, "--threads", "2"])  # the measurement can tell: 2 threads share the work
+    assert two < 0.85, f"with --threads 2 one thread did {two:.0%} of the work"
