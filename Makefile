@@ -21,9 +21,10 @@ STAMP      := $(VENV)/.installed
 SAMPLE     ?= tests/data/sample.en-fr.phrase-table.gz
 DEMO_DIR   ?= work/demo
 TRAIN_ARGS ?= --preset small --max-time 240 --seed 1 --clip-norm 5 --init-std 0.05 --valid-every 250 --threads 1
+SAMPLE_LANGS ?= --source-lang en --target-lang fr
 MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
-DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "a man in a blue shirt"
+DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
 .PHONY: demo demo-pictures train rescore test test-fast bench lint typecheck fuzz clean
 
@@ -36,7 +37,7 @@ $(STAMP): pyproject.toml
 
 $(DEMO_DIR)/model.pt: $(STAMP) $(SAMPLE)
 	mkdir -p $(DEMO_DIR)
-	$(VENV)/bin/phrase-rescorer train $(SAMPLE) $(DEMO_DIR)/model.pt $(TRAIN_ARGS) \
+	$(VENV)/bin/phrase-rescorer train $(SAMPLE) $(DEMO_DIR)/model.pt $(TRAIN_ARGS) $(SAMPLE_LANGS) \
 		--log $(DEMO_DIR)/train.log
 
 train: $(STAMP)

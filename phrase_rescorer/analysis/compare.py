@@ -24,6 +24,7 @@ from ..data.batching import sequences_batch
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
 from ..moses.columns import MOSES_COLUMNS
+from ..moses.text import Display
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
 
 #: Column 3 of a train-model.perl table, p(target|source) (Moses' direct p(e|f); moses/columns.py).
@@ -174,27 +175,29 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def format_text(report: ComparisonReport, width: int = 36) -> str:
-    """The side-by-side report (targets cut to ``width`` characters)."""
+def format_text(report: ComparisonReport, width: int = 36, display: Display | None = None) -> str:
+    """The side-by-side report for people (targets cut to ``width`` characters), phrases shown
+    through ``display`` (default: unescaped)."""
+    display = display or Display()
     lines = [
         f"Top targets by the phrase table ({column_name(report.column)}) and by the network "
         "(log p(target|source), </s> included).",
     ]
     for i, c in enumerate(report.comparisons, 1):
         count = f", source count {c.count:g}" if c.count is not None else ""
-        lines += ["", f"[{i}] {c.source}    ({c.targets} targets{count}; line {c.line_no})"]
+        lines += ["", f"[{i}] {display.source(c.source)}    ({c.targets} targets{count}; line {c.line_no})"]
         lines.append(f"    {'by the phrase table':<{width + 14}}|  by the network")
         for k in range(max(len(c.by_table), len(c.by_network))):
             left = right = ""
             if k < len(c.by_table):
                 r = c.by_table[k]
-                left = f"{k + 1}. {_cut(r.target, width):<{width}} {r.table_score:8.4g}"
+                left = f"{k + 1}. {_cut(display.target(r.target), width):<{width}} {r.table_score:8.4g}"
             if k < len(c.by_network):
                 r = c.by_network[k]
-                right = f"{k + 1}. {_cut(r.target, width):<{width}} {r.network_logp:8.3f}"
+                right = f"{k + 1}. {_cut(display.target(r.target), width):<{width}} {r.network_logp:8.3f}"
             lines.append(f"    {left:<{width + 14}}|  {right}")
     if report.missing:
-        lines += ["", "Not in the table: " + "; ".join(report.missing)]
+        lines += ["", "Not in the table: " + "; ".join(display.source(m) for m in report.missing)]
     summary = []
     if report.top1_agreement is not None:
         summary.append(f"same best target for {report.top1_agreement:.0%} of the sources")

@@ -12,7 +12,8 @@ https://projector.tensorflow.org, or run ``tensorboard --logdir DIR`` on the out
 Spaces: ``source-words`` and ``target-words`` (rows of ``src_embed`` / ``tgt_embed``: row i is
 token id i, special symbols included) and ``phrases``: the summary c = ``model.encode`` of
 chosen source phrases, the paper's "phrase representation". :func:`draw_maps` draws them as
-t-SNE maps (Figs. 4 and 5).
+t-SNE maps (Figs. 4 and 5). Labels are for people: ``show`` turns a table token or phrase into its
+label (``moses.text.unescape``: ``&apos;s`` -> ``'s``); rows stay one per token id.
 """
 
 from __future__ import annotations
@@ -47,19 +48,23 @@ class Space:
         return f"{self.name}.metadata.tsv"
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 def word_spaces(
-    model: RNNEncoderDecoder, src_vocab: Vocabulary, tgt_vocab: Vocabulary
+    model: RNNEncoderDecoder, src_vocab: Vocabulary, tgt_vocab: Vocabulary, show: Callable[[str], str] = _as_is
 ) -> list[Space]:
     return [
         Space(
             "source-words",
             model.src_embed.weight.detach().cpu().float().numpy(),
-            list(src_vocab.tokens),
+            [show(t) for t in src_vocab.tokens],
         ),
         Space(
             "target-words",
             model.tgt_embed.weight.detach().cpu().float().numpy(),
-            list(tgt_vocab.tokens),
+            [show(t) for t in tgt_vocab.tokens],
         ),
     ]
 
@@ -79,12 +84,14 @@ def phrase_representations(
     return out
 
 
-def phrase_space(model: RNNEncoderDecoder, src_vocab: Vocabulary, phrases: Sequence[str]) -> Space:
+def phrase_space(
+    model: RNNEncoderDecoder, src_vocab: Vocabulary, phrases: Sequence[str], show: Callable[[str], str] = _as_is
+) -> Space:
     phrases = [" ".join(tokenize_phrase(p)) for p in phrases]
     return Space(
         "phrases",
         phrase_representations(model, src_vocab, phrases),
-        phrases,
+        [show(p) for p in phrases],
         header=("phrase", "words"),
         extra=[(str(len(p.split(" "))),) for p in phrases],
     )
@@ -154,7 +161,7 @@ def draw_maps(
             colors: list[float] | None = [len(space.labels[i].split(" ")) for i in order]
             title = f"phrase representations c, t-SNE ({len(order)} source phrases)"
         else:
-            order = [i for i, t in enumerate(space.labels) if t not in SPECIALS][:max_words]
+            order = list(range(len(SPECIALS), len(space.labels)))[:max_words]  # ids 0-2: the specials
             colors = None
             side = space.name.split("-")[0]
             title = f"{side} word embeddings, t-SNE ({len(order)} most frequent words)"

@@ -2,7 +2,8 @@
 
 For each source phrase: the best candidates of beam search and the best distinct ones of a
 seeded sample (see :mod:`.search`), each with its log p(target | source) and, when a phrase table
-is given, whether the table already pairs it with that source.
+is given, whether the table already pairs it with that source. Phrases are looked up and reported
+in the table's form; :func:`format_text` shows them to people through a ``moses.text.Display``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.encoder_decoder import RNNEncoderDecoder
+from ..moses.text import Display
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
 from .table_groups import normalize, pick_groups, source_groups
 
@@ -46,10 +48,11 @@ class MethodResult:
 
 @dataclass
 class SourceSuggestions:
-    source: str  # normalised
+    source: str  # normalised, in the table's form
     unknown_words: int  # source words outside the shortlist
     in_table: bool | None  # the table has the source (None: no table given)
     methods: list[MethodResult]
+    typed: str | None = None  # what a person typed, when it differs from ``source``
 
 
 def table_targets(path: str, phrases: list[str]) -> dict[str, set[str]]:
@@ -65,8 +68,10 @@ def suggest(
     phrase: str,
     settings: Settings,
     known: dict[str, set[str]] | None = None,
+    typed: str | None = None,
 ) -> SourceSuggestions:
-    """Beam-search and sampled candidates for ``phrase``; ``known`` from :func:`table_targets`."""
+    """Beam-search and sampled candidates for ``phrase`` (in the table's form); ``known`` from
+    :func:`table_targets`; ``typed``: the text it was made from, reported beside it."""
     if settings.beam_size == 0 and settings.samples == 0:
         raise ValueError("nothing to do: no beam search and no sampling")
     tokens = tokenize_phrase(phrase)
@@ -98,26 +103,33 @@ def suggest(
         )
         methods.append(MethodResult("sampling", detail, report(best)))
     return SourceSuggestions(
-        source, src_vocab.count_unknown(tokens), None if known is None else source in known, methods
+        source, src_vocab.count_unknown(tokens), None if known is None else source in known, methods,
+        typed if typed is not None and normalize(typed) != source else None,
     )
 
 
-def format_text(results: list[SourceSuggestions]) -> str:
+def format_text(results: list[SourceSuggestions], display: Display | None = None) -> str:
+    """The report for people: phrases shown through ``display`` (default: unescaped); a typed
+    phrase is followed by the table form that was looked up."""
+    display = display or Display()
     lines = []
     for r in results:
         notes = []
+        if r.typed is not None:
+            notes.append(f"looked up as: {r.source}")
         if r.unknown_words:
             notes.append(f"{r.unknown_words} word(s) outside the source vocabulary")
         if r.in_table is False:
             notes.append("source not in the table")
-        lines.append(r.source + (f"    ({'; '.join(notes)})" if notes else ""))
+        shown = r.typed if r.typed is not None else display.source(r.source)
+        lines.append(shown + (f"    ({'; '.join(notes)})" if notes else ""))
         for m in r.methods:
             lines.append(f"  {m.method} ({m.detail})")
             for c in m.candidates:
                 flags = ("  [in table]" if c.in_table else "") + (
                     "  [cut at max length]" if c.truncated else ""
                 )
-                lines.append(f"    {c.logp:9.3f}  {c.target}{flags}")
+                lines.append(f"    {c.logp:9.3f}  {display.target(c.target)}{flags}")
         lines.append("")
     return "\n".join(lines) + "\n"
 

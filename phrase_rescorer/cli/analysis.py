@@ -16,11 +16,12 @@ from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
 from ..data.vocab import Vocabulary, tokenize_phrase
-from ..model.checkpoint import load_checkpoint
+from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.encoder_decoder import RNNEncoderDecoder
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
 from .common import UserError, device_option, model_option, progress, resolve_device, say, threads_option
+from .text import TypedPhrases, detok_options, display, typed_options
 
 T = TypeVar("T")
 FORMATS = click.Choice(["text", "tsv", "json"])
@@ -28,9 +29,18 @@ MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
 
 
-def _load(path: str, device: str) -> tuple[RNNEncoderDecoder, Vocabulary, Vocabulary]:
+def _load(path: str, device: str) -> tuple[Checkpoint, RNNEncoderDecoder, Vocabulary, Vocabulary]:
     ckpt = load_checkpoint(path)
-    return ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
+    return ckpt, ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
+
+
+def _looked_up(ctx: click.Context, typed: Iterable[str], reader: TypedPhrases) -> list[tuple[str, str]]:
+    """(typed, table form) of each non-blank typed phrase; says the ones that changed."""
+    forms = [(p, reader.table_form(p)) for p in typed if tokenize_phrase(p)]
+    for p, form in forms:
+        if normalize(p) != form:
+            say(ctx, f'looked up "{p}" as "{form}"')
+    return [(p, form) for p, form in forms if form]
 
 
 @contextmanager
@@ -77,29 +87,43 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
               help="Longest target, in tokens, before </s> is forced [default: 2 x source length + 10].")
 @click.option("--allow-unk", is_flag=True, help="Let the network propose <unk>.")
 @click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
+@typed_options
+@detok_options
 @FORMAT
 @device_option
 @threads_option
 def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
-            seed: int, max_length: int | None, allow_unk: bool, table: str | None, fmt: str, device: str) -> None:
+            seed: int, max_length: int | None, allow_unk: bool, table: str | None, raw: bool,
+            source_lang: str | None, lowercase: bool | None, detok: bool, target_lang: str | None, fmt: str,
+            device: str) -> None:
     """Target phrases the network generates for each source PHRASE (or each line of stdin), by
     beam search and by sampling, each with its log p(target | source): </s> included, the number
     `rescore` gives the pair. The paper's Table 3.
 
+    Phrases are typed as they read ("Don't"): each is Moses-tokenized in the model's source
+    language, escaped and, for a lowercased table, lowercased, as the table's phrases were
+    (--raw: looked up exactly as typed); the text report shows what was looked up, and the
+    phrases unescaped.
+
     \b
     Example:
-      phrase-rescorer suggest -m rnn.pt "a man in a blue shirt" --table phrase-table.gz
+      phrase-rescorer suggest -m rnn.pt "A man in a blue shirt" --table phrase-table.gz
     """
     if beam_size == 0 and samples == 0:
         raise UserError("nothing to do: --beam-size 0 and --samples 0")
-    net, src_vocab, tgt_vocab = _load(model, device)
-    items = [p for p in (list(phrases) if phrases else sys.stdin.read().splitlines()) if tokenize_phrase(p)]
+    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    show = display(ckpt, model, raw, detok, source_lang, target_lang)
+    reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
+    typed = list(phrases) if phrases else sys.stdin.read().splitlines()
+    items = [(p, reader.table_form(p)) for p in typed if tokenize_phrase(p)]
+    items = [(p, form) for p, form in items if form]
     if not items:
         raise UserError("no phrases given (as arguments or on stdin, one per line)")
-    known = sug.table_targets(table, items) if table is not None else None
+    known = sug.table_targets(table, [form for _, form in items]) if table is not None else None
     settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk)
-    results = [sug.suggest(net, src_vocab, tgt_vocab, p, settings, known) for p in items]
-    _print_report(fmt, sug.format_text(results), sug.TSV_HEADER, sug.tsv_rows(results), sug.to_json(results))
+    results = [sug.suggest(net, src_vocab, tgt_vocab, form, settings, known, typed=p) for p, form in items]
+    _print_report(fmt, sug.format_text(results, show), sug.TSV_HEADER, sug.tsv_rows(results),
+                  sug.to_json(results))
 
 
 # --- compare ------------------------------------------------------------------------------------
@@ -126,6 +150,8 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
               help="How many of the qualifying sources to compare (a seeded uniform sample).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1), help="Targets per ranking.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the samples.")
+@typed_options
+@detok_options
 @FORMAT
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the score scatter plot into this PNG.")
 @click.option("--scatter-pairs", default=2000, show_default=True, type=click.IntRange(min=0),
@@ -135,11 +161,15 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @click.pass_context
 def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources: tuple[str, ...], min_length: int,
             max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
-            max_sources: int, top: int, seed: int, fmt: str, plot: str | None, scatter_pairs: int,
+            max_sources: int, top: int, seed: int, raw: bool, source_lang: str | None, lowercase: bool | None,
+            detok: bool, target_lang: str | None, fmt: str, plot: str | None, scatter_pairs: int,
             device: str) -> None:
     """The top targets of source phrases by the phrase table's own score next to the top targets
     by the network (the paper's Table 2); the rank correlation of the two scores and the
     network's source gain over a sample of pairs, and with --plot their scatter (Fig. 3).
+
+    --source phrases are typed as they read and Moses-tokenized like suggest's; the text report
+    shows phrases unescaped (--detok: detokenized, --raw: as in the table).
 
     \b
     Example:
@@ -147,9 +177,11 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     """
     if plot and not scatter_pairs:
         raise UserError("--plot needs --scatter-pairs above 0")
-    net, src_vocab, tgt_vocab = _load(model, device)
+    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    show = display(ckpt, model, raw, detok, source_lang, target_lang)
     keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
-    given = [s for s in sources if tokenize_phrase(s)] or None
+    reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
+    given = [form for _, form in _looked_up(ctx, sources, reader)] or None
     with progress(ctx, "compare", " sources") as bar:
         groups = _counted(source_groups(table, tm_column), bar)
         report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
@@ -157,7 +189,8 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     if not report.comparisons:
         why = "none of the --source phrases is in it" if given else "no source qualifies (see the selection options)"
         raise UserError(f"{table}: {why}", exit_code=3)
-    _print_report(fmt, cmp.format_text(report), cmp.TSV_HEADER, cmp.tsv_rows(report), cmp.to_json(report))
+    _print_report(fmt, cmp.format_text(report, display=show), cmp.TSV_HEADER, cmp.tsv_rows(report),
+                  cmp.to_json(report))
     if plot:
         rho = report.spearman
         title = f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}"
@@ -188,22 +221,26 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
 @click.option("--labels", default=120, show_default=True, type=click.IntRange(min=0),
               help="At most this many labels per map (frequent words / short phrases first, none overlapping).")
 @click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
+@typed_options
 @device_option
 @threads_option
 @click.pass_context
 def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: tuple[str, ...], num_phrases: int,
-          min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float,
-          device: str) -> None:
+          min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float, raw: bool,
+          source_lang: str | None, lowercase: bool | None, device: str) -> None:
     """Export the source and target word embeddings and the phrase representations c of chosen
     source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
-    --plot also draw them as t-SNE maps. Prints the paths written.
+    --plot also draw them as t-SNE maps. Prints the paths written. --phrase is typed as it reads
+    and Moses-tokenized like suggest's; labels are unescaped (--raw: as in the table).
 
     \b
     View: load a NAME.vectors.tsv and its NAME.metadata.tsv at https://projector.tensorflow.org,
     or run `tensorboard --logdir OUT` (OUT holds a projector_config.pbtxt).
     """
-    net, src_vocab, tgt_vocab = _load(model, device)
-    chosen = list(dict.fromkeys(normalize(p) for p in phrases if tokenize_phrase(p)))
+    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    show = display(ckpt, model, raw).source
+    reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
+    chosen = list(dict.fromkeys(form for _, form in _looked_up(ctx, phrases, reader)))
     if table is not None and num_phrases:
         pool: Reservoir[str] = Reservoir(num_phrases, seed)
         with progress(ctx, "sample", " sources") as bar:
@@ -213,9 +250,9 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
         given = set(chosen)
         chosen += [p for p in pool.in_stream_order() if p not in given]
     os.makedirs(out, exist_ok=True)
-    spaces = emb.word_spaces(net, src_vocab, tgt_vocab)
+    spaces = emb.word_spaces(net, src_vocab, tgt_vocab, show)
     if chosen:
-        spaces.append(emb.phrase_space(net, src_vocab, chosen))
+        spaces.append(emb.phrase_space(net, src_vocab, chosen, show))
     written = [path for space in spaces for path in emb.write_space(out, space)]
     written.append(emb.write_projector_config(out, spaces))
     if plot:

@@ -27,6 +27,7 @@ from ..training.trainer import (
 from . import cli
 from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option
 from .progress import Progress
+from .text import language_option
 
 _SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 #: The option defaults are the library's: one definition of each training setting.
@@ -91,10 +92,14 @@ _MODEL_DEFAULTS = ModelConfig()
               help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]")
 @click.option("--log-every", type=click.IntRange(1), default=_DEFAULTS.log_every, show_default=True,
               help="Steps between training-loss log lines.")
+@language_option("source", "Language of TABLE's source side (en), recorded in the model file: the analysis "
+                           "commands tokenize typed phrases with it.")
+@language_option("target", "Language of TABLE's target side (fr), recorded in the model file (--detok).")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset: str,
           vocab_size: int | None, cell: str, summary: str, device: str,
-          resume: bool, log_path: str | None, **options: Any) -> None:
+          resume: bool, log_path: str | None, source_lang: str | None,
+          target_lang: str | None, **options: Any) -> None:
     """Train the RNN Encoder-Decoder on the unique phrase pairs of TABLE (.gz or - for stdin)
     and write the best network by held-out likelihood to MODEL_OUT.
 
@@ -133,7 +138,8 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         data = prepare_data(pairs, requested_vocab, cfg)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
                              cell=cell, summary=summary, **model_sizes)
-        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group)
+        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group,
+                          languages=(source_lang, target_lang))
         if resume:
             trainer.resume()
     except TrainingError as e:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from sacrebleu.metrics import BLEU
-from sacremoses import MosesDetokenizer
+
+from ..moses import text
 
 MAX_ORDER = 4
 #: Columns of a statistics row: hyp_len, ref_len, correct_1..4, total_1..4 (sacrebleu's order).
@@ -43,8 +44,7 @@ class BleuScore:
 
 def detokenize(lines: Sequence[str], lang: str) -> list[str]:
     """Moses-tokenized, escaped lines as running text (sacremoses' ``MosesDetokenizer``)."""
-    detok = MosesDetokenizer(lang=lang)
-    return [detok.detokenize(line.split(), unescape=True) for line in lines]
+    return [text.detokenize(line, lang) for line in lines]
 
 
 def _metric(tokenize: str, lowercase: bool) -> BLEU:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ..model.checkpoint import load_checkpoint
+from ..moses.text import check_language
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import bleu
@@ -91,13 +92,16 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def _target_lang(settings: Settings) -> str:
+    """--target-lang, else the language the model file records (``train --target-lang``)."""
     if settings.target_lang:
-        return settings.target_lang
+        try:
+            return check_language(settings.target_lang)
+        except ValueError as e:
+            raise ExperimentError(f"--target-lang: {e}", 2) from None
     if settings.model:
-        info = load_checkpoint(settings.model).info
-        for key in ("target_lang", "target-lang", "tgt_lang"):
-            if info.get(key):
-                return str(info[key])
+        recorded = load_checkpoint(settings.model).target_lang
+        if recorded:
+            return recorded
     raise ExperimentError(
         "the target language is unknown (the model file does not record it): give --target-lang, "
         "e.g. --target-lang fr, for the detokenizer", 2

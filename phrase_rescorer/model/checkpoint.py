@@ -10,6 +10,8 @@ A checkpoint holds everything needed to score with a network and to know where i
     tgt_vocab       target shortlist tokens
     state_dict      the weights
     info            training facts: seed, steps, best validation figures, argv, table hash ...
+                    and source_lang / target_lang (``train --source-lang``; None or absent:
+                    not recorded, as in files written before they were)
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
 
 Only tensors, numbers, strings, lists and dicts are stored, so the safe ``weights_only`` loader
@@ -51,6 +53,16 @@ class Checkpoint:
     training_state: dict[str, Any] | None = None
     package_version: str = __version__
     path: str | None = None
+
+    @property
+    def source_lang(self) -> str | None:
+        """The language of the table's source side (``en``), if the model file records it."""
+        return _language(self.info.get("source_lang"))
+
+    @property
+    def target_lang(self) -> str | None:
+        """The language of the table's target side (``fr``), if the model file records it."""
+        return _language(self.info.get("target_lang"))
 
     def build_model(self, device: torch.device | str = "cpu") -> RNNEncoderDecoder:
         model = RNNEncoderDecoder(self.config)
@@ -165,6 +177,10 @@ def load_checkpoint(path: str) -> Checkpoint:
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:
         raise CheckpointError(f"{path}: vocabulary sizes do not match the model configuration")
     return ckpt
+
+
+def _language(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _to_cpu(obj: Any) -> Any:

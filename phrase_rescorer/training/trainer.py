@@ -150,11 +150,13 @@ class Trainer:
     loss scaled by the number of processes (DDP averages the gradients over them) the update is
     the one-process update on the global batch, to float32 rounding. Rank 0 alone writes
     the checkpoints and the log; the data position counts global batches, so a run resumes with
-    any number of processes whose per-process batch gives the same global batch."""
+    any number of processes whose per-process batch gives the same global batch.
+    ``languages``: the (source, target) language codes to record in the model files (None:
+    unknown; a resumed run keeps the recorded ones)."""
 
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
-                 group: Group | None = None):
+                 group: Group | None = None, languages: tuple[str | None, str | None] = (None, None)):
         if cfg.bf16 and device.type != "cuda":
             raise TrainingError("--bf16 autocast needs a CUDA device; leave it out on the CPU")
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
@@ -175,6 +177,7 @@ class Trainer:
         has_valid = len(data.valid_idx) > 0
         self.info = {
             "seed": cfg.seed, "argv": list(argv or []), "table_hash": data.table_hash,
+            "source_lang": languages[0], "target_lang": languages[1],
             "train_config": asdict(cfg), "unique_pairs": data.unique_pairs,
             "train_pairs": len(data.train_idx), "skipped_long": data.skipped_long,
             "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
@@ -191,6 +194,12 @@ class Trainer:
         if state is None:
             raise TrainingError(f"{self.last_path} holds no training state to resume from")
         _check_same_run(state["run"], self.run, self.last_path)
+        for key, recorded in (("source_lang", ckpt.source_lang), ("target_lang", ckpt.target_lang)):
+            given = self.info[key]
+            if given is not None and recorded is not None and given != recorded:
+                option = "--" + key.replace("_", "-")
+                raise TrainingError(f"{self.last_path} was trained with {option} {recorded}, not {given}")
+            self.info[key] = given or recorded
         self.model.load_state_dict(ckpt.state_dict)
         self.opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])

@@ -15,9 +15,10 @@ from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder
 
 
 def train_tiny(
-    table: Path, out: Path, steps: int = 30, seed: int = 0
+    table: Path, out: Path, steps: int = 30, seed: int = 0, languages: tuple[str | None, str | None] = ("en", "fr")
 ) -> tuple[RNNEncoderDecoder, Vocabulary, Vocabulary]:
-    """Adadelta (the paper's settings) on the sample's unique pairs; saved to ``out``."""
+    """Adadelta (the paper's settings) on the sample's unique pairs; saved to ``out`` with the
+    sample's languages (en -> fr) recorded, or ``languages``."""
     torch.manual_seed(seed)
     pairs = load_pairs(str(table))
     src_vocab, tgt_vocab = pairs.build_vocabularies(300, 300)
@@ -48,6 +49,7 @@ def train_tiny(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     model.eval()
-    save_checkpoint(str(out), model, src_vocab, tgt_vocab, {"steps": steps, "seed": seed})
+    info = {"steps": steps, "seed": seed, "source_lang": languages[0], "target_lang": languages[1]}
+    save_checkpoint(str(out), model, src_vocab, tgt_vocab, info)
     return model, src_vocab, tgt_vocab
 

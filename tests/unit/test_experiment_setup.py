@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.runner import Settings, _check_resume, check
+from phrase_rescorer.experiment.runner import Settings, _check_resume, _target_lang, check
 from phrase_rescorer.experiment.systems import ExperimentError, check_coverage, systems_for
 from phrase_rescorer.moses.ini_weights import features, reset_weights
 from phrase_rescorer.moses.toolkit import MosesNotFound, find_moses
@@ -152,3 +152,16 @@ def test_systems() -> None:
     assert [s.key for s in systems_for(False, False)] == ["baseline"]
     assert [s.key for s in systems_for(True, False)] == ["baseline", "rnn"]
     assert [s.columns for s in systems_for(True, True)] == [0, 1, 2]
+
+
+def test_target_language_from_the_option_or_the_model_file(tmp_path: Path) -> None:
+    unknown, known = tmp_path / "unknown.pt", tmp_path / "known.pt"
+    train_tiny(TINY / "phrase-table.gz", unknown, steps=1, languages=(None, None))
+    train_tiny(TINY / "phrase-table.gz", known, steps=1, languages=("en", "fr"))
+    assert _target_lang(settings(tmp_path, target_lang="fr")) == "fr"
+    with pytest.raises(ExperimentError, match="the target language is unknown .*--target-lang"):
+        _target_lang(settings(tmp_path, model=str(unknown)))
+    assert _target_lang(settings(tmp_path, model=str(known))) == "fr"
+    assert _target_lang(settings(tmp_path, model=str(known), target_lang="de")) == "de"  # the option first
+    with pytest.raises(ExperimentError, match="--target-lang: 'French' is not a language code"):
+        _target_lang(settings(tmp_path, target_lang="French"))
