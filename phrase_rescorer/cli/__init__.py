@@ -31,6 +31,8 @@ def cli(ctx: click.Context, quiet: bool) -> None:
       phrase-rescorer train model/phrase-table.gz rnn.pt --preset paper
       rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn.gz --model rnn.pt
       phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini --table model/phrase-table.rnn.gz
+      phrase-rescorer experiment --ini model/moses.ini --dev D.en D.fr --test T.en T.fr \\
+          --model rnn.pt --runs 3 --out exp/      (the MERT A/B: does the column help?)
 
     Run any command with -h for its options.
     """
@@ -41,7 +43,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
 def _register() -> None:
     from . import data  # noqa: F401  (each module adds its commands to ``cli``)
 
-    for name in ("train", "rescore", "analysis"):
+    for name in ("train", "rescore", "analysis", "experiment"):
         try:
             __import__(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

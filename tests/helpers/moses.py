@@ -1,9 +1,9 @@
 """The real Moses for the integration tests: found, or the tests skipped with the reason.
 
-Moses is found as a user's installation is: ``$MOSES`` when set, else ``../shared/tools/moses``
-beside the checkout. The tiny system of tests/data/moses (eight dev sentences, the phrase-table
-lines that cover them) is completed here with a language model built by the Moses found and a
-moses.ini; ``decode`` runs ``moses`` or ``moses2`` on it and reads back, for each sentence, the
+Moses is found as a user's installation is, by the product's own finder: ``$MOSES`` when set,
+else ``../shared/tools/moses`` beside the checkout. The tiny system of tests/data/moses (eight
+dev sentences, the phrase-table lines that cover them) is completed here with a language model
+built by the Moses found and a moses.ini; ``decode`` runs ``moses`` or ``moses2`` on it and reads back, for each sentence, the
 phrase pairs of the best hypothesis (``-t``: ``target words |i-j|`` per phrase) and its feature
 values from the n-best list.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from phrase_rescorer.moses.toolkit import MosesNotFound
+from phrase_rescorer.moses.toolkit import find_moses as find_toolkit
 from tests.helpers.paths import REPO, SHARED
 
 DATA = REPO / "tests" / "data" / "moses"
@@ -25,23 +27,23 @@ DEV_FR = DATA / "dev.fr"
 PHRASE_TABLE = DATA / "phrase-table.gz"
 
 
-def find_moses() -> tuple[Path | None, str]:
-    """(the Moses directory, "") or (None, why there is none)."""
+def find_moses(needs: tuple[str, ...] = ("bin/moses",)) -> tuple[Path | None, str]:
+    """(the Moses directory, "") or (None, why there is none). The product's own finder
+    (``phrase_rescorer.moses.toolkit``) checks the directory: ``$MOSES`` when set (and then
+    only it), else ``../shared/tools/moses``; ``needs`` are the paths a test runs."""
     given = os.environ.get("MOSES")
-    if given:
-        path = Path(given)
-        if (path / "bin" / "moses").is_file():
-            return path, ""
-        return None, f"MOSES={given} has no bin/moses"
-    default = SHARED / "tools" / "moses"
-    if (default / "bin" / "moses").is_file():
-        return default, ""
-    return None, f"no Moses: MOSES is not set and {default} does not exist"
+    where = given or str(SHARED / "tools" / "moses")
+    if not given and not os.path.isdir(where):
+        return None, f"no Moses: MOSES is not set and {where} does not exist"
+    try:
+        return Path(find_toolkit(where, needs=needs).root), ""
+    except MosesNotFound as e:
+        return None, str(e) if given else f"no Moses: MOSES is not set and {e}"
 
 
-def moses_root() -> Path:
+def moses_root(needs: tuple[str, ...] = ("bin/moses",)) -> Path:
     """The Moses directory, or skip the test saying why there is none."""
-    path, reason = find_moses()
+    path, reason = find_moses(needs)
     if path is None:
         pytest.skip(reason)
     return path

@@ -12,6 +12,7 @@ from tests.helpers import moses as m
 def _fake_moses(root: Path) -> Path:
     (root / "bin").mkdir(parents=True)
     (root / "bin" / "moses").write_bytes(b"")
+    (root / "bin" / "moses").chmod(0o755)
     return root
 
 
@@ -28,4 +29,7 @@ def test_moses_env_first_then_shared_then_a_reason(tmp_path: Path, monkeypatch: 
     assert m.find_moses() == (own, "")
     monkeypatch.setenv("MOSES", str(tmp_path / "nothing"))  # named, but not a Moses: not replaced
     found, reason = m.find_moses()
-    assert found is None and "has no bin/moses" in reason
+    assert found is None and "nothing" in reason and "no such directory" in reason
+    monkeypatch.setenv("MOSES", str(shared))  # a directory, but no decoder in it
+    found, reason = m.find_moses()
+    assert found is None and "bin/moses is missing" in reason

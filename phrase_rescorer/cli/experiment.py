@@ -1,0 +1,107 @@
+"""``experiment``: baseline vs + RNN (vs + RNN + WP), each tuned several times with MERT."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..experiment import ExperimentError, Settings, run_experiment
+from ..experiment.report import format_table
+from ..moses.toolkit import MosesNotFound, find_moses
+from ..threads import limit_threads
+from . import cli
+from .common import Terminated, UserError, is_quiet, model_option
+
+COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+_FILE = click.Path(exists=True, dir_okay=False)
+
+
+@cli.command("experiment", context_settings=COMMAND_SETTINGS)
+@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), envvar="MOSES", show_envvar=True,
+              help="The Moses directory (bin/moses, bin/mert, scripts/training/mert-moses.pl). "
+              "Default: $MOSES.")
+@click.option("--ini", required=True, type=_FILE,
+              help="The baseline moses.ini (absolute paths; its TranslationModel0 a text phrase table).")
+@click.option("--dev", nargs=2, required=True, type=_FILE, metavar="SRC REF",
+              help="Tuning set: source and reference, tokenized and cased like the table.")
+@click.option("--test", nargs=2, required=True, type=_FILE, metavar="SRC REF",
+              help="Test set: source and tokenized reference.")
+@click.option("--test-raw-ref", type=_FILE, default=None,
+              help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
+              "Default: the tokenized reference, detokenized like the output.")
+@model_option(required=False)
+@click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="MERT runs per system, each with its own working directory and seed.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for everything (tuned inis, 1-best outputs, experiment.json). "
+              "Rerun the same command to continue an interrupted experiment.")
+@click.option("--maximum-iterations", type=click.IntRange(min=1), default=None,
+              help="mert-moses.pl's iteration cap (its default: 25).")
+@click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Threads of the decoder (Moses' -threads) and of the network while it rescores the table.")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).")
+@click.option("--target-lang", default=None,
+              help="Target language for the detokenizer (e.g. fr). Default: the one the model file records.")
+@click.option("--lowercase", "--lc", "lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
+@click.option("--start-weights", type=click.Choice(["moses-defaults", "ini"]), default="moses-defaults",
+              show_default=True,
+              help="Where every system's MERT starts: train-model.perl's starting weights (0.2 for each "
+              "added column, as for every phrase-table score), or the ini's (with moses-ini's starting weight "
+              "for the added columns).")
+@click.option("--trials", type=click.IntRange(min=100), default=10000, show_default=True,
+              help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Refuse a model whose shortlists cover less of the table's tokens (either side).")
+@click.option("--device", default="auto", show_default=True, help="Where the network rescores the table.")
+@click.pass_context
+def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
+               test_raw_ref: str | None, model: str | None, unk_feature: bool, runs: int, out_dir: str,
+               maximum_iterations: int | None, nbest: int, threads: int, seed: int, target_lang: str | None,
+               lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
+    """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
+    network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
+    every tuned ini, and compare BLEU with a significance test over test sentences and runs.
+
+    Without -m/--model only the baseline is tuned (to measure MERT's own spread).
+
+    \b
+    Prints a table like the paper's Table 1 (mean ± sd over runs, Δ vs the baseline, p) and
+    writes everything to --out. Progress: one line per MERT iteration on stderr.
+    \b
+    Example:
+      phrase-rescorer experiment --moses $MOSES --ini work/model/moses.ini \\
+          --dev dev.en dev.fr --test test.en test.fr --model rnn.pt --runs 3 --out exp/
+    """
+    try:
+        toolkit = find_moses(moses_dir)
+    except MosesNotFound as e:
+        raise UserError(str(e), 2) from None
+    limit_threads(threads)
+    if unk_feature and model is None:
+        raise UserError("--unk-feature needs --model")
+    settings = Settings(
+        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, test_raw_reference=test_raw_ref,
+        unk_feature=unk_feature, runs=runs, max_iterations=maximum_iterations, threads=threads, seed=seed,
+        target_lang=target_lang, lowercase=lowercase, nbest=nbest, start_weights=start_weights, trials=trials,
+        min_coverage=min_coverage, rescore_options={"device": device},
+    )
+    quiet = is_quiet(ctx)
+
+    def say(message: str) -> None:
+        if not quiet:
+            click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
+
+    resume = f"the finished runs are kept in {out_dir}: run the same command to continue"
+    try:
+        report = run_experiment(toolkit, settings, say)
+    except ExperimentError as e:
+        raise UserError(str(e), e.exit_code) from None
+    except KeyboardInterrupt:
+        raise UserError(f"interrupted; {resume}", 130) from None
+    except Terminated:
+        raise UserError(f"terminated (SIGTERM); {resume}", 143) from None
+    click.echo(format_table(report))

@@ -1,0 +1,226 @@
+"""An experiment from start to finish: checks, systems, R tuning runs each, scores, report.
+
+Layout of the output directory (everything is kept)::
+
+    settings.json                 what defines the experiment (a restart must match it)
+    experiment.json               the report (rewritten after every finished run)
+    tables/phrase-table.rnn.gz    the rescored table(s)
+    systems/KEY/start.ini         the starting moses.ini of a system
+    systems/KEY/runN/             mert-work/ (mert-moses.pl's directory), mert.out, mert.err,
+                                  moses.ini (the tuned weights), dev.1best, test.1best, result.json
+
+A run is finished when its ``result.json`` exists (written last, atomically); a restarted
+experiment skips finished runs and starts unfinished ones afresh, with the same seed. Runs go
+round the systems (run 1 of every system, then run 2, ...) so that an experiment stopped early
+still compares like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from ..model.checkpoint import load_checkpoint
+from ..moses.text import check_language
+from ..moses.toolkit import MosesToolkit
+from ..output import AtomicOutput
+from . import bleu
+from .moses_runs import decode, tune
+from .report import RunScores, build_report
+from .systems import (
+    ExperimentError,
+    System,
+    check_coverage,
+    check_ini,
+    check_parallel,
+    prepare_system,
+    systems_for,
+)
+
+EventCallback = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    ini: str
+    dev: tuple[str, str]  # source, tokenized reference
+    test: tuple[str, str]
+    out_dir: str
+    model: str | None = None
+    test_raw_reference: str | None = None
+    unk_feature: bool = False
+    runs: int = 3
+    max_iterations: int | None = None
+    threads: int = 1
+    seed: int = 1
+    target_lang: str | None = None
+    lowercase: bool = False
+    nbest: int = 100
+    start_weights: str = "moses-defaults"  # or "ini"
+    trials: int = 10000
+    min_coverage: float = 0.5
+    rescore_options: dict = field(default_factory=dict)
+
+    def identity(self) -> dict:
+        """What a restart must share with the first start (not: runs, threads, scoring)."""
+        return {
+            "ini": os.path.abspath(self.ini),
+            "dev": [os.path.abspath(p) for p in self.dev],
+            "test": [os.path.abspath(p) for p in self.test],
+            "model": os.path.abspath(self.model) if self.model else None,
+            "unk_feature": self.unk_feature,
+            "max_iterations": self.max_iterations,
+            "seed": self.seed,
+            "nbest": self.nbest,
+            "start_weights": self.start_weights,
+            "rescore_options": self.rescore_options,
+        }
+
+
+def run_seed(base: int, system_index: int, run: int) -> int:
+    """Each run's own mert seed: distinct for every (system, run), recorded in its result."""
+    return base + 1000 * system_index + run
+
+
+def _write_json(path: str, data: dict) -> None:
+    with AtomicOutput(path) as f:
+        f.write((json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _target_lang(settings: Settings) -> str:
+    """--target-lang, else the language the model file records (``train --target-lang``)."""
+    if settings.target_lang:
+        try:
+            return check_language(settings.target_lang)
+        except ValueError as e:
+            raise ExperimentError(f"--target-lang: {e}", 2) from None
+    if settings.model:
+        recorded = load_checkpoint(settings.model).target_lang
+        if recorded:
+            return recorded
+    raise ExperimentError(
+        "the target language is unknown (the model file does not record it): give --target-lang, "
+        "e.g. --target-lang fr, for the detokenizer", 2
+    )
+
+
+def _describe_model(path: str) -> dict:
+    """What the report says about the network: its hash, size and training facts."""
+    checkpoint = load_checkpoint(path)
+    info = checkpoint.info
+    return {"fingerprint": checkpoint.fingerprint(), "config": checkpoint.config.to_dict(),
+            **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info}}
+
+
+def _check_resume(settings: Settings) -> None:
+    path = os.path.join(settings.out_dir, "settings.json")
+    identity = settings.identity()
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+        changed = [k for k in identity if old.get(k) != identity[k]]
+        if changed:
+            details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
+            raise ExperimentError(
+                f"{settings.out_dir} holds an experiment with other settings ({details}); "
+                "give another --out, or the same settings to continue it", 2
+            )
+    else:
+        _write_json(path, identity)
+
+
+def check(settings: Settings) -> str:
+    """Every refusal that can be made before tuning; returns the phrase table to rescore."""
+    table = check_ini(settings.ini)
+    check_parallel("dev", *settings.dev)
+    check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
+    if settings.runs < 1:
+        raise ExperimentError("--runs must be at least 1", 2)
+    return table
+
+
+def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict) -> RunScores:
+    with open(os.path.join(run_dir, "result.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    dev_out = bleu.read_lines(os.path.join(run_dir, "dev.1best"))
+    test_out = bleu.read_lines(os.path.join(run_dir, "test.1best"))
+    return RunScores(
+        meta=meta,
+        dev=bleu.tokenized_bleu(dev_out, refs["dev"], lowercase=settings.lowercase),
+        test=bleu.tokenized_bleu(test_out, refs["test"], lowercase=settings.lowercase),
+        test_detok=bleu.detokenized_bleu(test_out, refs["test_raw"], lang, lowercase=settings.lowercase),
+    )
+
+
+def _one_run(toolkit: MosesToolkit, settings: Settings, system: System, start_ini: str, run: int,
+             seed: int, say: EventCallback) -> None:
+    run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
+    os.makedirs(run_dir, exist_ok=True)
+    t0 = time.time()
+
+    def iteration(n: int, dev_bleu: float | None) -> None:
+        if dev_bleu is None:
+            say(f"{system.key} run {run}: MERT iteration {n} decoding the dev set")
+        else:
+            say(f"{system.key} run {run}: MERT iteration {n} done, dev BLEU {dev_bleu:.2f} "
+                f"({time.time() - t0:.0f} s)")
+
+    tuned, bleus = tune(toolkit, start_ini, *settings.dev, run_dir, seed=seed, threads=settings.threads,
+                        max_iterations=settings.max_iterations, nbest=settings.nbest, on_iteration=iteration)
+    shutil.copyfile(tuned, os.path.join(run_dir, "moses.ini"))
+    t1 = time.time()
+    say(f"{system.key} run {run}: decoding dev and test with the tuned weights")
+    decode(toolkit, tuned, settings.dev[0], os.path.join(run_dir, "dev.1best"), threads=settings.threads)
+    decode(toolkit, tuned, settings.test[0], os.path.join(run_dir, "test.1best"), threads=settings.threads)
+    _write_json(os.path.join(run_dir, "result.json"), {
+        "system": system.key, "run": run, "seed": seed, "mert_dev_bleu": [round(b, 2) for b in bleus],
+        "iterations": len(bleus), "tune_seconds": round(t1 - t0, 1), "decode_seconds": round(time.time() - t1, 1),
+    })
+
+
+def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None) -> dict:
+    """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
+    table = check(settings)
+    lang = _target_lang(settings)
+    os.makedirs(settings.out_dir, exist_ok=True)
+    _check_resume(settings)
+    if settings.model:
+        src, tgt = check_coverage(table, settings.model, settings.min_coverage)
+        say(f"model vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
+    systems = systems_for(settings.model is not None, settings.unk_feature)
+    starts = {
+        s.key: prepare_system(s, settings.ini, table, settings.model, settings.out_dir,
+                              start_weights=settings.start_weights, rescore_options=settings.rescore_options,
+                              on_progress=say)
+        for s in systems
+    }
+    refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
+    refs["test_raw"] = (bleu.read_lines(settings.test_raw_reference) if settings.test_raw_reference
+                        else bleu.detokenize(refs["test"], lang))
+    scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
+    described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
+    if settings.model:
+        described["network"] = _describe_model(settings.model)
+
+    def report() -> dict:
+        data = build_report(systems, scores, settings_json=described,
+                            raw_reference=settings.test_raw_reference is not None, trials=settings.trials,
+                            seed=settings.seed)
+        _write_json(os.path.join(settings.out_dir, "experiment.json"), data)
+        return data
+
+    for run in range(1, settings.runs + 1):
+        for index, system in enumerate(systems):
+            run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
+            if os.path.exists(os.path.join(run_dir, "result.json")):
+                say(f"{system.key} run {run}: finished earlier, kept")
+            else:
+                _one_run(toolkit, settings, system, starts[system.key], run,
+                         run_seed(settings.seed, index, run), say)
+            scores[system.key].append(_score_run(run_dir, settings, lang, refs))
+            report()
+    return report()

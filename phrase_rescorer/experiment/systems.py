@@ -1,0 +1,183 @@
+"""The systems an experiment compares, and the checks made before hours of tuning start.
+
+* ``baseline``: the user's moses.ini as given.
+* ``rnn``: the same ini with the phrase table rescored by the network (one more column,
+  :func:`~phrase_rescorer.rescoring.engine.rescore_table`) and the ini patched for it
+  (:func:`~phrase_rescorer.moses.ini.patch_moses_ini_file`).
+* ``rnn-wp`` (``--unk-feature``): the paper's "+ WP" system, a table with both columns.
+
+Every system starts MERT from the same point: train-model.perl's starting weights
+(:func:`~phrase_rescorer.moses.ini_weights.reset_weights`), or, with ``start_weights="ini"``,
+the ini's own weights with 0.2 for each added column.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..model.checkpoint import load_checkpoint
+from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini, patch_moses_ini_file
+from ..moses.ini_weights import features, reset_weights
+from ..moses.phrase_table import InputTable
+from ..output import AtomicOutput
+from ..rescoring.engine import rescore_table
+
+
+class ExperimentError(ValueError):
+    """A refused experiment; ``exit_code`` follows the project's table (3 data, 4 model, 5 ini)."""
+
+    def __init__(self, message: str, exit_code: int = 3):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class System:
+    key: str  # directory name and JSON key
+    label: str  # row label of the table
+    columns: int  # columns added to the phrase table
+
+
+BASELINE = System("baseline", "baseline", 0)
+RNN = System("rnn", "+ RNN", 1)
+RNN_WP = System("rnn-wp", "+ RNN + WP", 2)
+
+
+def systems_for(with_model: bool, unk_feature: bool) -> list[System]:
+    if not with_model:
+        return [BASELINE]
+    return [BASELINE, RNN, RNN_WP] if unk_feature else [BASELINE, RNN]
+
+
+def check_ini(ini: str, name: str = "TranslationModel0") -> str:
+    """Refuse an ini whose files Moses could not load; return the text table of ``name``."""
+    try:
+        with open(ini, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ExperimentError(f"{ini}: cannot read the moses.ini ({e})", 5) from None
+    lines = text.splitlines(keepends=True)
+    for feature in features(lines):
+        path = feature.args.get("path")
+        if path is None:
+            continue
+        candidates = [path, path + ".gz"] if not path.endswith(".gz") else [path]
+        if not any(os.access(p, os.R_OK) for p in candidates):
+            raise ExperimentError(
+                f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be read"
+                + (" (a relative path: give the ini absolute paths)" if not os.path.isabs(path) else ""),
+                5,
+            )
+    pd = check_moses_ini(text, name, ini)  # the table carries num-features scores
+    if pd.type not in TEXT_TABLE_TYPES or pd.path is None:
+        raise MosesIniError(
+            f"{ini}:{pd.index + 1}: {name} is a {pd.type}; the experiment rescores a text phrase table "
+            "(PhraseDictionaryMemory): give the ini that points at phrase-table.gz"
+        )
+    return pd.path if os.path.isfile(pd.path) else pd.path + ".gz"
+
+
+def count_lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError as e:
+        raise ExperimentError(f"{path}: cannot read ({e.strerror})", 6) from None
+
+
+def check_parallel(what: str, *paths: str) -> int:
+    """All files of a set (source, reference, raw reference) have the same number of lines."""
+    counts = [count_lines(p) for p in paths]
+    if len(set(counts)) != 1:
+        listed = ", ".join(f"{p}: {n:,} lines" for p, n in zip(paths, counts, strict=True))
+        raise ExperimentError(f"{what} files differ in length ({listed})")
+    if counts[0] == 0:
+        raise ExperimentError(f"{what} files are empty ({paths[0]})")
+    return counts[0]
+
+
+def vocabulary_coverage(table: str, model: str) -> tuple[float, float]:
+    """Share of the table's source and target token occurrences (over all lines) that the
+    network's shortlists know."""
+    checkpoint = load_checkpoint(model)
+    counts: list[Counter[str]] = [Counter(), Counter()]
+    with InputTable(table, check_scores=False) as entries:
+        for entry in entries:
+            counts[0].update(entry.source.split())
+            counts[1].update(entry.target.split())
+    shares = []
+    for vocab, c in zip((checkpoint.src_vocab, checkpoint.tgt_vocab), counts, strict=True):
+        total = sum(c.values())
+        shares.append(sum(n for t, n in c.items() if t in vocab) / total if total else 0.0)
+    return shares[0], shares[1]
+
+
+def check_coverage(table: str, model: str, minimum: float) -> tuple[float, float]:
+    src, tgt = vocabulary_coverage(table, model)
+    if min(src, tgt) < minimum:
+        raise ExperimentError(
+            f"{model}: its vocabulary covers {src:.1%} of the source and {tgt:.1%} of the target "
+            f"tokens of {table} (at least {minimum:.0%} needed): was it trained on another table? "
+            "(--min-coverage sets the limit)",
+            4,
+        )
+    return src, tgt
+
+
+def _write_text(path: str, text: str) -> None:
+    with AtomicOutput(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def _every_tenth(say: Callable[[str], None] | None) -> Callable[[int, int, int | None], None] | None:
+    """A rescoring progress callback that reports each tenth of the input read."""
+    if say is None:
+        return None
+    reported = [0]
+
+    def progress(lines: int, position: int, size: int | None) -> None:
+        if size:
+            tenth = 10 * position // size
+            if tenth > reported[0]:
+                reported[0] = tenth
+                say(f"rescoring: {lines:,} lines, {10 * tenth}% of the table")
+
+    return progress
+
+
+def prepare_system(system: System, ini: str, table: str, model: str | None, out_dir: str, *,
+                   start_weights: str = "moses-defaults", rescore_options: dict | None = None,
+                   on_progress: Callable[[str], None] | None = None) -> str:
+    """The starting moses.ini of ``system`` (rescoring its table first when needed): kept as
+    ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused."""
+    directory = os.path.join(out_dir, "systems", system.key)
+    os.makedirs(directory, exist_ok=True)
+    start = os.path.join(directory, "start.ini")
+    if os.path.exists(start):
+        return start
+    with open(ini, encoding="utf-8", newline="") as f:
+        text = f.read()
+    name = "TranslationModel0"
+    if system.columns:
+        assert model is not None
+        tables = os.path.join(out_dir, "tables")
+        os.makedirs(tables, exist_ok=True)
+        new_table = os.path.join(tables, f"phrase-table.{system.key}.gz")
+        if not os.path.exists(new_table):  # written atomically: present means complete
+            if on_progress:
+                on_progress(f"rescoring {table} -> {new_table}")
+            summary = rescore_table(table, new_table, model, unk_feature=system.columns == 2,
+                                    on_progress=_every_tenth(on_progress), **(rescore_options or {}))
+            if on_progress:
+                on_progress(summary.closing_line())
+        patched = os.path.join(directory, "patched.ini")
+        patch_moses_ini_file(ini, patched, new_table, name=name, features=system.columns)
+        with open(patched, encoding="utf-8", newline="") as f:
+            text = f.read()
+    if start_weights == "moses-defaults":
+        text, _ = reset_weights(text, ini, added={name: system.columns})
+    _write_text(start, text)
+    return start

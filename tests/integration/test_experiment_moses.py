@@ -1,0 +1,155 @@
+"""``phrase-rescorer experiment`` end to end with the real Moses, on the tiny en-fr system of
+tests/data/tiny-moses: 1 run per system, 2 MERT iterations (about a minute on 2 cores).
+Skipped, with the reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.experiment import bleu
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from tests.helpers.analysis_model import train_tiny
+from tests.helpers.moses import moses_root
+from tests.helpers.paths import PYTHON, REPO, cli_env
+
+TINY = REPO / "tests" / "data" / "tiny-moses"
+
+
+def moses_or_skip() -> str:
+    return str(moses_root(EXPERIMENT_NEEDS))
+
+
+def experiment(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "phrase_rescorer", "experiment", *args], capture_output=True, text=True,
+                          env=cli_env(), timeout=900)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    moses = moses_or_skip()
+    tmp = tmp_path_factory.mktemp("experiment")
+    ini = tmp / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    model = tmp / "rnn.pt"
+    train_tiny(TINY / "phrase-table.gz", model, steps=20)
+    out = tmp / "out"
+    args = ["--moses", moses, "--ini", str(ini), "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
+            "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--model", str(model), "--unk-feature",
+            "--runs", "1", "--maximum-iterations", "2", "--target-lang", "fr", "--trials", "1000",
+            "--out", str(out)]
+    first = experiment(*args)
+    return {"args": args, "out": out, "first": first}
+
+
+@pytest.mark.slow
+def test_end_to_end(setup: dict) -> None:
+    first, out = setup["first"], setup["out"]
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    rows = {line.split("  ")[0].strip(): line for line in lines[2:5]}
+    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP"]
+    assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
+    assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
+
+    report = json.loads((out / "experiment.json").read_text())
+    refs = bleu.read_lines(str(TINY / "test.fr"))
+    for key, added in (("baseline", 0), ("rnn", 1), ("rnn-wp", 2)):
+        run_dir = out / "systems" / key / "run1"
+        (run,) = report["systems"][key]["runs"]
+        assert run["iterations"] == 2 and len(run["mert_dev_bleu"]) == 2
+        # the reported test BLEU is sacrebleu's on the kept 1-best output
+        hyps = bleu.read_lines(str(run_dir / "test.1best"))
+        assert len(hyps) == len(refs)
+        assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
+        assert run["test_detok"] == pytest.approx(
+            bleu.detokenized_bleu(hyps, bleu.detokenize(refs, "fr"), "fr").score, abs=1e-4)
+        assert f"--mertmertargs=-r {run['seed']} " in (run_dir / "mert.out").read_text()
+        # the tuned ini: mert-moses.pl's, with the table's extra columns weighted
+        tuned = (run_dir / "moses.ini").read_text()
+        tm = next(line for line in tuned.splitlines() if line.startswith("TranslationModel0="))
+        assert len(tm.split("=", 1)[1].split()) == 4 + added
+        if added:
+            table = out / "tables" / f"phrase-table.{key}.gz"
+            assert f"path={table} " in tuned
+            with gzip.open(table, "rt", encoding="utf-8") as new, gzip.open(TINY / "phrase-table.gz", "rt",
+                                                                             encoding="utf-8") as old:
+                pairs = list(zip(old, new, strict=True))
+            assert all(len(n.split(" ||| ")[2].split()) == 4 + added for _, n in pairs)
+    assert set(report["comparisons"]) == {"rnn", "rnn-wp"}
+    for comparison in report["comparisons"].values():
+        assert 0 < comparison["test"]["approximate_randomization"]["p_value"] <= 1
+    assert report["signatures"]["tokenized"].startswith("nrefs:1|case:mixed|eff:no|tok:none")
+
+
+@pytest.mark.slow
+def test_restart_skips_finished_runs_and_redoes_unfinished_ones(setup: dict) -> None:
+    assert setup["first"].returncode == 0, setup["first"].stderr
+    out = setup["out"]
+    base_output = out / "systems" / "baseline" / "run1" / "test.1best"
+    stamp = base_output.stat().st_mtime_ns
+    rnn = out / "systems" / "rnn" / "run1"
+    before = (rnn / "test.1best").read_text()
+    (rnn / "result.json").unlink()  # as if interrupted after decoding
+    again = experiment(*setup["args"])
+    assert again.returncode == 0, again.stderr
+    assert "baseline run 1: finished earlier, kept" in again.stderr
+    assert "rnn-wp run 1: finished earlier, kept" in again.stderr
+    assert "rnn run 1: MERT iteration 1" in again.stderr
+    assert base_output.stat().st_mtime_ns == stamp
+    assert (rnn / "test.1best").read_text() == before  # the same seed, the same tuning
+    assert again.stdout == setup["first"].stdout
+
+
+def test_no_moses_is_refused(tmp_path: Path) -> None:
+    result = experiment("--moses", str(tmp_path), "--ini", str(TINY / "moses.ini"),
+                        "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
+                        "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2
+    assert "is not a usable Moses: bin/moses is missing" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+@pytest.mark.slow
+def test_interrupted_during_mert_stops_moses_and_continues(tmp_path: Path) -> None:
+    moses = moses_or_skip()
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    out = tmp_path / "out"
+    args = [PYTHON, "-m", "phrase_rescorer", "experiment", "--moses", moses, "--ini", str(ini),
+            "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"), "--test", str(TINY / "test.en"),
+            str(TINY / "test.fr"), "--runs", "1", "--maximum-iterations", "1", "--target-lang", "fr",
+            "--trials", "100", "--out", str(out)]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env())
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "MERT iteration 1 decoding the dev set" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    assert process.returncode == 130, rest
+    assert f"interrupted; the finished runs are kept in {out}" in rest
+    assert not (out / "systems" / "baseline" / "run1" / "result.json").exists()
+    assert _processes_mentioning(str(out)) == []  # mert-moses.pl and its decoder are gone
+    again = experiment(*args[4:])
+    assert again.returncode == 0, again.stderr
+    assert (out / "systems" / "baseline" / "run1" / "result.json").exists()

@@ -1,0 +1,54 @@
+"""The experiment's report: mean ± sd over runs, the comparison with the baseline, the table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phrase_rescorer.experiment import bleu
+from phrase_rescorer.experiment.report import RunScores, build_report, format_table
+from phrase_rescorer.experiment.systems import systems_for
+from tests.helpers.paths import REPO
+
+DATA = REPO / "tests" / "data" / "bleu"
+REFS = bleu.read_lines(str(DATA / "ref.tok.fr"))
+HYPS = bleu.read_lines(str(DATA / "hyp.tok.fr"))
+
+
+def run(hyps: list[str], seed: int) -> RunScores:
+    return RunScores(meta={"seed": seed}, dev=bleu.tokenized_bleu(hyps, REFS), test=bleu.tokenized_bleu(hyps, REFS),
+                     test_detok=bleu.detokenized_bleu(hyps, bleu.detokenize(REFS, "fr"), "fr"))
+
+
+def test_report_and_table() -> None:
+    short = [" ".join(h.split()[:-2]) for h in HYPS]
+    base = [run(short, 1), run(HYPS[:10] + short[10:], 2)]
+    rnn = [run(HYPS, 3), run(short[:5] + HYPS[5:], 4)]
+    systems = systems_for(True, False)
+    report = build_report(systems, {"baseline": base, "rnn": rnn}, settings_json={}, raw_reference=False,
+                          trials=500, seed=0)
+    b_scores = [r.test.score for r in base]
+    assert report["systems"]["baseline"]["test"]["mean"] == pytest.approx(np.mean(b_scores), abs=1e-4)
+    assert report["systems"]["baseline"]["test"]["sd"] == pytest.approx(np.std(b_scores, ddof=1), abs=1e-4)
+    assert [r["seed"] for r in report["systems"]["rnn"]["runs"]] == [3, 4]
+    comparison = report["comparisons"]["rnn"]["test"]
+    expected = np.mean([r.test.score for r in rnn]) - np.mean(b_scores)
+    assert comparison["approximate_randomization"]["difference"] == pytest.approx(expected, abs=1e-4)
+    assert 0 < comparison["approximate_randomization"]["p_value"] <= 1
+    assert len(comparison["paired_bootstrap"]["interval_95"]) == 2
+
+    table = format_table(report).splitlines()
+    assert table[0].split() == ["system", "runs", "dev", "BLEU", "test", "BLEU", "test", "(detok)", "Δ", "test", "p"]
+    base_row, rnn_row = table[2].split(), table[3].split()
+    assert base_row[:2] == ["baseline", "2"] and len(base_row) == 11  # no Δ, no p
+    assert rnn_row[:3] == ["+", "RNN", "2"]
+    assert rnn_row[-2] == f"{expected:+.2f}"
+    assert "tok:none" in table[-2] and "tok:13a" in table[-1]
+
+
+def test_a_system_without_runs_yet() -> None:
+    report = build_report(systems_for(True, False), {"baseline": [run(HYPS, 1)], "rnn": []}, settings_json={},
+                          raw_reference=True)
+    assert report["comparisons"] == {}
+    assert report["systems"]["rnn"]["runs"] == []
+    assert "+ RNN" in format_table(report)
