@@ -1,11 +1,11 @@
 """The real Moses for the integration tests: found, or the tests skipped with the reason.
 
-Moses is found as a user's installation is, by the product's own finder: ``$MOSES`` when set,
-else ``../shared/tools/moses`` beside the checkout. The tiny system of tests/data/moses (eight
-dev sentences, the phrase-table lines that cover them) is completed here with a language model
-built by the Moses found and a moses.ini; ``decode`` runs ``moses`` or ``moses2`` on it and reads back, for each sentence, the
-phrase pairs of the best hypothesis (``-t``: ``target words |i-j|`` per phrase) and its feature
-values from the n-best list.
+Moses is found as a user's installation is, by the product's own finder: ``$MOSES`` when
+set, else ``../shared/tools/moses`` beside the checkout. The tiny system of tests/data/moses
+(eight dev sentences, the phrase-table lines that cover them) is completed here with a
+language model built by the Moses found and a moses.ini; ``decode`` runs ``moses`` or
+``moses2`` on it and reads back, for each sentence, the phrase pairs of the best hypothesis
+(``-t``: ``target words |i-j|`` per phrase) and its feature values from the n-best list.
 """
 
 from __future__ import annotations
