@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 #: Public names imported on first use, so that ``import phrase_rescorer`` stays light (no torch).
 _LAZY = {
     "rescore_table": "rescoring.engine",
-    "RescoreOptions": "rescoring.engine",
-    "RescoreSummary": "rescoring.engine",
+    "RescoreOptions": "rescoring.options",
+    "RescoreSummary": "rescoring.options",
     "TableRescorer": "rescoring.engine",
     "WindowScorer": "rescoring.scorers",
     "BatchedScorer": "rescoring.scorers",

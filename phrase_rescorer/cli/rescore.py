@@ -26,7 +26,7 @@ from .common import (
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..rescoring.engine import ProgressCallback, RescoreSummary
+    from ..rescoring.options import ProgressCallback, RescoreSummary
 
 
 def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:

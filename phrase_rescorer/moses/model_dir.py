@@ -23,7 +23,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..rescoring.engine import ProgressCallback, RescoreSummary, rescore_table
+from ..rescoring.engine import rescore_table
+from ..rescoring.options import ProgressCallback, RescoreSummary
 from .binarized import BINARIZED_TYPES
 from .columns import START_WEIGHT
 from .ini import MosesIniError, PatchResult, check_moses_ini, patch_moses_ini_file

@@ -28,7 +28,8 @@ import torch
 from ..model.checkpoint import load_checkpoint
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
 from ..output import AtomicOutput, check_distinct_paths
-from ..rescoring.engine import ProgressCallback, RescoreOptions, RescoreSummary, TableRescorer
+from ..rescoring.engine import TableRescorer
+from ..rescoring.options import ProgressCallback, RescoreOptions, RescoreSummary
 from .distributed import Group, portable
 from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, plan_parts
 

@@ -25,7 +25,8 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
 from phrase_rescorer.parallel.distributed import Group, Launch
 from phrase_rescorer.parallel.sharding import TablePart, concatenate, find_cuts, plan_parts
-from phrase_rescorer.rescoring.engine import RescoreOptions, TableRescorer
+from phrase_rescorer.rescoring.engine import TableRescorer
+from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import REPO, SAMPLE
 from tests.helpers.rescore_data import tiny_checkpoint

@@ -269,7 +269,8 @@ def test_bfloat16_mode_is_close_but_documented_as_approximate() -> None:
 
 
 def test_engine_default_scorer_is_prefix_and_equals_the_reference(tmp_path: Path) -> None:
-    from phrase_rescorer.rescoring.engine import RescoreOptions, rescore_table
+    from phrase_rescorer.rescoring.engine import rescore_table
+    from phrase_rescorer.rescoring.options import RescoreOptions
     from tests.helpers.paths import SAMPLE
     from tests.helpers.rescore_data import appended_columns, tiny_checkpoint
 

@@ -10,8 +10,9 @@ import pytest
 
 from phrase_rescorer.data.vocab import UNK_ID, shortlist_coverage, tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.rescoring.engine import RescoreOptions, TableRescorer
+from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.model_fit import fit_warning
+from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     one_thread,

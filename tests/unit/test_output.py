@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from phrase_rescorer import output
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.output import AtomicOutput, OutputError, check_distinct_paths, check_output_path
-from phrase_rescorer.rescoring.engine import RescoreOptions, TableRescorer
+from phrase_rescorer.rescoring.engine import TableRescorer
+from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     one_thread,

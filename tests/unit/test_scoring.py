@@ -21,7 +21,8 @@ from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
 from phrase_rescorer.output import OutputError
-from phrase_rescorer.rescoring.engine import RescoreOptions, TableRescorer, rescore_table
+from phrase_rescorer.rescoring.engine import TableRescorer, rescore_table
+from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.rescoring.scorers import BatchedScorer, ReferenceScorer, length_batches
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
