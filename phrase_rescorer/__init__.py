@@ -3,7 +3,7 @@
 Data flows one way through the package:
 
     phrase_table (Moses lines) -> pairs (unique pairs) -> vocab (shortlists)
-    -> batching -> model -> scoring (log p(f|e)) -> moses (number convention, moses.ini)
+    -> batching -> model -> scoring (log p(target|source)) -> moses (number convention, moses.ini)
 
 The command-line interface (``cli``) only parses options and calls these modules.
 """

@@ -1,9 +1,9 @@
 """The ``phrase-rescorer`` command line: option parsing only, the work is done by the library.
 
-Subcommands live in one module per family (``data``, ``train``, ``rescore``, ``analysis``) and
-register themselves on the group below. Errors a user can fix (bad input, a wrong model file, a
-moses.ini that does not match its table, a full disk) end the run with one clear line on stderr
-and the exit code listed in ``EXIT_CODES``, never a traceback.
+Subcommands live in one module per family (``data``, ``train``, ``rescore``, ``moses``,
+``analysis``, ``experiment``) and register themselves on the group below. Errors a user can fix
+(bad input, a wrong model file, a moses.ini that does not match its table, a full disk) end the
+run with one clear line on stderr and the exit code listed in ``EXIT_CODES``, never a traceback.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
 def _register() -> None:
     from . import data  # noqa: F401  (each module adds its commands to ``cli``)
 
-    for name in ("train", "rescore", "analysis", "experiment"):
+    for name in ("train", "rescore", "moses", "analysis", "experiment"):
         try:
             __import__(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

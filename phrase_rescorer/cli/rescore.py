@@ -1,4 +1,6 @@
-"""``rescore`` (also the ``rescore-phrase-table`` program), ``moses-ini`` and ``moses-step``."""
+"""``rescore`` (also the ``rescore-phrase-table`` program), and the rescoring options that
+``moses-step`` (``cli.moses``) shares. Warnings are shown even under --quiet: they are about
+the output's usability."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import click
 import torch
 
 from ..cpu_features import cpu_features
-from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from ..rescoring.scorers import SCORERS
 from . import cli
@@ -29,13 +30,13 @@ if TYPE_CHECKING:
     from ..rescoring.options import ProgressCallback, RescoreSummary
 
 
-def _quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
+def quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr (errors still)."
     )(f)
 
 
-def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options that change the numbers (shared by ``rescore`` and ``moses-step``)."""
     for option in reversed(
         [
@@ -112,7 +113,7 @@ def _rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _options_dict(kw: dict[str, Any]) -> dict[str, Any]:
+def options_dict(kw: dict[str, Any]) -> dict[str, Any]:
     return {
         "score_format": kw["score_format"],
         "normalize": kw["normalize"],
@@ -138,7 +139,7 @@ def _dtype(dtype: str, scorer: str, device: str) -> str:
     return dtype
 
 
-def _table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
+def table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
     """Progress over the input's bytes with lines and pairs/s, and the engine's callback."""
     bar = Progress(desc, quiet=quiet, in_bytes=True)
 
@@ -150,7 +151,6 @@ def _table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]
     return bar, tick
 
 
-_warn = warn  # warnings are shown even under --quiet: they are about the output's usability
 
 
 #: -h/--help also when a command runs as a program of its own (rescore-phrase-table).
@@ -162,8 +162,8 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
 @model_option("model_path")
-@_rescore_options
-@_quiet_option
+@rescore_options
+@quiet_option
 @click.pass_context
 def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, quiet: bool, **kw: Any) -> None:
     """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
@@ -193,7 +193,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     from ..moses.stems import resolve_stems
     from ..rescoring.engine import rescore_table
 
-    options = _options_dict(kw)
+    options = options_dict(kw)
     paths = resolve_stems(in_path, out_path)
     in_path, out_path = paths.input, paths.output
     if paths.note and not (quiet or is_quiet(ctx)) and distributed.Launch.from_env() is None:
@@ -204,10 +204,10 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
             click.echo(summary.closing_line(), err=True)
         return
     quiet = quiet or is_quiet(ctx)
-    bar, tick = _table_progress(quiet, "rescore")
+    bar, tick = table_progress(quiet, "rescore")
     with bar:
         summary = rescore_table(
-            in_path, out_path, model_path, on_progress=tick, on_warning=_warn, **options
+            in_path, out_path, model_path, on_progress=tick, on_warning=warn, **options
         )
     if not quiet:
         click.echo(summary.closing_line(), err=True)
@@ -232,132 +232,12 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
         if position >= size:
             index_bar.close()
 
-    bar, tick = _table_progress(quiet, f"rescore (part 1 of {group.world_size})")
+    bar, tick = table_progress(quiet, f"rescore (part 1 of {group.world_size})")
     with index_bar, bar:
         summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=tick,
-                                  on_warning=_warn, on_index=on_index,
+                                  on_warning=warn, on_index=on_index,
                                   **{**options, "device": str(device)})
     return summary if group.is_main else None
 
 
-@cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
-@click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
-@click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("--table", required=True, type=click.Path(),
-              help="The rescored table (written into the ini as an absolute path). For a "
-              "PhraseDictionaryCompact, the binarized table (prefix or .minphr); for PhraseDictionaryOnDisk or "
-              "ProbingPT, its directory (its recorded score count is checked).")
-@click.option("--name", default="TranslationModel0", show_default=True,
-              help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
-@click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature: once for all, or once per added "
-              f"feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
-              "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
-@click.option("--features", type=click.IntRange(min=1), default=None,
-              help="How many columns were added  [default: read off --table when it is a "
-              "readable text table, else 1].")
-@_quiet_option
-@click.pass_context
-def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: str,
-              weights: tuple[float, ...], features: int | None, quiet: bool) -> None:
-    """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
-    increased by the added columns and its weight line extended; every other line as it was.
-
-    Refused (exit 5) when IN.ini does not match the table it points at (when that table is
-    readable), when TABLE does not have num-features + K columns, or when NAME is not there.
-
-    OUT.ini must be tuned before it is used to translate: run mert-moses.pl on it, in a new
-    --working-dir. The added weight is only a starting point; its default is chosen so that the
-    new feature weighs about as much as one of Moses' own phrase-table features, not the best
-    value for your system. The new column is p(target|source), the direction of Moses' column 3
-    (p(e|f) in Moses' notation, where f is the source).
-
-    \b
-    Example:
-      phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
-          --table model/phrase-table.rnn.gz
-    """
-    from ..moses.ini import patch_moses_ini_file
-
-    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
-                                  features=features)
-    if not (quiet or is_quiet(ctx)):
-        say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
-                 f"{result.new_features}, path -> {result.new_path}")
-        for note in result.checked:
-            say(ctx, f"checked: {note}")
-        if out_ini != "-":
-            say(ctx, f"wrote {out_ini}; tune it in a fresh mert-moses.pl --working-dir")
-
-
-@cli.command("moses-step", context_settings=COMMAND_SETTINGS)
-@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@model_option("model_path", required=False)
-@click.option("--network", hidden=True, type=click.Path(dir_okay=False),
-              help="Deprecated name of -m/--model.")
-@click.option("--ini", "ini_in", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="The moses.ini to start from [default: MODEL_DIR/moses.ini, else the newest "
-              "EMS MODEL_DIR/moses.ini.N].")
-@click.option("--name", default="TranslationModel0", show_default=True,
-              help="The phrase dictionary of moses.ini to patch.")
-@click.option("--weight", "weights", type=float, multiple=True,
-              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
-@click.option("--moses", "moses_dir", default=None, metavar="DIR",
-              help="Moses installation for the printed command  [default: $MOSES].")
-@click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
-@click.option("--dev-source", default="DEV.SRC", show_default=True, help="Tuning source text (tokenized as the table).")
-@click.option("--dev-reference", default="DEV.REF", show_default=True, help="Tuning reference text.")
-@click.option("--working-dir", default=None,
-              help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
-@_rescore_options
-@_quiet_option
-@click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
-               ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
-               moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
-               quiet: bool, **kw: Any) -> None:
-    """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
-    MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
-    MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
-    fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
-    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
-    from ..moses.model_dir import format_command, rescore_model_dir
-
-    model_path = _renamed(model_path, network, "-m/--model", "--network")
-    moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
-    if model_path is None:
-        raise click.MissingParameter(ctx=ctx, param_hint="'-m' / '--model'", param_type="option")
-    if distributed.Launch.from_env() is not None:
-        raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
-                        "shares the work), then `moses-ini` as one process")
-    quiet = quiet or is_quiet(ctx)
-    bar, tick = _table_progress(quiet, "rescore")
-    with bar:
-        result = rescore_model_dir(
-            model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
-            moses_dir=moses_dir,
-            dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
-            on_progress=tick, on_warning=_warn, **_options_dict(kw),
-        )
-    if not quiet:
-        click.echo(result.summary.closing_line(), err=True)
-        click.echo(f"wrote {result.table}\nwrote {result.ini} ({result.patch.name}: num-features "
-                   f"{result.patch.old_features} -> {result.patch.new_features})", err=True)
-    if not quiet:
-        placeholders = [p for p in (dev_source, dev_reference) if p in ("DEV.SRC", "DEV.REF")]
-        hint = f" (replace {' and '.join(placeholders)} by your tuning set)" if placeholders else ""
-        click.echo(f"next, tune in a fresh working directory{hint}:", err=True)
-    click.echo(format_command(result.mert_command))
-
-
-def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
-    """An option given by its deprecated name: accepted, with a warning (both: refused)."""
-    if old_value is None:
-        return value
-    if value is not None:
-        raise UserError(f"{old_name} is the old name of {name}: give {name} only")
-    _warn(f"{old_name} is deprecated; use {name}")
-    return old_value
-
-
-__all__ = ["rescore", "moses_ini", "moses_step"]
+__all__ = ["rescore"]

@@ -3,7 +3,7 @@
 A network trained on another language pair, or on the same pair with the sides swapped, scores
 any table without complaint, and the decoder then gets a feature that is noise. Training
 records two figures of its held-out pairs in the model file (``info``): ``best_valid.mean_logp``,
-the mean log p(f|e) per pair, and ``valid_coverage``, the fraction of their source and target
+the mean log p(target|source) per pair, and ``valid_coverage``, the fraction of their source and target
 tokens in the shortlists. The first window of a table is measured the same way; the run warns
 once when either figure is far off:
 
@@ -39,7 +39,7 @@ def fit_warning(info: dict[str, Any], coverage: float | None, mean_logp: float, 
                         f"(held-out pairs: {heldout_coverage:.1%})")
     if heldout_logp is not None and mean_logp < heldout_logp - max(
             LOGP_DROP_NATS, LOGP_DROP_FRACTION * abs(heldout_logp)):
-        problems.append(f"its mean log p(f|e) is {mean_logp:.2f} nats per pair "
+        problems.append(f"its mean log p(target|source) is {mean_logp:.2f} nats per pair "
                         f"(held-out pairs: {heldout_logp:.2f})")
     if not problems:
         return None

@@ -11,7 +11,7 @@ For a window of phrase pairs (see ``scorers.WindowScorer``) the scorer computes
   (``RNNEncoderDecoder.context_terms``);
 * the decoder once per distinct target **prefix of each source**: the targets of a source form a
   trie whose root is the source; the node of prefix y_1..y_t holds h'_{t+1} and the output
-  distribution of y_{t+1}; a target's log p(f|e) is the sum, along its path, of the
+  distribution of y_{t+1}; a target's log p(target|source) is the sum, along its path, of the
   log-probability of the next token, plus log p(</s>) at its last node;
 * the output layer once per decoder node, through a log-softmax (one fused pass on CPU) read
   only at the tokens that some target needs.
@@ -143,7 +143,7 @@ class PrefixScorer:
     def decode(
         self, trie: PrefixTrie, h0: torch.Tensor, ctx: torch.Tensor, oc: torch.Tensor
     ) -> torch.Tensor:
-        """log p(f|e) (float64) of every sequence of ``trie``, whose roots index the sources."""
+        """log p(target|source) (float64) of every sequence of ``trie``, whose roots index the sources."""
         lengths = trie.lengths
         totals = torch.zeros(len(lengths), dtype=torch.float64, device=self.device)
         # Depth 0: one node per source (the empty prefix), its parent state h'_0.

@@ -1,4 +1,4 @@
-"""Window scorers: log p(f|e) for every line of a window of phrase pairs.
+"""Window scorers: log p(target|source) for every line of a window of phrase pairs.
 
 The streaming engine (``scoring``) cuts a phrase table into windows and hands each window to a
 scorer as token ids: the distinct source phrases of the window, every line's target, and which
@@ -51,7 +51,7 @@ class WindowScorer(Protocol):
     def score(
         self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
     ) -> np.ndarray:
-        """log p(f|e) (float64, one per line, line order).
+        """log p(target|source) (float64, one per line, line order).
 
         ``sources``: the window's distinct source phrases as id lists without </s>;
         ``targets[i]``: line i's target ids without </s>; ``source_index[i]``: the position in
@@ -130,7 +130,7 @@ class BatchedScorer(_ModelScorer):
     def _decode(
         self, h: torch.Tensor, ctx: torch.Tensor, oc: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
     ) -> np.ndarray:
-        """Teacher-forced log p(f|e) of one batch (B,) given its sources' context terms.
+        """Teacher-forced log p(target|source) of one batch (B,) given its sources' context terms.
 
         The same computation as ``RNNEncoderDecoder.decode`` + ``sequence_log_probs``, except
         that the output layer runs only at the real positions (t < tgt_len) instead of the whole

@@ -99,7 +99,7 @@ class StackedScorer(_ModelScorer):
         return Encoded(joined("memory"), joined("keys"), joined("real"), final)
 
     def _decode(self, enc: Encoded, tgt: torch.Tensor, tgt_len: torch.Tensor) -> np.ndarray:
-        """Teacher-forced log p(f|e) of one batch (B,), the output layer at real positions only."""
+        """Teacher-forced log p(target|source) of one batch (B,), the output layer at real positions only."""
         model = self.model
         tops, y_prev, ctxs, _ = model.decode_outputs(enc, tgt)
         mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)

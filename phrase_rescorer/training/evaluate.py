@@ -1,10 +1,10 @@
 """Held-out figures: the network's perplexity and a unigram baseline's, on the same pairs.
 
 Both count every target token and the end-of-sequence symbol of each pair (the events that
-``log p(f|e)`` sums over), so their per-token perplexities compare directly:
+``log p(target|source)`` sums over), so their per-token perplexities compare directly:
 
     token perplexity  = exp(- sum of log p over the pairs / number of target tokens incl. </s>)
-    mean log p        = sum of log p(f|e) over the pairs / number of pairs
+    mean log p        = sum of log p(target|source) over the pairs / number of pairs
 
 The unigram baseline ignores the source and the history: p(y) = (count(y) + 1) / (N + K), counted
 over the training pairs' target shortlist ids (</s> once per pair), add-one smoothed over the K

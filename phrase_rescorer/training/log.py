@@ -6,7 +6,7 @@ continued from the log's last value when a run is resumed into the same log)::
     {"event": "start", "step", "epoch", "resumed": bool, "train_pairs", "skipped_long",
      "valid_pairs", "argv"}
     {"event": "train", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
-        every ``log_every`` steps; ``loss`` is the mean per-pair loss (-log p(f|e)) over the
+        every ``log_every`` steps; ``loss`` is the mean per-pair loss (-log p(target|source)) over the
         steps since the previous train event of the same run
     {"event": "valid", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
      "unigram_token_ppl", "elapsed", "best": bool}

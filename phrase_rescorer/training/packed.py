@@ -1,4 +1,4 @@
-"""The training computation of log p(f|e): the model's function, without the padding work.
+"""The training computation of log p(target|source): the model's function, without the padding work.
 
 ``sequence_log_probs`` (the model module) is the one definition of the score, and rescoring and
 validation use it unchanged. Training computes the same per-pair log p in another order, for
@@ -28,7 +28,7 @@ from ..model.encoder_decoder import GRU, RNNEncoderDecoder, sequence_log_probs
 
 
 class PackedLogProbs(nn.Module):
-    """``forward(src, src_len, tgt, tgt_len)`` -> log p(f|e) per pair (B,), in batch order.
+    """``forward(src, src_len, tgt, tgt_len)`` -> log p(target|source) per pair (B,), in batch order.
 
     A module (holding the model as its only child) so that torchrun's DDP wrapper sees the
     training computation as its forward pass."""

@@ -1,8 +1,8 @@
-"""Training: maximise log p(f|e) over the unique phrase pairs (Cho et al. 2014, section 4).
+"""Training: maximise log p(target|source) over the unique phrase pairs (Cho et al. 2014, section 4).
 
 Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless of their
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
-the original code: loss = -(sum of log p(f|e) over the batch) / batch size, log p computed as
+the original code: loss = -(sum of log p(target|source) over the batch) / batch size, log p computed as
 ``sequence_log_probs`` defines it but without the padding work (``packed``; Adadelta in
 cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
 than ``max_length`` tokens on either side do not train; held-out pairs
@@ -187,7 +187,7 @@ class Trainer:
         self.model = cast(RNNEncoderDecoder, build_model(model_config, arch))
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
-        # What training steps call: log p(f|e) per pair, for cho2014 without the padding work
+        # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed``), under torchrun in its DDP wrapper (same call).
         self.net = cast(PackedLogProbs, self.group.wrap(training_log_probs(self.model)))
         # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).

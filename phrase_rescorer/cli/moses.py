@@ -1,0 +1,136 @@
+"""``moses-ini`` and ``moses-step``: a rescored table into a Moses configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..moses.columns import START_WEIGHT
+from ..parallel import distributed
+from . import cli
+from .common import UserError, is_quiet, model_option, say, warn
+from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_options, table_progress
+
+
+@cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
+@click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
+@click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--table", required=True, type=click.Path(),
+              help="The rescored table (written into the ini as an absolute path). For a "
+              "PhraseDictionaryCompact, the binarized table (prefix or .minphr); for PhraseDictionaryOnDisk or "
+              "ProbingPT, its directory (its recorded score count is checked).")
+@click.option("--name", default="TranslationModel0", show_default=True,
+              help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
+@click.option("--weight", "weights", type=float, multiple=True,
+              help="Starting weight of each added feature: once for all, or once per added "
+              f"feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
+              "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
+@click.option("--features", type=click.IntRange(min=1), default=None,
+              help="How many columns were added  [default: read off --table when it is a "
+              "readable text table, else 1].")
+@quiet_option
+@click.pass_context
+def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: str,
+              weights: tuple[float, ...], features: int | None, quiet: bool) -> None:
+    """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
+    increased by the added columns and its weight line extended; every other line as it was.
+
+    Refused (exit 5) when IN.ini does not match the table it points at (when that table is
+    readable), when TABLE does not have num-features + K columns, or when NAME is not there.
+
+    OUT.ini must be tuned before it is used to translate: run mert-moses.pl on it, in a new
+    --working-dir. The added weight is only a starting point; its default is chosen so that the
+    new feature weighs about as much as one of Moses' own phrase-table features, not the best
+    value for your system. The new column is p(target|source), the direction of Moses' column 3
+    (p(e|f) in Moses' notation, where f is the source).
+
+    \b
+    Example:
+      phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
+          --table model/phrase-table.rnn.gz
+    """
+    from ..moses.ini import patch_moses_ini_file
+
+    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
+                                  features=features)
+    if not (quiet or is_quiet(ctx)):
+        say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
+                 f"{result.new_features}, path -> {result.new_path}")
+        for note in result.checked:
+            say(ctx, f"checked: {note}")
+        if out_ini != "-":
+            say(ctx, f"wrote {out_ini}; tune it in a fresh mert-moses.pl --working-dir")
+
+
+@cli.command("moses-step", context_settings=COMMAND_SETTINGS)
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@model_option("model_path", required=False)
+@click.option("--network", hidden=True, type=click.Path(dir_okay=False),
+              help="Deprecated name of -m/--model.")
+@click.option("--ini", "ini_in", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The moses.ini to start from [default: MODEL_DIR/moses.ini, else the newest "
+              "EMS MODEL_DIR/moses.ini.N].")
+@click.option("--name", default="TranslationModel0", show_default=True,
+              help="The phrase dictionary of moses.ini to patch.")
+@click.option("--weight", "weights", type=float, multiple=True,
+              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
+@click.option("--moses", "moses_dir", default=None, metavar="DIR",
+              help="Moses installation for the printed command  [default: $MOSES].")
+@click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
+@click.option("--dev-source", default="DEV.SRC", show_default=True, help="Tuning source text (tokenized as the table).")
+@click.option("--dev-reference", default="DEV.REF", show_default=True, help="Tuning reference text.")
+@click.option("--working-dir", default=None,
+              help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
+@rescore_options
+@quiet_option
+@click.pass_context
+def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
+               ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
+               moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
+               quiet: bool, **kw: Any) -> None:
+    """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
+    MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
+    MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
+    fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
+    from ..moses.model_dir import format_command, rescore_model_dir
+
+    model_path = _renamed(model_path, network, "-m/--model", "--network")
+    moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
+    if model_path is None:
+        raise click.MissingParameter(ctx=ctx, param_hint="'-m' / '--model'", param_type="option")
+    if distributed.Launch.from_env() is not None:
+        raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
+                        "shares the work), then `moses-ini` as one process")
+    quiet = quiet or is_quiet(ctx)
+    bar, tick = table_progress(quiet, "rescore")
+    with bar:
+        result = rescore_model_dir(
+            model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
+            moses_dir=moses_dir,
+            dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
+            on_progress=tick, on_warning=warn, **options_dict(kw),
+        )
+    if not quiet:
+        click.echo(result.summary.closing_line(), err=True)
+        click.echo(f"wrote {result.table}\nwrote {result.ini} ({result.patch.name}: num-features "
+                   f"{result.patch.old_features} -> {result.patch.new_features})", err=True)
+    if not quiet:
+        placeholders = [p for p in (dev_source, dev_reference) if p in ("DEV.SRC", "DEV.REF")]
+        hint = f" (replace {' and '.join(placeholders)} by your tuning set)" if placeholders else ""
+        click.echo(f"next, tune in a fresh working directory{hint}:", err=True)
+    click.echo(format_command(result.mert_command))
+
+
+def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
+    """An option given by its deprecated name: accepted, with a warning (both: refused)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise UserError(f"{old_name} is the old name of {name}: give {name} only")
+    warn(f"{old_name} is deprecated; use {name}")
+    return old_value
+
+
+__all__ = ["moses_ini", "moses_step"]
