@@ -32,7 +32,8 @@ from phrase_rescorer.moses.phrase_table import InputTable
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer
-from phrase_rescorer.training.trainer import TrainConfig, Trainer, TrainingData
+from phrase_rescorer.training.setup import TrainConfig, TrainingData
+from phrase_rescorer.training.trainer import Trainer
 
 #: What ``--quick`` uses instead of a preset: seconds, not minutes, on two cores.
 QUICK_SIZES = dict(vocab_size=500, embed_dim=16, hidden_dim=32, maxout_dim=16, output_rank=8)

@@ -21,15 +21,8 @@ from ..model.cells import CELL_TYPES
 from ..model.decoders import ATTENTION_FROM
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..parallel import distributed
-from ..training.trainer import (
-    Interrupted,
-    TrainConfig,
-    Trainer,
-    TrainingError,
-    companion_path,
-    prepare_data,
-    preset_sizes,
-)
+from ..training.setup import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
+from ..training.trainer import Interrupted, Trainer
 from . import cli
 from .common import Terminated, UserError, device_option, progress, resolve_device, say, threads_option, warn
 from .progress import Progress

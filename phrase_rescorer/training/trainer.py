@@ -28,7 +28,6 @@ resume check counts global pairs.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -38,25 +37,19 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from ..data.batching import collate, epoch_plan, trainable
-from ..data.pairs import EncodedPairs, PairSet
-from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
-from ..data.vocab import Vocabulary
+from ..data.batching import collate, epoch_plan
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
-from ..model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
+from ..model.encoder_decoder import ModelConfig, RNNEncoderDecoder
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
 from .optim import ChunkedAdadelta
 from .packed import PackedLogProbs, training_log_probs
+from .setup import RUN_KEYS, TrainConfig, TrainingData, TrainingError, companion_path
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
-
-
-class TrainingError(ValueError):
-    """A refused request (e.g. ``--resume`` with other settings); the message says what to do."""
 
 
 class Interrupted(Exception):
@@ -65,84 +58,6 @@ class Interrupted(Exception):
     def __init__(self, why: int, step: int, last_path: str):
         super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
         self.why, self.step, self.last_path = why, step, last_path
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    batch_size: int = 64  # unique pairs per minibatch
-    max_length: int = 30  # longest phrase (tokens, either side) used for training
-    seed: int = 1234  # initialisation and data order
-    lr: float = 1.0  # Adadelta's learning rate
-    rho: float = 0.95  # Adadelta decay
-    eps: float = 1e-6  # Adadelta epsilon
-    clip_norm: float = 1.0  # gradient-norm clipping threshold
-    init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
-    max_steps: int | None = None  # total steps (counted across resumes)
-    max_time: float | None = None  # wall seconds of this invocation
-    epochs: int | None = None  # total passes over the training pairs
-    valid_fraction: float = 0.01  # share of the unique pairs held out
-    valid_max: int = 5000  # held-out pairs scored at each validation
-    valid_every: int = 500  # steps between validations
-    valid_batch_size: int = 256
-    patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
-    log_every: int = 50  # steps between train log events
-    bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
-
-
-#: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "init_std", "valid_fraction",
-            "valid_max")
-
-
-def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
-    """(shortlist size per side, model sizes) of a preset, with the non-None ``overrides``."""
-    sizes: dict[str, Any] = dict(PRESETS[preset])
-    sizes.update({k: v for k, v in overrides.items() if v is not None})
-    return int(sizes.pop("vocab_size")), sizes
-
-
-def companion_path(out_path: str, suffix: str) -> str:
-    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
-    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
-
-
-@dataclass
-class TrainingData:
-    src_vocab: Vocabulary
-    tgt_vocab: Vocabulary
-    encoded: EncodedPairs
-    train_idx: np.ndarray  # pairs that train (not held out, not too long)
-    valid_idx: np.ndarray  # held-out pairs scored at validation
-    unique_pairs: int
-    heldout: int
-    skipped_long: int
-    table_hash: str  # sha256 of the unique pairs' hashes, in table order
-    subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
-
-
-def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: int | None = None) -> TrainingData:
-    """The training data; with ``subwords`` N, each side's phrases split into at most N learned
-    subword units (``data.subwords``), whose vocabulary replaces the shortlist."""
-    units = None
-    if subwords:
-        units = learn_pair_subwords(pairs, subwords)
-        pairs = segment_pairs(pairs, *units)
-        src_vocab, tgt_vocab = units[0].vocabulary(), units[1].vocabulary()
-    else:
-        src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
-    encoded = pairs.encode(src_vocab, tgt_vocab)
-    held = pairs.heldout_mask(cfg.valid_fraction)
-    candidates = np.flatnonzero(~held)
-    train_idx = trainable(encoded, candidates, cfg.max_length)
-    if len(train_idx) == 0:
-        raise TrainingError(f"no pair to train on: {len(pairs)} unique pairs, {int(held.sum())} "
-                            f"held out, {len(candidates)} longer than {cfg.max_length} tokens")
-    return TrainingData(
-        src_vocab, tgt_vocab, encoded, train_idx, np.flatnonzero(held)[: cfg.valid_max],
-        unique_pairs=len(pairs), heldout=int(held.sum()),
-        skipped_long=len(candidates) - len(train_idx),
-        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(), subwords=units,
-    )
 
 
 @dataclass

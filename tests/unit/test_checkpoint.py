@@ -18,7 +18,8 @@ from phrase_rescorer.model.checkpoint import (
     save_checkpoint,
 )
 from phrase_rescorer.model.encoder_decoder import ModelConfig, sequence_log_probs
-from phrase_rescorer.training.trainer import TrainConfig, Trainer, prepare_data
+from phrase_rescorer.training.setup import TrainConfig, prepare_data
+from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(embed_dim=8, hidden_dim=16, maxout_dim=8, output_rank=4)

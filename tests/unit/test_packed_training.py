@@ -16,7 +16,8 @@ from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.optim import ChunkedAdadelta
 from phrase_rescorer.training.packed import PackedLogProbs, _active_counts
-from phrase_rescorer.training.trainer import TrainConfig, Trainer, prepare_data
+from phrase_rescorer.training.setup import TrainConfig, prepare_data
+from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(src_vocab_size=30, tgt_vocab_size=25, embed_dim=8, hidden_dim=12, maxout_dim=6, output_rank=5)
