@@ -29,21 +29,26 @@ import fcntl
 import gzip
 import io
 import os
-import re
 import select
-import stat
 import sys
 import tempfile
 from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
 
+from .output_targets import (
+    fd_of_link,
+    fsync_directory,
+    is_open,
+    is_special,
+    mode_for,
+    stale_temporaries,
+    temporary_stem,
+)
+
 _BUFFER_SIZE = 1 << 20
-#: Bytes of the destination's name kept in its temporary's name (file names hold 255 bytes).
-_NAME_BYTES = 200
 #: The system call every output byte goes through (tests replace it to simulate short writes).
 _write = os.write
-_FD_LINK = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
 
 
 class OutputError(OSError):
@@ -71,15 +76,15 @@ def check_output_path(path: str) -> None:
     if path == "":
         raise OutputError(path, "empty output path")
     if path == "-":
-        if sys.stdout is None or not _is_open(1):
+        if sys.stdout is None or not is_open(1):
             raise OutputError("-", "standard output is closed")
         return
-    fd = _fd_of_link(path)
+    fd = fd_of_link(path)
     if fd is not None:
-        if not _is_open(fd):
+        if not is_open(fd):
             raise OutputError(path, f"file descriptor {fd} is not open")
         return
-    if _is_special(path):
+    if is_special(path):
         return
     if os.path.isdir(path):
         raise OutputError(path, "output path is a directory", errno.EISDIR)
@@ -115,7 +120,7 @@ class AtomicOutput:
         self.compress = path.endswith(".gz") if compress is None else compress
         self.on_warning = on_warning
         self.temporary: str | None = None
-        self.direct = path == "-" or _fd_of_link(path) is not None or _is_special(path)
+        self.direct = path == "-" or fd_of_link(path) is not None or is_special(path)
         self._sink: _Sink | None = None
         self._streams: list[BinaryIO] = []  # outermost first
         self._file: BinaryIO | None = None
@@ -157,7 +162,7 @@ class AtomicOutput:
                 return _Sink(self.path, fd=sys.stdout.fileno(), owned=False)
             except (AttributeError, ValueError, io.UnsupportedOperation):  # a stdout replaced in-process
                 return _Sink(self.path, fd=-1, owned=False, buffer=sys.stdout.buffer)
-        link = _fd_of_link(self.path)
+        link = fd_of_link(self.path)
         if link is not None:  # the descriptor itself, with its offset and append mode
             return _Sink(self.path, fd=link, owned=False)
         try:
@@ -168,8 +173,8 @@ class AtomicOutput:
 
     def _create_temporary(self) -> int:
         directory, name = os.path.split(os.path.abspath(self.path))
-        stem = _stem(name)
-        for stale in _stale_temporaries(directory, stem):
+        stem = temporary_stem(name)
+        for stale in stale_temporaries(directory, stem):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, stale))
                 if self.on_warning is not None:
@@ -179,7 +184,7 @@ class AtomicOutput:
             fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
         except OSError as exc:
             raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "alive" for _stale_temporaries
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "alive" for stale_temporaries
         return fd
 
     def _commit(self) -> None:
@@ -192,10 +197,10 @@ class AtomicOutput:
                 return
             assert self.temporary is not None
             os.fsync(self._sink.fd)
-            os.fchmod(self._sink.fd, _mode_for(self.path))
+            os.fchmod(self._sink.fd, mode_for(self.path))
             os.replace(self.temporary, self.path)
             self._sink.close_fd()
-            _fsync_directory(os.path.dirname(self.temporary))
+            fsync_directory(os.path.dirname(self.temporary))
         except BaseException as exc:
             self.abort()
             self._label(exc)
@@ -269,107 +274,6 @@ class _Sink(io.RawIOBase):
             with contextlib.suppress(OSError):
                 os.close(self.fd)
         self.fd = -1
-
-
-def _is_open(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return False
-    return True
-
-
-def _fd_of_link(path: str) -> int | None:
-    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
-    match = _FD_LINK.fullmatch(os.path.abspath(path))
-    if match is None or (match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0))):
-        return None
-    if match.group(1) or match.group(2):
-        return 1 if match.group(1) else 2
-    return int(match.group(3) or match.group(4))
-
-
-def _is_own_proc(path: str) -> bool:
-    part = path.split("/")[2]
-    return part in ("self", "thread-self") or part == str(os.getpid())
-
-
-def _is_special(path: str) -> bool:
-    """An existing target that is neither a regular file nor a directory (a device, a FIFO, a
-    socket, or a link to one): written straight through, never replaced."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def _stem(name: str) -> str:
-    """``name`` cut to ``_NAME_BYTES`` bytes, so that its temporary's name is a legal name."""
-    raw = os.fsencode(name)
-    return name if len(raw) <= _NAME_BYTES else raw[:_NAME_BYTES].decode("utf-8", "ignore")
-
-
-def _stale_temporaries(directory: str, stem: str) -> list[str]:
-    """Temporaries for ``stem`` whose run is over: no lock held, and no process of that PID here."""
-    pattern = re.compile(re.escape(f".{stem}.tmp-") + r"(\d+)(?:-[A-Za-z0-9_]{8})?")
-    stale = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    for name in names:
-        match = pattern.fullmatch(name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        try:
-            fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its writer lives
-                stale.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return stale
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # an earlier run that had this process's PID (another PID namespace)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _mode_for(path: str) -> int:
-    """The permission bits of the file at ``path``, or those a new file gets (0666 less umask)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        info = None
-    if info is not None and stat.S_ISREG(info.st_mode):
-        return stat.S_IMODE(info.st_mode)
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make a rename in ``directory`` durable, where the platform allows it."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def check_distinct_paths(input_path: str, output_path: str) -> None:
