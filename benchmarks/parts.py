@@ -28,7 +28,7 @@ from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
-from phrase_rescorer.moses.phrase_table import InputTable
+from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer

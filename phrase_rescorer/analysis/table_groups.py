@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..data.vocab import tokenize_phrase
-from ..moses.phrase_table import Entry, PhraseTableError, read_phrase_table
+from ..moses.phrase_table import Entry, PhraseTableError
+from ..moses.table_reader import read_phrase_table
 
 T = TypeVar("T")
 

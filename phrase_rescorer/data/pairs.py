@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..moses.phrase_table import InputTable
 from ..moses.table_kind import checked_entries
+from ..moses.table_reader import InputTable
 from .vocab import Vocabulary, tokenize_phrase
 
 #: Held-out pairs are those whose hash lies below ``fraction * 2**32`` (high 32 bits).

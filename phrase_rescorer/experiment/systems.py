@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..model.checkpoint import load_checkpoint
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini, patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
-from ..moses.phrase_table import InputTable
+from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
 from ..rescoring.engine import rescore_table
 

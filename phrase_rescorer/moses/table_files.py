@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from .phrase_table import InputTable, PhraseTableError
+from .phrase_table import PhraseTableError
+from .table_reader import InputTable
 
 
 def existing_table(path: str) -> str:

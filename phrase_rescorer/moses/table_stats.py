@@ -17,7 +17,8 @@ import numpy as np
 
 from ..data.vocab import SPECIALS, tokenize_phrase
 from .columns import describe
-from .phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError, iter_lines_lenient
+from .phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from .table_reader import iter_lines_lenient
 
 LENGTH_BINS = 10  # histogram bins 1..9 and "10+"
 

@@ -47,7 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..moses.phrase_table import Entry, InputTable, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
 
 _CHUNK = 1 << 22  # bytes read at a time by the index pass

@@ -39,14 +39,9 @@ from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from ..moses.numbers import ScoreError, format_columns
-from ..moses.phrase_table import (
-    Entry,
-    InputTable,
-    PhraseTableError,
-    PhraseTableOSError,
-    with_appended,
-)
+from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.table_kind import checked_entries
+from ..moses.table_reader import InputTable
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .model_fit import fit_warning
 from .options import ProgressCallback, RescoreOptions, RescoreSummary, signature

@@ -20,7 +20,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phrase_rescorer.moses.phrase_table import Entry, InputTable, PhraseTableError, parse_line, with_appended
+from phrase_rescorer.moses.phrase_table import Entry, PhraseTableError, parse_line, with_appended
+from phrase_rescorer.moses.table_reader import InputTable
 
 LONG = "FUZZ_EXAMPLES" in os.environ
 FUZZ = settings(

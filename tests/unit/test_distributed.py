@@ -22,7 +22,8 @@ from click.testing import CliRunner
 
 from phrase_rescorer.cli import cli
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
+from phrase_rescorer.moses.phrase_table import PhraseTableError
+from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.parallel.distributed import Group, Launch
 from phrase_rescorer.parallel.sharding import TablePart, concatenate, find_cuts, plan_parts
 from phrase_rescorer.rescoring.engine import TableRescorer

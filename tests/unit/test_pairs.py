@@ -9,7 +9,7 @@ import pytest
 from phrase_rescorer.data import pairs as pairs_mod
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.data.vocab import tokenize_phrase
-from phrase_rescorer.moses.phrase_table import read_phrase_table
+from phrase_rescorer.moses.table_reader import read_phrase_table
 
 
 def write(path: Path, lines: list[str], gz: bool = False) -> str:

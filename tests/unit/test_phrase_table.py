@@ -18,16 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phrase_rescorer.moses.phrase_table import (
-    Entry,
-    InputTable,
-    PhraseTableError,
-    _parse_general,
-    iter_lines_lenient,
-    parse_line,
-    read_phrase_table,
-    with_appended,
-)
+from phrase_rescorer.moses.phrase_table import Entry, PhraseTableError, _parse_general, parse_line, with_appended
+from phrase_rescorer.moses.table_reader import InputTable, iter_lines_lenient, read_phrase_table
 from phrase_rescorer.output import AtomicOutput
 from tests.helpers.paths import NO_SHARED, REAL_TABLE
 

@@ -19,7 +19,8 @@ import torch
 
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
+from phrase_rescorer.moses.phrase_table import PhraseTableError
+from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.output import OutputError
 from phrase_rescorer.rescoring.engine import TableRescorer, rescore_table
 from phrase_rescorer.rescoring.options import RescoreOptions

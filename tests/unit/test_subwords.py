@@ -19,7 +19,7 @@ from phrase_rescorer.data.subwords import learn_pair_subwords, segment_pairs
 from phrase_rescorer.data.vocab import UNK_ID
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.encoder_decoder import sequence_log_probs
-from phrase_rescorer.moses.phrase_table import InputTable
+from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import appended_columns, read_lines

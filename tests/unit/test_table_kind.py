@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.moses.phrase_table import InputTable, PhraseTableError
+from phrase_rescorer.moses.phrase_table import PhraseTableError
 from phrase_rescorer.moses.table_kind import detect_table_kind
+from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import tiny_checkpoint
