@@ -88,7 +88,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.bench
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check phrase_rescorer tests bin
+	$(VENV)/bin/ruff check phrase_rescorer tests bin benchmarks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -26,8 +26,8 @@ from collections.abc import Callable
 import torch
 
 from ..model.checkpoint import load_checkpoint
-from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
-from ..output import AtomicOutput, check_distinct_paths
+from ..moses.phrase_table import PhraseTableError
+from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from ..rescoring.engine import TableRescorer
 from ..rescoring.options import ProgressCallback, RescoreOptions, RescoreSummary
 from .distributed import Group, portable
@@ -55,10 +55,9 @@ def rescore_sharded(
             raise PhraseTableError(path, None, "under torchrun, IN and OUT must be files (each "
                                    "process reads its own part of IN; the parts are joined into OUT)")
     check_distinct_paths(in_path, out_path)
+    check_output_path(out_path)  # the same refusals, and words, as one process
     opts = RescoreOptions(**options)
     directory, name = os.path.split(os.path.abspath(out_path))
-    if not os.path.isdir(directory):
-        raise PhraseTableOSError(out_path, None, "output directory does not exist")
 
     plan: tuple[list[Part], str, int] | BaseException | None = None
     if group.is_main:
