@@ -7,8 +7,9 @@ timed lines) rescores the first ``--lines`` lines of a table through the engine,
 ``prefix`` scorer (the default: PrefixScorer for cho2014, StackedPrefixScorer for the others)
 and the ``batched`` one (BatchedScorer, StackedScorer: each source encoded once, every target
 decoded on its own), ``--repeats`` times each, interleaved so that both see the same machine
-load. It prints pairs/s (median and range), the prefix / batched ratio (median of the per-run
-ratios) and the largest score difference between the two, which must stay within
+load. It prints the share of the plain decoder steps that the targets' prefix tries hold (the
+bound on what sharing them gains), pairs/s (median and range), the prefix / batched ratio
+(median of the per-run ratios) and the largest score difference between the two, which must stay within
 1e-4 + 1e-5 |log p| (float32 rounding; the exit status is 1 otherwise).
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from benchmarks import parts
+from benchmarks.flops import TrieCounter
 from phrase_rescorer.model.architectures import ARCH_NAMES, arch_config, build_model
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 
@@ -43,7 +45,6 @@ def arch_rescoring(table: str, lines: int, size: str, work: Path, repeats: int) 
     say(f"\nrescoring per architecture ({size} size: H={config.hidden_dim}, E={config.embed_dim}, "
         f"V={config.tgt_vocab_size:,}; random weights; first {n:,} lines of {table}; {repeats} interleaved "
         f"run{'s' if repeats > 1 else ''} each; {torch.get_num_threads()} threads; engine time)")
-    say(f"  {'architecture':<13} {'scorer':<30} {'pairs/s: median [min-max]':<28}")
     out: dict[str, Any] = {"lines": n, "size": size, "scores_equal": True}
     for arch in ARCH_NAMES:
         path = work / f"{arch}.pt"
@@ -51,6 +52,14 @@ def arch_rescoring(table: str, lines: int, size: str, work: Path, repeats: int) 
         save_checkpoint(str(path), build_model(config, arch_config(arch)), src, tgt,
                         info={"purpose": "benchmark (random weights)"})
         checkpoint = load_checkpoint(str(path))
+        if arch == ARCH_NAMES[0]:  # the windows are the same for every architecture
+            counter = TrieCounter()
+            parts.rescore(checkpoint, head, work / "count.gz", counter, "cpu")
+            c = counter.count
+            out["decoder_step_share"] = share = c.decoder_nodes / max(1, c.target_steps)
+            say(f"  {c.lines / max(1, c.sources):.2f} targets per source; their prefix tries hold {100 * share:.1f}% "
+                f"of the plain decoder steps (sharing them alone gains at most {1 / share:.2f}x)")
+            say(f"  {'architecture':<13} {'scorer':<30} {'pairs/s: median [min-max]'}")
         seconds: dict[str, list[float]] = {name: [] for name in SCORERS}
         used: dict[str, str] = {}
         for r in range(repeats):

@@ -7,7 +7,8 @@ up to the end of their common prefix. For a window of phrase pairs (``scorers.Wi
 the scorer
 
 * encodes each distinct source once (``StackedScorer.encode_sources``: memory, attention keys,
-  mask and summary, padded to the window's longest source);
+  mask and summary), the sources sorted by length so that each batch of decoder nodes attends
+  over the length of its own sources, not the window's longest;
 * builds the trie of the targets' prefixes with each target's source as its root
   (``trie.build_trie``, the trie of the cho2014 prefix scorer), so that prefixes are shared
   under one source only;
@@ -66,33 +67,42 @@ class StackedPrefixScorer(StackedScorer):
     def _score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         if not len(targets):
             return np.empty(0, dtype=np.float64)
-        enc = self.encode_sources(sources)
+        # Sources by length: the nodes of a depth keep their sources' order, so a batch of nodes
+        # reads sources of about one length, and attention runs over that length, not the
+        # window's longest.
+        lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+        order = np.argsort(lengths, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        enc = self.encode_sources([sources[i] for i in order])
         tokens, offsets = flat_store(targets)
-        trie = build_trie(tokens, offsets, roots=np.asarray(source_index, dtype=np.int64))
-        return self.decode(trie, enc).cpu().numpy()
+        trie = build_trie(tokens, offsets, roots=rank[np.asarray(source_index, dtype=np.int64)])
+        return self.decode(trie, enc, lengths[order] + 1).cpu().numpy()
 
-    def decode(self, trie: PrefixTrie, enc: Encoded) -> torch.Tensor:
+    def decode(self, trie: PrefixTrie, enc: Encoded, widths: np.ndarray | None = None) -> torch.Tensor:
         """log p(target|source) (float64) of every sequence of ``trie``, whose roots index the
-        sources of ``enc``."""
+        sources of ``enc``; ``widths``: each source's positions with </s> (None: all of them)."""
         totals = torch.zeros(len(trie.roots), dtype=torch.float64, device=self.device)
         # Depth 0: one node per source (the empty prefix), from the source's initial state.
-        node_src = torch.arange(enc.final.shape[0], device=self.device)
-        parent, token = node_src, None
+        node_src = np.arange(enc.final.shape[0])
+        if widths is None:
+            widths = np.full(len(node_src), enc.memory.shape[1], dtype=np.int64)
+        parent, token = self._tensor(node_src), None
         state = self.model.decoder.start(enc)
         for depth in range(len(trie.levels) + 1):
             if depth > 0:
                 level = trie.levels[depth - 1]
                 parent, token = self._tensor(level.parent), self._tensor(level.token)
-                node_src = node_src[parent]
-            state = self._level(totals, state, parent, token, node_src, enc, *trie.edges(depth, EOS_ID))
+                node_src = node_src[level.parent]
+            state = self._level(totals, state, parent, token, node_src, enc, widths, *trie.edges(depth, EOS_ID))
         return totals
 
     def _level(self, totals: torch.Tensor, state_prev: torch.Tensor, parent: torch.Tensor,
-               token: torch.Tensor | None, node_src: torch.Tensor, enc: Encoded,
+               token: torch.Tensor | None, node_src: np.ndarray, enc: Encoded, widths: np.ndarray,
                seqs: np.ndarray, nodes: np.ndarray, next_tok: np.ndarray) -> torch.Tensor:
         """The decoder states of one depth's nodes (one step from ``state_prev[parent]`` with
-        e(token), or e(y_0) = 0 where ``token`` is None), and totals[seqs[k]] += log p(next_tok[k])
-        at node nodes[k] for every k."""
+        e(token), or e(y_0) = 0 where ``token`` is None, attending to source ``node_src``), and
+        totals[seqs[k]] += log p(next_tok[k]) at node nodes[k] for every k."""
         model, rows, n = self.model, self.batch_size, len(node_src)
         seqs, nodes, next_tok, bounds = edge_batches(seqs, nodes, next_tok, n, rows)
         state = state_prev.new_empty(n, state_prev.shape[1])
@@ -102,8 +112,9 @@ class StackedPrefixScorer(StackedScorer):
                 y_prev = state_prev.new_zeros(stop - start, model.config.embed_dim)
             else:
                 y_prev = model.tgt_embed(token[start:stop])
+            src = node_src[start:stop]
             s, top, ctx, _ = model.decoder.step(y_prev, state_prev[parent[start:stop]],
-                                                enc.select(node_src[start:stop]))
+                                                enc.select(self._tensor(src), int(widths[src].max())))
             state[start:stop] = s
             a, b = int(bounds[i]), int(bounds[i + 1])
             logp = torch.log_softmax(model.decoder.readout(top, y_prev, ctx).float(), dim=-1)
