@@ -2,8 +2,8 @@
 #
 #   make demo       train a small model on the bundled real sample, rescore the sample table,
 #                   write the patched moses.ini and the analysis pictures (under work/demo/)
-#   make test       the test suite (CPU only; about four minutes on two cores, plus three and a half
-#                   for the real-Moses tests, run when $MOSES or ../shared/tools/moses exists)
+#   make test       the test suite (CPU only; see the README for its time; the real-Moses tests
+#                   run when $MOSES, or the shared Moses beside the checkout, exists)
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)

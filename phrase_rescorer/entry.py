@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+from .signals import STOP_SIGNALS as _STOP_SIGNALS
 
 
 def main() -> None:

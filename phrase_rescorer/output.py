@@ -45,6 +45,7 @@ from .output_targets import (
     stale_temporaries,
     temporary_stem,
 )
+from .signals import stop_signals_held
 
 _BUFFER_SIZE = 1 << 20
 #: The system call every output byte goes through (tests replace it to simulate short writes).
@@ -131,17 +132,22 @@ class AtomicOutput:
         return None if self._sink is None else self._sink.error
 
     def __enter__(self) -> BinaryIO:
-        if self.direct:
-            self._sink = self._open_direct()
-        else:
-            self._sink = _Sink(self.path, fd=self._create_temporary(), owned=True)
-        buffered = io.BufferedWriter(self._sink, _BUFFER_SIZE)
-        self._streams = [buffered]  # type: ignore[list-item]
-        if self.compress:
-            compressor = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, compresslevel=6, mtime=0)
-            # GzipFile.write costs a Python call per line: batch the writes.
-            batched = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
-            self._streams = [batched, compressor, buffered]  # type: ignore[list-item]
+        try:  # a failure or a stop signal in here gets no __exit__: clean up now
+            if self.direct:
+                self._sink = self._open_direct()
+            else:
+                self._sink = _Sink(self.path, fd=self._create_temporary(), owned=True)
+            buffered = io.BufferedWriter(self._sink, _BUFFER_SIZE)
+            self._streams = [buffered]  # type: ignore[list-item]
+            if self.compress:
+                compressor = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, compresslevel=6, mtime=0)
+                # GzipFile.write costs a Python call per line: batch the writes.
+                batched = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
+                self._streams = [batched, compressor, buffered]  # type: ignore[list-item]
+        except BaseException as exc:
+            self.abort()
+            self._label(exc)
+            raise
         self._file = self._streams[0]
         return self._file
 
@@ -181,7 +187,8 @@ class AtomicOutput:
                     self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
                                     "earlier run that was killed before it could clean up")
         try:
-            fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
+            with stop_signals_held():  # the file and the name that lets abort() delete it, together
+                fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
         except OSError as exc:
             raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "alive" for stale_temporaries

@@ -79,35 +79,20 @@ def _check_max_length(max_length: int | None, src_ids: list[int]) -> int:
     return max_length
 
 
-class _Stepper:
-    """The decoder of one source phrase, replicated over ``rows`` hypotheses."""
+def banned_tokens(vocab_size: int, allow_unk: bool, device: torch.device) -> torch.Tensor:
+    """The target tokens never proposed: padding, and <unk> unless ``allow_unk``."""
+    banned = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+    banned[PAD_ID] = True
+    if not allow_unk:
+        banned[UNK_ID] = True
+    return banned
 
-    def __init__(self, model: RNNEncoderDecoder, src_ids: list[int], allow_unk: bool):
-        self.model = model
-        device = next(model.parameters()).device
-        src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
-        src_len = torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)
-        c = model.encode(src, src_len)  # (1, H)
-        self.h, self.ctx, self.oc = model.context_terms(c)  # (1, H), (1, 3H), (1, 2M)
-        # e(y_0) = 0: there is no begin symbol (model.previous_word_embeddings)
-        self.y_prev = c.new_zeros(1, model.config.embed_dim)
-        banned = torch.zeros(model.config.tgt_vocab_size, dtype=torch.bool, device=device)
-        banned[PAD_ID] = True
-        if not allow_unk:
-            banned[UNK_ID] = True
-        self.banned = banned
 
-    def expand(self, rows: int) -> None:
-        self.h = self.h.expand(rows, -1)
-        self.y_prev = self.y_prev.expand(rows, -1)
+class Choosing:
+    """What every stepper shares: which tokens may be proposed at a step (``banned``: padding,
+    and <unk> unless allowed)."""
 
-    def log_probs(self) -> torch.Tensor:
-        """Advance every row by one step: log p(y_t | y_<t, e) over the shortlist (rows, V)."""
-        ctx = self.ctx.expand(self.h.shape[0], -1)
-        oc = self.oc.expand(self.h.shape[0], -1)
-        self.h = self.model.decoder_step(self.model.decoder_inputs(self.y_prev, ctx), self.h)
-        logits = self.model.readout(self.h, self.y_prev, oc)
-        return torch.log_softmax(logits.float(), dim=-1)
+    banned: torch.Tensor
 
     def choosable(self, logp: torch.Tensor, t: int, max_length: int) -> torch.Tensor:
         """``logp`` at step ``t`` with the tokens that may not be proposed at -inf: </s> first,
@@ -121,6 +106,33 @@ class _Stepper:
             banned = banned.clone()
             banned[EOS_ID] = True
         return logp.masked_fill(banned, float("-inf"))
+
+
+class _Stepper(Choosing):
+    """The decoder of one source phrase, replicated over ``rows`` hypotheses."""
+
+    def __init__(self, model: RNNEncoderDecoder, src_ids: list[int], allow_unk: bool):
+        self.model = model
+        device = next(model.parameters()).device
+        src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
+        src_len = torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)
+        c = model.encode(src, src_len)  # (1, H)
+        self.h, self.ctx, self.oc = model.context_terms(c)  # (1, H), (1, 3H), (1, 2M)
+        # e(y_0) = 0: there is no begin symbol (model.previous_word_embeddings)
+        self.y_prev = c.new_zeros(1, model.config.embed_dim)
+        self.banned = banned_tokens(model.config.tgt_vocab_size, allow_unk, device)
+
+    def expand(self, rows: int) -> None:
+        self.h = self.h.expand(rows, -1)
+        self.y_prev = self.y_prev.expand(rows, -1)
+
+    def log_probs(self) -> torch.Tensor:
+        """Advance every row by one step: log p(y_t | y_<t, e) over the shortlist (rows, V)."""
+        ctx = self.ctx.expand(self.h.shape[0], -1)
+        oc = self.oc.expand(self.h.shape[0], -1)
+        self.h = self.model.decoder_step(self.model.decoder_inputs(self.y_prev, ctx), self.h)
+        logits = self.model.readout(self.h, self.y_prev, oc)
+        return torch.log_softmax(logits.float(), dim=-1)
 
     def advance(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Keep the hypotheses ``rows`` (in that order), each extended by its token."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import torch
 
-from ..data.vocab import EOS_ID, PAD_ID, UNK_ID
+from ..data.vocab import EOS_ID
 from ..model.stacked import StackedEncoderDecoder
+from .search import Choosing, banned_tokens
 
 
-class StackedStepper:
+class StackedStepper(Choosing):
     def __init__(self, model: StackedEncoderDecoder, src_ids: list[int], allow_unk: bool):
         self.model = model
         device = next(model.parameters()).device
@@ -27,10 +28,7 @@ class StackedStepper:
         self.h = model.decoder.start(self.enc)  # the packed state of every layer (rows, L * S)
         self.y_prev = self.h.new_zeros(1, model.config.embed_dim)  # e(y_0) = 0
         self.coverage = self.h.new_zeros(1, src.shape[1])
-        self.banned = torch.zeros(model.config.tgt_vocab_size, dtype=torch.bool, device=device)
-        self.banned[PAD_ID] = True
-        if not allow_unk:
-            self.banned[UNK_ID] = True
+        self.banned = banned_tokens(model.config.tgt_vocab_size, allow_unk, device)
 
     def expand(self, rows: int) -> None:
         self.h = self.h.expand(rows, -1)
@@ -45,17 +43,6 @@ class StackedStepper:
             self.coverage = self.coverage + weights
         logits = self.model.decoder.readout(top, self.y_prev, ctx)
         return torch.log_softmax(logits.float(), dim=-1)
-
-    def choosable(self, logp: torch.Tensor, t: int, max_length: int) -> torch.Tensor:
-        if t == max_length:
-            keep = torch.full_like(logp, float("-inf"))
-            keep[:, EOS_ID] = logp[:, EOS_ID]
-            return keep
-        banned = self.banned
-        if t == 0:
-            banned = banned.clone()
-            banned[EOS_ID] = True
-        return logp.masked_fill(banned, float("-inf"))
 
     def advance(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         self.h = self.h[rows]

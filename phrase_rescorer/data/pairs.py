@@ -38,8 +38,23 @@ def pair_hash(source_tokens: list[str], target_tokens: list[str]) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
+class _Lengths:
+    """Phrase lengths (tokens) read off the flat arrays' offsets."""
+
+    src_offsets: np.ndarray
+    tgt_offsets: np.ndarray
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return np.diff(self.src_offsets)
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.diff(self.tgt_offsets)
+
+
 @dataclass
-class PairSet:
+class PairSet(_Lengths):
     """Unique phrase pairs as flat token-id arrays (ids index ``src_types`` / ``tgt_types``)."""
 
     src_tokens: np.ndarray  # (total source tokens,) int32
@@ -54,14 +69,6 @@ class PairSet:
 
     def __len__(self) -> int:
         return len(self.hashes)
-
-    @property
-    def src_lengths(self) -> np.ndarray:
-        return np.diff(self.src_offsets)
-
-    @property
-    def tgt_lengths(self) -> np.ndarray:
-        return np.diff(self.tgt_offsets)
 
     @property
     def nbytes(self) -> int:
@@ -106,7 +113,7 @@ class PairSet:
 
 
 @dataclass
-class EncodedPairs:
+class EncodedPairs(_Lengths):
     """Pairs as shortlist ids, ready for batching (see ``batching``)."""
 
     src_tokens: np.ndarray
@@ -116,14 +123,6 @@ class EncodedPairs:
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
-
-    @property
-    def src_lengths(self) -> np.ndarray:
-        return np.diff(self.src_offsets)
-
-    @property
-    def tgt_lengths(self) -> np.ndarray:
-        return np.diff(self.tgt_offsets)
 
 
 class _Interner:

@@ -28,6 +28,7 @@ import subprocess
 from collections.abc import Callable
 
 from ..moses.toolkit import MosesToolkit
+from ..output import AtomicOutput
 from .systems import ExperimentError
 
 _BEST = re.compile(r"^\((\d+)\) BEST at \d+: .* => (\S+) at ")
@@ -110,25 +111,20 @@ def tune(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, r
 
 
 def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1) -> list[str]:
-    """Translate ``source`` with ``ini`` into ``output`` (written under a temporary name, renamed
-    when the decoder has produced one line per source line); return the lines."""
+    """Translate ``source`` with ``ini`` into ``output`` (written through ``AtomicOutput`` once
+    the decoder has produced one line per source line); return the lines."""
     with open(source, "rb") as f:
         expected = sum(1 for _ in f)
-    tmp = f"{output}.tmp-{os.getpid()}"
     log = f"{output}.log"
     argv = [toolkit.decoder, "-f", os.path.abspath(ini), "-input-file", os.path.abspath(source),
             "-threads", str(threads)]
-    try:
-        with open(tmp, "wb") as out, open(log, "wb") as err:
-            code = subprocess.call(argv, stdout=out, stderr=err)
-        if code != 0:
-            raise ExperimentError(f"moses failed (exit {code}) on {source}; see {log}:\n{_tail(log)}", 6)
-        with open(tmp, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        if len(lines) != expected:
-            raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", 6)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with open(log, "wb") as err:
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
+    if result.returncode != 0:
+        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", 6)
+    lines = result.stdout.decode("utf-8").splitlines()
+    if len(lines) != expected:
+        raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", 6)
+    with AtomicOutput(output, compress=False) as out:
+        out.write(result.stdout)
     return [line.rstrip(" ") for line in lines]

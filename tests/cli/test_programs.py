@@ -28,7 +28,8 @@ def test_every_bin_program_is_a_console_script() -> None:
 
 def test_the_readme_names_only_installed_programs() -> None:
     readme = (REPO / "README.md").read_text()
-    told = set(re.findall(r"(?<![\w/])bin/([a-z][a-z-]+)", readme))  # not $MOSES/bin/...
+    # not $MOSES/bin/..., nor a Moses program named in a quoted error ("a usable Moses: bin/moses ...")
+    told = set(re.findall(r"(?<![\w/])(?<!Moses: )bin/([a-z][a-z-]+)", readme))
     told |= {name for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step") if name in readme}
     assert "moses-rescore-step" in told
     assert told <= set(SCRIPTS), told - set(SCRIPTS)

@@ -198,7 +198,7 @@ CASES = [
     # --- the model file
     Case("model of another format version", code=4, output="absent", args=OTHER_MODEL,
          setup=_model_variant(lambda p: p.update(format_version=99)),
-         message=r"{dir}/other.pt: model file format version 99 .* reads format version 1"),
+         message=r"{dir}/other.pt: model file format version 99 .* reads format versions 1, 2"),
     Case("truncated model (first 5000 bytes)", code=4, output="absent", args=OTHER_MODEL,
          setup=_model_bytes(lambda b: b[:5000]), message=r"{dir}/other.pt: not a readable .*truncated or corrupt"),
     Case("truncated model (last 100 bytes cut)", code=4, output="absent", args=OTHER_MODEL,

@@ -70,6 +70,22 @@ def test_atomic_output_failure_leaves_nothing(tmp_path: Path, exception: type[Ba
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("exception", [KeyboardInterrupt, OSError])
+def test_a_stop_while_opening_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            exception: type[BaseException]) -> None:
+    """A signal (or an error) after the temporary exists but before ``with`` has entered gets no
+    ``__exit__``: the opening itself removes the temporary."""
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        assert [p.name for p in tmp_path.iterdir()][0].startswith(".out.gz.tmp-")  # it did exist
+        raise exception()
+
+    monkeypatch.setattr(output.gzip, "GzipFile", stopped)
+    with pytest.raises(exception), AtomicOutput(str(tmp_path / "out.gz")):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_atomic_output_failure_keeps_previous_file(tmp_path: Path) -> None:
     final = tmp_path / "out.txt"
     final.write_bytes(b"previous")
