@@ -22,8 +22,9 @@ the scorer
 
 The nodes of a depth go ``batch_size`` at a time (256 on CPU, where oneDNN runs the linear
 layers with packed weights, ``packed_linear``; 8192 on a GPU), with no padding on the target
-side; memory is bounded by the window. On CPU a window is cut among worker threads, one thread
-per op, as ``StackedScorer`` does.
+side; memory is bounded by the window (a batch that attends to a very long source steps in
+pieces of at most ``32 * batch_size`` gathered source positions). On CPU a window is cut among
+worker threads, one thread per op, as ``StackedScorer`` does.
 
 The encoder is not shared over source prefixes as the cho2014 prefix scorer does: a
 bidirectional layer reads every source from its end, so two sources with a common prefix share
@@ -112,12 +113,30 @@ class StackedPrefixScorer(StackedScorer):
                 y_prev = state_prev.new_zeros(stop - start, model.config.embed_dim)
             else:
                 y_prev = model.tgt_embed(token[start:stop])
-            src = node_src[start:stop]
-            s, top, ctx, _ = model.decoder.step(y_prev, state_prev[parent[start:stop]],
-                                                enc.select(self._tensor(src), int(widths[src].max())))
+            s, top, ctx = self._step(y_prev, state_prev[parent[start:stop]], node_src[start:stop], enc, widths)
             state[start:stop] = s
             a, b = int(bounds[i]), int(bounds[i + 1])
             logp = torch.log_softmax(model.decoder.readout(top, y_prev, ctx).float(), dim=-1)
             picked = logp[self._tensor(nodes[a:b] - start), self._tensor(next_tok[a:b])]
             totals.index_add_(0, self._tensor(seqs[a:b]), picked.double())
         return state
+
+    def _step(self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: Encoded,
+              widths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One decoder step of a batch of nodes attending to sources ``src``: (new state, top
+        output, context). Each piece of the batch attends over its own longest source, and the
+        gathered memory is bounded as ``scorers.length_batches`` bounds a batch (``32 *
+        batch_size`` source positions, at least one node): the nodes of a very long source step
+        in small pieces, the others in one."""
+        budget, outs, a = 32 * self.batch_size, [], 0
+        while a < len(src):
+            longest = np.maximum.accumulate(widths[src[a:]])  # the width of each possible piece
+            rows = max(1, int(np.count_nonzero(longest * np.arange(1, len(longest) + 1) <= budget)))
+            which = self._tensor(src[a : a + rows])
+            outs.append(self.model.decoder.step(y_prev[a : a + rows], state[a : a + rows],
+                                                enc.select(which, int(longest[rows - 1])))[:3])
+            a += rows
+        if len(outs) == 1:
+            return outs[0]
+        s, top, ctx = (torch.cat([o[k] for o in outs]) for k in range(3))
+        return s, top, ctx

@@ -142,6 +142,29 @@ def test_worker_threads_split_windows_without_changing_scores(tmp_path: Path) ->
     assert torch.get_num_threads() == 1  # the caller's setting is restored
 
 
+def test_a_very_long_source_steps_in_bounded_pieces(tmp_path: Path) -> None:
+    """A 1,000-token source among short ones: the nodes batched with it attend over its 1,001
+    positions in pieces of at most 32 * batch_size gathered positions (at least one node), the
+    others over their own length, and the scores stay exact."""
+    rng = np.random.default_rng(1)
+    sources = [[5, 6], rng.integers(4, 300, 1000).tolist(), [7]]
+    targets = [[8, 9], [8], [8, 9, 10], [8, 9], [], [11]]
+    index = np.array([0, 1, 1, 1, 1, 2])
+    model = network(tmp_path, "rnnsearch")
+    scorer = StackedPrefixScorer(model, batch_size=4)
+    gathered = []
+    step = scorer.model.decoder.step
+
+    def counting(y_prev, state, enc):  # type: ignore[no-untyped-def]
+        gathered.append(tuple(enc.memory.shape[:2]))
+        return step(y_prev, state, enc)
+
+    scorer.model.decoder.step = counting
+    assert within(scorer.score(sources, targets, index), plain(model, sources, targets, index))
+    assert all(rows * width <= 32 * 4 or rows == 1 for rows, width in gathered)  # one row at a time
+    assert (1, 1001) in gathered and (2, 3) in gathered  # the long source alone, the short ones batched
+
+
 def test_empty_window(tmp_path: Path) -> None:
     model = network(tmp_path, "rnnsearch")
     assert StackedPrefixScorer(model).score([], [], np.zeros(0, dtype=np.int64)).shape == (0,)
