@@ -13,6 +13,8 @@ size (speed does not depend on the weights):
 * the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
   status is 1 otherwise);
 * the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
+* rescoring pairs/s per architecture (cho2014, rnnsearch, gnmt; ``--arch-lines`` lines, a small
+  network), prefix-sharing scorer against the batched one (``architectures``);
 * the prefix scorer's bound: 1 / (the reference's fraction of the machine's matrix-product rate
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
 * training steps (``Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and a
@@ -36,7 +38,7 @@ import click
 import numpy as np
 import torch
 
-from benchmarks import parts, training
+from benchmarks import architectures, parts, training
 from benchmarks.flops import TrieCounter
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
@@ -74,15 +76,17 @@ def _median_range(xs: list[float]) -> str:
               help="Also time bfloat16 on the CPU (the approximate prefix scorer, bf16 training)  [default: "
               "where the CPU has AMX-BF16 or AVX512-BF16, and with --quick; elsewhere bfloat16 is emulated, "
               "tens of times slower, and only its matrix-product rate is measured].")
+@click.option("--arch-lines", type=click.IntRange(min=0), default=2000, show_default=True,
+              help="Lines timed per architecture with a small network (0: skip).")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
          whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
-         cpu_bf16: bool | None, quick: bool, json_path: str | None) -> None:
+         cpu_bf16: bool | None, arch_lines: int, quick: bool, json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
-        gpu_lines, gpu_train_batch = gpu_lines or 2000, 64
+        gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
     if threads:
         torch.set_num_threads(threads)
     table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
@@ -151,6 +155,11 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
             report["whole_table"] = {"lines": lines_done, "pairs_per_s": lines_done / secs, "peak_rss_mb": rss}
             say(f"\nthe whole table, prefix scorer, own process: {lines_done:,} lines in {secs:,.0f} s, "
                 f"{lines_done / secs:,.0f} pairs/s, peak RSS {rss:,.0f} MB")
+
+        if arch_lines:
+            report["arch_rescoring"] = archs = architectures.arch_rescoring(
+                table, arch_lines, "quick" if quick else "small", work, repeats)
+            scores_ok = scores_ok and archs["scores_equal"]
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]

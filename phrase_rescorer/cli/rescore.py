@@ -102,10 +102,11 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Choice(list(SCORERS)),
                 default=next(iter(SCORERS)),
                 show_default=True,
-                help="prefix: exact, computes each distinct source prefix and each distinct target "
-                "prefix of a source once (the fastest). batched: each source encoded once, "
-                "length-sorted batches. reference: the plain path, file order, no sharing (slower; "
-                "for checking).",
+                help="prefix: exact, computes each distinct target prefix of a source once (and, "
+                "for cho2014, each distinct source prefix): the fastest. batched: each source "
+                "encoded once, each target decoded on its own in length-sorted batches. reference: "
+                "the plain path, file order, no sharing (slower; for checking). All three work for "
+                "every architecture.",
             ),
         ]
     ):

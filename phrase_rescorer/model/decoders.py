@@ -53,9 +53,13 @@ class Encoded:
     real: torch.Tensor
     final: torch.Tensor
 
-    def select(self, which: torch.Tensor) -> Encoded:
-        """The sources ``which`` (one row per target, repeats allowed)."""
-        return Encoded(self.memory[which], self.keys[which], self.real[which], self.final[which])
+    def select(self, which: torch.Tensor, width: int | None = None) -> Encoded:
+        """The sources ``which`` (one row per target, repeats allowed), cut to their first
+        ``width`` positions when given (at least the longest of them: only padding goes)."""
+        if width is None:
+            return Encoded(self.memory[which], self.keys[which], self.real[which], self.final[which])
+        return Encoded(self.memory[which, :width], self.keys[which, :width], self.real[which, :width],
+                       self.final[which])
 
 
 class Decoder(nn.Module):

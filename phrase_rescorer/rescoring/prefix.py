@@ -46,7 +46,7 @@ from ..data.batching import flat_store
 from ..data.vocab import EOS_ID
 from ..model.encoder_decoder import RNNEncoderDecoder
 from .packed_linear import pack_linears
-from .trie import PrefixTrie, build_trie
+from .trie import PrefixTrie, build_trie, edge_batches
 
 #: Trie nodes per batch: on CPU the (rows, V) logits of a batch stay in cache (256 x 15,000
 #: float32 = 15 MB); a GPU needs large batches to fill its cores.
@@ -151,17 +151,13 @@ class PrefixScorer:
         parent: torch.Tensor | None = None
         token: torch.Tensor | None = None
         h_prev = h0
-        seqs, nodes = np.arange(len(lengths)), trie.roots
         for depth in range(len(trie.levels) + 1):
             if depth > 0:
                 level = trie.levels[depth - 1]
                 parent, token = self._tensor(level.parent), self._tensor(level.token)
                 node_src = node_src[parent]
-                seqs, nodes = level.seqs, level.node
             # The edges leaving this depth: each active sequence's next token, or </s>.
-            more = lengths[seqs] > depth
-            next_tok = np.full(len(seqs), EOS_ID, dtype=np.int64)
-            next_tok[more] = trie.tokens[trie.offsets[seqs[more]] + depth]
+            seqs, nodes, next_tok = trie.edges(depth, EOS_ID)
             h_prev = self._decoder_level(
                 totals, h_prev, parent, token, node_src, ctx, oc, seqs, nodes, next_tok
             )
@@ -186,14 +182,8 @@ class PrefixScorer:
         whose parents are the sources and whose previous word is e(y_0) = 0."""
         model = self.model
         n, rows = len(node_src), self.batch_size
-        if n <= rows:  # one batch: every edge belongs to it
-            bounds = np.array([0, len(nodes)])
-            h_all = None
-        else:
-            order = np.argsort(nodes, kind="stable")  # the edges, grouped by node
-            seqs, nodes, next_tok = seqs[order], nodes[order], next_tok[order]
-            bounds = np.searchsorted(nodes, np.arange(0, n + rows, rows))
-            h_all = h_prev.new_empty(n, h_prev.shape[1])
+        seqs, nodes, next_tok, bounds = edge_batches(seqs, nodes, next_tok, n, rows)
+        h_all = None if n <= rows else h_prev.new_empty(n, h_prev.shape[1])
         for i, start in enumerate(range(0, n, rows)):
             stop = min(start + rows, n)
             src = node_src[start:stop]

@@ -20,6 +20,11 @@ Three implementations, selectable by name (``SCORERS``, ``rescore-phrase-table -
                      ``sequence_log_probs``, no sorting and no sharing. The yardstick of the
                      tests and the benchmark.
 
+Those three names work for every architecture (``make_scorer``): on the stacked networks
+(rnnsearch, gnmt, ...) ``prefix`` is ``StackedPrefixScorer`` (``stacked_prefix.py``, decoder
+prefixes shared under each source) and ``batched`` is ``StackedScorer`` (``stacked_scorer.py``,
+each source encoded once, each target decoded on its own).
+
 All compute in float32 (the checkpoint's precision; the prefix scorer also in bfloat16 on
 request); the prefix and batched scorers sum the token log-probs of a pair in float64,
 ReferenceScorer returns the float32 sum of ``sequence_log_probs``. They agree to about 1e-6
@@ -188,10 +193,13 @@ def make_scorer(
 ) -> WindowScorer:
     """A scorer by name; ``batch_size`` None keeps the scorer's own default.
 
-    ``prefix`` and ``batched`` are written for the paper's network (cho2014); for the other
-    architectures both names give ``StackedScorer`` (each source encoded once per window), and
-    ``reference`` stays the plain per-pair path for every architecture. Only the prefix scorer
-    on a cho2014 network computes in another ``dtype`` than float32 (bfloat16, approximate)."""
+    ``prefix`` and ``batched`` name the classes above for the paper's network (cho2014); for the
+    other architectures ``prefix`` gives ``StackedPrefixScorer`` (``stacked_prefix.py``: each
+    source encoded once per window, decoder prefixes shared) and ``batched`` gives
+    ``StackedScorer`` (``stacked_scorer.py``: each source encoded once, every target decoded on
+    its own); ``reference`` stays the plain per-pair path for every architecture. Only the
+    prefix scorer on a cho2014 network computes in another ``dtype`` than float32 (bfloat16,
+    approximate)."""
     try:
         cls = SCORERS[name]
     except KeyError:
@@ -201,7 +209,8 @@ def make_scorer(
             raise ValueError(f"dtype {dtype} works with the prefix scorer on a cho2014 network only, not {name!r}")
         return PrefixScorer(model, device, batch_size, dtype=dtype)
     if not isinstance(model, RNNEncoderDecoder) and cls is not ReferenceScorer:
+        from .stacked_prefix import StackedPrefixScorer
         from .stacked_scorer import StackedScorer
 
-        cls = StackedScorer
+        cls = StackedPrefixScorer if cls is PrefixScorer else StackedScorer
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

@@ -1,4 +1,6 @@
-"""The window scorer of the architectures built from options (rnnsearch, gnmt, ...).
+"""The batched window scorer of the architectures built from options (rnnsearch, gnmt, ...):
+``--scorer batched``. The default for them, ``stacked_prefix.StackedPrefixScorer``, builds on
+it (the same source encoding and worker threads) and also shares decoder prefixes.
 
 For a window of phrase pairs (``scorers.WindowScorer``):
 

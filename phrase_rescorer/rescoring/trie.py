@@ -56,6 +56,32 @@ class PrefixTrie:
         """Nodes of depth >= 1 (the steps a scorer computes beyond the roots)."""
         return sum(len(level) for level in self.levels)
 
+    def edges(self, depth: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a decoder scores at the nodes of ``depth``: (seqs, nodes, next_tok), sequence
+        seqs[k] being at node nodes[k] and predicting next_tok[k] there (its token at position
+        ``depth``, or ``end`` after its last token). Depth 0: every sequence, at its root."""
+        if depth == 0:
+            seqs, nodes = np.arange(len(self.roots)), self.roots
+        else:
+            seqs, nodes = self.levels[depth - 1].seqs, self.levels[depth - 1].node
+        more = self.lengths[seqs] > depth
+        next_tok = np.full(len(seqs), end, dtype=np.int64)
+        next_tok[more] = self.tokens[self.offsets[seqs[more]] + depth]
+        return seqs, nodes, next_tok
+
+
+def edge_batches(
+    seqs: np.ndarray, nodes: np.ndarray, next_tok: np.ndarray, n: int, rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The edges of one depth grouped by node, for running its ``n`` nodes ``rows`` at a time:
+    (seqs, nodes, next_tok) reordered, and ``bounds`` with the edges of nodes
+    [i * rows, (i + 1) * rows) at ``bounds[i]:bounds[i + 1]``."""
+    if n <= rows:  # one batch: every edge belongs to it
+        return seqs, nodes, next_tok, np.array([0, len(nodes)])
+    order = np.argsort(nodes, kind="stable")
+    seqs, nodes, next_tok = seqs[order], nodes[order], next_tok[order]
+    return seqs, nodes, next_tok, np.searchsorted(nodes, np.arange(0, n + rows, rows))
+
 
 def build_trie(
     tokens: np.ndarray, offsets: np.ndarray, roots: np.ndarray | None = None

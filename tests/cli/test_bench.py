@@ -23,7 +23,8 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
-                    "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference"):
+                    "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference",
+                    "rescoring per architecture"):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
     assert figures["lines"] == 200
@@ -39,9 +40,33 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     for t in figures["cpu_training"].values():
         assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
+    archs = figures["arch_rescoring"]
+    assert archs["lines"] == 200 and archs["scores_equal"] is True
+    assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
+        "cho2014": "PrefixScorer", "rnnsearch": "StackedPrefixScorer", "gnmt": "StackedPrefixScorer"}
     assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
     if figures["gpu"] is None:
         assert "no CUDA device: GPU figures not measured" in r.stdout
+
+
+def test_architecture_part_alone(tmp_path: Path, sample_table: Path) -> None:
+    """``python -m benchmarks.architectures``: pairs/s of both scorers for every architecture."""
+    out = tmp_path / "archs.json"
+    r = subprocess.run(
+        [PYTHON, "-m", "benchmarks.architectures", "--size", "quick", "--threads", "1", "--table", str(sample_table),
+         "--lines", "120", "--repeats", "2", "--json", str(out)],
+        env=cli_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    figures = json.loads(out.read_text())
+    assert figures["scores_equal"] is True and figures["lines"] == 120
+    for arch, prefix, batched in (("cho2014", "PrefixScorer", "BatchedScorer"),
+                                  ("rnnsearch", "StackedPrefixScorer", "StackedScorer"),
+                                  ("gnmt", "StackedPrefixScorer", "StackedScorer")):
+        f = figures[arch]
+        assert (f["prefix"]["scorer"], f["batched"]["scorer"]) == (prefix, batched)
+        assert len(f["ratios"]) == 2 and f["prefix"]["pairs_per_s"] > 0 and f["max_abs_diff"] <= 1e-4
+        assert f"{arch:<13} prefix / batched: " in r.stdout
 
 
 def test_flop_count_of_a_pair_at_paper_size() -> None:

@@ -148,3 +148,32 @@ def tiny_arch_checkpoint(path: Path, arch: str = "gnmt", seed: int = 0, std: flo
     model.reset_parameters(std)  # type: ignore[operator]
     save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"})
     return path
+
+
+#: Small networks covering every building block: both cells, each attention kind (none,
+#: additive, dot, general), attention from the top and the bottom layer, uni- and bidirectional
+#: bottom layers, residual connections. Options for ``tiny_arch_checkpoint``.
+ARCH_VARIANTS: dict[str, dict[str, object]] = {
+    "rnnsearch": dict(arch="rnnsearch"),
+    "gnmt": dict(arch="gnmt", layers=3),
+    "gnmt-general-gru": dict(arch="gnmt", layers=3, attention="general", cell_type="gru"),
+    "rnnsearch-dot-uni": dict(arch="rnnsearch", attention="dot", bidirectional=False, layers=2, residual_from=2),
+    "lstm-no-attention": dict(arch="rnnsearch", attention="none", cell_type="lstm"),
+}
+
+
+def sample_window(lines: int = 150) -> tuple[list[list[int]], list[list[int]], np.ndarray]:
+    """The first ``lines`` lines of the bundled sample as a scorer window (distinct sources,
+    targets, source index), as ids of the 400-word shortlists of ``tiny_arch_checkpoint``."""
+    sv, tv = sample_vocabularies(400)
+    pairs = load_pairs(str(SAMPLE))
+    position: dict[tuple[str, ...], int] = {}
+    sources, targets, index = [], [], []
+    for i in range(lines):
+        s, t = pairs.pair(i)
+        j = position.setdefault(tuple(s), len(position))
+        if j == len(sources):
+            sources.append(sv.encode(s))
+        targets.append(tv.encode(t))
+        index.append(j)
+    return sources, targets, np.array(index, dtype=np.int64)

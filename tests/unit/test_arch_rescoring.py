@@ -44,6 +44,7 @@ def test_lines_kept_scores_plain_and_order_free(arch: str, table: Path, tmp_path
     summary = rescore_table(str(table), str(out), str(model), device="cpu", window=40, window_cap=80)
     values = appended_columns(table, out)  # byte identity of everything else, line count
     assert summary.lines == len(values) == 300
+    assert "|scorer:StackedPrefixScorer|" in summary.signature  # the default, decoder prefixes shared
     got = log_column(values)
     ref = reference_log_probs(load_checkpoint(str(model)), table)  # pair by pair
     want = np.array([ref[i + 1] for i in range(len(values))])
@@ -56,6 +57,8 @@ def test_lines_kept_scores_plain_and_order_free(arch: str, table: Path, tmp_path
     shuffled = tmp_path / "shuffled.gz"
     shuffled.write_bytes(gzip.compress(b"".join(lines[i] for i in order)))
     out_b = tmp_path / "b.gz"
-    rescore_table(str(shuffled), str(out_b), str(model), device="cpu", window=25, window_cap=50)
+    batched = rescore_table(str(shuffled), str(out_b), str(model), device="cpu", window=25, window_cap=50,
+                            scorer="batched")
+    assert "|scorer:StackedScorer|" in batched.signature  # each target decoded on its own
     again = log_column(appended_columns(shuffled, out_b))
     assert np.all(np.abs(again - got[order]) <= 1e-5)

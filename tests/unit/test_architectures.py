@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from phrase_rescorer.data.batching import sequences_batch
-from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.architectures import ArchConfig, arch_config, build_model
 from phrase_rescorer.model.attention import Attention
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
@@ -19,18 +18,17 @@ from phrase_rescorer.model.encoder_decoder import ModelConfig, sequence_log_prob
 from phrase_rescorer.model.encoders import Encoder, _run
 from phrase_rescorer.rescoring.scorers import ReferenceScorer, make_scorer
 from phrase_rescorer.rescoring.stacked_scorer import StackedScorer
-from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import one_thread, tiny_arch_checkpoint, tiny_checkpoint  # noqa: F401
+from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
+    ARCH_VARIANTS,
+    one_thread,
+    sample_window,
+    tiny_arch_checkpoint,
+    tiny_checkpoint,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-VARIANTS = {
-    "rnnsearch": dict(arch="rnnsearch"),
-    "gnmt": dict(arch="gnmt", layers=3),
-    "gnmt-general-gru": dict(arch="gnmt", layers=3, attention="general", cell_type="gru"),
-    "rnnsearch-dot-uni": dict(arch="rnnsearch", attention="dot", bidirectional=False, layers=2, residual_from=2),
-    "lstm-no-attention": dict(arch="rnnsearch", attention="none", cell_type="lstm"),
-}
+VARIANTS = ARCH_VARIANTS
 
 
 def close(a: np.ndarray, b: np.ndarray, rel: float = 1e-5) -> bool:
@@ -97,21 +95,7 @@ def test_decoder_state_depends_on_the_prefix_only() -> None:
 
 @pytest.fixture(scope="module")
 def window() -> tuple[list[list[int]], list[list[int]], np.ndarray]:
-    """The first 150 lines of the bundled sample as a scorer window (ids of a 400-word shortlist)."""
-    from tests.helpers.rescore_data import sample_vocabularies
-
-    sv, tv = sample_vocabularies(400)
-    pairs = load_pairs(str(SAMPLE))
-    position: dict[tuple[str, ...], int] = {}
-    sources, targets, index = [], [], []
-    for i in range(150):
-        s, t = pairs.pair(i)
-        j = position.setdefault(tuple(s), len(position))
-        if j == len(sources):
-            sources.append(sv.encode(s))
-        targets.append(tv.encode(t))
-        index.append(j)
-    return sources, targets, np.array(index, dtype=np.int64)
+    return sample_window(150)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -119,8 +103,8 @@ def test_stacked_scorer_equals_the_plain_per_pair_computation(variant: str, wind
     sources, targets, index = window
     ckpt = load_checkpoint(str(tiny_arch_checkpoint(tmp_path / "m.pt", **VARIANTS[variant])))  # type: ignore[arg-type]
     model = ckpt.build_model()
-    scorer = make_scorer("prefix", model, "cpu", batch_size=7)  # sources and targets in many batches
-    assert isinstance(scorer, StackedScorer)
+    scorer = make_scorer("batched", model, "cpu", batch_size=7)  # sources and targets in many batches
+    assert type(scorer) is StackedScorer  # the non-sharing path (``prefix`` shares decoder prefixes)
     got = scorer.score(sources, targets, index)
     with torch.inference_mode():
         plain = np.array([float(sequence_log_probs(model, *_one(sources[int(j)], t)))
