@@ -2,7 +2,7 @@
 
 ``AtomicOutput`` writes rescored tables, model files, moses.ini files and every other output:
 
-* to an exclusive temporary beside the destination (``.NAME.tmp-PID-XXXXXXXX``, created with
+* to an exclusive temporary beside the destination (``.NAME.tmp-PID-`` and 8 random characters, created with
   ``O_EXCL`` by ``tempfile.mkstemp``: never a planted link, never another run's file), then
   fsyncs it, gives it the permission bits of the file it replaces (or those a new file gets
   under the umask) and renames it onto the destination; any failure or interruption deletes

@@ -37,7 +37,6 @@ float64): an approximate fast mode for GPUs and CPUs with bfloat16 units, never 
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -47,6 +46,7 @@ from ..data.vocab import EOS_ID
 from ..model.encoder_decoder import RNNEncoderDecoder
 from .packed_linear import pack_linears
 from .trie import PrefixTrie, build_trie, edge_batches
+from .window_threads import WindowThreads
 
 #: Trie nodes per batch: on CPU the (rows, V) logits of a batch stay in cache (256 x 15,000
 #: float32 = 15 MB); a GPU needs large batches to fill its cores.
@@ -70,8 +70,6 @@ class PrefixScorer:
             batch_size = CPU_BATCH if self.device.type == "cpu" else GPU_BATCH
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        if workers is not None and workers < 1:
-            raise ValueError("workers must be at least 1")
         if dtype != torch.float32:
             model = copy.deepcopy(model).to(dtype)
         model = model.to(self.device).eval()
@@ -80,8 +78,8 @@ class PrefixScorer:
         self.model = model
         self.batch_size = batch_size
         self.dtype = dtype
-        self.workers = 1 if self.device.type != "cpu" else workers or torch.get_num_threads()
-        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+        self._threads = WindowThreads(self.device, workers)
+        self.workers = self._threads.workers
 
     def _tensor(self, a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(self.device)
@@ -89,25 +87,7 @@ class PrefixScorer:
     def score(
         self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
     ) -> np.ndarray:
-        source_index = np.asarray(source_index, dtype=np.int64)
-        if self._pool is None:
-            return self._score(sources, targets, source_index)
-        # One worker thread per part, each op single-threaded: no barrier between the cores at
-        # every op, so the cores never wait for each other (nor for a busy neighbour process).
-        # A window too small to split runs on one thread.
-        parts = split_window(sources, targets, source_index, self.workers)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            if len(parts) == 1:
-                return self._score(sources, targets, source_index)
-            results = list(self._pool.map(lambda part: self._score(*part[1:]), parts))
-        finally:
-            torch.set_num_threads(threads)
-        out = np.empty(len(targets), dtype=np.float64)
-        for part, scores in zip(parts, results, strict=True):
-            out[part[0]] = scores
-        return out
+        return self._threads.run(self._score, sources, targets, source_index)
 
     @torch.inference_mode()
     def _score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
@@ -222,33 +202,3 @@ class PrefixScorer:
             x_proj = model.encoder.W(model.src_embed(token[start:stop]))  # (rows, 3H)
             h_all[start:stop] = model.encoder.step(x_proj, h_prev[parent[start:stop]])
         return h_all
-
-
-#: A window is split between worker threads only when each part gets at least this many lines.
-MIN_PART_LINES = 256
-
-Part = tuple[np.ndarray, list[list[int]], list[list[int]], np.ndarray]
-
-
-def split_window(
-    sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray, parts: int
-) -> list[Part]:
-    """The window cut into at most ``parts`` sub-windows of consecutive sources with about equal
-    work (decoder steps, plus encoder steps at half weight), each as (its lines, its sources,
-    its targets, its source index). Consecutive sources share the most prefixes, so the cut
-    loses almost no sharing."""
-    n = len(targets)
-    parts = max(1, min(parts, n // MIN_PART_LINES))
-    if parts == 1:
-        return [(np.arange(n), sources, targets, source_index)]
-    target_steps = np.fromiter((len(t) + 1 for t in targets), dtype=np.float64, count=n)
-    source_steps = np.fromiter((len(s) + 1 for s in sources), dtype=np.float64, count=len(sources))
-    work = np.bincount(source_index, weights=target_steps, minlength=len(sources)) + 0.5 * source_steps
-    cuts = np.searchsorted(np.cumsum(work), work.sum() * np.arange(1, parts) / parts)
-    bounds = [0, *sorted(set(int(c) + 1 for c in cuts)), len(sources)]
-    out: list[Part] = []
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        lines = np.flatnonzero((source_index >= lo) & (source_index < hi))
-        if len(lines):
-            out.append((lines, sources[lo:hi], [targets[i] for i in lines], source_index[lines] - lo))
-    return out

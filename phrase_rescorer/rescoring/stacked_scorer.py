@@ -13,8 +13,8 @@ For a window of phrase pairs (``scorers.WindowScorer``):
   ``scorers.READOUT_ELEMENTS`` logits; each pair's token log-probabilities, </s> included, are
   summed in float64; the order of the lines is restored.
 
-On CPU a window is cut into ``workers`` parts of consecutive sources (``prefix.split_window``),
-scored by as many threads with one thread per op, as the prefix scorer does: small recurrent
+On CPU a window is cut into ``workers`` parts of consecutive sources and scored by as many
+threads with one thread per op (``window_threads``), as the prefix scorer does: small recurrent
 ops split over two OpenMP threads wait for each other at every op (measured on a loaded 2-core
 machine, rnnsearch small sizes: 381 pairs/s with one thread per op, 110 with two).
 
@@ -25,8 +25,6 @@ rounding (tests: 1e-5 relative).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -35,8 +33,8 @@ from ..data.batching import flat_store, pad_sequences
 from ..model.architectures import Network
 from ..model.decoders import Encoded
 from ..model.encoder_decoder import token_log_probs
-from .prefix import split_window
 from .scorers import READOUT_ELEMENTS, _ModelScorer, length_batches
+from .window_threads import WindowThreads
 
 
 class StackedScorer(_ModelScorer):
@@ -47,24 +45,11 @@ class StackedScorer(_ModelScorer):
     def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None,
                  workers: int | None = None):
         super().__init__(model, device, batch_size)
-        self.workers = 1 if self.device.type != "cpu" else workers or torch.get_num_threads()
-        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+        self._threads = WindowThreads(self.device, workers)
+        self.workers = self._threads.workers
 
     def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
-        source_index = np.asarray(source_index, dtype=np.int64)
-        if self._pool is None:
-            return self._score(sources, targets, source_index)
-        parts = split_window(sources, targets, source_index, self.workers)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            results = list(self._pool.map(lambda part: self._score(*part[1:]), parts))
-        finally:
-            torch.set_num_threads(threads)
-        out = np.empty(len(targets), dtype=np.float64)
-        for part, scores in zip(parts, results, strict=True):
-            out[part[0]] = scores
-        return out
+        return self._threads.run(self._score, sources, targets, source_index)
 
     @torch.inference_mode()
     def _score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:

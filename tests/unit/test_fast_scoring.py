@@ -21,8 +21,9 @@ from phrase_rescorer.data.batching import flat_store, sequences_batch
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.rescoring.packed_linear import onednn_available, pack_linears
-from phrase_rescorer.rescoring.prefix import PrefixScorer, split_window
+from phrase_rescorer.rescoring.prefix import PrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie
+from phrase_rescorer.rescoring.window_threads import split_window
 
 ATOL, RTOL = 1e-4, 1e-5
 V = 40
