@@ -32,11 +32,11 @@ class WindowThreads:
         if self._pool is None:
             return score(sources, targets, source_index)
         parts = split_window(sources, targets, source_index, self.workers)
-        if len(parts) == 1:  # a window too small to split runs on the calling thread
-            return score(sources, targets, source_index)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
+            if len(parts) == 1:  # a window too small to split: one thread, one thread per op
+                return score(sources, targets, source_index)
             results = list(self._pool.map(lambda part: score(*part[1:]), parts))
         finally:
             torch.set_num_threads(threads)
