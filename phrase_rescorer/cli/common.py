@@ -18,6 +18,7 @@ from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
 from ..output import OutputError, ReaderGone
+from ..rescoring.options import OptionError
 from ..threads import limit_threads
 from .progress import Progress
 
@@ -122,6 +123,8 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
         _fail(prog_name, str(e), 4)
     except MosesIniError as e:
         _fail(prog_name, str(e), 5)
+    except OptionError as e:
+        _fail(prog_name, str(e), 2)
     except BrokenPipeError:
         _reader_gone()  # e.g. `| head`: the reader left; nothing more to say
     except OSError as e:

@@ -44,7 +44,7 @@ from ..moses.table_kind import checked_entries
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .model_fit import fit_warning
-from .options import ProgressCallback, RescoreOptions, RescoreSummary, signature
+from .options import OptionError, ProgressCallback, RescoreOptions, RescoreSummary, signature
 from .scorers import WindowScorer, make_scorer
 
 
@@ -67,6 +67,9 @@ class TableRescorer:
         self.checkpoint = checkpoint
         self.options = options = options or RescoreOptions()
         self.device = resolve_device(options.device)
+        if options.dtype != "float32" and checkpoint.arch is not None:
+            raise OptionError(f"{checkpoint.path or 'model'}: --dtype {options.dtype} is for the cho2014 network's "
+                              f"prefix scorer only; this is a {checkpoint.arch.name} network: score it in float32")
         if scorer is None:
             model = checkpoint.build_model(self.device)
             scorer = make_scorer(options.scorer, model, self.device, options.batch_size,

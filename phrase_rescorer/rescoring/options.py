@@ -20,6 +20,10 @@ DTYPES = ("float32", "bfloat16")  # bfloat16: the prefix scorer only, approximat
 ProgressCallback = Callable[[int, int, "int | None"], None]
 
 
+class OptionError(ValueError):
+    """A setting this run cannot take (a usage error: exit 2 on the command line)."""
+
+
 @dataclass(frozen=True)
 class RescoreOptions:
     score_format: str = "prob"  # prob (what Moses needs), logprob or neglogprob
@@ -38,7 +42,7 @@ class RescoreOptions:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
         if self.dtype != "float32" and self.scorer != "prefix":
-            raise ValueError(f"dtype {self.dtype} works with the prefix scorer only, not {self.scorer!r}")
+            raise OptionError(f"dtype {self.dtype} works with the prefix scorer only, not {self.scorer!r}")
         if self.scorer not in SCORERS:
             raise ValueError(f"scorer must be one of {sorted(SCORERS)}, not {self.scorer!r}")
         if self.window < 1 or self.window_cap < self.window:

@@ -62,3 +62,20 @@ def test_lines_kept_scores_plain_and_order_free(arch: str, table: Path, tmp_path
     assert "|scorer:StackedScorer|" in batched.signature  # each target decoded on its own
     again = log_column(appended_columns(shuffled, out_b))
     assert np.all(np.abs(again - got[order]) <= 1e-5)
+
+
+def test_bfloat16_is_refused_for_other_architectures_with_exit_2(table: Path, tmp_path: Path) -> None:
+    """bfloat16 scoring exists for the cho2014 prefix scorer only: another architecture is
+    refused before any scoring, as a usage error naming the network, and nothing is written."""
+    import subprocess
+
+    from tests.helpers.paths import PYTHON, cli_env
+
+    model = tiny_arch_checkpoint(tmp_path / "rnnsearch.pt", "rnnsearch")
+    out = tmp_path / "out.txt"
+    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "rescore", str(table), str(out), "--model", str(model),
+                        "--dtype", "bfloat16"], capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "--dtype bfloat16 is for the cho2014 network's prefix scorer only; this is a rnnsearch network" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == [model]
