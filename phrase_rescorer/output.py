@@ -133,11 +133,8 @@ class AtomicOutput:
 
     def __enter__(self) -> BinaryIO:
         try:  # a failure or a stop signal in here gets no __exit__: clean up now
-            if self.direct:
-                self._sink = self._open_direct()
-            else:
-                self._sink = _Sink(self.path, fd=self._create_temporary(), owned=True)
-            buffered = io.BufferedWriter(self._sink, _BUFFER_SIZE)
+            sink = self._sink = self._open_direct() if self.direct else self._create_temporary()
+            buffered = io.BufferedWriter(sink, _BUFFER_SIZE)
             self._streams = [buffered]  # type: ignore[list-item]
             if self.compress:
                 compressor = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, compresslevel=6, mtime=0)
@@ -177,7 +174,7 @@ class AtomicOutput:
             raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
         return _Sink(self.path, fd=fd, owned=True)
 
-    def _create_temporary(self) -> int:
+    def _create_temporary(self) -> _Sink:
         directory, name = os.path.split(os.path.abspath(self.path))
         stem = temporary_stem(name)
         for stale in stale_temporaries(directory, stem):
@@ -187,12 +184,16 @@ class AtomicOutput:
                     self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
                                     "earlier run that was killed before it could clean up")
         try:
-            with stop_signals_held():  # the file and the name that lets abort() delete it, together
+            with stop_signals_held():  # the file, its name and its descriptor, all known to abort()
                 fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
+                self._sink = _Sink(self.path, fd=fd, owned=True)
         except OSError as exc:
             raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "alive" for stale_temporaries
-        return fd
+        # "alive" for stale_temporaries; advisory only: a file system without flock (ENOLCK)
+        # still gets its output, its temporaries then told alive by their PID alone
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return self._sink
 
     def _commit(self) -> None:
         assert self._sink is not None
@@ -205,9 +206,12 @@ class AtomicOutput:
             assert self.temporary is not None
             os.fsync(self._sink.fd)
             os.fchmod(self._sink.fd, mode_for(self.path))
-            os.replace(self.temporary, self.path)
+            directory = os.path.dirname(self.temporary)
+            with stop_signals_held():  # once renamed, the output is there: nothing to abort
+                os.replace(self.temporary, self.path)
+                self.temporary = None
             self._sink.close_fd()
-            fsync_directory(os.path.dirname(self.temporary))
+            fsync_directory(directory)
         except BaseException as exc:
             self.abort()
             self._label(exc)

@@ -81,9 +81,25 @@ def test_a_stop_while_opening_leaves_nothing(tmp_path: Path, monkeypatch: pytest
         raise exception()
 
     monkeypatch.setattr(output.gzip, "GzipFile", stopped)
+    descriptors = len(os.listdir("/proc/self/fd"))
     with pytest.raises(exception), AtomicOutput(str(tmp_path / "out.gz")):
         pass
     assert list(tmp_path.iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # the temporary's descriptor closed too
+
+
+def test_a_file_system_without_flock_still_gets_its_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock only tells live temporaries from stale ones: where flock is refused (ENOLCK),
+    the output is written all the same."""
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(output.fcntl, "flock", no_locks)
+    with AtomicOutput(str(tmp_path / "out.txt")) as f:
+        f.write(b"a ||| b ||| 0.5\n")
+    assert (tmp_path / "out.txt").read_bytes() == b"a ||| b ||| 0.5\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
 def test_atomic_output_failure_keeps_previous_file(tmp_path: Path) -> None:
