@@ -101,6 +101,11 @@ def detokenized_bleu(hyps: Sequence[str], raw_refs: Sequence[str], lang: str, *,
 
 
 def read_lines(path: str) -> list[str]:
-    """The lines of a UTF-8 text file, without their ends."""
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The lines of a UTF-8 text file, without their ends: split at newlines only, as Moses
+    writes and counts them (``str.splitlines`` would also split at U+2028, U+0085, form feeds)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -122,7 +122,12 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
         raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", 6)
-    lines = result.stdout.decode("utf-8").splitlines()
+    try:
+        lines = result.stdout.decode("utf-8").split("\n")  # newlines only, as Moses counts
+    except UnicodeDecodeError as exc:
+        raise ExperimentError(f"moses wrote invalid UTF-8 for {source} ({exc}); see {log}", 6) from exc
+    if lines[-1] == "":
+        lines.pop()
     if len(lines) != expected:
         raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", 6)
     with AtomicOutput(output, compress=False) as out:

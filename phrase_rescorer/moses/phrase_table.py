@@ -56,7 +56,7 @@ _BLANKS = re.compile(rb"[ \t]+")
 #: What separates the tokens of a phrase (``vocab.tokenize_phrase``): a phrase of nothing else is empty.
 PHRASE_BLANKS = b" \t"
 class PhraseTableError(ValueError):
-    """Bad input or output path; ``str(e)`` is ``"path:line_no: message"`` or ``"path: message"``.
+    """Bad input; ``str(e)`` is ``"path:line_no: message"`` or ``"path: message"``.
 
     ``line_no`` is 1-based, or None when the problem is not on a given line.
     """
@@ -73,8 +73,8 @@ class PhraseTableError(ValueError):
 
 
 class PhraseTableOSError(PhraseTableError):
-    """The file system, not the table's content: a file that cannot be opened or read, a missing
-    output directory, an output path that is a directory (exit code 6 in the CLI, not 3)."""
+    """The file system, not the table's content: an input that cannot be opened or read (exit
+    code 6 in the CLI, not 3). Output paths are ``output.OutputError``'s."""
 
 
 class PhraseTableStreamError(PhraseTableError):

@@ -29,7 +29,6 @@ from .phrase_table import (
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BUFFER_SIZE = 1 << 20
-_BUFFER_SIZE = 1 << 20
 #: The longest line read (bytes, newline excluded): far above any real line, it bounds the memory
 #: and time spent on an input without newlines (a binary file, /dev/zero). The environment
 #: variable PHRASE_RESCORER_MAX_LINE_BYTES changes it.

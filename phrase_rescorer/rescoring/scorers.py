@@ -1,6 +1,6 @@
 """Window scorers: log p(target|source) for every line of a window of phrase pairs.
 
-The streaming engine (``scoring``) cuts a phrase table into windows and hands each window to a
+The streaming engine (``engine``) cuts a phrase table into windows and hands each window to a
 scorer as token ids: the distinct source phrases of the window, every line's target, and which
 source each line uses. A scorer returns one float64 log-probability per line, in line order.
 Any object with that one method plugs into the engine (:class:`WindowScorer`), so a faster

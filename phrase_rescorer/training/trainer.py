@@ -2,9 +2,9 @@
 
 Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless of their
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
-the original code: loss = -(sum of log p(target|source) over the batch) / batch size, log p computed as
-``sequence_log_probs`` defines it but without the padding work (``packed``; Adadelta in
-cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
+the original code: loss = -(sum of log p(target|source) over the batch) / batch size, log p
+computed as ``sequence_log_probs`` defines it, for the paper's network without the padding work
+(``packed``; Adadelta in cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
 than ``max_length`` tokens on either side do not train; held-out pairs
 (``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
 scored every ``valid_every`` steps and at the end.
@@ -45,7 +45,7 @@ from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
 from .optim import ChunkedAdadelta
-from .packed import PackedLogProbs, training_log_probs
+from .packed import training_log_probs
 from .setup import RUN_KEYS, TrainConfig, TrainingData, TrainingError, companion_path
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
@@ -104,7 +104,7 @@ class Trainer:
         self.model.to(device)
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed``), under torchrun in its DDP wrapper (same call).
-        self.net = cast(PackedLogProbs, self.group.wrap(training_log_probs(self.model)))
+        self.net = self.group.wrap(training_log_probs(self.model))
         # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).
         self.opt = ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
         self.p = _RunState()

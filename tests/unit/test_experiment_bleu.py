@@ -3,6 +3,8 @@ detokenizer.perl output), and the numpy BLEU against sacrebleu's own corpus BLEU
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
@@ -73,3 +75,12 @@ def test_bundled_baseline_test_bleu() -> None:
     hyps = bleu.read_lines(str(base / "baseline" / "test_2016_flickr.tuned.1best.tok.lc.fr"))
     refs = bleu.read_lines(str(base / "corpus" / "test_2016_flickr.tok.lc.fr"))
     assert round(bleu.tokenized_bleu(hyps, refs).score, 2) == 58.32
+
+
+def test_read_lines_splits_at_newlines_only(tmp_path: Path) -> None:
+    """A translation holding U+2028, U+0085 or a form feed is one line, as Moses counts it."""
+    path = tmp_path / "out.txt"
+    path.write_text("a\u2028b\nc\x85d\x0ce\r\n\nlast", encoding="utf-8", newline="")
+    assert bleu.read_lines(str(path)) == ["a\u2028b", "c\x85d\x0ce", "", "last"]
+    path.write_text("x\n", encoding="utf-8")
+    assert bleu.read_lines(str(path)) == ["x"]
