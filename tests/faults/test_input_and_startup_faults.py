@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from phrase_rescorer.cli import main
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.moses.phrase_table import PhraseTableError, parse_line
-from tests.helpers.paths import PYTHON, SAMPLE, cli_env
+from tests.helpers.paths import PYTHON, SAMPLE, cli_env, sigint_as_at_a_terminal
 from tests.helpers.rescore_data import read_lines, tiny_checkpoint
 
 LINES = read_lines(SAMPLE)[:200]
@@ -83,7 +83,7 @@ def test_ctrl_c_at_any_moment_of_start_up(model: Path, tmp_path: Path, after: fl
     out = tmp_path / "out.txt"
     proc = subprocess.Popen([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", "-", str(out), "--model", str(model)],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_at_a_terminal)
     while not program_started(proc.pid):
         assert proc.poll() is None
         select.select([], [], [], 0.001)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import PYTHON, SAMPLE, cli_env
+from tests.helpers.paths import PYTHON, SAMPLE, cli_env, sigint_as_at_a_terminal
 from tests.helpers.rescore_data import read_lines, tiny_checkpoint
 
 SIGNALS = [
@@ -41,13 +41,11 @@ def long_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
-    # A shell without job control starts background commands with SIGINT ignored, and Python
-    # then keeps ignoring it; the program must see SIGINT as a user's Ctrl-C does.
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
         [PYTHON, "-m", "phrase_rescorer", *args], stdin=stdin, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        stderr=subprocess.PIPE, env=env, preexec_fn=sigint_as_at_a_terminal,
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import REPO, SAMPLE
+from tests.helpers.paths import REPO, SAMPLE, sigint_as_at_a_terminal
 from tests.helpers.rescore_data import read_lines, tiny_checkpoint
 
 SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])
@@ -62,7 +62,7 @@ def test_signal_to_torchrun_leaves_nothing(model: Path, tmp_path: Path, sig: int
     table.write_bytes(SAMPLE.read_bytes() * 8)  # 234,080 lines
     cmd, env = torchrun("rescore", str(table), str(tmp_path / "out.gz"), "--model", str(model))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_at_a_terminal)
     deadline = time.monotonic() + 180
     while not list(tmp_path.glob(".out.gz.parts-*/.part-*.tmp-*")):  # both workers are scoring
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

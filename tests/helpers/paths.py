@@ -25,3 +25,12 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a program a test interrupts with SIGINT: a shell without job control
+    (a CI script's background job) starts its commands with SIGINT ignored, and Python then
+    keeps ignoring it; the program must see SIGINT as a user's Ctrl-C reaches it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

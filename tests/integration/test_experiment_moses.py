@@ -17,7 +17,7 @@ from phrase_rescorer.experiment import bleu
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.analysis_model import train_tiny
 from tests.helpers.moses import moses_root
-from tests.helpers.paths import PYTHON, REPO, cli_env
+from tests.helpers.paths import PYTHON, REPO, cli_env, sigint_as_at_a_terminal
 
 TINY = REPO / "tests" / "data" / "tiny-moses"
 
@@ -139,7 +139,8 @@ def test_interrupted_during_mert_stops_moses_and_continues(tmp_path: Path) -> No
             "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"), "--test", str(TINY / "test.en"),
             str(TINY / "test.fr"), "--runs", "1", "--maximum-iterations", "1", "--target-lang", "fr",
             "--trials", "100", "--out", str(out)]
-    process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env())
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(),
+                               preexec_fn=sigint_as_at_a_terminal)
     assert process.stderr is not None
     for line in process.stderr:
         if "MERT iteration 1 decoding the dev set" in line:
