@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.helpers.paths import NO_SHARED, REAL_TABLE, SAMPLE, SHARED
+from tests.helpers.rescore_data import tiny_checkpoint
 
 # Tests use tiny models: one thread avoids waiting on a busy second core (CI has two).
 torch.set_num_threads(1)
@@ -32,3 +33,9 @@ def real_table() -> Path:
     if not REAL_TABLE.exists():
         pytest.skip(NO_SHARED)
     return REAL_TABLE
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny cho2014 network of ``tiny_checkpoint`` (a module may define its own ``model``)."""
+    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")

@@ -26,11 +26,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 HEAD = b"".join(read_lines(SAMPLE)[:400])  # whole lines of the real sample
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny.pt")
-
-
 @pytest.fixture
 def head(tmp_path: Path) -> Path:
     path = tmp_path / "head.gz"

@@ -15,14 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
-from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+from tests.helpers.rescore_data import read_lines
 
 LINES = b"".join(read_lines(SAMPLE)[:20000])
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny.pt")
 
 
 @pytest.fixture(scope="module")

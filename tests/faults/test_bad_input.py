@@ -60,11 +60,6 @@ LONG_SOURCE = " ".join(["the"] * 10_000).encode()
 LONG_TARGET = " ".join(["la", "maison", "bleue", "&#124;"] * 2_500).encode()
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
-
-
 # --- the table of cases -----------------------------------------------------------------------
 
 

@@ -20,17 +20,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env, sigint_as_at_a_terminal
-from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+from tests.helpers.rescore_data import read_lines
 
 SIGNALS = [
     (signal.SIGINT, 130, "phrase-rescorer: error: interrupted; no output was left behind"),
     (signal.SIGTERM, 143, "phrase-rescorer: error: terminated (SIGTERM); no output was left behind"),
 ]
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import REPO, SAMPLE, sigint_as_at_a_terminal
-from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+from tests.helpers.rescore_data import read_lines
 
 SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
 
 
 def torchrun(*args: str) -> tuple[list[str], dict[str, str]]:

@@ -30,7 +30,6 @@ from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import REPO, SAMPLE
-from tests.helpers.rescore_data import tiny_checkpoint
 from tests.helpers.synthetic import mapping_table
 
 REL = 1e-5  # training: relative difference allowed on a logged loss (see the docstring)
@@ -51,11 +50,6 @@ def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
 def one_process(*args: str) -> None:
     result = CliRunner().invoke(cli, ["-q", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
 
 
 @pytest.fixture(scope="module")

@@ -46,11 +46,6 @@ def close(a: np.ndarray, b: np.ndarray, rel: float = REL) -> bool:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny.pt")
-
-
-@pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory, real_table: Path) -> Path:
     return real_slice(tmp_path_factory.mktemp("real") / "slice.gz")
 
