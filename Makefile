@@ -7,6 +7,7 @@
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
+#   make profile-training  where a paper-size training step's time goes (torch.profiler; 1-2 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
 #   make lint / make typecheck
@@ -27,7 +28,7 @@ MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
-.PHONY: demo demo-pictures train rescore test test-fast bench lint typecheck fuzz clean
+.PHONY: demo demo-pictures train rescore test test-fast bench profile-training lint typecheck fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +87,9 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.bench
+
+profile-training: $(STAMP)
+	$(PY) -m benchmarks.training_profile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check phrase_rescorer tests bin benchmarks

@@ -195,13 +195,8 @@ def training_figures(
     on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
     Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
     backward pass costs two forward passes' products)."""
-    encoded = pairs.encode(src, tgt)
-    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
-    data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
-                        heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
-    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
-    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
-    plan = [b for b in plan if len(b) == batch_size] or plan
+    trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
+    encoded = trainer.data.encoded
     done, flops, elapsed = 0, 0, 0.0
     for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
         _sync(device)
@@ -213,6 +208,21 @@ def training_figures(
             done += len(b)
             flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
     return done / elapsed, flops / elapsed / 1e9
+
+
+def benchmark_trainer(
+    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int,
+    device: torch.device, work: Path, bf16: bool = False,
+) -> tuple[Trainer, list[np.ndarray]]:
+    """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
+    as training draws them (``epoch_plan``)."""
+    encoded = pairs.encode(src, tgt)
+    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
+    data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
+                        heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
+    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
+    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
+    return trainer, [b for b in plan if len(b) == batch_size] or plan
 
 
 def training_pairs_per_second(

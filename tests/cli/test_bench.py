@@ -113,3 +113,37 @@ def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) 
     assert figures["float32"]["pairs_per_s"] > 0 and figures["bfloat16"]["pairs_per_s"] > 0
     assert 0 <= figures["bfloat16"]["mean_abs_diff"] <= figures["bfloat16"]["max_abs_diff"] < 1.0
     assert set(figures["training"]) == {64, 32} and min(figures["training"].values()) > 0
+
+
+def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Path) -> None:
+    """``python -m benchmarks.training_profile``: every phase of ``Trainer.step`` is found, the
+    kinds of operators and the time outside them add up to the profiled step, and the matrix
+    products carry a FLOP count."""
+    out = tmp_path / "profile.json"
+    r = subprocess.run(
+        [PYTHON, "-m", "benchmarks.training_profile", "--preset", "quick", "--threads", "1", "--table",
+         str(sample_table), "--lines", "300", "--steps", "2", "--json", str(out)],
+        env=cli_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    f = json.loads(out.read_text())
+    assert set(f["phases"]) == {"batch", "forward", "backward", "clip", "optimizer"}
+    for p in f["phases"].values():
+        assert 0 <= p["outside_operators_ms"] <= p["ms"]
+    assert sum(p["ms"] for p in f["phases"].values()) <= f["profiled_step_ms"] * 1.01
+    assert sum(f["kinds_ms"].values()) + f["outside_operators_ms"] == pytest.approx(f["profiled_step_ms"])
+    assert f["kinds_ms"]["matrix products"] > 0 and f["matmul_gflops"] > 0
+    assert f["matmul_shapes"] and all(s["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for s in f["matmul_shapes"])
+    assert "phases of Trainer.step" in r.stdout and "costliest matrix products" in r.stdout
+
+
+def test_operator_kinds() -> None:
+    from benchmarks.training_profile import is_operator, kind_of
+
+    assert [kind_of(n) for n in ("aten::addmm", "aten::_log_softmax_backward_data", "aten::cat", "aten::sigmoid",
+                                 "aten::linalg_vector_norm", "autograd::engine::evaluate_function: MmBackward0",
+                                 "aten::tanh_backward", "aten::index_add_", "aten::mul_")] == [
+        "matrix products", "softmax and loss", "copies and indexing", "element-wise", "reductions",
+        "autograd bookkeeping", "element-wise", "copies and indexing", "element-wise"]
+    assert not is_operator("Optimizer.step#ChunkedAdadelta.step") and not is_operator("train.forward")
+    assert is_operator("aten::mm") and is_operator("MmBackward0")

@@ -1,0 +1,220 @@
+"""``python -m benchmarks.training_profile``: where the time of a training step goes.
+
+``make bench`` says how fast ``Trainer.step`` runs against the machine's matrix-product rate;
+this says why. It profiles the steps (``torch.profiler``, the same batches of a real table's
+pairs as the benchmark: ``parts.benchmark_trainer``) and prints
+
+* the step without the profiler: pairs/s, useful GFLOP/s (3x the forward products of the pairs,
+  ``flops.pair_flops``) and its share of the machine's 2048^3 float32 product rate;
+* the step's phases, the named ranges of ``Trainer.step`` (batch, forward, backward, clip,
+  optimizer), each split into time inside operators and time between them (Python, dispatch);
+* the operators' own time by kind: matrix products (with the rate the profiler's FLOP count
+  gives them), element-wise, softmax and loss, copies and indexing, reductions, autograd's
+  bookkeeping, the rest;
+* the matrix products by shape, the costliest first, each with its GFLOP/s: how far the small
+  products of a batch of short phrases stay from the rate of a large one.
+
+The profiler adds a few microseconds per operator; the profiled step's time is printed next to
+the plain one so that the overhead can be read off. Shortlists come from the timed lines (filled
+up to the preset's size, as in ``parts.shortlists``), not the whole table, so that a profile
+takes a minute.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from benchmarks import parts
+from benchmarks.flops import pair_flops
+from phrase_rescorer.data.pairs import load_pairs
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
+SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
+
+PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
+MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv", "aten::dot"}
+_KINDS = (  # (kind, name fragments after "aten::"); the first match wins
+    ("softmax and loss", ("softmax", "nll_loss", "cross_entropy")),
+    ("reductions", ("sum", "norm", "mean", "amax", "max_all")),
+    ("copies and indexing", ("cat", "stack", "index", "embedding", "copy", "clone", "contiguous", "zero", "fill",
+                             "empty", "full", "arange", "gather", "scatter", "where", "to", "split", "unbind",
+                             "slice", "select", "narrow", "unsqueeze", "view", "reshape", "transpose", "permute",
+                             "expand", "as_strided", "t", "detach", "sort", "argsort", "alias", "resize")),
+    ("element-wise", ("sigmoid", "tanh", "mul", "add", "sub", "div", "sqrt", "neg", "max", "maximum", "clamp",
+                      "lerp", "pow", "exp", "log", "threshold", "reciprocal", "rsub", "addcmul", "addcdiv")),
+)
+KINDS = ("matrix products", *(k for k, _ in _KINDS), "autograd bookkeeping", "other operators")
+
+
+def is_operator(name: str) -> bool:
+    """An operator (or autograd's work on one), not a named range such as a phase or
+    ``Optimizer.step#...``, whose own time is Python between operators."""
+    return name.startswith(("aten::", "autograd::")) or "Backward" in name
+
+
+def kind_of(name: str) -> str:
+    """The kind of an operator by its profiler name."""
+    if name in MATMUL:
+        return "matrix products"
+    if name.startswith("autograd::") or "Backward" in name:
+        return "autograd bookkeeping"
+    op = name[len("aten::"):].strip("_")
+    for kind, fragments in _KINDS:
+        if any(op == f or op.startswith(f + "_") or op.endswith("_" + f) or f"_{f}_" in op for f in fragments):
+            return kind
+    return "other operators"
+
+
+def _operator_time(event) -> float:
+    """Own time (microseconds) of the operators under a range, nested ranges looked through."""
+    return sum(c.self_cpu_time_total if is_operator(c.name) else 0.0 for c in _descendants(event))
+
+
+def _descendants(event):
+    for c in event.cpu_children:
+        yield c
+        yield from _descendants(c)
+
+
+def step_figures(trainer, plan: list, steps: int) -> tuple[float, int]:
+    """(seconds, pairs) of ``steps`` timed steps after one warm-up step, cycling over ``plan``."""
+    elapsed, done = 0.0, 0
+    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
+        t = time.perf_counter()
+        trainer.step(b)
+        if i:
+            elapsed += time.perf_counter() - t
+            done += len(b)
+    return elapsed, done
+
+
+def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
+    """Per-step milliseconds by phase and by kind of operator, and the matrix products by shape."""
+    per_step = 1e-3 / steps  # profiler microseconds, summed over the steps -> ms per step
+    phases: dict[str, dict[str, float]] = {}
+    for e in prof.events():
+        if e.name in PHASES:
+            p = phases.setdefault(e.name[len("train."):], {"ms": 0.0, "outside_operators_ms": 0.0})
+            p["ms"] += e.cpu_time_total * per_step
+            p["outside_operators_ms"] += (e.cpu_time_total - _operator_time(e)) * per_step
+    kinds: dict[str, float] = defaultdict(float)
+    operators: dict[str, float] = defaultdict(float)
+    shapes = []
+    mm_time = mm_flops = 0.0
+    for e in prof.key_averages(group_by_input_shape=True):
+        if not is_operator(e.key):
+            continue
+        self_ms = e.self_cpu_time_total * per_step
+        kind = kind_of(e.key)
+        kinds[kind] += self_ms
+        operators[e.key] += self_ms
+        if kind == "matrix products":
+            mm_time += self_ms
+            mm_flops += e.flops / steps
+            shapes.append({"op": e.key, "shapes": str(e.input_shapes), "ms": self_ms, "calls": e.count / steps,
+                           "gflops": e.flops / steps / (self_ms * 1e6) if self_ms else 0.0})
+    in_ops = sum(kinds.values())
+    return {
+        "profiled_step_ms": wall_s * 1e3 / steps,
+        "phases": phases,
+        "kinds_ms": {k: kinds.get(k, 0.0) for k in KINDS},
+        "outside_operators_ms": wall_s * 1e3 / steps - in_ops,
+        "matmul_gflops": mm_flops / (mm_time * 1e6) if mm_time else 0.0,
+        "top_operators": sorted(operators.items(), key=lambda kv: -kv[1])[:12],
+        "matmul_shapes": sorted(shapes, key=lambda s: -s["ms"])[:10],
+    }
+
+
+def report(fig: dict[str, Any], cpu_rate: float) -> None:
+    say = click.echo
+    step = fig["step_ms"]
+    say(f"\nstep without the profiler: {step:,.1f} ms ({fig['pairs_per_s']:,.1f} pairs/s, useful "
+        f"{fig['useful_gflops']:.1f} GFLOP/s = {100 * fig['useful_gflops'] / cpu_rate:.0f}% of the fp32 matmul "
+        f"rate); with it: {fig['profiled_step_ms']:,.1f} ms")
+    say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
+    for name, p in fig["phases"].items():
+        say(f"  {name:<10} {p['ms']:>9,.1f}  between operators {p['outside_operators_ms']:>8,.1f}")
+    say("\noperators' own time by kind (ms per step, share of the profiled step; 'outside any operator' = "
+        "Python, dispatch and named ranges)")
+    prof = fig["profiled_step_ms"]
+    for kind, ms in [*fig["kinds_ms"].items(), ("outside any operator", fig["outside_operators_ms"])]:
+        extra = f"   {fig['matmul_gflops']:.1f} GFLOP/s" if kind == "matrix products" else ""
+        say(f"  {kind:<22} {ms:>9,.1f}  {100 * ms / prof:>5.1f}%{extra}")
+    say("\ncostliest operators (own time, ms per step)")
+    for name, ms in fig["top_operators"]:
+        say(f"  {name:<40} {ms:>9,.1f}")
+    say("\ncostliest matrix products by input shapes (ms per step, calls per step, GFLOP/s)")
+    for s in fig["matmul_shapes"]:
+        say(f"  {s['op']:<12} {s['shapes']:<44} {s['ms']:>8,.1f} {s['calls']:>6,.1f} {s['gflops']:>7.1f}")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--table", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, "
+              "else the bundled sample].")
+@click.option("--lines", type=click.IntRange(min=1), default=20000, show_default=True,
+              help="Pairs trained on: the head of the table.")
+@click.option("--preset", type=click.Choice(["paper", "small", "quick"]), default="paper", show_default=True,
+              help="Network size (quick: a tiny network, for a smoke run).")
+@click.option("--batch", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Steps timed, and then profiled (after one warm-up step each).")
+@click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf16: bool, threads: int | None,
+         json_path: str | None) -> None:
+    """Profile training steps on the CPU and print where their time goes."""
+    if threads:
+        torch.set_num_threads(threads)
+    table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+    machine = parts.machine()
+    say = click.echo
+    say(f"phrase_rescorer training profile, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    say(f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
+        f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
+        f"{machine['load_average']:.1f}")
+    cpu_rate = parts.matmul_gflops(torch.device("cpu"))
+    say(f"machine fp32 matrix product (2048^3): {cpu_rate:.1f} GFLOP/s")
+    with tempfile.TemporaryDirectory(prefix="phrase-rescorer-profile-") as tmp:
+        work = Path(tmp)
+        head = work / "head.gz"
+        n = parts.head_of_table(table, lines, head)
+        src, tgt = parts.shortlists(str(head), parts.preset_vocab_size(preset))
+        config = parts.model_config(preset, src, tgt)
+        trainer, plan = parts.benchmark_trainer(config, load_pairs(str(head)), src, tgt, batch,
+                                                torch.device("cpu"), work, bf16)
+        say(f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
+            f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
+            f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps")
+        elapsed, done = step_figures(trainer, plan, steps)
+        batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
+        enc = trainer.data.encoded
+        useful = sum(3 * int(pair_flops(config, enc.src_lengths[b], enc.tgt_lengths[b]).sum()) for b in batches)
+        trainer.step(plan[0])  # warm-up again before the profile
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+            t = time.perf_counter()
+            for b in batches:
+                trainer.step(b)
+            wall = time.perf_counter() - t
+    fig = analyse(prof, steps, wall)
+    fig.update(step_ms=elapsed * 1e3 / steps, pairs_per_s=done / elapsed, useful_gflops=useful / elapsed / 1e9,
+               cpu_matmul_gflops=cpu_rate, machine=machine, preset=preset, batch=batch, bf16=bf16, lines=n)
+    report(fig, cpu_rate)
+    if json_path:
+        Path(json_path).write_text(json.dumps(fig, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
