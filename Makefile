@@ -88,8 +88,9 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.bench
 
+# glibc keeps freed memory instead of page-faulting it in again every step (see the README).
 profile-training: $(STAMP)
-	$(PY) -m benchmarks.training_profile
+	MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=17179869184 $(PY) -m benchmarks.training_profile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check phrase_rescorer tests bin benchmarks
