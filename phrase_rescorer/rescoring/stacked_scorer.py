@@ -6,7 +6,10 @@ For a window of phrase pairs (``scorers.WindowScorer``):
 
 * each distinct source is encoded once: its memory, its attention keys (``U_a h_j``, the
   query-independent half of the scores) and its summary, in length-sorted batches, padded to the
-  window's longest source (padding is masked out of the attention softmax: weight 0);
+  longest source scored with it (padding is masked out of the attention softmax: weight 0). A
+  window whose sources would pad to more than ``MAX_ENCODED_POSITIONS`` positions is scored in
+  groups of sources of about one length (``source_groups``), so that one very long source pads
+  only its own group, and the memory of a window stays bounded whatever its phrases;
 * targets are sorted by length and decoded with teacher forcing in batches of ``batch_size``
   pairs, each pair reading its source's encoding by index (no source is encoded twice);
 * the output layer runs only at the real (non-padding) positions, in slices of
@@ -36,6 +39,25 @@ from ..model.encoder_decoder import token_log_probs
 from .scorers import READOUT_ELEMENTS, _ModelScorer, length_batches
 from .window_threads import WindowThreads
 
+#: Source positions (sources x padded length) encoded at once: 32,768 x 2H floats of memory and
+#: as many of attention keys, 0.5 GB at H = 1000. Ordinary windows of short phrases fit in a few
+#: groups; a source longer than this is a group of its own.
+MAX_ENCODED_POSITIONS = 1 << 15
+
+
+def source_groups(lengths: np.ndarray, budget: int = MAX_ENCODED_POSITIONS) -> list[np.ndarray]:
+    """Source indices by length (shortest first), cut into groups that, padded to their longest
+    source and its </s>, hold at most ``budget`` positions (or are a single source)."""
+    order = np.argsort(lengths, kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        stop = start + 1  # sorted ascending: a group's longest source is its last
+        while stop < len(order) and (stop + 1 - start) * (int(lengths[order[stop]]) + 1) <= budget:
+            stop += 1
+        groups.append(order[start:stop])
+        start = stop
+    return groups
+
 
 class StackedScorer(_ModelScorer):
     """Sources encoded once per window, targets decoded in length-sorted batches."""
@@ -49,7 +71,24 @@ class StackedScorer(_ModelScorer):
         self.workers = self._threads.workers
 
     def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
-        return self._threads.run(self._score, sources, targets, source_index)
+        return self._threads.run(self._score_in_groups, sources, targets, source_index)
+
+    def _score_in_groups(self, sources: list[list[int]], targets: list[list[int]],
+                         source_index: np.ndarray) -> np.ndarray:
+        """``_score`` on groups of sources whose padded encoding stays within the budget."""
+        lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+        if not len(sources) or len(sources) * (int(lengths.max()) + 1) <= MAX_ENCODED_POSITIONS:
+            return self._score(sources, targets, source_index)
+        source_index = np.asarray(source_index, dtype=np.int64)
+        out = np.empty(len(targets), dtype=np.float64)
+        local = np.empty(len(sources), dtype=np.int64)
+        for group in source_groups(lengths):
+            local[group] = np.arange(len(group))
+            rows = np.flatnonzero(np.isin(source_index, group))
+            if len(rows):
+                out[rows] = self._score([sources[i] for i in group], [targets[r] for r in rows],
+                                        local[source_index[rows]])
+        return out
 
     @torch.inference_mode()
     def _score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:

@@ -168,3 +168,43 @@ def test_a_very_long_source_steps_in_bounded_pieces(tmp_path: Path) -> None:
 def test_empty_window(tmp_path: Path) -> None:
     model = network(tmp_path, "rnnsearch")
     assert StackedPrefixScorer(model).score([], [], np.zeros(0, dtype=np.int64)).shape == (0,)
+
+
+@pytest.mark.parametrize("kind", ["prefix", "batched"])
+def test_a_window_with_a_very_long_source_is_encoded_in_bounded_groups(kind: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 600-token source among 60 short ones: padded to it, the window would encode 61 x 601
+    positions; under a budget of 400 the sources are encoded in groups (the long one alone), every
+    group within the budget, and the scores stay those of the plain computation."""
+    from phrase_rescorer.rescoring import stacked_scorer
+
+    monkeypatch.setattr(stacked_scorer, "MAX_ENCODED_POSITIONS", 400)
+    rng = np.random.default_rng(2)
+    sources = [rng.integers(4, 300, rng.integers(1, 6)).tolist() for _ in range(60)]
+    sources.insert(17, rng.integers(4, 300, 600).tolist())
+    index = np.sort(rng.integers(0, len(sources), 150))
+    index[:2] = 17  # the long source has targets
+    targets = [rng.integers(4, 40, rng.integers(0, 5)).tolist() for _ in range(len(index))]
+    model = network(tmp_path, "rnnsearch")
+    scorer = make_scorer(kind, model, "cpu")
+    encoded = []
+    encode = scorer.encode_sources
+
+    def counting(group):  # type: ignore[no-untyped-def]
+        enc = encode(group)
+        encoded.append(tuple(enc.memory.shape[:2]))
+        return enc
+
+    scorer.encode_sources = counting  # type: ignore[method-assign]
+    assert within(scorer.score(sources, targets, index), plain(model, sources, targets, index))
+    assert encoded == [(60, 6), (1, 601)]  # the short sources together (60 x 6 <= 400), the long one alone
+
+
+def test_source_groups() -> None:
+    from phrase_rescorer.rescoring.stacked_scorer import source_groups
+
+    lengths = np.array([3, 1, 50, 2, 2, 9])
+    groups = source_groups(lengths, budget=12)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(6))
+    assert [g.tolist() for g in groups] == [[1, 3, 4], [0], [5], [2]]  # 3 x 3, 1 x 4, 1 x 10, 1 x 51 alone
+    assert source_groups(np.zeros(0, dtype=np.int64)) == []
