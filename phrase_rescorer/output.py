@@ -17,7 +17,9 @@
 
 A temporary holds an exclusive ``flock`` while its run lives. A run that was killed (SIGKILL,
 power loss) leaves it behind; the next run writing the same destination removes such stale
-temporaries, naming them in a warning. Errors are :class:`OutputError` (an ``OSError`` naming
+temporaries, naming them in a warning. Within one process, threads look for stale temporaries
+and create their own one at a time (``_CREATING``), so that one thread never takes another's
+temporary, created but not yet locked, for stale. Errors are :class:`OutputError` (an ``OSError`` naming
 the output path).
 """
 
@@ -32,6 +34,7 @@ import os
 import select
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
@@ -48,6 +51,7 @@ from .output_targets import (
 from .signals import stop_signals_held
 
 _BUFFER_SIZE = 1 << 20
+_CREATING = threading.Lock()  # the stale scan, and a temporary's creation up to its lock
 #: The system call every output byte goes through (tests replace it to simulate short writes).
 _write = os.write
 
@@ -177,22 +181,23 @@ class AtomicOutput:
     def _create_temporary(self) -> _Sink:
         directory, name = os.path.split(os.path.abspath(self.path))
         stem = temporary_stem(name)
-        for stale in stale_temporaries(directory, stem):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(directory, stale))
-                if self.on_warning is not None:
-                    self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
-                                    "earlier run that was killed before it could clean up")
-        try:
-            with stop_signals_held():  # the file, its name and its descriptor, all known to abort()
-                fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
-                self._sink = _Sink(self.path, fd=fd, owned=True)
-        except OSError as exc:
-            raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
-        # "alive" for stale_temporaries; advisory only: a file system without flock (ENOLCK)
-        # still gets its output, its temporaries then told alive by their PID alone
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with _CREATING:
+            for stale in stale_temporaries(directory, stem):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, stale))
+                    if self.on_warning is not None:
+                        self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
+                                        "earlier run that was killed before it could clean up")
+            try:
+                with stop_signals_held():  # the file, its name and its descriptor, all known to abort()
+                    fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
+                    self._sink = _Sink(self.path, fd=fd, owned=True)
+            except OSError as exc:
+                raise OutputError(self.path, f"cannot write: {exc.strerror}", exc.errno) from exc
+            # "alive" for stale_temporaries; advisory only: a file system without flock (ENOLCK)
+            # still gets its output, its temporaries then told alive by their PID alone
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return self._sink
 
     def _commit(self) -> None:

@@ -239,6 +239,44 @@ def test_stale_temporary_of_a_killed_run_is_removed_with_a_warning(tmp_path: Pat
     assert warnings == [f"removed {stale}: the temporary of an earlier run that was killed before it could clean up"]
 
 
+
+def test_a_thread_never_takes_anothers_new_temporary_for_stale(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads of one process write the same destination. The second starts while the
+    first's temporary exists but is not yet locked (the moment after mkstemp): it must not take
+    that temporary for a killed run's, and both outputs complete (the last rename wins)."""
+    import threading
+
+    target = tmp_path / "out.txt"
+    real_mkstemp = output.tempfile.mkstemp
+    second_done: list[str] = []
+    threads: list[threading.Thread] = []
+
+    def second() -> None:
+        with AtomicOutput(str(target), on_warning=second_done.append) as out:
+            out.write(b"second\n")
+        second_done.append("done")
+
+    def mkstemp_then_second_thread(*args, **kwargs):  # type: ignore[no-untyped-def]
+        made = real_mkstemp(*args, **kwargs)
+        if not second_done and threading.current_thread() is threading.main_thread():
+            t = threading.Thread(target=second)
+            threads.append(t)
+            t.start()
+            t.join(timeout=2)  # the second thread waits for this creation to be finished
+            second_done.append("started")
+        return made
+
+    monkeypatch.setattr(output.tempfile, "mkstemp", mkstemp_then_second_thread)
+    first = AtomicOutput(str(target))
+    with first as out:
+        out.write(b"first\n")
+        assert first.temporary is not None and os.path.exists(first.temporary)
+    threads[0].join(timeout=60)  # it finishes once the first released the creation lock
+    assert second_done[0] == "started" and "done" in second_done
+    assert not any(w.startswith("removed") for w in second_done)
+    assert target.read_bytes() in (b"first\n", b"second\n") and os.listdir(tmp_path) == ["out.txt"]
+
 # --- special targets ---------------------------------------------------------------------------
 
 
