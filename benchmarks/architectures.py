@@ -92,23 +92,21 @@ def _scorer_class(signature: str) -> str:
     return {"prefix": "PrefixScorer", "batched": "BatchedScorer"}.get(field, field)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--table", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Moses phrase table  [default: as make bench: ../shared/data/moses-en-fr, else the bundled sample].")
+@parts.command
+@parts.table_option
 @click.option("--lines", type=click.IntRange(min=0), default=2000, show_default=True,
               help="Lines timed (the head of the table); 0 for all.")
 @click.option("--size", type=click.Choice(["small", "quick", "paper"]), default="small", show_default=True,
               help="Network size (quick: H=32, for a smoke run).")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+@parts.threads_option
+@parts.json_option
 def main(table: str | None, lines: int, size: str, repeats: int, threads: int | None, json_path: str | None) -> None:
     """Rescoring pairs/s per architecture, prefix-sharing scorer against the batched one."""
-    from benchmarks.bench import REAL_TABLE, SAMPLE
 
     if threads:
         torch.set_num_threads(threads)
-    table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+    table = parts.default_table(table)
     click.echo(f"machine: {parts.machine()['cpu']}")
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-bench-") as tmp:
         figures = arch_rescoring(table, lines, size, Path(tmp), repeats)

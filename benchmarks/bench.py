@@ -44,9 +44,6 @@ from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.rescoring.prefix import PrefixScorer
 
-REPO = Path(__file__).resolve().parents[1]
-REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
-SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
 ATOL, RTOL = 1e-4, 1e-5
 
 
@@ -54,16 +51,14 @@ def _median_range(xs: list[float]) -> str:
     return f"{statistics.median(xs):,.0f} [{min(xs):,.0f}-{max(xs):,.0f}]"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--table", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, "
-              "else the bundled sample].")
+@parts.command
+@parts.table_option
 @click.option("--lines", type=click.IntRange(min=0), default=20000, show_default=True,
               help="Lines timed (the head of the table); 0 for all.")
 @click.option("--preset", type=click.Choice(["paper", "small"]), default="paper", show_default=True)
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved timed runs of each scorer.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
+@parts.threads_option
 @click.option("--copies", type=click.IntRange(min=0), default=10, show_default=True,
               help="Peak RSS also on this many renamed copies of the timed lines (0: skip memory).")
 @click.option("--whole-table", is_flag=True, help="Also rescore the whole table with the prefix scorer (long).")
@@ -79,7 +74,7 @@ def _median_range(xs: list[float]) -> str:
 @click.option("--arch-lines", type=click.IntRange(min=0), default=2000, show_default=True,
               help="Lines timed per architecture with a small network (0: skip).")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+@parts.json_option
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
          whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
          cpu_bf16: bool | None, arch_lines: int, quick: bool, json_path: str | None) -> None:
@@ -89,7 +84,7 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
     if threads:
         torch.set_num_threads(threads)
-    table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+    table = parts.default_table(table)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": parts.machine()}
     say = click.echo
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-bench-") as tmp:

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import click
 import numpy as np
 import torch
 
@@ -34,6 +35,26 @@ from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer
 from phrase_rescorer.training.setup import TrainConfig, TrainingData
 from phrase_rescorer.training.trainer import Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
+SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
+
+#: What every benchmark command shares: its help options, ``--table`` (and its default),
+#: ``--threads`` and ``--json``.
+command = click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+threads_option = click.option("--threads", type=click.IntRange(min=1), default=None,
+                              help="CPU threads  [default: torch's].")
+json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+                           help="Also write the figures here.")
+table_option = click.option(
+    "--table", type=click.Path(exists=True, dir_okay=False), default=None,
+    help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, else the bundled sample].")
+
+
+def default_table(table: str | None) -> str:
+    return table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+
 
 #: What ``--quick`` uses instead of a preset: seconds, not minutes, on two cores.
 QUICK_SIZES = dict(vocab_size=500, embed_dim=16, hidden_dim=32, maxout_dim=16, output_rank=8)

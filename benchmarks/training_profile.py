@@ -41,10 +41,6 @@ from benchmarks import parts
 from benchmarks.flops import pair_flops
 from phrase_rescorer.data.pairs import load_pairs
 
-REPO = Path(__file__).resolve().parents[1]
-REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
-SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
-
 PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv", "aten::dot"}
 _KINDS = (  # (kind, name fragments after "aten::"); the first match wins
@@ -162,10 +158,8 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
         say(f"  {s['op']:<12} {s['shapes']:<44} {s['ms']:>8,.1f} {s['calls']:>6,.1f} {s['gflops']:>7.1f}")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--table", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, "
-              "else the bundled sample].")
+@parts.command
+@parts.table_option
 @click.option("--lines", type=click.IntRange(min=1), default=20000, show_default=True,
               help="Pairs trained on: the head of the table.")
 @click.option("--preset", type=click.Choice(["paper", "small", "quick"]), default="paper", show_default=True,
@@ -174,14 +168,14 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True,
               help="Steps timed, and then profiled (after one warm-up step each).")
 @click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads  [default: torch's].")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+@parts.threads_option
+@parts.json_option
 def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf16: bool, threads: int | None,
          json_path: str | None) -> None:
     """Profile training steps on the CPU and print where their time goes."""
     if threads:
         torch.set_num_threads(threads)
-    table = table or str(REAL_TABLE if REAL_TABLE.exists() else SAMPLE)
+    table = parts.default_table(table)
     machine = parts.machine()
     say = click.echo
     say(f"phrase_rescorer training profile, {time.strftime('%Y-%m-%d %H:%M %Z')}")
