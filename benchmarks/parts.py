@@ -217,6 +217,12 @@ def training_figures(
     Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
     backward pass costs two forward passes' products)."""
     trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
+    return timed_steps(trainer, plan, steps, config, device)
+
+
+def timed_steps(trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig,
+                device: torch.device) -> tuple[float, float]:
+    """(pairs/s, useful GFLOP/s) of ``steps`` steps over ``plan`` after one warm-up step."""
     encoded = trainer.data.encoded
     done, flops, elapsed = 0, 0, 0.0
     for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):

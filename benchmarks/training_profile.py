@@ -38,7 +38,6 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks import parts
-from benchmarks.flops import pair_flops
 from phrase_rescorer.data.pairs import load_pairs
 
 PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
@@ -84,18 +83,6 @@ def _descendants(event):
     for c in event.cpu_children:
         yield c
         yield from _descendants(c)
-
-
-def step_figures(trainer, plan: list, steps: int) -> tuple[float, int]:
-    """(seconds, pairs) of ``steps`` timed steps after one warm-up step, cycling over ``plan``."""
-    elapsed, done = 0.0, 0
-    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
-        t = time.perf_counter()
-        trainer.step(b)
-        if i:
-            elapsed += time.perf_counter() - t
-            done += len(b)
-    return elapsed, done
 
 
 def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
@@ -195,10 +182,8 @@ def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf1
         say(f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
             f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps")
-        elapsed, done = step_figures(trainer, plan, steps)
+        pairs_per_s, useful_gflops = parts.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
         batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
-        enc = trainer.data.encoded
-        useful = sum(3 * int(pair_flops(config, enc.src_lengths[b], enc.tgt_lengths[b]).sum()) for b in batches)
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
             t = time.perf_counter()
@@ -206,7 +191,8 @@ def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf1
                 trainer.step(b)
             wall = time.perf_counter() - t
     fig = analyse(prof, steps, wall)
-    fig.update(step_ms=elapsed * 1e3 / steps, pairs_per_s=done / elapsed, useful_gflops=useful / elapsed / 1e9,
+    mean_batch = sum(map(len, batches)) / steps
+    fig.update(step_ms=mean_batch * 1e3 / pairs_per_s, pairs_per_s=pairs_per_s, useful_gflops=useful_gflops,
                cpu_matmul_gflops=cpu_rate, machine=machine, preset=preset, batch=batch, bf16=bf16, lines=n)
     report(fig, cpu_rate)
     if json_path:
