@@ -43,7 +43,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
 def _register() -> None:
     from . import data  # noqa: F401  (each module adds its commands to ``cli``)
 
-    for name in ("train", "rescore", "moses", "analysis", "experiment"):
+    for name in ("train", "rescore", "moses", "analysis", "experiment", "lm", "rerank"):
         try:
             __import__(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

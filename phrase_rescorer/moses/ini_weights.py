@@ -109,3 +109,15 @@ def reset_weights(text: str, ini: str = "moses.ini", *, added: dict[str, int] | 
         trailing = body[len(body.rstrip()):]  # spaces before a comment, kept like the comment
         lines[i] = f"{feature.name}= {' '.join(format_number(w) for w in weights)}{trailing}{lines[i][len(body):]}"
     return "".join(lines), kept
+
+
+def read_weights(text: str, ini: str = "moses.ini") -> dict[str, list[float]]:
+    """Every ``NAME= w1 w2 ...`` line of the ``[weight]`` section, as numbers."""
+    lines = text.splitlines(keepends=True)
+    out: dict[str, list[float]] = {}
+    for name, i in weight_lines(lines).items():
+        try:
+            out[name] = [float(v) for v in _content(lines[i]).split("=", 1)[1].split()]
+        except ValueError as e:
+            raise MosesIniError(f"{ini}:{i + 1}: {name}: a weight is not a number ({e})") from e
+    return out

@@ -17,7 +17,7 @@ import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from .phrase_table import (
     Entry,
@@ -75,6 +75,10 @@ class _Source:
 class InputTable:
     """An opened phrase table: a context manager and an iterable of :class:`Entry`.
 
+    ``parse``, when given, reads another line format through the same stream (an n-best list,
+    plain text): it is called as ``parse(raw, terminator, line_no)`` for every line and what it
+    returns is yielded; it reports a bad line by raising :class:`PhraseTableError`.
+
     ``path`` may be ``-`` for binary stdin. Gzip is recognised by its magic bytes whatever the
     name; ``is_gzip`` says what was found and ``name_mismatch`` whether it contradicts the name
     (a ``.gz`` name on plain text, which is then read as text, or gzip under another name).
@@ -82,9 +86,11 @@ class InputTable:
     can be iterated once; line numbers count from the start of the input.
     """
 
-    def __init__(self, path: str, *, check_scores: bool = True) -> None:
+    def __init__(self, path: str, *, check_scores: bool = True,
+                 parse: Callable[[bytes, bytes, int], Any] | None = None) -> None:
         self.path = path
         self.check_scores = check_scores
+        self._parse = parse
         self._file: BinaryIO | None = None
         self._gzip: gzip.GzipFile | None = None
         try:
@@ -173,7 +179,12 @@ class InputTable:
                 for raw in lines:
                     line_no += 1
                     try:
-                        if crlf and raw.endswith(b"\r"):
+                        if self._parse is not None:
+                            if crlf and raw.endswith(b"\r"):
+                                yield self._parse(raw[:-1], b"\r\n", line_no)
+                            else:
+                                yield self._parse(raw, terminator, line_no)
+                        elif crlf and raw.endswith(b"\r"):
                             raw = raw[:-1]
                             source, target, end = parse_line(raw, path, line_no, check)
                             yield Entry(line_no, raw, b"\r\n", source, target, end)

@@ -1,0 +1,224 @@
+"""``train-lm``: the paper's CSLM, a feed-forward n-gram LM of the target language."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import zlib
+from typing import Any
+
+import click
+
+from ..lm.network import PRESETS, preset
+from . import cli
+from .common import UserError, device_option, progress, resolve_device, say, threads_option, warn
+from .progress import Progress
+from .train import _deferred_signals
+
+
+def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        sizes = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of layer sizes, e.g. 1536,1024") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("layer sizes must be positive")
+    return sizes
+
+
+@cli.command("train-lm")
+@click.argument("text", type=click.Path(allow_dash=True))
+@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default="small", show_default=True,
+              help="paper: the paper's 7-gram CSLM (512-d embeddings, rectified layers 1536 and 1024); "
+                   "small: a 5-gram with 256-d embeddings, layers 1024 and 512, dropout 0.2 (about 20 "
+                   "minutes to its best held-out perplexity on 400k words and two cores). The options "
+                   "below override.")
+@click.option("--order", type=click.IntRange(2), help="n of the n-gram model (n - 1 context words).")
+@click.option("--embed-dim", type=click.IntRange(1), help="Embedding size of each context word.")
+@click.option("--hidden", callback=_hidden, help="Rectified layer sizes, comma-separated (e.g. 1536,1024).")
+@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), help="Dropout after each layer.")
+@click.option("--vocab-size", type=click.IntRange(5), default=15000, show_default=True,
+              help="Shortlist size, the 4 special symbols included; other words are <unk>.")
+@click.option("--valid", "valid_path", type=click.Path(allow_dash=False),
+              help="Held-out text (e.g. the dev set's reference) [default: 1% of TEXT's sentences, "
+                   "chosen by a hash of the sentence, left out of training].")
+@click.option("--test", "test_path", type=click.Path(allow_dash=False),
+              help="After training, also report the best network's perplexity on this text (e.g. the "
+                   "test set's reference), next to KenLM's with --kenlm.")
+@click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True, help="n-grams per step.")
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=1e-3, show_default=True,
+              help="Adam's learning rate.")
+@click.option("--patience", type=click.IntRange(1), default=3, show_default=True,
+              help="Stop after this many epochs without a better held-out perplexity (the paper: 10).")
+@click.option("--max-epochs", type=click.IntRange(1), help="Stop after this many epochs.")
+@click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps.")
+@click.option("--max-time", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
+@click.option("--valid-every", type=click.IntRange(1), default=1000, show_default=True,
+              help="Also measure (and save the latest state) every N steps, not only after each epoch.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--resume", is_flag=True, help="Continue the run saved in MODEL_OUT's .last.pt.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False),
+              help="JSON-lines training log [default: MODEL_OUT with .log].")
+@click.option("--language", help="The text's language (recorded in the model file).")
+@click.option("--kenlm", "kenlm_path", type=click.Path(),
+              help="Also report this KenLM model's perplexity on the held-out text (ARPA or binary; "
+                   "through bin/query of --moses / $MOSES), with the same OOV convention.")
+@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
+@threads_option
+@click.pass_context
+def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, valid_path: str | None,
+             test_path: str | None,
+             resume: bool, log_path: str | None, language: str | None, kenlm_path: str | None,
+             moses_dir: str | None, **kw: Any) -> None:
+    """Train the CSLM on TEXT (tokenized target-language text, one sentence a line: the text
+    the n-gram LM was built from; plain, .gz or -) and write MODEL_OUT.
+
+    Sentence boundaries are an n-gram LM's: <s> before the first word, </s> predicted at the
+    end. The held-out perplexity counts </s> and leaves out words outside the shortlist, as
+    KenLM's "excluding OOVs" does; with --kenlm both models are measured on the same text.
+
+    \b
+    Writes MODEL_OUT (the best network by held-out perplexity), MODEL_OUT's .last.pt (the
+    latest state; the same command with --resume continues it) and a JSON-lines log.
+
+    \b
+    Example:
+      phrase-rescorer train-lm corpus/train.tok.lc.fr cslm.pt --valid corpus/dev.tok.lc.fr \\
+          --kenlm lm/fr.5gram.blm --max-time 1200
+    """
+    from ..lm.kenlm import KenLMError, query_perplexity
+    from ..lm.lm_file import load_lm
+    from ..lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+    from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path, perplexity
+    from ..moses.toolkit import MosesNotFound, find_moses
+    from ..training.log import EventLog
+    from ..training.trainer import Interrupted
+
+    query = None
+    if kenlm_path is not None:
+        try:
+            query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
+        except MosesNotFound as e:
+            raise UserError(f"--kenlm: {e}") from e
+    sentences = list(read_sentences(text))
+    if valid_path is not None:
+        train_sentences, valid_sentences = sentences, list(read_sentences(valid_path))
+    else:
+        held = [zlib.crc32(" ".join(s).encode("utf-8")) % 100 == 0 for s in sentences]
+        train_sentences = [s for s, h in zip(sentences, held, strict=True) if not h]
+        valid_sentences = [s for s, h in zip(sentences, held, strict=True) if h]
+    if not train_sentences or not valid_sentences:
+        raise UserError(f"{text}: too few sentences to train and hold some out", exit_code=3)
+    vocab = build_vocabulary(train_sentences, kw["vocab_size"])
+    config = preset(preset_name, order=kw["order"], embed_dim=kw["embed_dim"], hidden=kw["hidden"],
+                    dropout=kw["dropout"], vocab_size=len(vocab))
+    train = ngrams(config.order, (sentence_ids(vocab, s) for s in train_sentences))
+    valid = ngrams(config.order, (sentence_ids(vocab, s) for s in valid_sentences))
+    settings = LMTrainConfig(batch_size=kw["batch_size"], lr=kw["lr"], max_epochs=kw["max_epochs"],
+                             max_steps=kw["max_steps"], max_time=kw["max_time"], patience=kw["patience"],
+                             valid_every=kw["valid_every"], seed=kw["seed"])
+    say(ctx, f"{text}: {len(train_sentences):,} sentences, {len(train[1]):,} predicted tokens; held out "
+             f"{len(valid_sentences):,} sentences, {len(valid[1]):,} tokens; shortlist {len(vocab):,}")
+    say(ctx, f"CSLM: {config.order}-gram, embeddings {config.embed_dim}, layers "
+             f"{','.join(map(str, config.hidden))}, dropout {config.dropout}")
+    info = {"argv": sys.argv[1:], "seed": kw["seed"], "language": language, "preset": preset_name,
+            "train_sentences": len(train_sentences)}
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(progress(ctx, "train-lm", " steps", total=kw["max_steps"]))
+        log = stack.enter_context(EventLog(log_path or _companion(model_out, ".log"), append=resume))
+        caught = stack.enter_context(_deferred_signals())
+        try:
+            trainer = LMTrainer(model_out, config, vocab, train, valid, settings, info=info, log=log,
+                                resume=resume, on_progress=bar.write,
+                                stop=lambda: caught[0] if caught else None,
+                                on_step=lambda step, loss, rate: _show_step(bar, step, loss, rate))
+            if resume:
+                bar.write(f"resumed at step {trainer.state.step:,}, epoch {trainer.state.epoch}")
+            log.write({"event": "start", "step": trainer.state.step, "epoch": trainer.state.epoch,
+                       "resumed": resume, "train_tokens": len(train[1]), "valid_tokens": len(valid[1]),
+                       "argv": sys.argv[1:]})
+            reason = trainer.run()
+            log.write({"event": "end", "step": trainer.state.step, "epoch": trainer.state.epoch,
+                       "reason": reason, "elapsed": trainer.state.elapsed})
+        except LMTrainingError as e:
+            raise UserError(str(e)) from e
+        except Interrupted as e:
+            raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
+                            "the same command with --resume to continue", exit_code=128 + e.why) from e
+    best = trainer.info.get("valid", {})
+    say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
+    nan = float("nan")
+    say(ctx, f"held-out perplexity (best, step {trainer.info.get('steps', 0):,}): CSLM "
+             f"{best.get('ppl', nan):.2f} over {best.get('tokens', 0) - best.get('oovs', 0):,} tokens, "
+             f"{best.get('oovs', 0):,} OOVs left out ({best.get('ppl_with_unk', nan):.2f} with OOVs scored as <unk>)")
+    evaluated = [("held-out", valid_sentences)]
+    if test_path is not None:
+        test_sentences = list(read_sentences(test_path))
+        best_net = load_lm(model_out).build()
+        figures = perplexity(best_net, *ngrams(config.order, (sentence_ids(vocab, s) for s in test_sentences)))
+        say(ctx, f"{test_path}: CSLM perplexity {figures.ppl:.2f} over {figures.tokens - figures.oovs:,} tokens, "
+                 f"{figures.oovs:,} OOVs left out ({figures.ppl_with_unk:.2f} with OOVs scored as <unk>)")
+        evaluated.append((test_path, test_sentences))
+    if query is not None and kenlm_path is not None:
+        for name, texts in evaluated:
+            try:
+                k = query_perplexity(query, kenlm_path, "".join(" ".join(s) + "\n" for s in texts))
+            except KenLMError as e:
+                raise UserError(str(e), exit_code=6) from e
+            say(ctx, f"{name}: KenLM {kenlm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
+                     f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)")
+    say(ctx, f"wrote {model_out} (best), {last_path(model_out)} (latest, for --resume)")
+
+
+def _show_step(bar: Progress, step: int, loss: float, rate: float) -> None:
+    bar.update_to(step)
+    bar.set_postfix(f"loss={loss:.3f}, ngrams/s={rate:,.0f}")
+
+
+def _companion(model_out: str, suffix: str) -> str:
+    return (model_out[:-3] if model_out.endswith(".pt") else model_out) + suffix
+
+
+@cli.command("nbest")
+@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
+@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
+@click.option("-m", "--model", "model_path", required=True, type=click.Path(dir_okay=False),
+              help="The CSLM (written by phrase-rescorer train-lm).")
+@click.option("--name", default="CSLM0", show_default=True,
+              help="The feature's name in the n-best list (Moses' style: a name and an index).")
+@device_option
+@threads_option
+@click.pass_context
+def nbest(ctx: click.Context, in_path: str, out_path: str, model_path: str, name: str, device: str) -> None:
+    """Append the CSLM's log-probability of each hypothesis to the Moses n-best list IN, writing
+    OUT (.gz by name; - for stdin/stdout).
+
+    Every line of IN is kept in order and byte for byte, with `NAME= value` added at the end of
+    its features field: value = ln p(hypothesis </s>), the sum over its words and the end of
+    sentence, with <s> before the first word (as KenLM's LM0 feature, but natural log). Words
+    outside the CSLM's shortlist score p(<unk>); the closing line says how many there were.
+
+    \b
+    Example (then rerank: phrase-rescorer rerank):
+      moses -f moses.ini -i dev.en -n-best-list dev.nbest 200 distinct > /dev/null
+      phrase-rescorer nbest dev.nbest dev.cslm.nbest -m cslm.pt
+    """
+    from ..lm.lm_file import load_lm
+    from ..lm.nbest_scoring import score_nbest
+    from ..moses.nbest import check_feature_name
+
+    try:
+        check_feature_name(name)
+    except ValueError as e:
+        raise UserError(f"--name: {e}") from e
+    lm = load_lm(model_path)
+    dev = str(resolve_device(device))
+    with progress(ctx, "nbest", " lines") as bar:
+        summary = score_nbest(in_path, out_path, lm, name, device=dev, on_progress=bar.update_to, on_warning=warn)
+        bar.update_to(summary.lines)
+    say(ctx, f"{in_path}: {summary.lines:,} hypotheses of {summary.sentences:,} sentences scored in "
+             f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
+             f"{summary.unknown:,} of {summary.words:,} words outside the shortlist; feature {name}")

@@ -1,0 +1,230 @@
+"""Training the CSLM: Adam on shuffled n-grams, held-out perplexity each epoch, patience.
+
+The paper trained its CSLM "until the validation perplexity had not improved for 10 epochs".
+Here an epoch is one pass over every n-gram of the training text in a fresh random order
+(seeded); after each one (and every ``valid_every`` steps, when set) the held-out perplexity is
+measured, the best network is written to the model file, and the run stops after ``patience``
+epochs without improvement, or at ``max_epochs`` / ``max_steps`` / ``max_time``. The latest state
+(weights, optimizer, RNG, position in the epoch) goes to ``MODEL.last.pt`` at every validation
+and on an interruption, so ``resume`` continues where the run stopped, with the same batches.
+
+The optimizer is Adam (the paper's CSLM toolkit used plain SGD with a decaying rate; Adam reaches
+the same kind of model in far fewer epochs, which is what a CPU budget needs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.vocab import Vocabulary
+from ..training.log import EventLog
+from ..training.trainer import Interrupted
+from .lm_file import LMFile, load_lm, save_lm
+from .network import CSLM, LMConfig
+from .text import oov_mask
+
+
+class LMTrainingError(ValueError):
+    """A training run that cannot start or continue (e.g. --resume with other data)."""
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    batch_size: int = 256
+    lr: float = 1e-3
+    max_epochs: int | None = None
+    max_steps: int | None = None
+    max_time: float | None = None
+    patience: int = 3
+    valid_every: int | None = None  # steps; None: once per epoch
+    seed: int = 1
+    log_every: int = 100
+
+
+@dataclass
+class Perplexity:
+    """Held-out figures: perplexity over the in-shortlist tokens (KenLM's "excluding OOVs"), over
+    every token with an OOV scored as p(<unk>), and the counts."""
+
+    ppl: float
+    ppl_with_unk: float
+    tokens: int
+    oovs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def last_path(model_path: str) -> str:
+    return model_path[:-3] + ".last.pt" if model_path.endswith(".pt") else model_path + ".last"
+
+
+@torch.no_grad()
+def perplexity(model: CSLM, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096) -> Perplexity:
+    was_training = model.training
+    model.eval()
+    total = np.zeros(len(targets), dtype=np.float64)
+    for start in range(0, len(targets), batch):
+        c = torch.from_numpy(contexts[start:start + batch])
+        t = torch.from_numpy(targets[start:start + batch])
+        logp = model.log_probs(c).gather(1, t[:, None])[:, 0]
+        total[start:start + batch] = logp.double().numpy()
+    model.train(was_training)
+    oov = oov_mask(targets)
+    known = total[~oov]
+    return Perplexity(
+        ppl=math.exp(-known.mean()) if known.size else math.nan,
+        ppl_with_unk=math.exp(-total.mean()) if total.size else math.nan,
+        tokens=int(len(targets)),
+        oovs=int(oov.sum()),
+    )
+
+
+def data_fingerprint(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class _State:
+    epoch: int = 0  # epochs completed
+    batch: int = 0  # batches done in the current epoch
+    step: int = 0
+    best: float = math.inf
+    bad_epochs: int = 0
+    elapsed: float = 0.0
+
+
+class LMTrainer:
+    """One training run; ``run()`` returns why it stopped."""
+
+    def __init__(self, model_path: str, config: LMConfig, vocab: Vocabulary, train: tuple[np.ndarray, np.ndarray],
+                 valid: tuple[np.ndarray, np.ndarray], settings: LMTrainConfig, *, info: dict[str, Any],
+                 log: EventLog | None = None, resume: bool = False,
+                 on_progress: Callable[[str], None] | None = None,
+                 stop: Callable[[], int | None] | None = None,
+                 on_step: Callable[[int, float, float], None] | None = None) -> None:
+        self.model_path, self.vocab, self.settings, self.info = model_path, vocab, settings, info
+        self.train_contexts, self.train_targets = train
+        self.valid_contexts, self.valid_targets = valid
+        self.log, self.on_progress, self.stop, self.on_step = log, on_progress, stop, on_step
+        self.data_key = data_fingerprint(*train, *valid)
+        torch.manual_seed(settings.seed)
+        self.model = CSLM(config)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings.lr)
+        self.state = _State()
+        if resume:
+            self._restore(load_lm(last_path(model_path)))
+
+    def _restore(self, last: LMFile) -> None:
+        ts = last.training_state or {}
+        if ts.get("data") != self.data_key:
+            raise LMTrainingError(f"{last.path}: trained on other data or settings; --resume continues a run "
+                                  "with the same text, held-out set and sizes")
+        if last.config != self.model.config:
+            raise LMTrainingError(f"{last.path}: network sizes differ from this run's")
+        self.model.load_state_dict(last.state_dict)
+        self.optimizer.load_state_dict(ts["optimizer"])
+        torch.set_rng_state(ts["rng"])
+        self.state = _State(**ts["state"])
+
+    def _training_state(self) -> dict[str, Any]:
+        return {"data": self.data_key, "optimizer": self.optimizer.state_dict(), "rng": torch.get_rng_state(),
+                "state": asdict(self.state)}
+
+    def _order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.settings.seed, epoch]).permutation(len(self.train_targets))
+
+    def _event(self, event: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write({"step": self.state.step, "epoch": self.state.epoch, **event})
+
+    def _validate(self, started: float) -> bool:
+        """Measure, keep the best, save the latest; True when this one is the best so far."""
+        figures = perplexity(self.model, self.valid_contexts, self.valid_targets)
+        best = figures.ppl < self.state.best
+        if best:
+            self.state.best = figures.ppl
+            self.info.update(steps=self.state.step, epochs=self.state.epoch, valid=figures.to_dict())
+            save_lm(self.model_path, self.model, self.vocab, dict(self.info))
+        self.state.elapsed = self._elapsed(started)
+        save_lm(last_path(self.model_path), self.model, self.vocab, dict(self.info), self._training_state())
+        self._event({"event": "valid", "valid_token_ppl": figures.ppl, "valid_ppl_with_unk": figures.ppl_with_unk,
+                     "elapsed": self.state.elapsed, "best": best})
+        if self.on_progress:
+            self.on_progress(f"step {self.state.step:,}, epoch {self.state.epoch}: held-out perplexity "
+                             f"{figures.ppl:.2f}{' (best)' if best else ''}")
+        return best
+
+    def _elapsed(self, started: float) -> float:
+        return self._base_elapsed + time.monotonic() - started
+
+    def run(self) -> str:
+        s, st = self.settings, self.state
+        self._base_elapsed = st.elapsed
+        started = time.monotonic()
+        self.model.train()
+        n = len(self.train_targets)
+        batches = max(1, math.ceil(n / s.batch_size))
+        contexts = torch.from_numpy(self.train_contexts)
+        targets = torch.from_numpy(self.train_targets)
+        loss_sum, loss_n, tick = 0.0, 0, time.monotonic()
+        while True:
+            if s.max_epochs is not None and st.epoch >= s.max_epochs:
+                return "epochs"
+            order = torch.from_numpy(self._order(st.epoch))
+            while st.batch < batches:
+                idx = order[st.batch * s.batch_size:(st.batch + 1) * s.batch_size]
+                logits = self.model(contexts[idx])
+                loss = torch.nn.functional.cross_entropy(logits, targets[idx])
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                st.batch += 1
+                st.step += 1
+                loss_sum += loss.item() * len(idx)
+                loss_n += len(idx)
+                if st.step % s.log_every == 0:
+                    now = time.monotonic()
+                    self._event({"event": "train", "loss": loss_sum / loss_n,
+                                 "ngrams_per_s": loss_n / max(now - tick, 1e-9),
+                                 "elapsed": self._elapsed(started)})
+                    if self.on_step:
+                        self.on_step(st.step, loss_sum / loss_n, loss_n / max(now - tick, 1e-9))
+                    loss_sum, loss_n, tick = 0.0, 0, now
+                if self.stop is not None and (why := self.stop()):
+                    # Ctrl-C, SIGTERM, SIGHUP between two steps: the latest state, for --resume
+                    st.elapsed = self._elapsed(started)
+                    last = last_path(self.model_path)
+                    save_lm(last, self.model, self.vocab, dict(self.info), self._training_state())
+                    self._event({"event": "end", "reason": "interrupted", "elapsed": st.elapsed})
+                    raise Interrupted(why, st.step, last)
+                if s.valid_every and st.step % s.valid_every == 0 and st.batch < batches:
+                    self._validate(started)
+                just_measured = s.valid_every is not None and st.step % s.valid_every == 0
+                if s.max_steps is not None and st.step >= s.max_steps:
+                    if not just_measured:
+                        self._validate(started)
+                    return "max_steps"
+                if s.max_time is not None and self._elapsed(started) >= s.max_time:
+                    if not just_measured:
+                        self._validate(started)
+                    return "max_time"
+            st.epoch += 1
+            st.batch = 0
+            if self._validate(started):
+                st.bad_epochs = 0
+            else:
+                st.bad_epochs += 1
+                if st.bad_epochs >= s.patience:
+                    return "patience"

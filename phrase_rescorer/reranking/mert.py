@@ -1,0 +1,90 @@
+"""Tuning reranking weights with Moses' MERT on one fixed n-best list.
+
+The same two programs mert-moses.pl runs each iteration, given the same arguments
+(scripts/training/mert-moses.pl)::
+
+    my $cmd = "$mert_extract_cmd $mert_extract_args --scfile $score_file --ffile $feature_file
+               -r " . join(",", @references) . " -n $nbest_file";                    (867)
+    $cmd = "$mert_mert_cmd -d $DIM $mert_mert_args";                                  (896)
+    my $mert_settings = " -n $___RANDOM_RESTARTS";                                    (898)
+
+with BLEU and ``--scconfig case:true`` (Moses' nbest-rescore/train.py uses the same), ``-n 20``
+random restarts as mert-moses.pl's default, and ``init.opt`` as mert-moses.pl writes it: start
+weights, then the random-restart ranges (0 and 1 per weight, its defaults at lines 1395-1396).
+The start weights are the decoder's tuned ones, the added features at 0: Powell's search then
+begins at the decoder's own 1-best, which reranking without a new feature reproduces (MOSES.md).
+
+``mert`` prints ``Best point: w1 .. wn  => BLEU`` on stderr and writes the weights to
+``weights.txt`` in its working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..moses.toolkit import MosesToolkit
+
+RESTARTS = 20
+_BEST = re.compile(r"^Best point:((?:\s+\S+)+?)\s+=>\s+(\S+)", re.M)
+
+
+class RerankError(ValueError):
+    pass
+
+
+@dataclass
+class TuneResult:
+    weights: np.ndarray
+    dev_bleu: float  # mert's own figure (0-100) on the dev n-best list
+
+
+def _run(argv: list[str], cwd: str, log: str) -> str:
+    with open(os.path.join(cwd, log), "wb") as err:
+        result = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=err)
+    with open(os.path.join(cwd, log), encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if result.returncode != 0:
+        tail = "".join(text.splitlines(keepends=True)[-5:])
+        raise RerankError(f"{os.path.basename(argv[0])} failed (exit {result.returncode}); see "
+                          f"{os.path.join(cwd, log)}:\n{tail}")
+    return text
+
+
+def tune(toolkit: MosesToolkit, nbest: str, references: list[str], start: np.ndarray, work_dir: str, *,
+         seed: int = 1, restarts: int = RESTARTS, threads: int = 1) -> TuneResult:
+    """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files)."""
+    os.makedirs(work_dir, exist_ok=True)
+    for name in ("scores.dat", "features.dat", "init.opt", "weights.txt"):
+        with_path = os.path.join(work_dir, name)
+        if os.path.exists(with_path):
+            os.remove(with_path)
+    scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
+    _run([toolkit.path("bin/extractor"), *scorer, "--scfile", "scores.dat", "--ffile", "features.dat",
+          "-r", ",".join(os.path.abspath(r) for r in references), "-n", os.path.abspath(nbest)],
+         work_dir, "extractor.log")
+    dims = len(start)
+    with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
+        f.write(" ".join(repr(float(w)) for w in start) + "\n")
+        f.write(" ".join(["0"] * dims) + "\n")
+        f.write(" ".join(["1"] * dims) + "\n")
+    log = _run([toolkit.path("bin/mert"), "-d", str(dims), *scorer, "--ffile", "features.dat",
+                "--scfile", "scores.dat", "--ifile", "init.opt", "-n", str(restarts), "-r", str(seed),
+                "--threads", str(threads)], work_dir, "mert.log")
+    found = _BEST.findall(log)
+    if not found:
+        raise RerankError(f"mert printed no 'Best point'; see {os.path.join(work_dir, 'mert.log')}")
+    values, bleu = found[-1]
+    weights = np.array([float(v) for v in values.split()], dtype=np.float64)
+    if len(weights) != dims:
+        raise RerankError(f"mert returned {len(weights)} weights for {dims} features")
+    return TuneResult(weights, 100.0 * float(bleu))
+
+
+def remove_work_files(work_dir: str) -> None:
+    shutil.rmtree(work_dir, ignore_errors=True)

@@ -1,0 +1,87 @@
+"""An n-best list as numbers: each line's dense feature values, in one layout for the whole list.
+
+The layout is the first line's features field, each ``Name=`` followed by its values (Moses
+writes every line of a list with the same features in the same order; mert-moses.pl reads the
+order from the first line, ``get_order_of_scores_from_nbestlist``). A line with another layout
+is refused, naming it. Sparse features (``name_x=``, as mert-moses.pl tells them apart:
+``if ($tok =~ /.+_.+=/)``) are not part of the dense layout and are left to Moses' tools.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..moses.nbest import NbestError, read_nbest
+
+_SPARSE = re.compile(r".+_.+=")  # mert-moses.pl, get_order_of_scores_from_nbestlist
+
+
+@dataclass
+class NbestMatrix:
+    path: str
+    layout: list[tuple[str, int]]  # (feature name, number of values), in order
+    features: np.ndarray  # [lines, dims] float64
+    sentences: np.ndarray  # [lines] the ID of each line
+    hypotheses: list[str]  # each line's hypothesis, as written (trailing space removed)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.layout]
+
+
+def _dense(field: str, path: str, line_no: int) -> tuple[list[tuple[str, int]], list[float]]:
+    layout: list[tuple[str, int]] = []
+    values: list[float] = []
+    sparse = False
+    for token in field.split():
+        if token.endswith("=") or "=" in token:
+            sparse = bool(_SPARSE.match(token))
+            if not sparse:
+                name, _, rest = token.partition("=")
+                layout.append((name, 0))
+                if rest:
+                    token = rest
+                else:
+                    continue
+            else:
+                continue
+        if sparse:
+            continue
+        if not layout:
+            raise NbestError(path, line_no, f"feature value {token!r} before any feature name")
+        try:
+            values.append(float(token))
+        except ValueError:
+            raise NbestError(path, line_no, f"feature value {token!r} is not a number") from None
+        name, count = layout[-1]
+        layout[-1] = (name, count + 1)
+    return layout, values
+
+
+def read_matrix(path: str) -> NbestMatrix:
+    layout: list[tuple[str, int]] | None = None
+    rows: list[list[float]] = []
+    sentences: list[int] = []
+    hypotheses: list[str] = []
+    for line in read_nbest(path):
+        this, values = _dense(line.features, path, line.line_no)
+        if layout is None:
+            layout = this
+            if not values:
+                raise NbestError(path, line.line_no, "no dense feature values in the features field")
+        elif this != layout:
+            raise NbestError(path, line.line_no, f"features {_show(this)} differ from the first line's {_show(layout)}")
+        rows.append(values)
+        sentences.append(line.sentence)
+        hypotheses.append(line.raw[line.hyp_start:line.hyp_end].decode("utf-8").strip(" "))
+    if layout is None:
+        raise NbestError(path, None, "empty n-best list")
+    return NbestMatrix(path, layout, np.array(rows, dtype=np.float64), np.array(sentences, dtype=np.int64),
+                       hypotheses)
+
+
+def _show(layout: list[tuple[str, int]]) -> str:
+    return " ".join(f"{name}({count})" for name, count in layout)

@@ -1,0 +1,25 @@
+"""A tiny CSLM, trained in a second on French text of the bundled tiny Moses system."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from phrase_rescorer.lm.network import LMConfig
+from phrase_rescorer.lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+from phrase_rescorer.lm.trainer import LMTrainConfig, LMTrainer
+from tests.helpers.paths import REPO
+
+TINY_MOSES = REPO / "tests" / "data" / "tiny-moses"
+#: Training text: the tiny system's dev and test references (the tests score hypotheses of both).
+TEXTS = (TINY_MOSES / "dev.fr", TINY_MOSES / "test.fr")
+
+
+def tiny_lm(path: Path, *, vocab_size: int = 60, steps: int = 150, seed: int = 1, resume: bool = False) -> Path:
+    """A 3-gram CSLM with a shortlist of ``vocab_size`` (so that some words are <unk>)."""
+    sentences = [s for text in TEXTS for s in read_sentences(str(text))]
+    vocab = build_vocabulary(sentences, vocab_size)
+    config = LMConfig(order=3, embed_dim=8, hidden=(16,), vocab_size=len(vocab), init_range=0.1)
+    data = ngrams(config.order, (sentence_ids(vocab, s) for s in sentences))
+    settings = LMTrainConfig(batch_size=32, lr=1e-2, max_steps=steps, valid_every=None, seed=seed)
+    LMTrainer(str(path), config, vocab, data, data, settings, info={"language": "fr"}, resume=resume).run()
+    return path

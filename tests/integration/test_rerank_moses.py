@@ -1,0 +1,85 @@
+"""n-best reranking end to end with the real Moses on tests/data/tiny-moses: the decoder's n-best
+lists, the CSLM feature appended by ``nbest``, weights tuned by ``rerank-tune`` (Moses' extractor
+and mert), the test list reranked; and Moses' own scripts/nbest-rescore reading what we write.
+Skipped, with the reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.moses.nbest import read_nbest
+from tests.helpers.cslm import TINY_MOSES, tiny_lm
+from tests.helpers.moses import moses_root
+from tests.helpers.paths import PYTHON, cli_env
+
+NEEDS = ("bin/moses", "bin/extractor", "bin/mert", "scripts/nbest-rescore/rescore.py",
+         "scripts/nbest-rescore/topbest.py")
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True,
+                          env=cli_env(), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def lists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    moses = moses_root(NEEDS)
+    tmp = tmp_path_factory.mktemp("rerank")
+    ini = tmp / "moses.ini"
+    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
+    paths: dict[str, Path] = {"moses": moses, "ini": ini, "lm": tiny_lm(tmp / "cslm.pt")}
+    for part in ("dev", "test"):
+        nbest = tmp / f"{part}.nbest"
+        subprocess.run([str(moses / "bin" / "moses"), "-f", str(ini), "-input-file", str(TINY_MOSES / f"{part}.en"),
+                        "-n-best-list", str(nbest), "50", "distinct"], check=True, capture_output=True)
+        paths[part] = nbest
+    return paths
+
+
+@pytest.mark.slow
+def test_nbest_rerank_tune_and_rerank(lists: dict[str, Path], tmp_path: Path) -> None:
+    for part in ("dev", "test"):
+        r = run("nbest", str(lists[part]), str(tmp_path / f"{part}.cslm.nbest"), "-m", str(lists["lm"]))
+        assert r.returncode == 0, r.stderr
+        original = lists[part].read_bytes().splitlines(keepends=True)
+        scored = (tmp_path / f"{part}.cslm.nbest").read_bytes().splitlines(keepends=True)
+        assert len(scored) == len(original)
+        assert all(b" CSLM0= " in line for line in scored)
+        stripped = [line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" CSLM0= ")[1].split(b" |||", 1)[1]
+                    for line in scored]
+        assert stripped == original  # every other byte kept, in order
+    weights = tmp_path / "rerank.weights"
+    r = run("rerank-tune", str(tmp_path / "dev.cslm.nbest"), str(TINY_MOSES / "dev.fr"), str(weights),
+            "--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2")
+    assert r.returncode == 0, r.stderr
+    assert b"dev BLEU (tokenized, as MERT scores it)" in r.stderr
+    text = weights.read_text()
+    assert "[weight]" in text and "\nCSLM0= " in text and "\nTranslationModel0= " in text
+    out = tmp_path / "test.reranked"
+    r = run("rerank", str(tmp_path / "test.cslm.nbest"), str(weights), str(out))
+    assert r.returncode == 0, r.stderr
+    ours = out.read_text().splitlines()
+    assert len(ours) == len((TINY_MOSES / "test.en").read_text().splitlines())
+
+    # Moses' own reranking scripts read the list and the weights file and choose the same lines
+    scripts = lists["moses"] / "scripts" / "nbest-rescore"
+    rescored = subprocess.run([PYTHON, str(scripts / "rescore.py"), str(weights)],
+                              input=(tmp_path / "test.cslm.nbest").read_bytes(), capture_output=True, check=True)
+    top = subprocess.run([PYTHON, str(scripts / "topbest.py")], input=rescored.stdout, capture_output=True,
+                         check=True)
+    assert top.stdout.decode().splitlines() == ours
+
+
+@pytest.mark.slow
+def test_start_weights_reproduce_the_decoders_1best(lists: dict[str, Path], tmp_path: Path) -> None:
+    """Reranking with the decoder's own weights (the new feature absent) gives its 1-best."""
+    moses = lists["moses"]
+    best = subprocess.run([str(moses / "bin" / "moses"), "-f", str(lists["ini"]), "-input-file",
+                           str(TINY_MOSES / "test.en")], capture_output=True, check=True).stdout.decode()
+    r = run("rerank", str(lists["test"]), str(lists["ini"]), str(tmp_path / "top.txt"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "top.txt").read_text().splitlines() == [line.strip() for line in best.splitlines()]
+    assert len(list(read_nbest(str(lists["test"])))) > 8

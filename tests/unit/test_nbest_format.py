@@ -1,0 +1,91 @@
+"""The Moses n-best format: reading lines as the decoder writes them, appending one feature."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.moses.nbest import (
+    NbestError,
+    check_feature_name,
+    dense_features,
+    format_value,
+    read_nbest,
+    with_feature,
+)
+
+# Lines as bin/moses writes them (-n-best-list FILE N distinct): the hypothesis' words each
+# followed by a space, then " ||| ".
+DECODER = (
+    b"0 ||| un homme .  ||| LM0= -10.5 WordPenalty0= -3 TranslationModel0= -1 -2.5 ||| -3.71621\n"
+    b"0 ||| un chien .  ||| LM0= -12 WordPenalty0= -3 TranslationModel0= -1.5 -2 ||| -3.9\n"
+    b"1 |||  ||| LM0= -2.3 WordPenalty0= 0 TranslationModel0= 0 0 ||| -0.5\n"
+)
+
+
+def _lines(tmp_path: Path, data: bytes, name: str = "n.nbest") -> list:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return list(read_nbest(str(path)))
+
+
+def test_fields_and_empty_hypothesis(tmp_path: Path) -> None:
+    lines = _lines(tmp_path, DECODER)
+    assert [line.sentence for line in lines] == [0, 0, 1]
+    assert lines[0].tokens == ["un", "homme", "."]
+    assert lines[2].tokens == []
+    assert lines[0].features == "LM0= -10.5 WordPenalty0= -3 TranslationModel0= -1 -2.5"
+
+
+def test_appending_keeps_every_other_byte(tmp_path: Path) -> None:
+    data = DECODER.replace(b"-3.9\n", b"-3.9 ||| 0-0 1-1 ||| more\r\n")  # fields after the total, CRLF
+    out = b"".join(with_feature(line, "CSLM0", -1.25) for line in _lines(tmp_path, data))
+    assert out.replace(b" CSLM0= -1.25", b"") == data
+    assert out.count(b" CSLM0= -1.25 ||| ") == 3
+    assert b"-3.9 ||| 0-0 1-1 ||| more\r\n" in out
+
+
+def test_last_line_without_newline_and_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "n.gz"
+    path.write_bytes(gzip.compress(DECODER.rstrip(b"\n")))
+    lines = list(read_nbest(str(path)))
+    assert lines[-1].terminator == b"" and lines[0].terminator == b"\n"
+
+
+def test_sparse_features_are_read_as_written() -> None:
+    features = dense_features("LM0= -2 sparse_a=1.5 TM0= 1 2")
+    assert features == [("LM0", [-2.0]), ("sparse_a", [1.5]), ("TM0", [1.0, 2.0])]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"0 ||| un homme ||| LM0= -1\n", "expected 'ID ||| hypothesis ||| features ||| total'"),  # truncated
+        (b"x ||| un ||| LM0= -1 ||| -1\n", "is not a number"),
+        (b"0 ||| un ||| LM0= -1 ||| nan\n", "not a finite number"),
+        (b"0 ||| un \xff ||| LM0= -1 ||| -1\n", "invalid UTF-8"),
+    ],
+)
+def test_bad_lines_name_file_and_line(tmp_path: Path, line: bytes, why: str) -> None:
+    with pytest.raises(NbestError) as e:
+        _lines(tmp_path, DECODER + line)
+    assert str(e.value).startswith(f"{tmp_path / 'n.nbest'}:4: ")
+    assert why in str(e.value)
+
+
+def test_a_sentence_split_in_two_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NbestError, match=r":4: sentence 0 again"):
+        _lines(tmp_path, DECODER + DECODER.splitlines(keepends=True)[0])
+
+
+def test_feature_names_and_values() -> None:
+    assert check_feature_name("CSLM0") == "CSLM0"
+    for bad in ("", "a b", "x=", "a|b", "_x", "a_b"):
+        with pytest.raises(ValueError):
+            check_feature_name(bad)
+    assert format_value(-57.5568494) == b"-57.556849"
+    assert format_value(-0.0000001) == b"0"
+    with pytest.raises(ValueError):
+        format_value(float("-inf"))
