@@ -37,9 +37,16 @@ def fragment_value(key: str, network: Path) -> str:
     return value.replace("/path/to/rnn.pt", str(network))
 
 
-def config(moses: Path, work: Path, lm: Path, command: str, script: str) -> str:
+def fragment_binarizers() -> list[str]:
+    """The fragment's (commented) ttable-binarizer lines, as values."""
+    return [line.split("=", 1)[1].strip() for line in FRAGMENT.read_text().splitlines()
+            if line.startswith("#ttable-binarizer =")]
+
+
+def config(moses: Path, work: Path, lm: Path, command: str, script: str, binarizer: str | None = None) -> str:
+    binarize = f"ttable-binarizer = {binarizer}\n" if binarizer else ""
     return f"""[GENERAL]
-working-dir = {work}
+{binarize}working-dir = {work}
 moses-src-dir = {moses}
 moses-script-dir = {moses}/scripts
 moses-bin-dir = {moses}/bin
@@ -95,13 +102,29 @@ def fresh(work: Path, name: str) -> Path:
     return ems
 
 
-def test_ems_runs_the_fragment_in_one_run(moses: Path, work: Path, lm: Path, network: Path) -> None:
-    ems = fresh(work, "ems")
+BINARIZED = {"text": "PhraseDictionaryMemory", "processphrasetablemin": "PhraseDictionaryCompact",
+             "createondiskpt": "PhraseDictionaryOnDisk", "createprobingpt": "ProbingPT"}
+
+
+def program(binarizer: str | None) -> str:
+    """``processPhraseTableMin`` for ``$moses-bin-dir/processPhraseTableMin``, text for None."""
+    return (binarizer or "text").strip('"').split()[0].split("/")[-1]
+
+
+@pytest.mark.parametrize("binarizer", [None, *fragment_binarizers()], ids=program)
+def test_ems_runs_the_fragment_in_one_run(moses: Path, work: Path, lm: Path, network: Path,
+                                          binarizer: str | None) -> None:
+    """With each of the fragment's binarizers too: the tuning and evaluation filters binarize the
+    5-score table with the count of the ini (processPhraseTableMin) or the fragment's 5."""
+    # lower case: substitute-filtered-tables.perl replaces every ini line matching /ProbingPT/,
+    # a working directory named so included
+    name = program(binarizer).lower()
+    ems = fresh(work, f"ems-{name}")
     command = fragment_value("custom-phrase-table-pruning", network)
     script = fragment_value("script", network)
     assert "bin/ems-train-model" in script
 
-    log = experiment(moses, work / "ems.config", config(moses, ems, lm, command, script))
+    log = experiment(moses, work / f"ems-{name}.config", config(moses, ems, lm, command, script, binarizer))
     assert "crashed" not in log, log[-3000:]
     step = (ems / "steps/1/TRAINING_custom-phrase-table-pruning.1").read_text()
     assert f"{command} {ems}/model/phrase-table.1 {ems}/model/phrase-table-pruned.1\n" in step
@@ -113,7 +136,8 @@ def test_ems_runs_the_fragment_in_one_run(moses: Path, work: Path, lm: Path, net
     tuned = (ems / "tuning/moses.ini.1").read_text()
     weights = re.search(r"^TranslationModel0=(.*)$", tuned, re.M)
     assert weights is not None and len(weights.group(1).split()) == 5
-    assert "num-features=5" in (ems / "tuning/moses.filtered.ini.1").read_text()
+    filtered = (ems / "tuning/moses.filtered.ini.1").read_text()
+    assert f"{BINARIZED[name]} name=TranslationModel0 num-features=5 " in filtered
     assert (ems / "evaluation/dev.multi-bleu.1").read_text().startswith("BLEU = ")
 
 
