@@ -125,9 +125,10 @@ def test_binarize_in_one_step(moses: Path, work: Path, lm: Path, network: Path, 
     text = here / "phrase-table.rnn.gz"
     text.write_bytes(rescored_table(work, network).read_bytes())
     base = base_ini(here, lm)
-    r = moses_ini(base, here / "out.ini", "--table", text, "--binarize", kind, "--moses", moses)
-    assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in here.iterdir()) == sorted(["moses.ini", "out.ini", text.name, made])
+    for _ in range(2):  # the second run replaces the first one's table
+        r = moses_ini(base, here / "out.ini", "--table", text, "--binarize", kind, "--moses", moses)
+        assert r.returncode == 0, r.stderr
+        assert sorted(p.name for p in here.iterdir()) == sorted(["moses.ini", "out.ini", text.name, made])
     path = here / ("phrase-table.rnn" if kind == "compact" else made)
     assert f"{written} {TM.format(n=5, path=path)}\n" in (here / "out.ini").read_text()
     loads_with_five(moses, here / "out.ini", here, decoder)
