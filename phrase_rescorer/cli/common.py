@@ -32,7 +32,9 @@ EXIT_CODES = {
        "different lengths",
     4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
        "a vocabulary that does not cover the table",
-    5: "moses.ini does not match its phrase table or cannot be patched",
+    5: "moses.ini does not match its phrase table or cannot be patched: a --table that is no table in a form Moses "
+       "loads, a score count other than num-features + the added columns, a weight that is not finite, a failed "
+       "--binarize",
     6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
        "directory, missing directory, the input itself, closed stdout), permission, disk full, short write",
     129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",

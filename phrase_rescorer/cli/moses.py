@@ -17,27 +17,36 @@ from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_optio
 @click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
 @click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--table", required=True, type=click.Path(),
-              help="The rescored table (written into the ini as an absolute path). For a "
-              "PhraseDictionaryCompact, the binarized table (prefix or .minphr); for PhraseDictionaryOnDisk or "
-              "ProbingPT, its directory (its recorded score count is checked).")
+              help="The rescored table, written into the ini as an absolute path: a text table "
+              "(plain or .gz; a stem T is read as T.gz), a Compact table (prefix or .minphr), an OnDisk "
+              "or ProbingPT directory. The line's type becomes the one that loads it; its score count "
+              "is checked.")
+@click.option("--binarize", type=click.Choice(["compact", "probing", "ondisk"]), default=None,
+              help="Binarize the text table --table first, with your Moses' processPhraseTableMin, "
+              "CreateProbingPT or CreateOnDiskPt and the table's score count, into T.minphr, T.probing/ "
+              "or T.bin/ beside it (T: the table's name without .gz), and point the ini at that.")
+@click.option("--moses", "moses_dir", default=None, metavar="DIR",
+              help="Moses installation whose binarizer --binarize runs  [default: $MOSES].")
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary to patch (its name=, or Moses' default TypeN).")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help="Starting weight of each added feature: once for all, or once per added "
-              f"feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
+              help="Starting weight of each added feature, a finite number: once for all, or once per "
+              f"added feature  [default: {START_WEIGHT}, which fits the scale of log p(target|source), "
               "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
 @click.option("--features", type=click.IntRange(min=1), default=None,
-              help="How many columns were added  [default: read off --table when it is a "
-              "readable text table, else 1].")
+              help="How many columns were added  [default: the table's score count minus num-features].")
 @quiet_option
 @click.pass_context
-def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: str,
-              weights: tuple[float, ...], features: int | None, quiet: bool) -> None:
+def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binarize: str | None,
+              moses_dir: str | None, name: str, weights: tuple[float, ...], features: int | None,
+              quiet: bool) -> None:
     """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
     increased by the added columns and its weight line extended; every other line as it was.
 
     Refused (exit 5) when IN.ini does not match the table it points at (when that table is
-    readable), when TABLE does not have num-features + K columns, or when NAME is not there.
+    readable), when TABLE is not a phrase table in a form Moses loads (text, Compact .minphr,
+    OnDisk or ProbingPT directory), when it does not have num-features + K scores (binarized
+    tables: the count they were made with), when NAME is not there, or a weight is not finite.
 
     OUT.ini must be tuned before it is used to translate: run mert-moses.pl on it, in a new
     --working-dir. The added weight is only a starting point; its default is chosen so that the
@@ -46,16 +55,23 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
     (p(e|f) in Moses' notation, where f is the source).
 
     \b
-    Example:
+    Examples:
       phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
           --table model/phrase-table.rnn.gz
+      phrase-rescorer moses-ini model/moses.ini model/moses.rnn.ini \\
+          --table model/phrase-table.rnn.gz --binarize compact --moses $MOSES
     """
-    from ..moses.ini import patch_moses_ini_file
+    from ..moses.ini_file import patch_moses_ini_file
+    from ..moses.toolkit import MosesNotFound
 
-    result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
-                                  features=features)
+    try:
+        result = patch_moses_ini_file(in_ini, out_ini, table, binarize=binarize, moses_dir=moses_dir, name=name,
+                                      weights=weights or (START_WEIGHT,), features=features)
+    except MosesNotFound as e:
+        raise UserError(f"--binarize: {e}", 2) from None
     if not (quiet or is_quiet(ctx)):
-        say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
+        kind = result.type if result.new_type in ("", result.type) else f"{result.type} -> {result.new_type}"
+        say(ctx, f"{result.name} ({kind}): num-features {result.old_features} -> "
                  f"{result.new_features}, path -> {result.new_path}")
         for note in result.checked:
             say(ctx, f"checked: {note}")

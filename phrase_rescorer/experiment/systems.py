@@ -3,7 +3,7 @@
 * ``baseline``: the user's moses.ini as given.
 * ``rnn``: the same ini with the phrase table rescored by the network (one more column,
   :func:`~phrase_rescorer.rescoring.engine.rescore_table`) and the ini patched for it
-  (:func:`~phrase_rescorer.moses.ini.patch_moses_ini_file`).
+  (:func:`~phrase_rescorer.moses.ini_file.patch_moses_ini_file`).
 * ``rnn-wp`` (``--unk-feature``): the paper's "+ WP" system, a table with both columns.
 
 Every system starts MERT from the same point: train-model.perl's starting weights
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.checkpoint import load_checkpoint
-from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini, patch_moses_ini_file
+from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
+from ..moses.ini_file import patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput

@@ -5,7 +5,8 @@ Checked with the Moses in ../shared/tools/moses (tests/integration): each binari
 the new score count, and a table made with the wrong count is not refused by the decoder:
 
 * ``processPhraseTableMin -in T.gz -out P -nscores N`` writes ``P.minphr`` for
-  ``PhraseDictionaryCompact path=P``;
+  ``PhraseDictionaryCompact path=P`` (or ``path=P.minphr``); the file records N in the header
+  of its phrase decoder, after the source-phrase index (see :func:`compact_score_count`);
 * ``CreateOnDiskPt 1 1 N 100 2 T.gz DIR`` writes ``DIR/`` for ``PhraseDictionaryOnDisk
   path=DIR``; ``DIR/Misc.dat`` says ``NumScores N``;
 * ``CreateProbingPT --input-pt T.gz --output-dir DIR --num-scores N`` writes ``DIR/`` for
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 
 #: Dictionary types that load a binarized table, with the command that makes one.
 BINARIZED_TYPES = {
@@ -54,3 +56,49 @@ def binarized_score_count(ftype: str, path: str) -> int | None:
         return None
     match = pattern.search(text)
     return int(match.group(1)) if match else None
+
+
+def compact_score_count(path: str) -> int | None:
+    """The score count that the Compact table ``path`` (a ``.minphr`` file) was made with; None
+    when the file is not laid out as processPhraseTableMin writes it.
+
+    The layout, from mosesdecoder's ``moses/TranslationModel/CompactPT`` (little-endian,
+    ``size_t`` = 8 bytes): PhraseDictionaryCompact::Load reads ``m_hash.Load(pFile)``, then
+    ``m_phraseDecoder->Load(pFile)``. The index (BlockHashIndex::LoadIndex) is ``m_orderBits``,
+    ``m_fingerPrintBits``, ``relIndexPos``; at 16 + relIndexPos its landmarks (a StringVector:
+    ``m_sorted`` bool, a MonotonicVector ``m_final`` bool, ``m_size``, ``m_last``, the diffs
+    (size_t count, 4-byte values), the anchors (size_t count, 4-byte values), then size_t count
+    and bytes of the strings), then ``seekIndexSize`` and as many size_t offsets, and ``m_size``.
+    PhraseDecoder::Load then reads ``std::fread(&m_coding, ...)`` (4 bytes) and ``std::fread(
+    &m_numScoreComponent, ...)``: the count.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+            if len(head) < 24:
+                return None
+            _, _, rel = struct.unpack("<QQQ", head)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(16 + rel)
+
+            def read(fmt: str) -> tuple[int, ...]:
+                data = f.read(struct.calcsize(fmt))
+                if len(data) != struct.calcsize(fmt):
+                    raise EOFError
+                return struct.unpack(fmt, data)
+
+            def skip(n: int) -> None:
+                if n < 0 or f.tell() + n > size:
+                    raise EOFError
+                f.seek(n, os.SEEK_CUR)
+
+            read("<BBQQ")  # m_sorted, m_final, m_size, m_last
+            skip(4 * read("<Q")[0])  # diffs
+            skip(4 * read("<Q")[0])  # anchors
+            skip(read("<Q")[0])  # the landmark strings
+            skip(8 * read("<Q")[0])  # seek index
+            read("<Q")  # m_size
+            coding, count = read("<IQ")
+    except (OSError, EOFError, struct.error, OverflowError, ValueError):
+        return None
+    return count if coding <= 2 and 0 < count < 1000 else None

@@ -15,15 +15,15 @@ mert-moses.pl runs the decoder from its own working directory), ``num-features=`
 weight line (K more numbers). A feature without ``name=`` is called as Moses calls it: its type
 followed by its index among the unnamed features of that type (``PhraseDictionaryMemory0``).
 
-Checks, made when the tables are readable text (a ``PhraseDictionaryMemory`` path, or the
-path + ``.gz`` that filter-model-given-input.pl and train-model.perl fall back to): the table
-the ini points at must carry ``num-features`` scores (else the ini does not describe it, and
-patching would hide the mismatch), and the new table ``num-features + K``. K, when not given,
-is read off the new table. For binarized tables (``PhraseDictionaryCompact``,
-``PhraseDictionaryOnDisk``, ``ProbingPT``; see :mod:`.binarized`) a text table is refused with
-the command that binarizes it, and a binarized directory that records its score count
-(OnDisk, ProbingPT) must hold ``num-features + K``: the decoders do not check it (a ProbingPT
-made with CreateProbingPT's default ``--num-scores 4`` crashes moses2 on a 5-feature line).
+Checks: the table the ini points at, when it is readable text, must carry ``num-features``
+scores (else the ini does not describe it, and patching would hide the mismatch); the new table
+must be in a form Moses loads and carry ``num-features + K`` scores, K read off it when not
+given (:mod:`.table_forms`: text, Compact ``.minphr``, OnDisk and ProbingPT directories, each
+with its recorded count). The line's type becomes the one that loads the new table (a
+PhraseDictionaryMemory line given a ``.minphr`` becomes PhraseDictionaryCompact); a text table
+for a binarized line is refused with the command that binarizes it. The decoders do not check a
+binarized table's count (a ProbingPT made with CreateProbingPT's default ``--num-scores 4``
+crashes moses2 on a 5-feature line).
 
 Note that the decoder itself does not fall back to ``.gz``: ``PhraseDictionaryMemory
 path=model/phrase-table.1`` fails with "Can't read model/phrase-table.1" when only
@@ -33,16 +33,17 @@ filter-model-given-input.pl has rewritten its paths).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..output import AtomicOutput
-from .binarized import BINARIZED_TYPES, binarize_command, binarized_score_count
+from .binarized import binarize_command
 from .columns import START_WEIGHT
 from .numbers import format_number
-from .table_files import existing_table, table_columns
+from .table_files import table_columns
+from .table_forms import FEATURE_TYPES, FORM_OF_TYPE, TableForm, TableFormError, table_form
 
 #: Phrase-dictionary types whose ``path=`` is a text table that can be checked.
 TEXT_TABLE_TYPES = ("PhraseDictionaryMemory",)
@@ -78,6 +79,7 @@ class PatchResult:
     old_path: str | None
     new_path: str
     checked: list[str]  # what could be verified against the tables (for the user)
+    new_type: str = ""  # the dictionary type of the patched line
 
 
 def _content(line: str) -> str:
@@ -128,7 +130,7 @@ def phrase_dictionaries(lines: Sequence[str], ini: str = "moses.ini") -> list[Fe
     return found
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -187,31 +189,39 @@ def patch_moses_ini(
     weights: Sequence[float] = (START_WEIGHT,),
     features: int | None = None,
     ini: str = "moses.ini",
+    form: TableForm | None = None,
 ) -> PatchResult:
     """``text`` (a moses.ini) with phrase dictionary ``name`` pointing at ``table`` and carrying
-    ``features`` more scores (read off ``table`` when None, else 1), each weighted ``weights``
-    (one value for all, or one per added feature)."""
+    ``features`` more scores (read off ``table`` when None), each weighted ``weights`` (one
+    value for all, or one per added feature). The line's type becomes the one that loads
+    ``table`` (:mod:`.table_forms`; ``form``: as if ``table`` were that)."""
     lines = text.splitlines(keepends=True)
     pd, w = _find(lines, name, ini)
     checked: list[str] = []
-    if pd.type in BINARIZED_TYPES:  # a binarized table: do not read the text table beside it
-        binary = table.endswith(".minphr") or not os.path.isfile(table)
-        new_columns = None if binary else table_columns(table, gz_fallback=False)
-        if new_columns is not None:
-            raise MosesIniError(
-                f"{ini}:{pd.index + 1}: {name} is a {pd.type}, which loads a binarized table, "
-                f"but {table} is a text table; binarize it first:\n  "
-                + binarize_command(pd.type, table, new_columns)
-                + "\nthen pass the binarized table as --table"
-            )
-        new_columns = binarized_score_count(pd.type, table)
-    else:
-        table = existing_table(table)
-        new_columns = table_columns(table)
+    if pd.type not in FORM_OF_TYPE:
+        raise MosesIniError(
+            f"{ini}:{pd.index + 1}: {name} is a {pd.type}; moses-ini points PhraseDictionaryMemory, "
+            "PhraseDictionaryCompact, PhraseDictionaryOnDisk and ProbingPT lines at a rescored table"
+        )
+    if not all(math.isfinite(x) for x in weights):
+        raise MosesIniError(f"a starting weight must be a finite number, not {', '.join(map(str, weights))}")
+    if form is None:
+        try:
+            form = table_form(table, prefer_compact=pd.type == "PhraseDictionaryCompact")
+        except TableFormError as e:
+            raise MosesIniError(str(e)) from None
+    if form.kind == "text" and pd.type != FEATURE_TYPES["text"]:
+        raise MosesIniError(
+            f"{ini}:{pd.index + 1}: {name} is a {pd.type}, which loads a binarized table, "
+            f"but {form.path} is a text table; binarize it (--binarize "
+            f"{FORM_OF_TYPE[pd.type]}), or run\n  " + binarize_command(pd.type, form.path, form.scores)
+            + "\nthen pass the binarized table as --table"
+        )
+    table, new_columns = form.path, form.scores
     # EMS' create-config may already point the ini at the rescored table: then the table has
     # the new count, not the old one.
     same_table = pd.path is not None and os.path.exists(table) and any(
-        os.path.exists(p) and _same_file(p, table) for p in (pd.path, pd.path + ".gz")
+        os.path.exists(p) and same_file(p, table) for p in (pd.path, pd.path + ".gz")
     )
     if not same_table and (note := _check_current_table(pd, ini)):
         checked.append(note)
@@ -222,38 +232,41 @@ def patch_moses_ini(
             raise MosesIniError(
                 f"{table} has {new_columns} scores per line, not more than the "
                 f"{pd.num_features} that {name} already has: is it the rescored table?"
-                + _binarized_hint(pd, table)
+                + _binarized_hint(form)
             )
     if features < 1:
         raise MosesIniError("the number of added features must be at least 1")
     total = pd.num_features + features
-    if new_columns is not None and new_columns != total:
+    if new_columns != total:
         raise MosesIniError(
             f"{table} has {new_columns} scores per line, but {name} would get "
-            f"num-features={pd.num_features}+{features}={total}" + _binarized_hint(pd, table)
+            f"num-features={pd.num_features}+{features}={total}" + _binarized_hint(form)
         )
-    if new_columns is not None:
-        checked.append(f"{table}: {new_columns} scores = new num-features")
+    checked.append(f"{table}: {new_columns} scores = new num-features")
+    if form.feature_type != pd.type:
+        checked.append(f"{table} is a {form.feature_type} table: the line's type changes from {pd.type}")
     if len(weights) not in (1, features):
         raise MosesIniError(f"give one weight, or one per added feature ({features}); got {len(weights)}")
     added = list(weights) * features if len(weights) == 1 else list(weights)
 
     new_path = os.path.abspath(table)
-    lines[pd.index] = _patch_feature_line(lines[pd.index], total, new_path)
+    lines[pd.index] = _patch_feature_line(lines[pd.index], total, new_path, form.feature_type)
     lines[w] = _append_weights(lines[w], added)
-    return PatchResult("".join(lines), name, pd.type, pd.num_features, total, pd.path, new_path, checked)
+    return PatchResult("".join(lines), name, pd.type, pd.num_features, total, pd.path, new_path, checked,
+                       form.feature_type)
 
 
-def _binarized_hint(pd: FeatureLine, table: str) -> str:
-    if pd.type not in BINARIZED_TYPES:
+def _binarized_hint(form: TableForm) -> str:
+    if form.kind == "text":
         return ""
     return (f" (it was binarized with that score count; binarize the rescored text table "
-            f"again with the new one: {binarize_command(pd.type, 'TABLE.gz', 'N')})")
+            f"again with the new one: {binarize_command(form.feature_type, 'TABLE.gz', 'N')})")
 
 
-def _patch_feature_line(line: str, num_features: int, path: str) -> str:
+def _patch_feature_line(line: str, num_features: int, path: str, feature_type: str) -> str:
     body = _content(line)
     rest = line[len(body) :]
+    body = re.sub(r"^(\s*)\S+", lambda m: m.group(1) + feature_type, body, count=1)
     body = re.sub(r"(?<=\s)num-features=\S+", f"num-features={num_features}", body, count=1)
     if re.search(r"(?<=\s)path=\S+", body):
         body = re.sub(r"(?<=\s)path=\S+", lambda _: f"path={path}", body, count=1)
@@ -279,19 +292,3 @@ def _append_weights(line: str, weights: Sequence[float]) -> str:
     extra = " ".join(format_number(float(w)) for w in weights)
     return f"{kept} {extra}{body[len(kept):]}{line[len(body):]}"
 
-
-def patch_moses_ini_file(in_ini: str, out_ini: str, table: str, **options) -> PatchResult:
-    """Read ``in_ini``, patch it (see :func:`patch_moses_ini`), write ``out_ini`` atomically
-    (``-``: standard output)."""
-    if out_ini != "-" and os.path.exists(out_ini) and _same_file(in_ini, out_ini):
-        raise MosesIniError(f"{out_ini}: the output is the input; write the patched ini beside it")
-    try:
-        with open(in_ini, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise MosesIniError(f"{in_ini}: not UTF-8 text ({e})") from None
-    output = AtomicOutput(out_ini, compress=False)  # a path that cannot be written: refused now
-    result = patch_moses_ini(text, table, ini=in_ini, **options)
-    with output as f:
-        f.write(result.text.encode("utf-8"))
-    return result

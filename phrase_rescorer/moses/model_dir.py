@@ -27,7 +27,8 @@ from ..rescoring.engine import rescore_table
 from ..rescoring.options import ProgressCallback, RescoreSummary
 from .binarized import BINARIZED_TYPES
 from .columns import START_WEIGHT
-from .ini import MosesIniError, PatchResult, check_moses_ini, patch_moses_ini_file
+from .ini import MosesIniError, PatchResult, check_moses_ini
+from .ini_file import patch_moses_ini_file
 from .table_files import existing_table
 
 

@@ -134,6 +134,23 @@ def _ini(features: int, columns: int) -> Callable[[Path, Path], None]:
 
 
 INI_ARGS = ("-q", "moses-ini", "{dir}/moses.ini", "{out}", "--table", "{dir}/rescored.txt")
+
+
+def _ini_table(table: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """moses-ini's arguments with --table TABLE (in the case's directory) and ``extra``."""
+    return (*INI_ARGS[:-1], "{dir}/" + table, *extra)
+
+
+def _ini_and(files: dict[str, bytes]) -> Callable[[Path, Path], None]:
+    """The setup of ``_ini(4, 5)``, and ``files`` (relative paths) written beside it."""
+
+    def setup(directory: Path, model: Path) -> None:
+        _ini(4, 5)(directory, model)
+        for name, data in files.items():
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_bytes(data)
+
+    return setup
 OTHER_MODEL = ("-q", "rescore", "{in}", "{out}", "--model", "{dir}/other.pt")
 LINE2 = r"{in}:2: "
 
@@ -216,6 +233,22 @@ CASES = [
     Case("moses-ini --features 1 for a table with 2 more columns", code=5, output="absent",
          args=(*INI_ARGS, "--features", "1"), out_name="moses.rnn.ini", setup=_ini(4, 6),
          message=r"has 6 scores per line, but TranslationModel0 would get num-features=4\+1=5"),
+    Case("moses-ini --table that does not exist", code=5, output="absent", args=_ini_table("nothing"),
+         out_name="moses.rnn.ini", setup=_ini(4, 5), message=r"{dir}/nothing: no such table \(nor"),
+    Case("moses-ini --table a file inside a ProbingPT directory", code=5, output="absent",
+         args=_ini_table("pt.probing/config"), out_name="moses.rnn.ini",
+         setup=_ini_and({"pt.probing/config": b"num_scores\t5\n", "pt.probing/probing_hash.dat": b"x"}),
+         message=r"pt.probing/config is a file inside the ProbingPT table {dir}/pt.probing: give the directory"),
+    Case("moses-ini --table a directory that is no table", code=5, output="absent", args=_ini_table("sub"),
+         out_name="moses.rnn.ini", setup=_ini_and({"sub/file": b"x"}),
+         message=r"{dir}/sub is a directory but not a binarized phrase table"),
+    Case("moses-ini --table a .minphr that is not one", code=5, output="absent", args=_ini_table("pt.minphr"),
+         out_name="moses.rnn.ini", setup=_ini_and({"pt.minphr": b"\x00" * 40}),
+         message=r"{dir}/pt.minphr: not a Compact phrase table made by processPhraseTableMin"),
+    Case("moses-ini --weight nan", code=5, output="absent", args=(*INI_ARGS, "--weight", "nan"),
+         out_name="moses.rnn.ini", setup=_ini(4, 5), message=r"a starting weight must be a finite number, not nan"),
+    Case("moses-ini --weight inf", code=5, output="absent", args=(*INI_ARGS, "--weight", "-inf"),
+         out_name="moses.rnn.ini", setup=_ini(4, 5), message=r"a starting weight must be a finite number, not -inf"),
     # --- paths
     Case("output in a missing directory", code=6, output="absent", out_name="missing/out.gz",
          message=r"{out}: output directory does not exist"),

@@ -1,7 +1,8 @@
 """The rescored table in the real Moses decoders: the feature they compute is the network's.
 
 For each way a Moses user loads a phrase table (text, Compact, OnDisk, ProbingPT in moses and
-in moses2), the tiny system of tests/data/moses is decoded with a table rescored by a small
+in moses2), starting from train-model.perl's PhraseDictionaryMemory line or from a line of the
+binarized type, the tiny system of tests/data/moses is decoded with a table rescored by a small
 random network, and for every sentence the n-best list's TranslationModel0 must hold 5 values
 (6 with --unk-feature) whose 5th is the sum, over the phrase pairs of the best hypothesis, of
 the network's own log p(f|e) (computed here, not read from the table), to 1e-4; the 6th the sum
@@ -17,7 +18,8 @@ import pytest
 
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.moses.ini import MosesIniError, patch_moses_ini_file
+from phrase_rescorer.moses.ini import MosesIniError
+from phrase_rescorer.moses.ini_file import patch_moses_ini_file
 from tests.helpers import moses as m
 from tests.helpers.rescore_data import appended_columns, reference_log_probs
 from tests.integration.conftest import rescored_table
@@ -74,16 +76,20 @@ TYPE = {
 
 
 @pytest.mark.parametrize(
-    ("kind", "decoder"),
-    [("memory", "moses"), ("compact", "moses"), ("ondisk", "moses"), ("probing", "moses"), ("probing", "moses2")],
+    ("kind", "decoder", "start"),
+    [("memory", "moses", "memory"),
+     *[(k, d, s) for k, d in [("compact", "moses"), ("ondisk", "moses"), ("probing", "moses"), ("probing", "moses2")]
+       for s in ("memory", "binarized")]],
 )
 def test_the_decoders_feature_is_the_networks_log_p(
-    moses: Path, work: Path, lm: Path, network: Path, rescored: tuple[Path, int], kind: str, decoder: str
+    moses: Path, work: Path, lm: Path, network: Path, rescored: tuple[Path, int], kind: str, decoder: str,
+    start: str,
 ) -> None:
     table, n = rescored
-    here = work / f"{kind}-{decoder}-{n}"
+    here = work / f"{kind}-{decoder}-{n}-{start}"
     here.mkdir()
-    # The baseline ini, as train-model.perl writes it, patched by moses-ini.
+    # The baseline ini, as train-model.perl writes it (or with the binarized type), patched by
+    # moses-ini: the line gets the type that loads the table, and the count it was made with.
     base = m.write_ini(
         here / "moses.ini",
         f"PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={m.PHRASE_TABLE} "
@@ -92,13 +98,13 @@ def test_the_decoders_feature_is_the_networks_log_p(
     )
     loaded = table
     if BINARIZE[kind] is not None:
-        base.write_text(base.read_text().replace("PhraseDictionaryMemory", TYPE[kind]))
+        if start == "binarized":
+            base.write_text(base.read_text().replace("PhraseDictionaryMemory", TYPE[kind]))
         loaded = here / ("phrase-table.rnn" if kind == "compact" else f"phrase-table.rnn.{kind}")
         m.run(BINARIZE[kind](moses, table, loaded, n), cwd=here)
     ini = here / "moses.rnn.ini"
-    # A .minphr file does not say its score count: give it (--features), as a user must.
-    result = patch_moses_ini_file(str(base), str(ini), str(loaded), features=n - 4 if kind == "compact" else None)
-    assert result.new_features == n and f"num-features={n}" in ini.read_text()
+    result = patch_moses_ini_file(str(base), str(ini), str(loaded))
+    assert result.new_features == n and f"{TYPE[kind]} name=TranslationModel0 num-features={n} " in ini.read_text()
 
     known = table_pairs(table)
     best = m.decode(moses, ini, here, decoder)

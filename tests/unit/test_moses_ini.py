@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import struct
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,10 @@ from phrase_rescorer.moses.ini import (
     MosesIniError,
     check_moses_ini,
     patch_moses_ini,
-    patch_moses_ini_file,
     phrase_dictionaries,
     table_columns,
 )
+from phrase_rescorer.moses.ini_file import patch_moses_ini_file
 from tests.helpers.paths import REAL_INI, REPO
 
 
@@ -22,6 +23,13 @@ def changed_lines(a: str, b: str) -> list[tuple[str, str]]:
     la, lb = a.splitlines(keepends=True), b.splitlines(keepends=True)
     assert len(la) == len(lb)
     return [(x, y) for x, y in zip(la, lb, strict=True) if x != y]
+
+
+def compact_header(scores: int) -> bytes:
+    """The start of a .minphr file as processPhraseTableMin lays it out (an empty index), up to
+    the score count (moses.binarized.compact_score_count; real files in tests/integration)."""
+    index = struct.pack("<QQQ", 10, 16, 8) + struct.pack("<BBQQQQQQQ", 1, 1, 0, 0, 0, 0, 0, 0, 0)
+    return index + struct.pack("<IQ", 2, scores) + b"\x00" * 64
 
 
 def table(path: Path, scores: str = "0.5 0.4 0.3 0.2", lines: int = 3) -> Path:
@@ -147,13 +155,14 @@ def test_compact_dictionary_takes_a_binarized_table(ini: str, tmp_path: Path) ->
     with pytest.raises(MosesIniError, match=r"processPhraseTableMin -in .*pt\.rnn\.gz -out .*pt\.rnn -nscores 5"):
         patch_moses_ini(ini, str(text_table), name="TM2")
     binarized = tmp_path / "pt.rnn.minphr"
-    binarized.write_bytes(b"\x00binary")
+    binarized.write_bytes(compact_header(5))
     prefix = str(tmp_path / "pt.rnn")  # Moses appends .minphr; the .gz text table beside it is not read
     result = patch_moses_ini(ini, prefix, name="TM2")
     assert result.new_features == 5
     assert f"PhraseDictionaryCompact name=TM2 num-features=5 path={prefix} " in result.text
     assert "TM2= 0.7 0.8 0.9 1.0 0.02\n" in result.text
-    assert patch_moses_ini(ini, prefix, name="TM2", features=2).new_features == 6
+    with pytest.raises(MosesIniError, match=r"has 5 scores per line, but TM2 would get num-features=4\+2=6"):
+        patch_moses_ini(ini, prefix, name="TM2", features=2)
 
 
 def test_default_names_follow_moses(ini: str) -> None:
