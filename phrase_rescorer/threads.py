@@ -6,9 +6,8 @@ Without it torch uses every core (or ``OMP_NUM_THREADS``). With it:
   splits a window among worker threads, starts as many workers as torch has threads, so N = 1
   scores on one thread;
 * the BLAS / OpenMP pools of libraries already loaded (numpy's BLAS; scikit-learn's OpenMP for
-  t-SNE) are capped through threadpoolctl when it is installed (it comes with the ``plots``
-  extra), and ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` are set for
-  those loaded later.
+  t-SNE) are capped through threadpoolctl, and ``OMP_NUM_THREADS`` /
+  ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` are set for those loaded later.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ def limit_threads(n: int) -> None:
     torch.set_num_threads(n)
     for name in _VARIABLES:
         os.environ[name] = str(n)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - the plots extra is not installed
-        return
+    from threadpoolctl import threadpool_limits
+
     threadpool_limits(limits=n)
