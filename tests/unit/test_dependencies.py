@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
 from importlib.metadata import packages_distributions
 
+import pytest
+
 from tests.helpers.paths import REPO
+
+tomllib = pytest.importorskip("tomllib", reason="Python >= 3.11 reads pyproject.toml")
 
 
 def _declared() -> set[str]:
