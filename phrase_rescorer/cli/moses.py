@@ -10,7 +10,7 @@ from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from . import cli
 from .common import UserError, is_quiet, model_option, say, warn
-from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_options, table_progress
+from .rescore import COMMAND_SETTINGS, options_dict, rescore_options, table_progress
 
 
 @cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
@@ -29,10 +29,9 @@ from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_optio
 @click.option("--features", type=click.IntRange(min=1), default=None,
               help="How many columns were added  [default: read off --table when it is a "
               "readable text table, else 1].")
-@quiet_option
 @click.pass_context
 def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: str,
-              weights: tuple[float, ...], features: int | None, quiet: bool) -> None:
+              weights: tuple[float, ...], features: int | None) -> None:
     """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
     increased by the added columns and its weight line extended; every other line as it was.
 
@@ -54,7 +53,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 
     result = patch_moses_ini_file(in_ini, out_ini, table, name=name, weights=weights or (START_WEIGHT,),
                                   features=features)
-    if not (quiet or is_quiet(ctx)):
+    if not is_quiet(ctx):
         say(ctx, f"{result.name} ({result.type}): num-features {result.old_features} -> "
                  f"{result.new_features}, path -> {result.new_path}")
         for note in result.checked:
@@ -74,7 +73,8 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
+              help=f"Starting weight of each added feature  [default: {START_WEIGHT}, as experiment "
+              "--start-weights ini, which also keeps the ini's weights; see moses-ini -h].")
 @click.option("--moses", "moses_dir", default=None, metavar="DIR",
               help="Moses installation for the printed command  [default: $MOSES].")
 @click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
@@ -83,18 +83,18 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, name: s
 @click.option("--working-dir", default=None,
               help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
 @rescore_options
-@quiet_option
 @click.pass_context
 def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
                ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
                moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
-               quiet: bool, **kw: Any) -> None:
+               **kw: Any) -> None:
     """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
     MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
     MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
     fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
     the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
     from ..moses.model_dir import format_command, rescore_model_dir
+    from ..threads import current_threads
 
     model_path = _renamed(model_path, network, "-m/--model", "--network")
     moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
@@ -103,14 +103,14 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     if distributed.Launch.from_env() is not None:
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
                         "shares the work), then `moses-ini` as one process")
-    quiet = quiet or is_quiet(ctx)
+    quiet = is_quiet(ctx)
     bar, tick = table_progress(quiet, "rescore")
     with bar:
         result = rescore_model_dir(
             model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
             moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
-            on_progress=tick, on_warning=warn, **options_dict(kw),
+            threads=current_threads(), on_progress=tick, on_warning=warn, **options_dict(kw),
         )
     if not quiet:
         click.echo(result.summary.closing_line(), err=True)

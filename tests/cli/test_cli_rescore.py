@@ -167,7 +167,7 @@ def _train_model_dir(root: Path, columns: int = 4) -> Path:
 def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Path) -> None:
     model_dir = _train_model_dir(tmp_path)
     (tmp_path / "mert-work-rnn").mkdir()  # an earlier tuning run: must not be reused
-    r = run(str(model_dir), "--network", str(model), "--unk-feature", "--dev-source", "dev.en",
+    r = run(str(model_dir), "--network", str(model), "--unk-feature", "--dev-source", "dev.en", "-threads", "2",
             program="moses-rescore-step")
     assert r.returncode == 0, r.stderr
     values = appended_columns(model_dir / "phrase-table.gz", model_dir / "phrase-table.rnn.gz", columns=2)
@@ -179,6 +179,7 @@ def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Pa
     assert "mert-moses.pl" in command and "dev.en" in command and "DEV.REF" in command
     assert f"{model_dir}/moses.rnn.ini" in command and "/bin/moses" in command
     assert f"--working-dir={tmp_path}/mert-work-rnn.2" in command
+    assert "'--decoder-flags=-threads 2'" in command  # the step's own thread count, not a fixed one
     assert "replace DEV.REF by your tuning set" in r.stderr.decode()
 
 
