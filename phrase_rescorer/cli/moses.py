@@ -123,6 +123,21 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     click.echo(format_command(result.mert_command))
 
 
+@cli.command("moses-configs", context_settings=COMMAND_SETTINGS)
+def moses_configs() -> None:
+    """Print the directory of the Moses configuration files installed with phrase_rescorer:
+    the EMS fragment (ems-rnn-rescoring.config), an annotated 5-feature moses.ini and their
+    notes (README.md).
+
+    \b
+    Example:
+      cat "$(phrase-rescorer moses-configs)/ems-rnn-rescoring.config"
+    """
+    from ..moses.configs import configs_dir
+
+    click.echo(str(configs_dir()))
+
+
 def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
     """An option given by its deprecated name: accepted, with a warning (both: refused)."""
     if old_value is None:
@@ -133,4 +148,4 @@ def _renamed(value: str | None, old_value: str | None, name: str, old_name: str)
     return old_value
 
 
-__all__ = ["moses_ini", "moses_step"]
+__all__ = ["moses_configs", "moses_ini", "moses_step"]
