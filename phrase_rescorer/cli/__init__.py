@@ -17,7 +17,7 @@ from .common import EXIT_CODES, add_common_options, run_guarded
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group("phrase-rescorer", context_settings=CONTEXT_SETTINGS)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Add the RNN Encoder-Decoder feature of Cho et al. (2014) to a Moses phrase table.
