@@ -161,7 +161,9 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.pass_context
 def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **kw: Any) -> None:
     """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
-    IN, writing OUT (.gz by name; - for stdin/stdout).
+    IN, writing OUT (- for stdin/stdout). IN may be plain or gzip, bzip2, xz or zstd, told by
+    its content; OUT is compressed as its name says (.gz, .bz2, .xz, .zst; a name such as
+    .lzma, .Z or .tgz is refused).
 
     IN may be a stem, as EMS gives it: when IN does not exist but IN.gz does, IN.gz is read
     and OUT written as OUT.gz.

@@ -191,3 +191,41 @@ def test_moses_step_checks_the_ini_before_scoring(model: Path, tmp_path: Path) -
     shutil.rmtree(model_dir)
     r = run(str(tmp_path), "--network", str(model), program="moses-rescore-step")
     assert r.returncode == 5 and "no moses.ini here" in r.stderr.decode()
+
+
+def test_gz_in_xz_out_round_trips(model: Path, head: Path, tmp_path: Path) -> None:
+    import lzma
+
+    plain, xz = tmp_path / "out.txt", tmp_path / "out.xz"
+    assert run(str(head), str(plain), "--model", str(model), "-q").returncode == 0
+    r = run(str(head), str(xz), "--model", str(model), "-q")
+    assert r.returncode == 0, r.stderr
+    assert lzma.decompress(xz.read_bytes()) == plain.read_bytes()  # xz, as the name says
+    again = tmp_path / "again.zst"  # and the xz output is an input
+    r = run(str(xz), str(again), "--model", str(model), "-q")
+    assert r.returncode == 0, r.stderr
+    assert again.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+
+
+@pytest.mark.parametrize("name", ["in.xz", "in.bz2", "in.zst"])
+def test_a_truncated_compressed_input_is_exit_3(model: Path, tmp_path: Path, name: str) -> None:
+    import bz2
+    import lzma
+
+    import zstandard
+
+    pack = {"in.xz": lzma.compress, "in.bz2": bz2.compress, "in.zst": zstandard.ZstdCompressor().compress}[name]
+    packed = pack(HEAD)
+    table = tmp_path / name
+    table.write_bytes(packed[: len(packed) * 2 // 3])
+    r = run(str(table), str(tmp_path / "out.gz"), "--model", str(model))
+    err = r.stderr.decode()
+    assert r.returncode == 3, err
+    assert err.startswith(f"rescore-phrase-table: error: {table}:") and "truncated or corrupt" in err
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_compressed_name_not_written_is_refused_before_any_work(model: Path, head: Path, tmp_path: Path) -> None:
+    r = run(str(head), str(tmp_path / "out.lzma"), "--model", str(model))
+    assert r.returncode == 6 and ".lzma names legacy lzma (write .xz), which is not written" in r.stderr.decode()
+    assert not (tmp_path / "out.lzma").exists()
