@@ -92,7 +92,8 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
     MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
     fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
-    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). The printed
+    command runs the decoder on this run's thread count (--threads / -threads)."""
     from ..moses.model_dir import format_command, rescore_model_dir
     from ..threads import current_threads
 
