@@ -34,6 +34,7 @@ import lzma
 import os
 import re
 import zlib
+from collections.abc import Callable
 from typing import IO, BinaryIO, Protocol, cast
 
 import zstandard
@@ -127,11 +128,11 @@ def open_reader(fmt: str, source: Readable) -> Reader:
     if fmt == "gzip":
         return cast(Reader, gzip.GzipFile(filename="", mode="rb", fileobj=file))
     if fmt == "bzip2":
-        return cast(Reader, bz2.BZ2File(file, mode="rb"))
+        return _StreamReader(source, fmt, bz2.BZ2Decompressor)
     if fmt == "xz":
-        return cast(Reader, lzma.LZMAFile(file, mode="rb"))
+        return _StreamReader(source, fmt, lambda: lzma.LZMADecompressor(format=lzma.FORMAT_XZ))
     if fmt == "zstd":
-        return cast(Reader, _ZstdReader(source))
+        return _StreamReader(source, fmt, lambda: zstandard.ZstdDecompressor().decompressobj())
     raise ValueError(f"unknown compression format {fmt!r}")
 
 
@@ -150,17 +151,27 @@ def open_writer(fmt: str, sink: BinaryIO) -> BinaryIO:
     raise ValueError(f"unknown compression format {fmt!r}")
 
 
-class _ZstdReader:
-    """zstd frames, one after another, from ``source``. ``zstandard``'s own stream reader takes
-    a stream cut inside a frame for a short one and ends quietly; this one raises EOFError, as
-    the standard library's readers do."""
+class _Decoder(Protocol):
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    def decompress(self, data: bytes, /) -> bytes: ...
+
+
+class _StreamReader:
+    """bzip2 or xz streams, or zstd frames, one after another, from ``source``, as ``bzip2 -d``,
+    ``xz -d`` and ``zstd -d`` read them: a stream cut short raises EOFError, and bytes after the
+    last stream that do not start another raise the decoder's error. (``zstandard``'s own stream
+    reader takes a cut frame for a short one and ends quietly; the standard library's BZ2File
+    and LZMAFile ignore what follows the last stream.)"""
 
     _CHUNK = 1 << 17
 
-    def __init__(self, source: Readable) -> None:
-        self._source = source
-        self._decoder = zstandard.ZstdDecompressor().decompressobj()
-        self._fed = False  # bytes given to the current frame
+    def __init__(self, source: Readable, fmt: str, decoder: Callable[[], _Decoder]) -> None:
+        self._source, self._fmt, self._new = source, fmt, decoder
+        self._decoder = decoder()
+        self._fed = False  # bytes given to the current stream
         self._pending = b""  # decompressed, not yet returned
         self.closed = False
 
@@ -185,12 +196,12 @@ class _ZstdReader:
             data = self._source.read(self._CHUNK)
             if not data:
                 if self._fed and not self._decoder.eof:
-                    raise EOFError("compressed file ended before the end of its last zstd frame")
+                    raise EOFError(f"compressed file ended before the end of its last {self._fmt} stream")
                 return b""
             out = []
             while data:
                 if self._decoder.eof:
-                    self._decoder, self._fed = zstandard.ZstdDecompressor().decompressobj(), False
+                    self._decoder, self._fed = self._new(), False
                 self._fed = True
                 out.append(self._decoder.decompress(data))
                 data = self._decoder.unused_data if self._decoder.eof else b""

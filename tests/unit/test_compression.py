@@ -110,3 +110,11 @@ def test_an_unreadable_format_is_a_table_error(tmp_path: Path) -> None:
     table.write_bytes(b"\x1f\x9d\x90" + DATA[:100])
     with pytest.raises(PhraseTableError, match=r"compress \(\.Z\)-compressed input"):
         _read(table)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_bytes_after_the_last_stream_are_an_error(tmp_path: Path, suffix: str) -> None:
+    table = tmp_path / f"t{suffix}"
+    table.write_bytes(COMPRESS[suffix](DATA) + b"garbage, not another stream")
+    with pytest.raises(PhraseTableStreamError, match=f"truncated or corrupt {compression.SUFFIXES[suffix]} stream"):
+        _read(table)
