@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from benchmarks.flops import pair_flops
+from phrase_rescorer.cli.common import ThreadCount
 from phrase_rescorer.cpu_features import FLAGS, cpu_features
 from phrase_rescorer.data.batching import epoch_plan, trainable
 from phrase_rescorer.data.pairs import PairSet
@@ -43,8 +44,8 @@ SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
 #: What every benchmark command shares: its help options, ``--table`` (and its default),
 #: ``--threads`` and ``--json``.
 command = click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-threads_option = click.option("--threads", type=click.IntRange(min=1), default=None,
-                              help="CPU threads  [default: torch's].")
+threads_option = click.option("--threads", "-threads", type=ThreadCount(), metavar="N|all", default=None,
+                              help="CPU threads, a number or 'all'  [default: torch's].")
 json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
                            help="Also write the figures here.")
 table_option = click.option(
@@ -102,9 +103,10 @@ def _sync(device: torch.device) -> None:
 
 
 def head_of_table(table: str, lines: int | None, out: Path) -> int:
-    """The first ``lines`` lines (all when None) of ``table`` as a gzip file; the count."""
-    with gzip.open(table, "rb") if _is_gzip(table) else open(table, "rb") as f:
-        data = b"".join(itertools.islice(f, lines))
+    """The first ``lines`` lines (all when None) of ``table`` (plain or compressed, read by the
+    package's reader) as a gzip file; the count."""
+    with InputTable(table, check_scores=False) as t:
+        data = b"".join(e.raw + e.terminator for e in itertools.islice(t, lines))
     out.write_bytes(gzip.compress(data, compresslevel=1))
     return data.count(b"\n")
 
@@ -119,11 +121,6 @@ def renamed_copies(table: Path, copies: int, out: Path) -> None:
             with gzip.open(table, "rb") as f:
                 for line in f:
                     w.write(tag + line)
-
-
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
 
 
 def shortlists(table: str, size: int) -> tuple[Vocabulary, Vocabulary]:

@@ -20,7 +20,8 @@ power loss) leaves it behind; the next run writing the same destination removes 
 temporaries, naming them in a warning. Within one process, threads look for stale temporaries
 and create their own one at a time (``_CREATING``), so that one thread never takes another's
 temporary, created but not yet locked, for stale. Errors are :class:`OutputError` (an ``OSError`` naming
-the output path).
+the output path); the checks of a path (:func:`check_output_path`, :func:`check_distinct_paths`)
+are ``output_targets``', re-exported here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import gzip
 import io
 import os
 import select
@@ -39,10 +39,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
 
+from .compression import format_of_name, open_writer
 from .output_targets import (
+    OutputError,
+    check_distinct_paths,
+    check_output_path,
     fd_of_link,
     fsync_directory,
-    is_open,
     is_special,
     mode_for,
     stale_temporaries,
@@ -56,73 +59,37 @@ _CREATING = threading.Lock()  # the stale scan, and a temporary's creation up to
 _write = os.write
 
 
-class OutputError(OSError):
-    """An output that cannot be written: ``str(e)`` is ``"path: message"``; ``filename`` the path."""
-
-    def __init__(self, path: str, message: str, code: int | None = None) -> None:
-        super().__init__(code, message)
-        self.filename = path
-
-    def __str__(self) -> str:
-        return f"{self.filename or repr(self.filename)}: {self.strerror}"
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.filename, self.strerror, self.errno))
-
-
 class ReaderGone(OutputError):
     """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
     ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
 
 
-def check_output_path(path: str) -> None:
-    """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
-    check their outputs before any long work."""
-    if path == "":
-        raise OutputError(path, "empty output path")
-    if path == "-":
-        if sys.stdout is None or not is_open(1):
-            raise OutputError("-", "standard output is closed")
-        return
-    fd = fd_of_link(path)
-    if fd is not None:
-        if not is_open(fd):
-            raise OutputError(path, f"file descriptor {fd} is not open")
-        return
-    if is_special(path):
-        return
-    if os.path.isdir(path):
-        raise OutputError(path, "output path is a directory", errno.EISDIR)
-    if path.endswith(os.sep):
-        raise OutputError(path, "output path ends with '/': it names a directory, not a file", errno.EISDIR)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise OutputError(path, "output directory does not exist", errno.ENOENT)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise OutputError(path, f"permission denied: cannot create files in {directory}", errno.EACCES)
-
-
 class AtomicOutput:
     """Context manager yielding a binary file whose content appears at ``path`` only on success.
 
-    Gzip-compressed (level 6, mtime 0: identical input gives identical bytes) when ``path`` ends
-    with ``.gz`` or ``compress`` says so. On a clean exit the data is flushed, fsynced and
-    renamed onto ``path``; on any exception (KeyboardInterrupt and SystemExit included) or after
-    :meth:`abort`, the temporary is deleted and ``path`` left untouched. The constructor checks
-    the path (:func:`check_output_path`). An ``OSError`` that names no file (a full disk, an I/O
-    error) is labelled with ``path``; :attr:`write_error` keeps the first one a write met (for
-    callers whose serializer replaces it by an error of its own). ``on_warning`` is told about
-    stale temporaries removed. Special targets (module docstring) are written straight through.
+    Compressed as its name says (``compression.format_of_name``: ``.gz``, ``.bz2``, ``.xz``,
+    ``.zst``; a name of another compressed format is refused), or gzip when ``compress`` is True;
+    the compressor writes into the temporary, through the same checked writes. On a clean exit
+    the data is flushed, fsynced and renamed onto ``path``; on any exception (KeyboardInterrupt
+    and SystemExit included) or after :meth:`abort`, the temporary is deleted and ``path`` left
+    untouched. The constructor checks the path (:func:`check_output_path`). An ``OSError`` that
+    names no file (a full disk, an I/O error) is labelled with ``path``; :attr:`write_error`
+    keeps the first one a write met (for callers whose serializer replaces it by an error of its
+    own). ``on_warning`` is told about stale temporaries removed. Special targets (module
+    docstring) are written straight through.
     """
 
     def __init__(
         self, path: str, compress: bool | None = None, on_warning: Callable[[str], None] | None = None
     ) -> None:
-        check_output_path(path)
+        check_output_path(path, by_name=compress is None)
         self.path = path
-        #: gzip the bytes written; by default when ``path`` ends with ``.gz``. ``False`` stores
-        #: them as given (e.g. gzip members that are already compressed).
-        self.compress = path.endswith(".gz") if compress is None else compress
+        #: The compression format of the bytes written (``compression``), by default the one
+        #: ``path`` names; ``compress=False`` stores them as given (e.g. streams that are
+        #: already compressed), ``True`` gzips them.
+        self.compression: str | None = (
+            (format_of_name(path) if path != "-" else None) if compress is None else ("gzip" if compress else None)
+        )
         self.on_warning = on_warning
         self.temporary: str | None = None
         self.direct = path == "-" or fd_of_link(path) is not None or is_special(path)
@@ -140,9 +107,9 @@ class AtomicOutput:
             sink = self._sink = self._open_direct() if self.direct else self._create_temporary()
             buffered = io.BufferedWriter(sink, _BUFFER_SIZE)
             self._streams = [buffered]  # type: ignore[list-item]
-            if self.compress:
-                compressor = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, compresslevel=6, mtime=0)
-                # GzipFile.write costs a Python call per line: batch the writes.
+            if self.compression is not None:
+                compressor = open_writer(self.compression, buffered)  # type: ignore[arg-type]
+                # a compressor's write costs a Python call per line: batch the writes.
                 batched = io.BufferedWriter(compressor, _BUFFER_SIZE)  # type: ignore[arg-type]
                 self._streams = [batched, compressor, buffered]  # type: ignore[list-item]
         except BaseException as exc:
@@ -204,7 +171,7 @@ class AtomicOutput:
         assert self._sink is not None
         try:
             for stream in self._streams:
-                stream.close()  # the batched writes, the gzip trailer, the last buffer
+                stream.close()  # the batched writes, the end of the compressed stream, the last buffer
             if self.direct:
                 self._sink.close_fd()
                 return
@@ -292,16 +259,4 @@ class _Sink(io.RawIOBase):
         self.fd = -1
 
 
-def check_distinct_paths(input_path: str, output_path: str) -> None:
-    """Raise OutputError if ``output_path`` names the same file as ``input_path``.
-
-    Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
-    themselves (hard links). ``-`` (stdin/stdout) never clashes.
-    """
-    if input_path == "-" or output_path == "-" or "" in (input_path, output_path):
-        return
-    same = os.path.realpath(input_path) == os.path.realpath(output_path)
-    if not same and os.path.exists(input_path) and os.path.exists(output_path):
-        same = os.path.samefile(input_path, output_path)
-    if same:
-        raise OutputError(output_path, f"output is the same file as the input {input_path!r}", errno.EINVAL)
+__all__ = ["AtomicOutput", "OutputError", "ReaderGone", "check_distinct_paths", "check_output_path"]

@@ -12,17 +12,14 @@ import sys
 
 import click
 
-from .. import __version__
-from .common import EXIT_CODES, run_guarded
+from .common import EXIT_CODES, add_common_options, run_guarded
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
-@click.version_option(__version__, "--version", prog_name="phrase-rescorer")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars or summaries on stderr (errors still).")
+@click.group("phrase-rescorer", context_settings=CONTEXT_SETTINGS)
 @click.pass_context
-def cli(ctx: click.Context, quiet: bool) -> None:
+def cli(ctx: click.Context) -> None:
     """Add the RNN Encoder-Decoder feature of Cho et al. (2014) to a Moses phrase table.
 
     \b
@@ -37,7 +34,6 @@ def cli(ctx: click.Context, quiet: bool) -> None:
     Run any command with -h for its options.
     """
     ctx.ensure_object(dict)
-    ctx.obj["quiet"] = quiet
 
 
 def _register() -> None:
@@ -49,6 +45,8 @@ def _register() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise
+    for command in (cli, *cli.commands.values()):
+        add_common_options(command)
 
 
 _register()

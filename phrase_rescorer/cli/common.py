@@ -13,13 +13,13 @@ from typing import Any, NoReturn
 import click
 import torch
 
-from .. import devices
+from .. import __version__, devices
 from ..model.checkpoint import CheckpointError
 from ..moses.ini import MosesIniError
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
 from ..output import OutputError, ReaderGone
 from ..rescoring.options import OptionError
-from ..threads import limit_threads
+from ..threads import default_threads, limit_threads, usable_cores
 from .progress import Progress
 
 #: Exit codes of every phrase_rescorer program (documented in the README).
@@ -28,15 +28,16 @@ EXIT_CODES = {
     1: "internal error (a bug: please report it with the traceback)",
     2: "usage error: unknown option, missing argument, refused combination",
     3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
-       "or corrupt gzip, another compression format, empty table (file:line given); dev/test files of "
-       "different lengths",
+       "or corrupt compressed input, a compression format not read, empty table (file:line given); dev/test "
+       "files of different lengths",
     4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
        "a vocabulary that does not cover the table",
     5: "moses.ini does not match its phrase table or cannot be patched: a --table that is no table in a form Moses "
        "loads, a score count other than num-features + the added columns, a weight that is not finite, a failed "
        "--binarize",
     6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
-       "directory, missing directory, the input itself, closed stdout), permission, disk full, short write",
+       "directory, missing directory, the input itself, a compressed name not written such as .lzma, closed "
+       "stdout), permission, disk full, short write",
     129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
     130: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training saves "
          "MODEL.last.pt for --resume, experiment keeps its finished runs",
@@ -173,21 +174,77 @@ device_option: Callable[..., Any] = click.option(
 )
 
 
-def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    if value is not None:
-        limit_threads(value)
-    return value
+class ThreadCount(click.ParamType):
+    """A thread count: a number >= 1, or ``all`` (every core this process may use)."""
+
+    name = "N|all"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif str(value).strip().lower() == "all":
+            return usable_cores()
+        else:
+            try:
+                n = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a thread count: give a number (1 or more) or 'all'", param, ctx)
+        if n < 1:
+            self.fail(f"{n} is not a thread count: give a number (1 or more) or 'all'", param, ctx)
+        return n
+
+
+THREADS_HELP = ("Compute threads, a number or 'all' (every core); -threads N as in Moses  [default: 1, as "
+                "Moses' decoder, or OMP_NUM_THREADS when set: a pipeline (EMS, train-model.perl) runs "
+                "steps side by side].")
+
+
+def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int:
+    n = default_threads() if value is None else value
+    if not ctx.resilient_parsing:
+        limit_threads(n)
+    return n
 
 
 threads_option: Callable[..., Any] = click.option(
     "--threads",
-    type=click.IntRange(min=1),
+    "-threads",
+    type=ThreadCount(),
+    metavar="N|all",
     default=None,
     expose_value=False,
     callback=_set_threads,
-    help="Compute threads (as Moses' -threads)  [default: every core, or OMP_NUM_THREADS].",
+    help=THREADS_HELP,
 )
-"""``--threads N`` for every command that computes; applied while the options are parsed."""
+"""``--threads N`` (also Moses' spelling ``-threads N``) for every command that computes;
+applied while the options are parsed."""
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:  # given before or after the subcommand: one flag, kept on the outermost context
+        ctx.find_root().ensure_object(dict)["quiet"] = True
+    return value
+
+
+def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"{ctx.find_root().info_name}, version {__version__}")
+        ctx.exit()
+
+
+def add_common_options(command: click.Command) -> click.Command:
+    """``-q/--quiet`` and ``--version``, the one definition given to every program and
+    subcommand, so that ``phrase-rescorer -q train ...``, ``phrase-rescorer train -q ...`` and
+    ``rescore-phrase-table -q ...`` all work. Idempotent."""
+    if any("--quiet" in p.opts for p in command.params):
+        return command
+    command.params.append(click.Option(
+        ["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_quiet,
+        help="No progress bars or summaries on stderr (errors and warnings still)."))
+    command.params.append(click.Option(
+        ["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+        help="Show the version and exit."))
+    return command
 
 
 def model_option(dest: str = "model", required: bool = True) -> Callable[..., Any]:

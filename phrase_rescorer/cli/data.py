@@ -25,8 +25,8 @@ def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_
     """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and
     sources, targets per source, phrase lengths, shortlist coverage and every malformed line
     (file:line and why). Unlike the other commands it does not stop at the first bad line; it
-    does stop (exit 3 or 6) on a file it cannot read to the end (truncated or corrupt gzip,
-    read error), whose figures would be short."""
+    does stop (exit 3 or 6) on a file it cannot read to the end (truncated or corrupt compressed
+    input, read error), whose figures would be short."""
     with progress(ctx, "inspect", " lines") as bar:
         stats = inspect_table(table, vocab_size, max_reported, on_progress=lambda lines, _size: bar.update_to(lines))
         bar.update_to(stats.lines)

@@ -8,10 +8,12 @@ import click
 
 from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
+from ..moses.columns import START_WEIGHT
+from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import MosesNotFound, find_moses
-from ..threads import limit_threads
+from ..threads import default_threads, limit_threads
 from . import cli
-from .common import Terminated, UserError, is_quiet, model_option
+from .common import Terminated, ThreadCount, UserError, is_quiet, model_option
 
 COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -40,8 +42,9 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--maximum-iterations", type=click.IntRange(min=1), default=None,
               help="mert-moses.pl's iteration cap (its default: 25).")
 @click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Threads of the decoder (Moses' -threads) and of the network while it rescores the table.")
+@click.option("--threads", "-threads", type=ThreadCount(), default=None, metavar="N|all",
+              help="Threads of the decoder (Moses' -threads) and of the network while it rescores the table: "
+              "a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).")
 @click.option("--target-lang", default=None,
@@ -49,9 +52,10 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--lowercase", "--lc", "lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
 @click.option("--start-weights", type=click.Choice(["moses-defaults", "ini"]), default="moses-defaults",
               show_default=True,
-              help="Where every system's MERT starts: train-model.perl's starting weights (0.2 for each "
-              "added column, as for every phrase-table score), or the ini's (with moses-ini's starting weight "
-              "for the added columns).")
+              help="Where every system's MERT starts: train-model.perl's starting weights "
+              f"({DEFAULT_WEIGHTS['PhraseDictionary']} for each added column, as for every phrase-table score), "
+              f"or the ini's own weights with {START_WEIGHT} for each added column (moses-ini's and "
+              "moses-step's starting weight: the scale of a tuned ini).")
 @click.option("--trials", type=click.IntRange(min=100), default=10000, show_default=True,
               help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.5, show_default=True,
@@ -60,7 +64,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.pass_context
 def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
                test_raw_ref: str | None, model: str | None, unk_feature: bool, runs: int, out_dir: str,
-               maximum_iterations: int | None, nbest: int, threads: int, seed: int, target_lang: str | None,
+               maximum_iterations: int | None, nbest: int, threads: int | None, seed: int, target_lang: str | None,
                lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
     network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
@@ -80,6 +84,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
         toolkit = find_moses(moses_dir)
     except MosesNotFound as e:
         raise UserError(str(e), 2) from None
+    threads = default_threads() if threads is None else threads
     limit_threads(threads)
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")

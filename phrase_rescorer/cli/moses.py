@@ -10,7 +10,7 @@ from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from . import cli
 from .common import UserError, is_quiet, model_option, say, warn
-from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_options, table_progress
+from .rescore import COMMAND_SETTINGS, options_dict, rescore_options, table_progress
 
 
 @cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
@@ -35,11 +35,9 @@ from .rescore import COMMAND_SETTINGS, options_dict, quiet_option, rescore_optio
               "about -12 per phrase pair against -0.5 to -6 for Moses' own columns].")
 @click.option("--features", type=click.IntRange(min=1), default=None,
               help="How many columns were added  [default: the table's score count minus num-features].")
-@quiet_option
 @click.pass_context
 def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binarize: str | None,
-              moses_dir: str | None, name: str, weights: tuple[float, ...], features: int | None,
-              quiet: bool) -> None:
+              moses_dir: str | None, name: str, weights: tuple[float, ...], features: int | None) -> None:
     """Write OUT.ini: IN.ini with the phrase dictionary NAME pointing at TABLE, num-features
     increased by the added columns and its weight line extended; every other line as it was.
 
@@ -69,7 +67,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
                                       weights=weights or (START_WEIGHT,), features=features)
     except MosesNotFound as e:
         raise UserError(f"--binarize: {e}", 2) from None
-    if not (quiet or is_quiet(ctx)):
+    if not is_quiet(ctx):
         kind = result.type if result.new_type in ("", result.type) else f"{result.type} -> {result.new_type}"
         say(ctx, f"{result.name} ({kind}): num-features {result.old_features} -> "
                  f"{result.new_features}, path -> {result.new_path}")
@@ -90,7 +88,8 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
 @click.option("--name", default="TranslationModel0", show_default=True,
               help="The phrase dictionary of moses.ini to patch.")
 @click.option("--weight", "weights", type=float, multiple=True,
-              help=f"Starting weight of each added feature  [default: {START_WEIGHT}; see moses-ini -h].")
+              help=f"Starting weight of each added feature  [default: {START_WEIGHT}, as experiment "
+              "--start-weights ini, which also keeps the ini's weights; see moses-ini -h].")
 @click.option("--moses", "moses_dir", default=None, metavar="DIR",
               help="Moses installation for the printed command  [default: $MOSES].")
 @click.option("--moses-dir", "moses_dir_old", default=None, hidden=True, help="Deprecated name of --moses.")
@@ -99,18 +98,19 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
 @click.option("--working-dir", default=None,
               help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
 @rescore_options
-@quiet_option
 @click.pass_context
 def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
                ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
                moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
-               quiet: bool, **kw: Any) -> None:
+               **kw: Any) -> None:
     """Rescore a Moses model directory: the table that moses.ini's NAME loads (its path=, e.g.
     MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
     MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
     fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
-    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N)."""
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). The printed
+    command runs the decoder on this run's thread count (--threads / -threads)."""
     from ..moses.model_dir import format_command, rescore_model_dir
+    from ..threads import current_threads
 
     model_path = _renamed(model_path, network, "-m/--model", "--network")
     moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
@@ -119,14 +119,14 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     if distributed.Launch.from_env() is not None:
         raise UserError("moses-step runs as one process; under torchrun, run `rescore` (which "
                         "shares the work), then `moses-ini` as one process")
-    quiet = quiet or is_quiet(ctx)
+    quiet = is_quiet(ctx)
     bar, tick = table_progress(quiet, "rescore")
     with bar:
         result = rescore_model_dir(
             model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
             moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
-            on_progress=tick, on_warning=warn, **options_dict(kw),
+            threads=current_threads(), on_progress=tick, on_warning=warn, **options_dict(kw),
         )
     if not quiet:
         click.echo(result.summary.closing_line(), err=True)
@@ -139,6 +139,21 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     click.echo(format_command(result.mert_command))
 
 
+@cli.command("moses-configs", context_settings=COMMAND_SETTINGS)
+def moses_configs() -> None:
+    """Print the directory of the Moses configuration files installed with phrase_rescorer:
+    the EMS fragment (ems-rnn-rescoring.config), an annotated 5-feature moses.ini and their
+    notes (README.md).
+
+    \b
+    Example:
+      cat "$(phrase-rescorer moses-configs)/ems-rnn-rescoring.config"
+    """
+    from ..moses.configs import configs_dir
+
+    click.echo(str(configs_dir()))
+
+
 def _renamed(value: str | None, old_value: str | None, name: str, old_name: str) -> str | None:
     """An option given by its deprecated name: accepted, with a warning (both: refused)."""
     if old_value is None:
@@ -149,4 +164,4 @@ def _renamed(value: str | None, old_value: str | None, name: str, old_name: str)
     return old_value
 
 
-__all__ = ["moses_ini", "moses_step"]
+__all__ = ["moses_configs", "moses_ini", "moses_step"]

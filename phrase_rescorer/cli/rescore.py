@@ -30,12 +30,6 @@ if TYPE_CHECKING:
     from ..rescoring.options import ProgressCallback, RescoreSummary
 
 
-def quiet_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr (errors still)."
-    )(f)
-
-
 def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options that change the numbers (shared by ``rescore`` and ``moses-step``)."""
     for option in reversed(
@@ -164,11 +158,12 @@ COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
 @model_option("model_path")
 @rescore_options
-@quiet_option
 @click.pass_context
-def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, quiet: bool, **kw: Any) -> None:
+def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **kw: Any) -> None:
     """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
-    IN, writing OUT (.gz by name; - for stdin/stdout).
+    IN, writing OUT (- for stdin/stdout). IN may be plain or gzip, bzip2, xz or zstd, told by
+    its content; OUT is compressed as its name says (.gz, .bz2, .xz, .zst; a name such as
+    .lzma, .Z or .tgz is refused).
 
     IN may be a stem, as EMS gives it: when IN does not exist but IN.gz does, IN.gz is read
     and OUT written as OUT.gz.
@@ -194,17 +189,17 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, qu
     from ..moses.stems import resolve_stems
     from ..rescoring.engine import rescore_table
 
+    quiet = is_quiet(ctx)
     options = options_dict(kw)
     paths = resolve_stems(in_path, out_path)
     in_path, out_path = paths.input, paths.output
-    if paths.note and not (quiet or is_quiet(ctx)) and distributed.Launch.from_env() is None:
+    if paths.note and not quiet and distributed.Launch.from_env() is None:
         say(ctx, paths.note)
     if distributed.Launch.from_env() is not None:
         summary = _rescore_sharded(ctx, in_path, out_path, model_path, quiet, options)
-        if summary is not None and not (quiet or is_quiet(ctx)):
+        if summary is not None and not quiet:
             click.echo(summary.closing_line(), err=True)
         return
-    quiet = quiet or is_quiet(ctx)
     bar, tick = table_progress(quiet, "rescore")
     with bar:
         summary = rescore_table(
@@ -225,7 +220,7 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
     except distributed.DistributedError as e:
         raise UserError(str(e)) from e
     ctx.call_on_close(group.close)
-    quiet = quiet or is_quiet(ctx) or not group.is_main
+    quiet = quiet or not group.is_main
     index_bar = Progress("index", quiet=quiet, in_bytes=True)
 
     def on_index(position: int, size: int) -> None:

@@ -47,8 +47,8 @@ def detokenize(lines: Sequence[str], lang: str) -> list[str]:
     return [text.detokenize(line, lang) for line in lines]
 
 
-def _metric(tokenize: str, lowercase: bool) -> BLEU:
-    return BLEU(tokenize=tokenize, lowercase=lowercase)
+def _metric(tokenize: str, lowercase: bool, effective_order: bool = False) -> BLEU:
+    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order)
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = "none",
@@ -56,8 +56,18 @@ def sentence_stats(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = 
     """Per-sentence sufficient statistics, shape (sentences, 10)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    metric = _metric(tokenize, lowercase)
-    rows = metric._extract_corpus_statistics(list(hyps), [list(refs)])
+    # sacrebleu's public API gives a sentence's statistics through ``sentence_score`` (its
+    # ``sys_len``, ``ref_len``, ``counts`` and ``totals``: the row sacrebleu itself sums for
+    # corpus BLEU); effective_order only changes the sentence's own score, not these counts, and
+    # silences sacrebleu's advice to use it at sentence level. The public API cannot pool them:
+    # ``corpus_score`` takes strings, so BLEU of thousands of resampled corpora, or of the
+    # sentences of several MERT runs pooled (what ``experiment``'s significance tests need), would
+    # re-tokenize every sentence each time; :func:`bleu_from_stats` sums these rows instead.
+    metric = _metric(tokenize, lowercase, effective_order=True)
+    rows = []
+    for hyp, ref in zip(hyps, refs, strict=True):
+        s = metric.sentence_score(hyp, [ref])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
     return np.asarray(rows, dtype=np.int64).reshape(len(hyps), STATS)
 
 

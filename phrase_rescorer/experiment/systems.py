@@ -7,8 +7,9 @@
 * ``rnn-wp`` (``--unk-feature``): the paper's "+ WP" system, a table with both columns.
 
 Every system starts MERT from the same point: train-model.perl's starting weights
-(:func:`~phrase_rescorer.moses.ini_weights.reset_weights`), or, with ``start_weights="ini"``,
-the ini's own weights with 0.2 for each added column.
+(:func:`~phrase_rescorer.moses.ini_weights.reset_weights`: 0.2 per phrase-table score, the added
+columns included), or, with ``start_weights="ini"``, the ini's own weights with
+``moses.columns.START_WEIGHT`` for each added column, as ``moses-ini`` and ``moses-step`` give.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.checkpoint import load_checkpoint
+from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
@@ -175,7 +177,7 @@ def prepare_system(system: System, ini: str, table: str, model: str | None, out_
             if on_progress:
                 on_progress(summary.closing_line())
         patched = os.path.join(directory, "patched.ini")
-        patch_moses_ini_file(ini, patched, new_table, name=name, features=system.columns)
+        patch_moses_ini_file(ini, patched, new_table, name=name, weights=(START_WEIGHT,), features=system.columns)
         with open(patched, encoding="utf-8", newline="") as f:
             text = f.read()
     if start_weights == "moses-defaults":

@@ -42,6 +42,10 @@ RNN_COUNT = "RNN out-of-shortlist words n, as exp(n)"
 #: as the strongest Moses column, lex(target|source), and less than the four together. A weaker
 #: network gives larger magnitudes (the 4-minute demo network, perplexity 96: mean -25.0, so
 #: -0.50 per pair at 0.02), still of the order of the Moses columns.
+#: The one starting weight of an added column next to an ini's own (tuned) weights: moses-ini,
+#: moses-step and ``experiment --start-weights ini``. ``experiment``'s default start resets every
+#: weight to train-model.perl's (``ini_weights.DEFAULT_WEIGHTS``: 0.2 per phrase-table score, the
+#: added columns included), a different starting point with its own scale.
 START_WEIGHT = 0.02
 
 

@@ -103,9 +103,10 @@ def mert_command(
     dev_source: str = "DEV.SRC",
     dev_reference: str = "DEV.REF",
     working_dir: str,
-    threads: int = 4,
+    threads: int = 1,
 ) -> list[str]:
-    """The mert-moses.pl command line that tunes ``ini`` (all paths as given)."""
+    """The mert-moses.pl command line that tunes ``ini`` (all paths as given), the decoder on
+    ``threads`` threads."""
     return [
         f"{moses_dir}/scripts/training/mert-moses.pl",
         dev_source,
@@ -141,11 +142,14 @@ def rescore_model_dir(
     dev_source: str = "DEV.SRC",
     dev_reference: str = "DEV.REF",
     working_dir: str | None = None,
+    threads: int = 1,
     on_progress: ProgressCallback | None = None,
     on_warning: Callable[[str], None] | None = None,
     **rescore_options,
 ) -> StepResult:
-    """Rescore ``model_dir``'s phrase table with ``network`` and write the patched moses.ini."""
+    """Rescore ``model_dir``'s phrase table with ``network`` and write the patched moses.ini;
+    the mert-moses.pl command returned runs the decoder on ``threads`` threads (the step's own
+    thread count, as the CLI passes it)."""
     model_dir = os.path.abspath(model_dir)
     ini_in = ini_in or find_ini(model_dir)
     if table_in is None:
@@ -166,5 +170,6 @@ def rescore_model_dir(
         dev_source=dev_source,
         dev_reference=dev_reference,
         working_dir=os.path.abspath(working_dir),
+        threads=threads,
     )
     return StepResult(table_out, ini_out, summary, patch, command)

@@ -1,7 +1,8 @@
 """Reading a Moses text phrase table as a stream of :class:`~.phrase_table.Entry`.
 
-Input is plain or gzip, told apart by the gzip magic bytes (also on stdin, ``-``), not by the
-name; bzip2, xz and zstd are named in the error. Lines end with ``\\n`` or ``\\r\\n``; a line
+Input is plain text or compressed (gzip, bzip2, xz, zstd), told apart by its first bytes (also on
+stdin, ``-``), not by its name: ``compression`` is the one opener. Other compression formats are
+named in the error. Lines end with ``\\n`` or ``\\r\\n``; a line
 longer than ``max_line_bytes()`` ends the reading with an error naming its number. Every line
 goes through ``phrase_table.parse_line``.
 """
@@ -9,16 +10,23 @@ goes through ``phrase_table.parse_line``.
 from __future__ import annotations
 
 import errno
-import gzip
 import io
 import os
-import re
 import stat
 import sys
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, cast
 
+from ..compression import (
+    HEAD_BYTES,
+    STREAM_ERRORS,
+    CompressionError,
+    Reader,
+    format_of_head,
+    format_of_name,
+    is_stream_error,
+    open_reader,
+)
 from .phrase_table import (
     Entry,
     PhraseTableError,
@@ -27,19 +35,11 @@ from .phrase_table import (
     parse_line,
 )
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _BUFFER_SIZE = 1 << 20
 #: The longest line read (bytes, newline excluded): far above any real line, it bounds the memory
 #: and time spent on an input without newlines (a binary file, /dev/zero). The environment
 #: variable PHRASE_RESCORER_MAX_LINE_BYTES changes it.
 MAX_LINE_BYTES = 64 << 20
-#: Magic bytes of compression formats that are not read: named in the error instead of a
-#: confusing "expected 3 to 7 fields".
-_OTHER_COMPRESSION = {
-    "bzip2": re.compile(rb"BZh[1-9]1AY&SY"),  # the signature, the block size, the first block's magic
-    "xz": re.compile(rb"\xfd7zXZ\x00"),
-    "zstd": re.compile(rb"\x28\xb5\x2f\xfd"),
-}
 
 
 class _LineTooLong(Exception):
@@ -79,9 +79,10 @@ class InputTable:
     plain text): it is called as ``parse(raw, terminator, line_no)`` for every line and what it
     returns is yielded; it reports a bad line by raising :class:`PhraseTableError`.
 
-    ``path`` may be ``-`` for binary stdin. Gzip is recognised by its magic bytes whatever the
-    name; ``is_gzip`` says what was found and ``name_mismatch`` whether it contradicts the name
-    (a ``.gz`` name on plain text, which is then read as text, or gzip under another name).
+    ``path`` may be ``-`` for binary stdin. A compression format is recognised by its first
+    bytes whatever the name; ``compression`` says what was found (None: plain text) and
+    ``name_mismatch`` whether it contradicts the name (a ``.gz`` name on plain text, which is
+    then read as text, or xz under a ``.gz`` name, read as xz).
     Errors, including a file that cannot be opened, are :class:`PhraseTableError`. The entries
     can be iterated once; line numbers count from the start of the input.
     """
@@ -92,7 +93,7 @@ class InputTable:
         self.check_scores = check_scores
         self._parse = parse
         self._file: BinaryIO | None = None
-        self._gzip: gzip.GzipFile | None = None
+        self._decompressed: Reader | None = None
         try:
             if path == "-":
                 if sys.stdin is None:  # the program was started with stdin closed (<&-)
@@ -103,24 +104,26 @@ class InputTable:
                 self._file = open(path, "rb", buffering=0)  # noqa: SIM115 (see close())
                 read = self._file.read
             head = b""
-            while len(head) < 10 and (chunk := read(10 - len(head))):
+            while len(head) < HEAD_BYTES and (chunk := read(HEAD_BYTES - len(head))):
                 head += chunk
         except OSError as exc:
             self.close()
             raise PhraseTableOSError(path, None, f"cannot read: {exc.strerror or exc}") from exc
         self._source = _Source(read, head)
-        self.is_gzip = head[:2] == _GZIP_MAGIC
-        for name, magic in _OTHER_COMPRESSION.items():
-            if magic.match(head):
-                self.close()
-                raise PhraseTableError(path, None, f"{name}-compressed input: only plain text and gzip "
-                                       f"are read; decompress it into a pipe, e.g. "
-                                       f"{'xz' if name == 'xz' else name} -dc {path} | rescore-phrase-table - OUT ...")
-        self.name_mismatch = path != "-" and path.endswith(".gz") != self.is_gzip
-        self._read_chunk = self._source.read
-        if self.is_gzip:
-            self._gzip = gzip.GzipFile(filename="", mode="rb", fileobj=self._source)
-            self._read_chunk = self._gzip.read1
+        try:
+            self.compression = format_of_head(head)
+        except CompressionError as exc:
+            self.close()
+            raise PhraseTableError(path, None, str(exc)) from None
+        self.name_mismatch = path != "-" and _named_format(path) != self.compression
+        self._read_chunk: Callable[[int], bytes] = self._source.read
+        if self.compression is not None:
+            self._decompressed = open_reader(self.compression, self._source)
+            self._read_chunk = self._decompressed.read1
+
+    @property
+    def is_gzip(self) -> bool:
+        return self.compression == "gzip"
 
     def __enter__(self) -> InputTable:
         return self
@@ -132,7 +135,7 @@ class InputTable:
         return cast(Iterator[Entry], self._entries(lenient=False))
 
     def position(self) -> int:
-        """Bytes consumed so far of the underlying file (compressed bytes for gzip)."""
+        """Bytes consumed so far of the underlying file (compressed bytes for compressed input)."""
         return self._source.count
 
     def size(self) -> int | None:
@@ -143,7 +146,7 @@ class InputTable:
         return info.st_size if stat.S_ISREG(info.st_mode) else None
 
     def close(self) -> None:
-        for stream in (self._gzip, self._file):
+        for stream in (self._decompressed, self._file):
             if stream is not None:
                 stream.close()
 
@@ -195,19 +198,30 @@ class InputTable:
                         if not lenient:
                             raise
                         yield err
-        except (EOFError, zlib.error, OSError, _LineTooLong) as exc:
+        except Exception as exc:
+            if not isinstance(exc, (*STREAM_ERRORS, OSError, _LineTooLong)):
+                raise
             error: PhraseTableError
             if isinstance(exc, _LineTooLong):
                 error = PhraseTableStreamError(
                     path, line_no + 1, f"line longer than {limit:,} bytes (a binary file, or no "
                     "newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit")
-            elif self.is_gzip and isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
-                error = PhraseTableStreamError(path, line_no + 1, f"truncated or corrupt gzip stream: {exc}")
+            elif self.compression is not None and is_stream_error(exc):
+                error = PhraseTableStreamError(path, line_no + 1,
+                                               f"truncated or corrupt {self.compression} stream: {exc}")
             else:
                 error = PhraseTableOSError(path, line_no + 1, f"read error: {exc}")
             if not lenient:
                 raise error from exc
             yield error
+
+
+def _named_format(path: str) -> str | None:
+    """The compression format ``path``'s name says (None: plain, or a name not written)."""
+    try:
+        return format_of_name(path)
+    except CompressionError:
+        return None
 
 
 def read_phrase_table(path: str, *, check_scores: bool = True) -> Iterator[Entry]:
@@ -221,7 +235,7 @@ def iter_lines_lenient(
 ) -> Iterator[Entry | PhraseTableError]:
     """Yield an Entry per good line and a PhraseTableError per bad one, going on after it.
 
-    An unreadable file or stream (unopenable, truncated or corrupt gzip) ends the iteration
+    An unreadable file or stream (unopenable, truncated or corrupt compressed data) ends the iteration
     with a final error: a ``PhraseTableOSError`` or ``PhraseTableStreamError``.
     """
     try:

@@ -7,11 +7,12 @@ parts are joined, in order, into the output.
     rank 0: parts -> OUT (temporary name, fsync, rename), the hidden directory removed
 
 The output is byte for byte the one-process output for a plain OUT, and its decompressed bytes
-are for a ``.gz`` OUT (one gzip member per part; see ``sharding``), given the same scorer, the
-same options and the same threads per process (on the CPU the default scorer splits a window
-over its threads, which changes the float32 rounding; torchrun sets OMP_NUM_THREADS=1 when it
-starts several processes on a machine). Every process opens IN and the model by the same path
-and writes beside OUT, so on several machines they must be on a shared file system.
+are for a compressed OUT (one gzip member, bzip2 or xz stream, or zstd frame per part; see
+``sharding``), given the same scorer, the same options and the same threads per process (on
+the CPU the default scorer splits a window over its threads, which changes the float32
+rounding; torchrun sets OMP_NUM_THREADS=1 when it starts several processes on a machine).
+Every process opens IN and the model by the same path and writes beside OUT, so on several
+machines they must be on a shared file system.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..compression import format_of_name
 from ..model.checkpoint import load_checkpoint
 from ..moses.phrase_table import PhraseTableError
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
@@ -75,7 +77,8 @@ def rescore_sharded(
         raise plan
     assert plan is not None
     parts, parts_dir, in_size = plan
-    suffix = ".gz" if out_path.endswith(".gz") else ""
+    # each part compressed as OUT is (one stream per part; see ``sharding``)
+    suffix = os.path.splitext(out_path)[1].lower() if format_of_name(out_path) else ""
     part_paths = [os.path.join(parts_dir, f"part-{k:05d}{suffix}") for k in range(len(parts))]
 
     warnings: list[str] = []

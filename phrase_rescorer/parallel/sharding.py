@@ -13,11 +13,12 @@ the same batches, and the concatenated parts are byte for byte the one-process o
 Where the windows start depends on every line before, so one pass over the input finds them
 (:func:`find_cuts`): newlines are counted with numpy and only the few lines where a window may
 close have their source phrase compared, so the pass runs at the speed of reading the file
-(plain) or of decompressing it (gzip). The parts (:func:`plan_parts`) then start at the first
-such cut at or after k/N of the (decompressed) bytes.
+(plain) or of decompressing it (gzip, bzip2, xz, zstd: ``compression``). The parts
+(:func:`plan_parts`) then start at the first such cut at or after k/N of the (decompressed)
+bytes.
 
 A process reads its part with :class:`TablePart`: a plain file is opened and sought to the
-part's first byte; a gzip stream cannot be entered in the middle, so it is decompressed from
+part's first byte; a compressed stream cannot be entered in the middle, so it is decompressed from
 the start and the bytes before the part are dropped (C speed, no parsing; no disk space, unlike
 decompressing the table into a plain file first). Line numbers in entries and errors count from
 the start of the whole table.
@@ -32,21 +33,22 @@ beside the output, fsynced and renamed onto it. Parts of a ``.gz`` output are ea
 gzip member; a gzip file is a series of members (RFC 1952, 2.2), read whole by gzip -d, zcat,
 Python and Moses (``util/read_compressed.cc`` goes on to the next member), so the joined file
 decompresses to the one-process output (its compressed bytes differ: compression restarts at
-every part). Compressing in the processes keeps the join a plain copy.
+every part). Likewise a ``.bz2``, ``.xz`` or ``.zst`` output is a series of complete streams
+(frames), which bzip2 -d, xz -d, zstd -d and ``compression`` read as one. Compressing in the
+processes keeps the join a plain copy.
 """
 
 from __future__ import annotations
 
 import bisect
-import gzip
 import os
 import shutil
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..compression import HEAD_BYTES, CompressionError, Reader, format_of_head, is_stream_error, open_reader
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, PhraseTableStreamError
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
@@ -54,7 +56,7 @@ from ..output import AtomicOutput
 _CHUNK = 1 << 22  # bytes read at a time by the index pass
 _SEP = b" ||| "
 
-#: ``on_progress(position, size)``: input bytes read (compressed for gzip) and the file size.
+#: ``on_progress(position, size)``: input bytes read (compressed when compressed) and the file size.
 IndexProgress = Callable[[int, int], None]
 
 
@@ -88,18 +90,24 @@ def _source(line: bytes) -> bytes:
     return line if cut < 0 else line[:cut]
 
 
-def _open(path: str) -> tuple[Callable[[int], bytes], Callable[[], int], Callable[[], None]]:
-    """(read decompressed bytes, compressed position, close) of a plain or gzip file."""
+def _open(path: str) -> tuple[Callable[[int], bytes], Callable[[], int], Callable[[], None], str | None]:
+    """(read decompressed bytes, compressed position, close, compression format) of a plain or
+    compressed file."""
     raw = open(path, "rb")  # noqa: SIM115 (closed by the returned close())
-    gz = gzip.GzipFile(fileobj=raw, mode="rb") if raw.read(2) == b"\x1f\x8b" else None
+    try:
+        fmt = format_of_head(raw.read(HEAD_BYTES))
+    except CompressionError as exc:
+        raw.close()
+        raise PhraseTableError(path, None, str(exc)) from None
     raw.seek(0)
+    reader: Reader | None = open_reader(fmt, raw) if fmt is not None else None
 
     def close() -> None:
-        for stream in (gz, raw):
+        for stream in (reader, raw):
             if stream is not None:
                 stream.close()
 
-    return (gz.read if gz is not None else raw.read), raw.tell, close
+    return (reader.read if reader is not None else raw.read), raw.tell, close, fmt
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,7 @@ def find_cuts(
     if path == "-":
         raise PhraseTableError(path, None, "a table read from stdin cannot be cut into parts")
     try:
-        read, position, close = _open(path)
+        read, position, close, fmt = _open(path)
         file_size = os.path.getsize(path)
     except OSError as exc:
         raise PhraseTableOSError(path, None, f"cannot read: {exc.strerror or exc}") from exc
@@ -164,14 +172,16 @@ def find_cuts(
                 on_progress(position(), file_size)
             if not chunk:
                 return Index(cuts, offset, first)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except Exception as exc:
         # read(_CHUNK) gives nothing of a chunk that fails: the line is not known, only that
         # the first `first` lines were whole
-        raise PhraseTableStreamError(
-            path, None, f"truncated or corrupt gzip stream after its first {first:,} lines: {exc}"
-        ) from exc
-    except OSError as exc:
-        raise PhraseTableOSError(path, None, f"read error after its first {first:,} lines: {exc}") from exc
+        if is_stream_error(exc):
+            raise PhraseTableStreamError(
+                path, None, f"truncated or corrupt {fmt} stream after its first {first:,} lines: {exc}"
+            ) from exc
+        if isinstance(exc, OSError):
+            raise PhraseTableOSError(path, None, f"read error after its first {first:,} lines: {exc}") from exc
+        raise
     finally:
         close()
 
@@ -211,26 +221,28 @@ class TablePart(InputTable):
         self._read_chunk = self._read_part
 
     def _enter(self, start: int) -> bytes:
-        """Go to byte ``start``: seek a plain file; decompress a gzip stream up to it."""
+        """Go to byte ``start``: seek a plain file; decompress a compressed stream up to it."""
         if self.part.size == 0:
             return b""
-        if not self.is_gzip:
+        if self._decompressed is None:
             assert self._file is not None  # stdin is refused by find_cuts
             self._file.seek(start)
             return b""
-        assert self._gzip is not None
         skipped = 0
         try:
             while True:
-                chunk = self._gzip.read(_CHUNK)
+                chunk = self._decompressed.read(_CHUNK)
                 if not chunk:
                     raise PhraseTableError(self.path, self.part.first_line,
                                            "the table is shorter than when it was indexed")
                 if skipped + len(chunk) > start:
                     return chunk[start - skipped :]
                 skipped += len(chunk)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise PhraseTableStreamError(self.path, None, f"truncated or corrupt gzip stream: {exc}") from exc
+        except Exception as exc:
+            if not is_stream_error(exc):
+                raise
+            raise PhraseTableStreamError(self.path, None,
+                                         f"truncated or corrupt {self.compression} stream: {exc}") from exc
 
     def _read_part(self, size: int = _CHUNK) -> bytes:
         left = self.part.size - self._done
@@ -245,9 +257,8 @@ class TablePart(InputTable):
         return data
 
     def _raw_read(self, size: int) -> bytes:
-        if self.is_gzip:
-            assert self._gzip is not None
-            return self._gzip.read1(size)
+        if self._decompressed is not None:
+            return self._decompressed.read1(size)
         assert self._file is not None
         return self._file.read(size)
 

@@ -167,7 +167,7 @@ def _train_model_dir(root: Path, columns: int = 4) -> Path:
 def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Path) -> None:
     model_dir = _train_model_dir(tmp_path)
     (tmp_path / "mert-work-rnn").mkdir()  # an earlier tuning run: must not be reused
-    r = run(str(model_dir), "--network", str(model), "--unk-feature", "--dev-source", "dev.en",
+    r = run(str(model_dir), "--network", str(model), "--unk-feature", "--dev-source", "dev.en", "-threads", "2",
             program="moses-rescore-step")
     assert r.returncode == 0, r.stderr
     values = appended_columns(model_dir / "phrase-table.gz", model_dir / "phrase-table.rnn.gz", columns=2)
@@ -179,6 +179,7 @@ def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Pa
     assert "mert-moses.pl" in command and "dev.en" in command and "DEV.REF" in command
     assert f"{model_dir}/moses.rnn.ini" in command and "/bin/moses" in command
     assert f"--working-dir={tmp_path}/mert-work-rnn.2" in command
+    assert "'--decoder-flags=-threads 2'" in command  # the step's own thread count, not a fixed one
     assert "replace DEV.REF by your tuning set" in r.stderr.decode()
 
 
@@ -190,3 +191,41 @@ def test_moses_step_checks_the_ini_before_scoring(model: Path, tmp_path: Path) -
     shutil.rmtree(model_dir)
     r = run(str(tmp_path), "--network", str(model), program="moses-rescore-step")
     assert r.returncode == 5 and "no moses.ini here" in r.stderr.decode()
+
+
+def test_gz_in_xz_out_round_trips(model: Path, head: Path, tmp_path: Path) -> None:
+    import lzma
+
+    plain, xz = tmp_path / "out.txt", tmp_path / "out.xz"
+    assert run(str(head), str(plain), "--model", str(model), "-q").returncode == 0
+    r = run(str(head), str(xz), "--model", str(model), "-q")
+    assert r.returncode == 0, r.stderr
+    assert lzma.decompress(xz.read_bytes()) == plain.read_bytes()  # xz, as the name says
+    again = tmp_path / "again.zst"  # and the xz output is an input
+    r = run(str(xz), str(again), "--model", str(model), "-q")
+    assert r.returncode == 0, r.stderr
+    assert again.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+
+
+@pytest.mark.parametrize("name", ["in.xz", "in.bz2", "in.zst"])
+def test_a_truncated_compressed_input_is_exit_3(model: Path, tmp_path: Path, name: str) -> None:
+    import bz2
+    import lzma
+
+    import zstandard
+
+    pack = {"in.xz": lzma.compress, "in.bz2": bz2.compress, "in.zst": zstandard.ZstdCompressor().compress}[name]
+    packed = pack(HEAD)
+    table = tmp_path / name
+    table.write_bytes(packed[: len(packed) * 2 // 3])
+    r = run(str(table), str(tmp_path / "out.gz"), "--model", str(model))
+    err = r.stderr.decode()
+    assert r.returncode == 3, err
+    assert err.startswith(f"rescore-phrase-table: error: {table}:") and "truncated or corrupt" in err
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_compressed_name_not_written_is_refused_before_any_work(model: Path, head: Path, tmp_path: Path) -> None:
+    r = run(str(head), str(tmp_path / "out.lzma"), "--model", str(model))
+    assert r.returncode == 6 and ".lzma names legacy lzma (write .xz), which is not written" in r.stderr.decode()
+    assert not (tmp_path / "out.lzma").exists()

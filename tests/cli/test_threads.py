@@ -1,4 +1,5 @@
-"""--threads N: one shared option on every command that computes, and --threads 1 really
+"""--threads N: one shared option on every command that computes (also as Moses spells it,
+-threads N, and --threads all), its default (1, or OMP_NUM_THREADS), and --threads 1 really
 computes on one thread (measured from the outside, per thread, in /proc)."""
 
 from __future__ import annotations
@@ -26,9 +27,49 @@ def test_every_computing_command_has_the_same_threads_option() -> None:
     for name in COMPUTING:
         command = cli.commands[name]
         option = next(p for p in command.params if isinstance(p, click.Option) and "--threads" in p.opts)
-        options.append((option.help, option.type.min, option.default))  # type: ignore[attr-defined]
+        options.append((tuple(option.opts), option.help, type(option.type), option.default))
     assert len(set(options)) == 1, options
-    assert "Moses' -threads" in options[0][0]
+    assert options[0][0] == ("--threads", "-threads") and "as in Moses" in options[0][1]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--threads", "2"], 2), (["-threads", "2"], 2), (["-threads=3"], 3), (["--threads", "all"], None), ([], 1),
+])
+def test_threads_spellings_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str],
+                                       expected: int | None) -> None:
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    table = tmp_path / "t.txt"
+    table.write_bytes(b"a ||| le ||| 0.5\n")
+    torch.set_num_threads(5)
+    try:
+        r = CliRunner().invoke(cli, ["-q", "inspect", *args, str(table)])
+        assert r.exit_code == 0, r.output
+        assert torch.get_num_threads() == (expected or len(os.sched_getaffinity(0)))
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_default_threads_is_omp_num_threads_when_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    table = tmp_path / "t.txt"
+    table.write_bytes(b"a ||| le ||| 0.5\n")
+    try:
+        assert CliRunner().invoke(cli, ["-q", "inspect", str(table)]).exit_code == 0
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", ""])
+def test_threads_refuses_what_is_not_a_count(tmp_path: Path, value: str) -> None:
+    r = CliRunner().invoke(cli, ["inspect", "-threads", value, str(tmp_path / "t.txt")])
+    assert r.exit_code == 2 and "is not a thread count: give a number (1 or more) or 'all'" in r.output
+
+
+def test_experiment_takes_the_same_spellings() -> None:
+    option = next(p for p in cli.commands["experiment"].params if "--threads" in p.opts)
+    assert option.opts == ["--threads", "-threads"] and option.type.convert("all", None, None) >= 1
 
 
 def test_threads_sets_torchs_thread_count(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -88,5 +129,14 @@ def test_threads_1_scores_on_one_thread(tmp_path: Path) -> None:
     one, total = _busiest_share([*args, "--threads", "1"])
     assert total > 50, "too short to measure"  # ticks of 10 ms
     assert one >= 0.9, f"with --threads 1 the busiest thread did only {one:.0%} of the work"
-    two, _ = _busiest_share([*args, "--threads", "2"])  # the measurement can tell: 2 threads share the work
+    two, _ = _busiest_share([*args, "-threads", "2"])  # the measurement can tell: 2 threads share the work
     assert two < 0.85, f"with --threads 2 one thread did {two:.0%} of the work"
+
+
+@pytest.mark.moses
+def test_moses_decoder_defaults_to_one_thread() -> None:
+    # what the default of --threads follows (threads.py): the decoder's own help text
+    from tests.helpers.moses import moses_root
+
+    r = subprocess.run([str(moses_root() / "bin" / "moses"), "--help"], capture_output=True, text=True, timeout=60)
+    assert "(defaults to single-threaded)" in " ".join((r.stdout + r.stderr).split())

@@ -5,7 +5,6 @@ checks the exit code and the one-line message."""
 
 from __future__ import annotations
 
-import bz2
 import lzma
 import os
 import select
@@ -188,15 +187,18 @@ def test_refused_as_empty_exactly_when_the_tokenizer_finds_no_token(source: str,
 
 
 @pytest.mark.parametrize(("name", "compress"), [
-    ("bzip2", bz2.compress), ("xz", lzma.compress),
-    ("zstd", lambda data: b"\x28\xb5\x2f\xfd" + data),  # the frame's magic number is what is recognised
+    ("compress (.Z)", lambda data: b"\x1f\x9d\x90" + data),  # compress(1)'s magic is what is recognised
+    ("legacy lzma (.lzma)", lambda data: lzma.compress(data, format=lzma.FORMAT_ALONE)),
+    ("zip", lambda data: b"PK\x03\x04" + data),
+    ("lz4", lambda data: b"\x04\x22\x4d\x18" + data),
 ])
 def test_other_compression_is_named(model: Path, tmp_path: Path, name: str, compress) -> None:  # type: ignore[no-untyped-def]
     table = tmp_path / "in.gz"
     table.write_bytes(compress(b"".join(LINES)))
     code, err = run(["rescore", str(table), str(tmp_path / "out.gz"), "--model", str(model)])
     assert code == 3
-    assert err.startswith(f"phrase-rescorer: error: {table}: {name}-compressed input: only plain text and gzip")
+    assert err.startswith(f"phrase-rescorer: error: {table}: {name}-compressed input: gzip, bzip2, xz, zstd "
+                          "and plain text are read")
     assert os.listdir(tmp_path) == ["in.gz"]
 
 

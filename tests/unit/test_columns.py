@@ -77,3 +77,16 @@ def test_moses_ini_says_the_ini_must_be_tuned_and_starts_small() -> None:
     assert "must be tuned" in text and "mert-moses.pl" in text
     assert f"[default: {START_WEIGHT}" in text
     assert START_WEIGHT == 0.02
+
+
+def test_the_added_columns_starting_weights_have_one_definition_each() -> None:
+    """moses-ini and moses-step start an added column at START_WEIGHT beside the ini's own
+    weights, as experiment --start-weights ini does; experiment's default start resets every
+    weight to train-model.perl's, the added column's with the phrase-table scores'."""
+    from phrase_rescorer.moses.ini_weights import DEFAULT_WEIGHTS
+
+    experiment, step = (" ".join(_help(name).split()) for name in ("experiment", "moses-step"))
+    assert f"or the ini's own weights with {START_WEIGHT} for each added column" in experiment
+    reset = DEFAULT_WEIGHTS["PhraseDictionary"]
+    assert f"({reset} for each added column, as for every phrase-table score)" in experiment
+    assert f"[default: {START_WEIGHT}, as experiment --start-weights ini" in step

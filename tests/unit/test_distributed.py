@@ -188,6 +188,29 @@ def test_two_processes_plain_input_gz_output(model: Path, plain_sample: Path, tm
     assert two.read_bytes().count(b"\x1f\x8b\x08") >= 2  # a member per process
 
 
+def test_two_processes_xz_input_zst_output(model: Path, plain_sample: Path, tmp_path: Path) -> None:
+    """A compressed IN of another format is entered by decompressing; a .zst OUT is one zstd
+    frame per part, together the one-process output."""
+    import lzma
+
+    import zstandard
+
+    table = tmp_path / "in.xz"
+    table.write_bytes(lzma.compress(b"\n".join(plain_sample.read_bytes().split(b"\n")[:6000]) + b"\n"))
+    one, two = tmp_path / "one.txt", tmp_path / "two.zst"
+    window = ["--window", "500"]
+    one_process("rescore", str(table), str(one), "--model", str(model), "--device", "cpu", *window)
+    r = torchrun("rescore", str(table), str(two), "--model", str(model), "--device", "cpu", *window)
+    assert r.returncode == 0, r.stderr
+    frames, data = 0, two.read_bytes()
+    out = b""
+    while data:
+        decoder = zstandard.ZstdDecompressor().decompressobj()
+        out += decoder.decompress(data)
+        data, frames = decoder.unused_data, frames + 1
+    assert out == one.read_bytes() and frames == 2
+
+
 def test_a_failing_part_leaves_nothing(model: Path, plain_sample: Path, tmp_path: Path) -> None:
     lines = plain_sample.read_bytes().split(b"\n")
     lines[25000 - 1] = b"a line without separators"

@@ -80,7 +80,7 @@ def test_a_stop_while_opening_leaves_nothing(tmp_path: Path, monkeypatch: pytest
         assert [p.name for p in tmp_path.iterdir()][0].startswith(".out.gz.tmp-")  # it did exist
         raise exception()
 
-    monkeypatch.setattr(output.gzip, "GzipFile", stopped)
+    monkeypatch.setattr(output, "open_writer", stopped)
     descriptors = len(os.listdir("/proc/self/fd"))
     with pytest.raises(exception), AtomicOutput(str(tmp_path / "out.gz")):
         pass
