@@ -48,7 +48,10 @@ def detokenize(lines: Sequence[str], lang: str) -> list[str]:
 
 
 def _metric(tokenize: str, lowercase: bool, effective_order: bool = False) -> BLEU:
-    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order)
+    # force: tokenized text is scored as such on purpose (without it sacrebleu warns that the
+    # lines "end in a tokenized period")
+    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order,
+                force=tokenize == "none")
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = "none",
