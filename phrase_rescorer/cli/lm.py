@@ -126,17 +126,19 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
              f"{','.join(map(str, config.hidden))}, dropout {config.dropout}")
     info = {"argv": sys.argv[1:], "seed": kw["seed"], "language": language, "preset": preset_name,
             "train_sentences": len(train_sentences)}
+    bars: list[Progress] = []
     with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(progress(ctx, "train-lm", " steps", total=kw["max_steps"]))
         log = stack.enter_context(EventLog(log_path or _companion(model_out, ".log"), append=resume))
         caught = stack.enter_context(_deferred_signals())
         try:
             trainer = LMTrainer(model_out, config, vocab, train, valid, settings, info=info, log=log,
-                                resume=resume, on_progress=bar.write,
+                                resume=resume, on_progress=lambda text: bars[0].write(text),
                                 stop=lambda: caught[0] if caught else None,
-                                on_step=lambda step, loss, rate: _show_step(bar, step, loss, rate))
+                                on_step=lambda step, loss, rate: _show_step(bars[0], step, loss, rate))
+            bars.append(stack.enter_context(progress(ctx, "train-lm", " steps", total=kw["max_steps"],
+                                                     initial=trainer.state.step)))
             if resume:
-                bar.write(f"resumed at step {trainer.state.step:,}, epoch {trainer.state.epoch}")
+                bars[0].write(f"resumed at step {trainer.state.step:,}, epoch {trainer.state.epoch}")
             log.write({"event": "start", "step": trainer.state.step, "epoch": trainer.state.epoch,
                        "resumed": resume, "train_tokens": len(train[1]), "valid_tokens": len(valid[1]),
                        "argv": sys.argv[1:]})
