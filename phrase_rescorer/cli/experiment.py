@@ -33,6 +33,12 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
               "Default: the tokenized reference, detokenized like the output.")
 @model_option(required=False)
+@click.option("--lm", "lm", type=_FILE, default=None,
+              help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
+              "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
+              "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked.")
+@click.option("--rerank-nbest", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Size of the distinct n-best lists reranked with --lm.")
 @click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="MERT runs per system, each with its own working directory and seed.")
@@ -63,14 +69,17 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--device", default="auto", show_default=True, help="Where the network rescores the table.")
 @click.pass_context
 def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
-               test_raw_ref: str | None, model: str | None, unk_feature: bool, runs: int, out_dir: str,
+               test_raw_ref: str | None, model: str | None, lm: str | None, rerank_nbest: int, unk_feature: bool,
+               runs: int, out_dir: str,
                maximum_iterations: int | None, nbest: int, threads: int | None, seed: int, target_lang: str | None,
                lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
     network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
     every tuned ini, and compare BLEU with a significance test over test sentences and runs.
 
-    Without -m/--model only the baseline is tuned (to measure MERT's own spread).
+    Without -m/--model only the baseline is tuned (to measure MERT's own spread). With --lm
+    (a CSLM from train-lm) every tuned run is also reranked: the paper's "+ CSLM + RNN" rows,
+    and "+ CSLM" on the baseline, which says whether the two networks add up.
 
     \b
     Prints a table like the paper's Table 1 (mean ± sd over runs, Δ vs the baseline, p) and
@@ -89,7 +98,8 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
     settings = Settings(
-        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, test_raw_reference=test_raw_ref,
+        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, lm=lm, rerank_nbest=rerank_nbest,
+        test_raw_reference=test_raw_ref,
         unk_feature=unk_feature, runs=runs, max_iterations=maximum_iterations, threads=threads, seed=seed,
         target_lang=target_lang, lowercase=lowercase, nbest=nbest, start_weights=start_weights, trials=trials,
         min_coverage=min_coverage, rescore_options={"device": device},

@@ -133,3 +133,17 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
     with AtomicOutput(output, compress=False) as out:
         out.write(result.stdout)
     return [line.rstrip(" ") for line in lines]
+
+
+def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size: int, *, threads: int = 1) -> None:
+    """Write the decoder's distinct ``size``-best list of ``source`` to ``output`` (the decoder
+    writes a temporary beside it, renamed once it exits cleanly)."""
+    log = f"{output}.log"
+    partial = f"{output}.partial"
+    argv = [toolkit.decoder, "-f", os.path.abspath(ini), "-input-file", os.path.abspath(source),
+            "-threads", str(threads), "-n-best-list", os.path.abspath(partial), str(size), "distinct"]
+    with open(log, "wb") as err:
+        result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
+    if result.returncode != 0 or not os.path.isfile(partial):
+        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", 6)
+    os.replace(partial, output)

@@ -73,7 +73,7 @@ def _cell(summary: dict | None) -> str:
 
 def format_table(report: dict) -> str:
     """Systems × (dev, test, detokenized test), mean ± sd over runs, Δ test and p vs the baseline."""
-    header = (f"{'system':<12} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
+    header = (f"{'system':<18} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
               f"{'Δ test':>7}  {'p':>7}")
     lines = [header, "-" * len(header)]
     for key, entry in report["systems"].items():
@@ -83,7 +83,7 @@ def format_table(report: dict) -> str:
             ar = comparison["test"]["approximate_randomization"]
             delta, p = f"{ar['difference']:+.2f}", f"{ar['p_value']:.4f}"
         runs = len(entry["runs"])
-        lines.append(f"{entry['label']:<12} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
+        lines.append(f"{entry['label']:<18} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
                      f"{_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}")
     signatures = report.get("signatures") or {}
     trials = next((c["test"]["approximate_randomization"]["trials"] for c in report["comparisons"].values()), None)

@@ -8,6 +8,8 @@ Layout of the output directory (everything is kept)::
     systems/KEY/start.ini         the starting moses.ini of a system
     systems/KEY/runN/             mert-work/ (mert-moses.pl's directory), mert.out, mert.err,
                                   moses.ini (the tuned weights), dev.1best, test.1best, result.json
+    systems/KEY/runN/rerank/      with --lm: the run's n-best lists reranked with the CSLM
+                                  (``reranked``: the "+ CSLM" rows)
 
 A run is finished when its ``result.json`` exists (written last, atomically); a restarted
 experiment skips finished runs and starts unfinished ones afresh, with the same seed. Runs go
@@ -24,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
 from ..moses.text import check_language
 from ..moses.toolkit import MosesToolkit
@@ -31,6 +34,7 @@ from ..output import AtomicOutput
 from . import bleu
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
+from .reranked import rerank_dir, rerank_run, reranked
 from .systems import (
     ExperimentError,
     System,
@@ -51,6 +55,8 @@ class Settings:
     test: tuple[str, str]
     out_dir: str
     model: str | None = None
+    lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
+    rerank_nbest: int = 1000
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3
@@ -72,6 +78,8 @@ class Settings:
             "dev": [os.path.abspath(p) for p in self.dev],
             "test": [os.path.abspath(p) for p in self.test],
             "model": os.path.abspath(self.model) if self.model else None,
+            "lm": os.path.abspath(self.lm) if self.lm else None,
+            "rerank_nbest": self.rerank_nbest,
             "unk_feature": self.unk_feature,
             "max_iterations": self.max_iterations,
             "seed": self.seed,
@@ -143,11 +151,13 @@ def check(settings: Settings) -> str:
     return table
 
 
-def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict) -> RunScores:
+def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: str = "1best") -> RunScores:
+    """The BLEU scores of a finished run: its 1-best outputs, or (``kind`` "best") the
+    hypotheses its reranking chose."""
     with open(os.path.join(run_dir, "result.json"), encoding="utf-8") as f:
         meta = json.load(f)
-    dev_out = bleu.read_lines(os.path.join(run_dir, "dev.1best"))
-    test_out = bleu.read_lines(os.path.join(run_dir, "test.1best"))
+    dev_out = bleu.read_lines(os.path.join(run_dir, f"dev.{kind}"))
+    test_out = bleu.read_lines(os.path.join(run_dir, f"test.{kind}"))
     return RunScores(
         meta=meta,
         dev=bleu.tokenized_bleu(dev_out, refs["dev"], lowercase=settings.lowercase),
@@ -182,6 +192,10 @@ def _one_run(toolkit: MosesToolkit, settings: Settings, system: System, start_in
     })
 
 
+def _prefixed(say: EventCallback, where: str) -> EventCallback:
+    return lambda message: say(f"{where}: {message}")
+
+
 def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None) -> dict:
     """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
     table = check(settings)
@@ -191,12 +205,14 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
     if settings.model:
         src, tgt = check_coverage(table, settings.model, settings.min_coverage)
         say(f"model vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
-    systems = systems_for(settings.model is not None, settings.unk_feature)
+    decoders = systems_for(settings.model is not None, settings.unk_feature)
+    rerankers = [reranked(s) for s in decoders] if settings.lm else []
+    systems = decoders + rerankers
     starts = {
         s.key: prepare_system(s, settings.ini, table, settings.model, settings.out_dir,
                               start_weights=settings.start_weights, rescore_options=settings.rescore_options,
                               on_progress=say)
-        for s in systems
+        for s in decoders
     }
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
     refs["test_raw"] = (bleu.read_lines(settings.test_raw_reference) if settings.test_raw_reference
@@ -205,6 +221,8 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
     if settings.model:
         described["network"] = _describe_model(settings.model)
+    if settings.lm:
+        described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
 
     def report() -> dict:
         data = build_report(systems, scores, settings_json=described,
@@ -214,13 +232,20 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
         return data
 
     for run in range(1, settings.runs + 1):
-        for index, system in enumerate(systems):
+        for index, system in enumerate(decoders):
             run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
+            seed = run_seed(settings.seed, index, run)
             if os.path.exists(os.path.join(run_dir, "result.json")):
                 say(f"{system.key} run {run}: finished earlier, kept")
             else:
-                _one_run(toolkit, settings, system, starts[system.key], run,
-                         run_seed(settings.seed, index, run), say)
+                shutil.rmtree(rerank_dir(run_dir), ignore_errors=True)  # built on the run redone now
+                _one_run(toolkit, settings, system, starts[system.key], run, seed, say)
             scores[system.key].append(_score_run(run_dir, settings, lang, refs))
             report()
+            if settings.lm:
+                cslm = rerankers[index]
+                rerank_run(toolkit, run_dir, settings.lm, settings.dev, settings.test, nbest=settings.rerank_nbest,
+                           seed=seed, threads=settings.threads, say=_prefixed(say, f"{cslm.key} run {run}"))
+                scores[cslm.key].append(_score_run(rerank_dir(run_dir), settings, lang, refs, kind="best"))
+                report()
     return report()

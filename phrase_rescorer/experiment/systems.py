@@ -42,6 +42,7 @@ class System:
     key: str  # directory name and JSON key
     label: str  # row label of the table
     columns: int  # columns added to the phrase table
+    reranks: str | None = None  # a reranked system: the key of the decoder system whose runs it reranks
 
 
 BASELINE = System("baseline", "baseline", 0)

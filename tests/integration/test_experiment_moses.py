@@ -16,6 +16,7 @@ import pytest
 from phrase_rescorer.experiment import bleu
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.analysis_model import train_tiny
+from tests.helpers.cslm import tiny_lm
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, REPO, cli_env, sigint_as_at_a_terminal
 
@@ -39,9 +40,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
     model = tmp / "rnn.pt"
     train_tiny(TINY / "phrase-table.gz", model, steps=20)
+    lm = tiny_lm(tmp / "cslm.pt")
     out = tmp / "out"
     args = ["--moses", moses, "--ini", str(ini), "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
             "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--model", str(model), "--unk-feature",
+            "--lm", str(lm), "--rerank-nbest", "20",
             "--runs", "1", "--maximum-iterations", "2", "--target-lang", "fr", "--trials", "1000",
             "--out", str(out)]
     first = experiment(*args)
@@ -53,8 +56,8 @@ def test_end_to_end(setup: dict) -> None:
     first, out = setup["first"], setup["out"]
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    rows = {line.split("  ")[0].strip(): line for line in lines[2:5]}
-    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP"]
+    rows = {line.split("  ")[0].strip(): line for line in lines[2:8]}
+    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP", "+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP"]
     assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
     assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
 
@@ -82,7 +85,20 @@ def test_end_to_end(setup: dict) -> None:
                                                                              encoding="utf-8") as old:
                 pairs = list(zip(old, new, strict=True))
             assert all(len(n.split(" ||| ")[2].split()) == 4 + added for _, n in pairs)
-    assert set(report["comparisons"]) == {"rnn", "rnn-wp"}
+    # the reranked rows: each run's n-best lists with the CSLM feature, reranked by tuned weights
+    for key, decoder in (("cslm", "baseline"), ("cslm-rnn", "rnn"), ("cslm-rnn-wp", "rnn-wp")):
+        rerank = out / "systems" / decoder / "run1" / "rerank"
+        (run,) = report["systems"][key]["runs"]
+        hyps = bleu.read_lines(str(rerank / "test.best"))
+        assert len(hyps) == len(refs)
+        assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
+        with gzip.open(rerank / "test.nbest.gz", "rt", encoding="utf-8") as f:
+            nbest = f.read().splitlines()
+        assert nbest and all(" CSLM0= " in line for line in nbest)
+        assert all(hyp in {line.split(" ||| ")[1].strip() for line in nbest if line.startswith(f"{i} ")}
+                   for i, hyp in enumerate(hyps))
+        assert "\nCSLM0= " in (rerank / "weights").read_text()
+    assert set(report["comparisons"]) == {"rnn", "rnn-wp", "cslm", "cslm-rnn", "cslm-rnn-wp"}
     for comparison in report["comparisons"].values():
         assert 0 < comparison["test"]["approximate_randomization"]["p_value"] <= 1
     assert report["signatures"]["tokenized"].startswith("nrefs:1|case:mixed|eff:no|tok:none")
@@ -101,6 +117,7 @@ def test_restart_skips_finished_runs_and_redoes_unfinished_ones(setup: dict) -> 
     assert again.returncode == 0, again.stderr
     assert "baseline run 1: finished earlier, kept" in again.stderr
     assert "rnn-wp run 1: finished earlier, kept" in again.stderr
+    assert "cslm run 1: finished earlier, kept" in again.stderr
     assert "rnn run 1: MERT iteration 1" in again.stderr
     assert base_output.stat().st_mtime_ns == stamp
     assert (rnn / "test.1best").read_text() == before  # the same seed, the same tuning
