@@ -241,3 +241,27 @@ def test_operator_kinds() -> None:
         "autograd bookkeeping", "element-wise", "copies and indexing", "element-wise"]
     assert not is_operator("Optimizer.step#ChunkedAdadelta.step") and not is_operator("train.forward")
     assert is_operator("aten::mm") and is_operator("MmBackward0")
+
+
+def test_nbest_part_without_shared_data(tmp_path: Path) -> None:
+    """Without ../shared the list is made from the bundled tiny system's French text, and the
+    shortlist is filled up to the French one's size."""
+    from unittest import mock
+
+    import torch
+
+    from benchmarks import nbest
+
+    missing = tmp_path / "absent"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with mock.patch.object(nbest, "ONE_BEST", missing), mock.patch.object(nbest, "LM_TEXT", missing):
+            vocab = nbest.shortlist("small")
+            assert len(vocab) == nbest.FRENCH_SHORTLIST and "<unused-0>" in vocab and "homme" in vocab
+            f = nbest.nbest_part(None, 250, ["quick"], 1, 5, 50.0, tmp_path)
+    finally:
+        torch.set_num_threads(before)
+    assert f["list"].startswith("synthetic: up to 200 variants of each of the first ")
+    assert "the bundled tiny system" in f["list"] and f["scores_equal"] is True
+    assert f["quick"]["hypotheses"] >= 250 and f["quick"]["shortlist"] == 500
