@@ -19,6 +19,9 @@ size (speed does not depend on the weights):
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
 * training steps (``Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and a
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
+* n-best scoring with the CSLM (``score_nbest``, small and paper presets, a synthetic 200-best
+  list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the
+  plain computation (``nbest``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
@@ -38,7 +41,7 @@ import click
 import numpy as np
 import torch
 
-from benchmarks import architectures, parts, training
+from benchmarks import architectures, nbest, parts, training
 from benchmarks.flops import TrieCounter
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
@@ -73,15 +76,20 @@ def _median_range(xs: list[float]) -> str:
               "tens of times slower, and only its matrix-product rate is measured].")
 @click.option("--arch-lines", type=click.IntRange(min=0), default=2000, show_default=True,
               help="Lines timed per architecture with a small network (0: skip).")
+@nbest.nbest_option
+@click.option("--nbest-lines", type=click.IntRange(min=0), default=10000, show_default=True,
+              help="Hypotheses of the n-best list timed with the CSLM (0: skip; --nbest: 0 for all of it).")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @parts.json_option
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
          whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
-         cpu_bf16: bool | None, arch_lines: int, quick: bool, json_path: str | None) -> None:
+         cpu_bf16: bool | None, arch_lines: int, nbest_path: str | None, nbest_lines: int, quick: bool,
+         json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
         gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
+        nbest_lines = min(nbest_lines, 400)
     if threads:
         torch.set_num_threads(threads)
     table = parts.default_table(table)
@@ -155,6 +163,11 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
             report["arch_rescoring"] = archs = architectures.arch_rescoring(
                 table, arch_lines, "quick" if quick else "small", work, repeats)
             scores_ok = scores_ok and archs["scores_equal"]
+
+        if nbest_lines or nbest_path:
+            report["nbest"] = nb = nbest.nbest_part(nbest_path, nbest_lines, ["quick"] if quick else ["small", "paper"],
+                                                    repeats, 20 if quick else 200, cpu_rate, work)
+            scores_ok = scores_ok and nb["scores_equal"]
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]

@@ -24,7 +24,7 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
                     "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference",
-                    "rescoring per architecture"):
+                    "rescoring per architecture", "n-best scoring with the CSLM"):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
     assert figures["lines"] == 200
@@ -45,6 +45,7 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
         "cho2014": "PrefixScorer", "rnnsearch": "StackedPrefixScorer", "gnmt": "StackedPrefixScorer"}
     assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
+    assert figures["nbest"]["scores_equal"] is True and figures["nbest"]["quick"]["hypotheses_per_s"] > 0
     if figures["gpu"] is None:
         assert "no CUDA device: GPU figures not measured" in r.stdout
 
@@ -67,6 +68,99 @@ def test_architecture_part_alone(tmp_path: Path, sample_table: Path) -> None:
         assert (f["prefix"]["scorer"], f["batched"]["scorer"]) == (prefix, batched)
         assert len(f["ratios"]) == 2 and f["prefix"]["pairs_per_s"] > 0 and f["max_abs_diff"] <= 1e-4
         assert f"{arch:<13} prefix / batched: " in r.stdout
+
+
+def _nbest_part(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "benchmarks.nbest", "--sizes", "quick", "--threads", "1", *args],
+                          env=cli_env(), capture_output=True, text=True, timeout=300)
+
+
+def test_nbest_part_alone(tmp_path: Path) -> None:
+    """``python -m benchmarks.nbest``: hypotheses/s, contexts and GFLOP/s of ``score_nbest`` on a
+    synthetic list, its scores checked against the plain computation."""
+    out = tmp_path / "nbest.json"
+    r = _nbest_part("--lines", "300", "--repeats", "2", "--check", "30", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for heading in ("n-best scoring with the CSLM", "list: synthetic: up to 200 variants", "hypotheses/s",
+                    "useful GFLOP/s", "% of matmul", "against the plain computation", ": equal"):
+        assert heading in r.stdout
+    f = json.loads(out.read_text())
+    q = f["quick"]
+    assert f["scores_equal"] is True and q["scores_equal"] is True and q["checked"] == 30
+    assert q["max_abs_diff"] <= 1e-4 and len(q["runs"]) == 2 and q["hypotheses_per_s"] > 0
+    assert q["hypotheses"] >= 300 and q["ngrams"] == q["words"] + q["hypotheses"]  # every word, then </s>
+    assert 0 < q["distinct_contexts"] < q["ngrams"] and q["shortlist"] == 500 and q["order"] == 5
+    assert q["useful_gflops"] == pytest.approx(
+        q["distinct_contexts"] / q["hypotheses"] * 2 * (4 * 16 * 32 + 32 * 16 + 16 * 500) * q["hypotheses_per_s"] / 1e9)
+    assert q["matmul_fraction"] == pytest.approx(q["useful_gflops"] / f["cpu_matmul_gflops"])
+
+
+def test_nbest_part_on_a_given_list(tmp_path: Path) -> None:
+    from benchmarks.nbest import synthetic_nbest
+
+    given = tmp_path / "given.nbest"
+    synthetic_nbest([["un", "chien", "noir", "court", "sur", "l&apos;", "herbe", "."]], 100, given)
+    out = tmp_path / "nbest.json"
+    r = _nbest_part("--nbest", str(given), "--lines", "50", "--repeats", "1", "--check", "10", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    f = json.loads(out.read_text())
+    assert f["list"] == f"{given}, first 50 lines" and f["quick"]["hypotheses"] == 50 and f["scores_equal"]
+
+
+def test_nbest_part_fails_when_the_scores_differ(tmp_path: Path) -> None:
+    """Exit status 1 when the batched scores differ from the plain computation."""
+    from unittest import mock
+
+    import torch
+    from click.testing import CliRunner
+
+    from benchmarks import nbest
+
+    before = torch.get_num_threads()
+    plain = nbest.plain_sentence_log_probs
+    try:
+        with mock.patch.object(nbest, "plain_sentence_log_probs", lambda *a: plain(*a) + 2e-4):
+            r = CliRunner().invoke(nbest.main, ["--sizes", "quick", "--threads", "1", "--lines", "10",
+                                                "--repeats", "1", "--check", "5"])
+    finally:
+        torch.set_num_threads(before)
+    assert r.exit_code == 1, r.output
+    assert ": DIFFERENT" in r.output
+
+
+def test_synthetic_nbest_list() -> None:
+    """Distinct hypotheses made only of the sentence's own words, the sentence first; a valid
+    Moses n-best list, the same for the same seed."""
+    import numpy as np
+
+    from benchmarks.nbest import variants
+
+    sentence = ["une", "femme", "en", "robe", "rouge", "marche", "dans", "la", "rue", "avec", "un", "chien", "."]
+    hyps = variants(sentence, 200, np.random.default_rng(3))
+    assert len(hyps) == 200 and hyps[0] == sentence
+    assert len({tuple(h) for h in hyps}) == 200 and all(set(h) <= set(sentence) for h in hyps)
+    assert variants(["seul"], 200, np.random.default_rng(3)) == [["seul"]]
+    assert variants(sentence, 200, np.random.default_rng(3)) == hyps
+
+
+def test_synthetic_nbest_file(tmp_path: Path) -> None:
+    from benchmarks.nbest import synthetic_nbest
+    from phrase_rescorer.moses.nbest import read_nbest
+
+    sentences = [s.split() for s in ("deux chiens jouent dans la neige .", "un homme court .", "oui")]
+    assert synthetic_nbest(sentences, 10, tmp_path / "a") == (len((tmp_path / "a").read_text().splitlines()), 1)
+    n, used = synthetic_nbest(sentences, 10**6, tmp_path / "b")
+    lines = list(read_nbest(str(tmp_path / "b")))
+    assert used == 3 and n == len(lines) and [line.sentence for line in lines][-1] == 2
+    assert lines[0].tokens == sentences[0] and lines[-1].tokens == ["oui"]
+
+
+def test_flop_count_of_a_context_at_paper_size() -> None:
+    from benchmarks.nbest import context_flops
+    from phrase_rescorer.lm.network import PRESETS as LM_PRESETS
+
+    paper = LM_PRESETS["paper"]
+    assert context_flops(paper) == 2 * (6 * 512 * 1536 + 1536 * 1024 + 1024 * paper.vocab_size)
 
 
 def test_flop_count_of_a_pair_at_paper_size() -> None:
@@ -147,3 +241,27 @@ def test_operator_kinds() -> None:
         "autograd bookkeeping", "element-wise", "copies and indexing", "element-wise"]
     assert not is_operator("Optimizer.step#ChunkedAdadelta.step") and not is_operator("train.forward")
     assert is_operator("aten::mm") and is_operator("MmBackward0")
+
+
+def test_nbest_part_without_shared_data(tmp_path: Path) -> None:
+    """Without ../shared the list is made from the bundled tiny system's French text, and the
+    shortlist is filled up to the French one's size."""
+    from unittest import mock
+
+    import torch
+
+    from benchmarks import nbest
+
+    missing = tmp_path / "absent"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with mock.patch.object(nbest, "ONE_BEST", missing), mock.patch.object(nbest, "LM_TEXT", missing):
+            vocab = nbest.shortlist("small")
+            assert len(vocab) == nbest.FRENCH_SHORTLIST and "<unused-0>" in vocab and "homme" in vocab
+            f = nbest.nbest_part(None, 250, ["quick"], 1, 5, 50.0, tmp_path)
+    finally:
+        torch.set_num_threads(before)
+    assert f["list"].startswith("synthetic: up to 200 variants of each of the first ")
+    assert "the bundled tiny system" in f["list"] and f["scores_equal"] is True
+    assert f["quick"]["hypotheses"] >= 250 and f["quick"]["shortlist"] == 500

@@ -1,0 +1,298 @@
+"""N-best scoring with the CSLM: part of ``make bench``, or alone with ``python -m benchmarks.nbest``.
+
+``score_nbest`` (what ``phrase-rescorer nbest`` runs) appends the CSLM's log p to every line of
+an n-best list. It is timed, ``--repeats`` times per network, with a random-weight CSLM (speed
+does not depend on the weights) of the ``small`` and ``paper`` presets over the French
+shortlist: the words of ``../shared/data/moses-en-fr/corpus/train.tok.lc.fr``, the text the
+system's n-gram LM was built from (11,208 words + 4 symbols: what ``train-lm``'s default
+``--vocab-size 15000`` keeps). It prints hypotheses/s, distinct contexts per hypothesis, the
+useful GFLOP/s (2 x the multiply-adds of one forward pass per distinct context: the
+rectified layers' and the output layer's ``in x out``; ``score_nbest`` computes each distinct
+context of a window once, ``scoring.sentence_log_probs``) and their share of the machine's
+matrix-product rate (``parts.matmul_gflops``, as ``bench`` measures it). Time is wall time of the
+whole ``score_nbest`` call (building the network, reading, scoring, writing a temporary file);
+loading the model file is left out.
+
+The list (``--nbest`` to time a real one instead): made without running Moses, from the first
+sentences of the tuned system's 1-best output of the test set
+(``baseline/test_2016_flickr.tuned.1best.tok.lc.fr``; the bundled tiny system's ``test.fr`` and
+``dev.fr`` when ../shared is absent, the shortlist then filled up with unused placeholder words
+to the same size). Each sentence gets up to 200 distinct hypotheses: the sentence itself, then
+variants that combine 1 or 2 of a pool of 10 local edits of the sentence and, half of the
+time, one edit of their own (an edit swaps two neighbouring words, deletes a word, or replaces
+it by another word of the same sentence): a decoder's n-best list is a few local alternatives
+around one translation, combined. What matters for the speed is how many n-grams share a
+context. Of a real 200-best list of the en-fr system (``moses -n-best-list FILE 200 distinct``
+on the first 50 test sentences: 7,621 hypotheses, 13.7 words each), 12.0% of the 5-gram
+contexts (small; 1.76 per hypothesis) and 19.6% of the 7-gram contexts (paper; 2.88) are
+distinct within ``score_nbest``'s windows; of the synthetic list of the same 50 sentences
+(10,000 hypotheses, 13.3 words each), 12.5% (1.78) and 20.4% (2.91). Independent random edits
+instead of a shared pool gave 15-20% and 23-29%.
+
+The batched scores (read back from the written list) must equal the plain computation, one
+n-gram at a time (``scoring.plain_sentence_log_probs``), on the first ``--check`` hypotheses within
+1e-4; the exit status is 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import click
+import numpy as np
+import torch
+
+from benchmarks import parts
+from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.lm import nbest_scoring
+from phrase_rescorer.lm.lm_file import load_lm, save_lm
+from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
+from phrase_rescorer.lm.scoring import plain_sentence_log_probs
+from phrase_rescorer.lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+from phrase_rescorer.moses.nbest import dense_features, read_nbest
+
+SHARED_FR = parts.REPO.parent / "shared" / "data" / "moses-en-fr"
+ONE_BEST = SHARED_FR / "baseline" / "test_2016_flickr.tuned.1best.tok.lc.fr"
+LM_TEXT = SHARED_FR / "corpus" / "train.tok.lc.fr"
+TINY = parts.REPO / "tests" / "data" / "tiny-moses"
+#: The French shortlist: the 11,208 words of LM_TEXT and <pad> <unk> </s> <s>.
+FRENCH_SHORTLIST = 11_212
+#: ``--quick``'s network: seconds on two cores.
+QUICK = LMConfig(order=5, embed_dim=16, hidden=(32, 16), vocab_size=500)
+VARIANTS = 200
+#: Local edits per sentence that its hypotheses combine.
+POOL = 10
+TOLERANCE = 1e-4
+NAME = "CSLM0"
+
+
+def config_of(size: str) -> LMConfig:
+    return QUICK if size == "quick" else PRESETS[size]
+
+
+def context_flops(config: LMConfig) -> int:
+    """FLOPs of one forward pass of one context: 2 x the multiply-adds of every layer (the
+    embedding lookup has none)."""
+    width, macs = config.context * config.embed_dim, 0
+    for h in (*config.hidden, config.vocab_size):
+        macs += width * h
+        width = h
+    return 2 * macs
+
+
+def variants(tokens: Sequence[str], k: int, rng: np.random.Generator, pool: int = POOL) -> list[list[str]]:
+    """Up to ``k`` distinct hypotheses: ``tokens`` first, then each with 1 or 2 edits of a pool
+    of ``pool`` local edits of this sentence and, half of the time, one edit of its own. An edit
+    swaps a word with the next one, deletes it, or replaces it by a word of the sentence."""
+    n = len(tokens)
+    out, seen = [list(tokens)], {tuple(tokens)}
+    if n < 2:
+        return out
+
+    def edit() -> tuple[int, int, str]:
+        return int(rng.integers(n)), int(rng.integers(3)), tokens[int(rng.integers(n))]
+
+    edits = [edit() for _ in range(pool)]
+    for _ in range(50 * k):
+        if len(out) >= k:
+            break
+        chosen = [edits[j] for j in rng.choice(pool, size=int(rng.integers(1, 3)), replace=False)]
+        if rng.random() < 0.5:
+            chosen.append(edit())
+        v = list(tokens)
+        for i, op, word in sorted(chosen, key=lambda e: -e[0]):  # right to left: positions stay valid
+            if i >= len(v):  # deleted by an edit on its right
+                continue
+            if op == 0 and i + 1 < len(v):
+                v[i], v[i + 1] = v[i + 1], v[i]
+            elif op == 1 and len(v) > 1:
+                del v[i]
+            else:
+                v[i] = word
+        if tuple(v) not in seen:
+            seen.add(tuple(v))
+            out.append(v)
+    return out
+
+
+def synthetic_nbest(sentences: Sequence[Sequence[str]], lines: int, out: Path, seed: int = 1,
+                    per_sentence: int = VARIANTS) -> tuple[int, int]:
+    """An n-best list of at least ``lines`` lines (or of every sentence's variants, when there
+    are too few) in Moses' format; (lines, sentences)."""
+    rng = np.random.default_rng(seed)
+    rows: list[str] = []
+    used = 0
+    for used, tokens in enumerate(sentences, 1):
+        for rank, hyp in enumerate(variants(tokens, per_sentence, rng)):
+            rows.append(f"{used - 1} ||| {' '.join(hyp)}  ||| LM0= {-2.5 * len(hyp):.1f} "
+                        f"WordPenalty0= -{len(hyp)} ||| {-0.01 * rank:.2f}\n")
+        if len(rows) >= lines:
+            break
+    out.write_text("".join(rows), encoding="utf-8")
+    return len(rows), used
+
+
+def shortlist(size: str) -> Vocabulary:
+    """The French shortlist (``QUICK``'s 500 words with ``--quick``), filled up with unused
+    placeholders when the text has fewer words."""
+    target = QUICK.vocab_size if size == "quick" else FRENCH_SHORTLIST
+    texts = [LM_TEXT] if LM_TEXT.exists() else [TINY / "dev.fr", TINY / "test.fr"]
+    vocab = build_vocabulary((s for t in texts for s in read_sentences(str(t))), target)
+    fill = [f"<unused-{i}>" for i in range(target - len(vocab))]
+    return Vocabulary([*vocab.tokens, *fill]) if fill else vocab
+
+
+def context_counts(nbest: Path, config: LMConfig, vocab: Vocabulary) -> tuple[int, int, int, int]:
+    """(hypotheses, words, n-grams, distinct contexts) as ``score_nbest`` meets them: its own
+    windows, fed to a counter instead of the network."""
+    counts = [0, 0, 0, 0]
+
+    def count(model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]],
+              device: object = "cpu") -> tuple[np.ndarray, np.ndarray]:
+        contexts, _ = ngrams(config.order, [sentence_ids(vocab, s) for s in sentences])
+        for i, c in enumerate((len(sentences), sum(len(s) for s in sentences), len(contexts),
+                               len(np.unique(contexts, axis=0)))):
+            counts[i] += c
+        return np.zeros(len(sentences)), np.zeros(len(sentences), dtype=np.int64)
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(nbest_scoring, "sentence_log_probs", count):
+        path = Path(tmp) / "lm.pt"
+        torch.manual_seed(1)
+        save_lm(str(path), CSLM(config), vocab)
+        nbest_scoring.score_nbest(str(nbest), str(Path(tmp) / "out"), load_lm(str(path)), NAME)
+    return counts[0], counts[1], counts[2], counts[3]
+
+
+def appended_scores(path: Path, limit: int | None = None) -> tuple[list[list[str]], np.ndarray]:
+    """(hypotheses, the value of the ``NAME`` feature) of the first ``limit`` lines of a scored list."""
+    tokens: list[list[str]] = []
+    values: list[float] = []
+    for line in read_nbest(str(path)):
+        if limit is not None and len(tokens) >= limit:
+            break
+        tokens.append(line.tokens)
+        values.append([v for n, v in dense_features(line.features) if n == NAME][-1][0])  # the one appended
+    return tokens, np.array(values)
+
+
+def nbest_figures(nbest: Path, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float,
+                  work: Path) -> dict[str, Any]:
+    """Time ``score_nbest`` on ``nbest`` per network size; print and return the figures (with
+    ``scores_equal``: batched and plain agree for every size)."""
+    say = click.echo
+    threads = torch.get_num_threads()
+    out: dict[str, Any] = {"scores_equal": True}
+    say(f"  {'network':<8} {'order':>5} {'shortlist':>9} {'contexts/hyp':>12} {'distinct':>8} "
+        f"{'hypotheses/s: median [min-max]':<31} {'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}")
+    for size in sizes:
+        vocab = shortlist(size)
+        config = replace(config_of(size), vocab_size=len(vocab))
+        hyps, words, grams, distinct = context_counts(nbest, config, vocab)
+        lm_path = work / f"{size}.pt"
+        torch.manual_seed(1)
+        save_lm(str(lm_path), CSLM(config), vocab, info={"purpose": "benchmark (random weights)"})
+        lm = load_lm(str(lm_path))
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            nbest_scoring.score_nbest(str(nbest), str(work / "scored"), lm, NAME)
+            seconds.append(time.perf_counter() - start)
+        tokens, got = appended_scores(work / "scored", check)
+        model = lm.build()
+        want = np.array([plain_sentence_log_probs(model, vocab, t) for t in tokens])
+        diff = float(np.abs(got - want).max()) if len(want) else 0.0
+        equal = diff <= TOLERANCE
+        rates = [hyps / s for s in seconds]
+        useful = distinct * context_flops(config) * statistics.median(rates) / hyps / 1e9
+        out[size] = {"order": config.order, "shortlist": len(vocab), "hypotheses": hyps, "words": words,
+                     "ngrams": grams, "distinct_contexts": distinct, "contexts_per_hypothesis": distinct / hyps,
+                     "hypotheses_per_s": statistics.median(rates), "runs": rates, "useful_gflops": useful,
+                     "matmul_fraction": useful / cpu_rate, "checked": len(want), "max_abs_diff": diff,
+                     "scores_equal": equal, "threads": threads}
+        out["scores_equal"] = out["scores_equal"] and equal
+        say(f"  {size:<8} {config.order:>5} {len(vocab):>9,} {distinct / hyps:>12.2f} {100 * distinct / grams:>7.1f}% "
+            f"{f'{statistics.median(rates):,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]':<31} {useful:>14.1f} "
+            f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}")
+    say(f"  batched scores against the plain computation (scoring.plain_sentence_log_probs, first {check:,} "
+        f"hypotheses, allowed {TOLERANCE:g}): {'equal' if out['scores_equal'] else 'DIFFERENT'}")
+    return out
+
+
+def nbest_part(nbest: str | None, lines: int, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float,
+               work: Path) -> dict[str, Any]:
+    """The whole part: the list (``nbest``, else a synthetic one of ``lines`` lines), its
+    description, the figures."""
+    say = click.echo
+    if nbest is None:
+        text = ONE_BEST if ONE_BEST.exists() else None
+        sentences = (list(read_sentences(str(text))) if text else
+                     [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))])
+        path = work / "synthetic.nbest"
+        n, used = synthetic_nbest(sentences, lines or len(sentences) * VARIANTS, path)
+        what = (f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of "
+                f"{text or 'the bundled tiny system'} (benchmarks/nbest.py says how), {n:,} hypotheses")
+    else:
+        path, what = Path(nbest), f"{nbest}"
+        if lines:
+            path = work / "head.nbest"
+            with path.open("wb") as w:
+                for i, line in enumerate(read_nbest(nbest)):
+                    if i >= lines:
+                        break
+                    w.write(line.raw + b"\n")
+            what += f", first {lines:,} lines"
+    say(f"\nn-best scoring with the CSLM (score_nbest: read, score, write; random weights, float32; "
+        f"{_threads()}; {repeats} run{'s' if repeats > 1 else ''} each)\n  list: {what}")
+    return {"list": what, **nbest_figures(path, sizes, repeats, check, cpu_rate, work)}
+
+
+def _threads() -> str:
+    n = torch.get_num_threads()
+    return f"{n} thread{'s' if n > 1 else ''}"
+
+
+nbest_option = click.option("--nbest", "nbest_path", type=click.Path(exists=True, dir_okay=False), default=None,
+                            help="A Moses n-best list to time  [default: a synthetic 200-best list].")
+
+
+@parts.command
+@nbest_option
+@click.option("--lines", type=click.IntRange(min=0), default=10000, show_default=True,
+              help="Hypotheses timed (synthetic list: whole sentences, at least this many; --nbest: its first "
+                   "lines; 0 for all).")
+@click.option("--sizes", default="small,paper", show_default=True, help="CSLM presets timed (small, paper, quick).")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per network.")
+@click.option("--check", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Hypotheses also scored the plain way, one n-gram at a time.")
+@parts.threads_option
+@parts.json_option
+def main(nbest_path: str | None, lines: int, sizes: str, repeats: int, check: int, threads: int | None,
+         json_path: str | None) -> None:
+    """Time n-best scoring with the CSLM and print the figures."""
+    names = [s.strip() for s in sizes.split(",") if s.strip()]
+    for s in names:
+        if s not in (*PRESETS, "quick"):
+            raise click.BadParameter(f"{s!r} is not one of {', '.join((*PRESETS, 'quick'))}", param_hint="--sizes")
+    if threads:
+        torch.set_num_threads(threads)
+    cpu_rate = parts.matmul_gflops(torch.device("cpu"))
+    click.echo(f"machine fp32 matrix product (2048^3, {_threads()}): {cpu_rate:.1f} GFLOP/s")
+    with tempfile.TemporaryDirectory(prefix="phrase-rescorer-bench-") as tmp:
+        figures = nbest_part(nbest_path, lines, names, repeats, check, cpu_rate, Path(tmp))
+    figures.update(cpu_matmul_gflops=cpu_rate, machine=parts.machine())
+    if json_path:
+        Path(json_path).write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    if not figures["scores_equal"]:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
