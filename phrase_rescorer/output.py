@@ -292,16 +292,25 @@ class _Sink(io.RawIOBase):
         self.fd = -1
 
 
-def check_distinct_paths(input_path: str, output_path: str) -> None:
-    """Raise OutputError if ``output_path`` names the same file as ``input_path``.
+def check_distinct_paths(input_path: str, output_path: str, *, model: str | None = None) -> None:
+    """Raise OutputError if ``output_path`` names the same file as ``input_path`` or as the
+    ``model`` file the run reads (writing there would destroy what is being read).
 
     Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
-    themselves (hard links). ``-`` (stdin/stdout) never clashes.
+    themselves (hard links). ``-`` (stdin/stdout) never clashes. Nothing is opened: a FIFO
+    keeps its writer waiting for the real reader.
     """
-    if input_path == "-" or output_path == "-" or "" in (input_path, output_path):
-        return
-    same = os.path.realpath(input_path) == os.path.realpath(output_path)
-    if not same and os.path.exists(input_path) and os.path.exists(output_path):
-        same = os.path.samefile(input_path, output_path)
-    if same:
-        raise OutputError(output_path, f"output is the same file as the input {input_path!r}", errno.EINVAL)
+    for what, path in (("input", input_path), ("model file", model)):
+        if path is not None and _same_file(path, output_path):
+            raise OutputError(output_path, f"output is the same file as the {what} {path!r}", errno.EINVAL)
+
+
+def _same_file(path: str, output_path: str) -> bool:
+    if path == "-" or output_path == "-" or "" in (path, output_path):
+        return False
+    if os.path.realpath(path) == os.path.realpath(output_path):
+        return True
+    try:
+        return os.path.samefile(path, output_path)
+    except OSError:  # either does not exist (yet)
+        return False

@@ -12,6 +12,8 @@ import stat
 
 #: Bytes of the destination's name kept in its temporary's name (file names hold 255 bytes).
 _NAME_BYTES = 200
+#: Symbolic links followed in search of a descriptor link (the kernel's own limit).
+_MAX_LINKS = 40
 _FD_LINK = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
 
 
@@ -24,13 +26,23 @@ def is_open(fd: int) -> bool:
 
 
 def fd_of_link(path: str) -> int | None:
-    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
-    match = _FD_LINK.fullmatch(os.path.abspath(path))
-    if match is None or (match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0))):
-        return None
-    if match.group(1) or match.group(2):
-        return 1 if match.group(1) else 2
-    return int(match.group(3) or match.group(4))
+    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, directly
+    or through symbolic links of one's own (``out -> /proc/self/fd/1``), else None."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        match = _FD_LINK.fullmatch(current)
+        if match is not None:
+            if match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0)):
+                return None
+            if match.group(1) or match.group(2):
+                return 1 if match.group(1) else 2
+            return int(match.group(3) or match.group(4))
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a link (or none left): a file's path
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return None
 
 
 def _is_own_proc(path: str) -> bool:

@@ -28,13 +28,14 @@ EXIT_CODES = {
     1: "internal error (a bug: please report it with the traceback)",
     2: "usage error: unknown option, missing argument, refused combination",
     3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
-       "or corrupt gzip, another compression format, empty table (file:line given); dev/test files of "
-       "different lengths",
+       "or corrupt gzip, another compression format, empty table, a line with another score count or a "
+       "negative score, a table rescored already (file:line given); dev/test files of different lengths",
     4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
        "a vocabulary that does not cover the table",
     5: "moses.ini does not match its phrase table or cannot be patched",
     6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
-       "directory, missing directory, the input itself, closed stdout), permission, disk full, short write",
+       "directory, missing directory, the input or the model file itself, closed stdout), permission, "
+       "disk full, short write",
     129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
     130: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training saves "
          "MODEL.last.pt for --resume, experiment keeps its finished runs",

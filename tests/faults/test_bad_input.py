@@ -39,6 +39,7 @@ from phrase_rescorer import output
 from phrase_rescorer.cli import main
 from phrase_rescorer.cli.common import EXIT_CODES
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     appended_columns,
@@ -56,6 +57,7 @@ REL = 1e-5  # log-space tolerance against the pair-by-pair reference (see test_s
 SORTED = b"".join(read_lines(SAMPLE)[:60])  # real lines (5 fields), in the table's sorted order
 SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])  # 250 KB, 90 KB gzipped
 FIRST, SECOND = read_lines(SAMPLE)[:2]
+S4 = b"0.5 0.25 0.5 0.125"  # as many scores as the sample's lines
 LONG_SOURCE = " ".join(["the"] * 10_000).encode()
 LONG_TARGET = " ".join(["la", "maison", "bleue", "&#124;"] * 2_500).encode()
 
@@ -111,6 +113,20 @@ def _model_bytes(cut: Callable[[bytes], bytes]) -> Callable[[Path, Path], None]:
     return setup
 
 
+def _rescored_input(directory: Path, model: Path) -> None:
+    rescore_table(str(directory / "in.txt"), str(directory / "first.txt"), str(model))
+    os.replace(directory / "first.txt", directory / "in.txt")
+
+
+def _model_copy(link: bool) -> Callable[[Path, Path], None]:
+    def setup(directory: Path, model: Path) -> None:
+        shutil.copyfile(model, directory / "other.pt")
+        if link:
+            (directory / "link.pt").symlink_to(directory / "other.pt")
+
+    return setup
+
+
 def _old_output(directory: Path, model: Path) -> None:
     (directory / "out.txt").write_bytes(b"an earlier run's output\n")
 
@@ -157,7 +173,7 @@ CASES = [
          args=("-q", "rescore", "-", "-", "--model", "{model}"), stdin=gzip.compress(SORTED)),
     # --- encodings and line ends
     Case("invalid UTF-8 in a phrase", FIRST + b"\xff\xfe ||| la ||| 0.5\n", 3, LINE2 + "invalid UTF-8", "absent"),
-    Case("invalid UTF-8 after the scores (kept as bytes)", FIRST + b"b ||| la ||| 0.5 ||| 0-0 ||| \xff\xfe\n"),
+    Case("invalid UTF-8 after the scores (kept as bytes)", FIRST + b"b ||| la ||| " + S4 + b" ||| 0-0 ||| \xff\xfe\n"),
     Case("CRLF line ends (kept)", SORTED.replace(b"\n", b"\r\n")),
     Case("mixed CRLF and LF", FIRST.replace(b"\n", b"\r\n") + SECOND),
     Case("last line without a newline", SORTED.rstrip(b"\n")),
@@ -172,6 +188,13 @@ CASES = [
     Case("separator without spaces", FIRST + b"b|||la|||0.5\n", 3, LINE2 + "field separator is not", "absent"),
     Case("non-numeric score", FIRST + b"b ||| la ||| 0.5 x ||| 0-0\n", 3, LINE2 + "non-numeric score 'x'", "absent"),
     Case("nan score", FIRST + b"b ||| la ||| nan\n", 3, LINE2 + "non-numeric score 'nan'", "absent"),
+    Case("a line with another score count than the first", FIRST + b"b ||| la ||| 0.5 0.5 0.5\n", 3,
+         LINE2 + "3 scores, but line 1 has 4: every line of a Moses table carries the same number", "absent"),
+    Case("negative score (a log-domain table)", FIRST + b"b ||| la ||| 0.5 -2.3 0.5 1e-5\n", 3,
+         LINE2 + "negative score -2.3: Moses takes the log of every score", "absent"),
+    Case("zero and minus zero scores (kept)", FIRST + b"b ||| la ||| 0 -0 0.0 -0e-3\n"),
+    Case("a table rescored already (its last column is the new one)", code=3, output="absent",
+         setup=_rescored_input, message=r"{in}: already rescored: on lines 1-60 the last 1 score\(s\) are exactly"),
     Case("missing scores field", FIRST + b"b ||| la ||| \n", 3, LINE2 + "missing scores field", "absent"),
     Case("bad line on stdin", FIRST + b"b ||| la\n", 3, r"-:2: expected 3 to 7 fields", "absent", subprocess=True,
          args=("-q", "rescore", "-", "{out}", "--model", "{model}"), stdin=FIRST + b"b ||| la\n"),
@@ -183,7 +206,8 @@ CASES = [
          message=r"{dir}/none.gz: cannot read: No such file or directory"),
     # --- unusual but valid tables
     Case("10,000-token phrases (scored, not skipped)",
-         FIRST + LONG_SOURCE + b" ||| la ||| 0.5 ||| 0-0\n" + b"the ||| " + LONG_TARGET + b" ||| 0.5\n"),
+         FIRST + LONG_SOURCE + b" ||| la ||| " + S4 + b" ||| 0-0\n"
+         + b"the ||| " + LONG_TARGET + b" ||| " + S4 + b"\n"),
     Case("duplicate lines", FIRST + FIRST + FIRST + SECOND),
     Case("unsorted table (input order, one warning)", SORTED[len(FIRST) + len(SECOND):] + FIRST + SECOND, 0,
          r"warning: {in}:59: the input is not sorted by source phrase \(LC_ALL=C\); lines are scored and written "
@@ -227,6 +251,10 @@ CASES = [
          "{model}"), message=r"{dir}/none.gz: cannot read: No such file or directory"),
     Case("output path equal to the input path (refused)", code=6, output="unchanged", out_name="in.txt",
          message=r"{out}: output is the same file as the input"),
+    Case("output path equal to the model file (refused)", code=6, output="unchanged", out_name="other.pt",
+         args=OTHER_MODEL, setup=_model_copy(link=False), message=r"{out}: output is the same file as the model file"),
+    Case("output path a symbolic link to the model file (refused)", code=6, output="unchanged", out_name="link.pt",
+         args=OTHER_MODEL, setup=_model_copy(link=True), message=r"{out}: output is the same file as the model file"),
     Case("output path naming the input by another spelling", code=6, output="unchanged", out_name="in.txt",
          args=("-q", "rescore", "{in}", "{dir}/./sub/../in.txt", "--model", "{model}"),
          setup=lambda d, m: (d / "sub").mkdir(), message=r"output is the same file as the input"),

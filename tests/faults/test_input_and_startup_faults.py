@@ -111,6 +111,26 @@ def test_output_path_refused_before_the_model_is_read(table: Path, out: str, mes
     assert os.listdir(table.parent) == ["in.txt"]
 
 
+def test_fifo_input_keeps_its_writer_s_data(model: Path, tmp_path: Path) -> None:
+    """A named FIFO as IN (250 KB: more than a pipe holds): the path check must not open it,
+    or the writer is released, its data lost with the check's reader, and the run waits forever."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"".join(read_lines(SAMPLE)[:2000]))
+    assert run(["rescore", str(source), str(tmp_path / "want.txt"), "--model", str(model)]) == (0, "")
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", 'exec cat "$0" > "$1"', str(source), str(fifo)])
+    try:
+        code, err = run(["rescore", str(fifo), str(tmp_path / "out.txt"), "--model", str(model)], timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run waited forever for the FIFO's writer")
+    finally:
+        writer.kill()
+        writer.wait()
+    assert (code, err) == (0, "")
+    assert (tmp_path / "out.txt").read_bytes() == (tmp_path / "want.txt").read_bytes()
+
+
 def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:
     code, err = run(["rescore", "absent.txt", "out.txt", "--model", "missing.pt"], cwd=tmp_path)
     assert (code, err.strip()) == (6, "phrase-rescorer: error: absent.txt: cannot read: No such file or directory")
