@@ -30,8 +30,9 @@ EXIT_CODES = {
     3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
        "or corrupt gzip, another compression format, empty table, a line with another score count or a "
        "negative score, a table rescored already (file:line given); dev/test files of different lengths",
-    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
-       "a vocabulary that does not cover the table",
+    4: "unusable model file: missing, truncated, not a model, another format version, a configuration that "
+       "does not fit its weights (checked before any network is built), weights that give NaN, a vocabulary "
+       "that does not cover the table",
     5: "moses.ini does not match its phrase table or cannot be patched",
     6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
        "directory, missing directory, the input or the model file itself, closed stdout), permission, "

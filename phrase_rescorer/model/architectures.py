@@ -63,6 +63,9 @@ class ArchConfig:
             why = "the bidirectional bottom layer has twice the units" if self.bidirectional else \
                 "layer 1 reads embeddings"
             raise ValueError(f"residual connections can start at layer {lowest} at the lowest ({why})")
+        if self.residual_from > self.layers:
+            raise ValueError(f"residual connections from layer {self.residual_from} of {self.layers}: "
+                             "there is no such layer (0: none)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +95,10 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
         return None
     if name not in ARCHITECTURES:
         raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
-    return replace(ARCHITECTURES[name], **given)
+    base = ARCHITECTURES[name]
+    if "residual_from" not in given and base.residual_from > given.get("layers", base.layers):
+        given["residual_from"] = 0  # gnmt --layers 2: no layer to start residuals from
+    return replace(base, **given)
 
 
 def arch_name(arch: ArchConfig | None) -> str:
