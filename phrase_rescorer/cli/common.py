@@ -77,6 +77,11 @@ def _terminate(signum: int, frame: Any) -> None:
 _SIGNAL_WORDS: dict[int, str] = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
 
 
+def signal_words(signum: int) -> str:
+    """What a program says when SIGTERM or SIGHUP ends it: ``terminated (SIGTERM)``."""
+    return _SIGNAL_WORDS[signum]
+
+
 def _reader_gone() -> NoReturn:
     """Standard output's reader went away: exit 141 as a shell's SIGPIPE would, quietly, with
     standard output pointed at /dev/null so that Python's last flush finds nothing to complain of."""
@@ -108,7 +113,7 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
     except KeyboardInterrupt:
         _fail(prog_name, "interrupted; no output was left behind", 130)
     except Terminated as e:
-        _fail(prog_name, f"{_SIGNAL_WORDS[e.signum]}; no output was left behind", 128 + e.signum)
+        _fail(prog_name, f"{signal_words(e.signum)}; no output was left behind", 128 + e.signum)
     except click.ClickException as e:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)
