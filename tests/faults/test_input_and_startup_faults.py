@@ -95,6 +95,35 @@ def test_ctrl_c_at_any_moment_of_start_up(model: Path, tmp_path: Path, after: fl
     assert os.listdir(tmp_path) == []
 
 
+_AUDIT = """
+import os, signal, sys
+def _audit(event, args):
+    if event == "import" and args[0] == "phrase_rescorer.signals" and not os.path.exists(os.environ["MARK"]):
+        with open(os.environ["MARK"], "w") as f:
+            f.write(repr(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))))
+sys.addaudithook(_audit)
+"""
+
+
+def test_stop_signals_are_blocked_from_the_package_s_first_line(tmp_path: Path) -> None:
+    """When the first module of the package after its ``__init__`` is imported, SIGINT, SIGTERM
+    and SIGHUP are already blocked: what is left unprotected is Python's own start-up."""
+    (tmp_path / "sitecustomize.py").write_text(_AUDIT)
+    env = cli_env()
+    env.update(PYTHONPATH=f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}", MARK=str(tmp_path / "mask"))
+    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "--version"], capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    blocked = (tmp_path / "mask").read_text()
+    assert blocked == repr(sorted([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])), blocked
+
+
+def test_a_library_user_s_signals_are_left_alone(tmp_path: Path) -> None:
+    r = subprocess.run([PYTHON, "-c", "import phrase_rescorer, signal; "
+                        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"],
+                       capture_output=True, env=cli_env(), timeout=120)
+    assert r.stdout.decode().strip() == "[]", r.stderr.decode()
+
+
 # --- 9. paths checked before the model is loaded -------------------------------------------------
 
 
