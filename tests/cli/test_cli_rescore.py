@@ -190,3 +190,17 @@ def test_moses_step_checks_the_ini_before_scoring(model: Path, tmp_path: Path) -
     shutil.rmtree(model_dir)
     r = run(str(tmp_path), "--network", str(model), program="moses-rescore-step")
     assert r.returncode == 5 and "no moses.ini here" in r.stderr.decode()
+
+
+def test_moses_step_on_its_own_patched_ini_is_refused(model: Path, tmp_path: Path) -> None:
+    """The second column would be the first one again: refused, naming the table (exit 3)."""
+    model_dir = _train_model_dir(tmp_path)
+    assert run(str(model_dir), "-m", str(model), "-q", program="moses-rescore-step").returncode == 0
+    before = (model_dir / "phrase-table.rnn.gz").read_bytes()
+    r = run(str(model_dir), "-m", str(model), "-q", "--ini", str(model_dir / "moses.rnn.ini"),
+            program="moses-rescore-step")
+    assert r.returncode == 3
+    assert r.stderr.decode().strip() == (
+        f"moses-rescore-step: error: {model_dir}/phrase-table.rnn.gz: already rescored: on lines 1-400 the last "
+        "1 score(s) are exactly the column(s) this network would add; rescore the original table, not this one")
+    assert (model_dir / "phrase-table.rnn.gz").read_bytes() == before
