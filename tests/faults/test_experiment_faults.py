@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 from pathlib import Path
@@ -236,3 +237,38 @@ def test_the_lock_is_the_run_s_own(tmp_path: Path) -> None:
     with locked_out_dir(str(out)):
         pass
     assert runner.locked_out_dir is locked_out_dir
+
+
+def test_a_real_sighup_during_tuning_is_129(stand_in_moses: Path, files: dict[str, Path], tmp_path: Path) -> None:
+    """SIGHUP while mert-moses.pl runs (a stand-in that waits): the tuner's process group is
+    stopped, the run ends with 129 and says it was hung up."""
+    moses = tmp_path / "moses"
+    for relative in EXPERIMENT_NEEDS:
+        (moses / relative).parent.mkdir(parents=True, exist_ok=True)
+        (moses / relative).write_bytes((stand_in_moses / relative).read_bytes())
+        (moses / relative).chmod(0o755)
+    (moses / "scripts/training/mert-moses.pl").write_text('#!/bin/sh\ntouch "$MARK"\nexec sleep 300\n')
+    mark, out = tmp_path / "tuning", tmp_path / "out"
+    args = ["--moses", str(moses), "--ini", str(files["ini"]), "--dev", str(files["dev.en"]), str(files["dev.fr"]),
+            "--test", str(files["test.en"]), str(files["test.fr"]), "--target-lang", "fr", "--out", str(out)]
+    proc = subprocess.Popen([PYTHON, "-m", "phrase_rescorer", "-q", "experiment", *args], stderr=subprocess.PIPE,
+                            env={**cli_env(), "OMP_NUM_THREADS": "1", "MARK": str(mark)})
+    try:
+        for _ in range(1200):
+            if mark.exists() or proc.poll() is not None:
+                break
+            select_wait(0.1)
+        assert mark.exists(), proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else ""
+        proc.send_signal(signal.SIGHUP)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 129, err.decode()
+    assert one_error(err.decode()) == (f"phrase-rescorer: error: hung up (SIGHUP); the finished runs are kept in "
+                                       f"{out}: run the same command to continue")
+
+
+def select_wait(seconds: float) -> None:
+    select.select([], [], [], seconds)
