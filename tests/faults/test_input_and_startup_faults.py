@@ -160,6 +160,15 @@ def test_fifo_input_keeps_its_writer_s_data(model: Path, tmp_path: Path) -> None
     assert (tmp_path / "out.txt").read_bytes() == (tmp_path / "want.txt").read_bytes()
 
 
+@pytest.mark.parametrize("out", ["in.txt", "link.txt"])
+def test_train_refuses_to_write_its_model_over_its_table(table: Path, out: str) -> None:
+    """MODEL_OUT naming TABLE (also through a link): refused before reading, not after hours."""
+    (table.parent / "link.txt").symlink_to("in.txt")
+    code, err = run(["train", "in.txt", out, "--max-steps", "1"], cwd=table.parent)
+    assert (code, err.strip()) == (6, f"phrase-rescorer: error: {out}: output is the same file as the input 'in.txt'")
+    assert table.read_bytes() == b"".join(LINES)
+
+
 def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:
     code, err = run(["rescore", "absent.txt", "out.txt", "--model", "missing.pt"], cwd=tmp_path)
     assert (code, err.strip()) == (6, "phrase-rescorer: error: absent.txt: cannot read: No such file or directory")
