@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .phrase_table import _BARS, Entry, PhraseTableError
+from .phrase_table import Entry, PhraseTableError
+
+_BARS = b"|||"
 
 
 def score_field(entry: Entry) -> bytes:
