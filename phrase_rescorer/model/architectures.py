@@ -63,7 +63,12 @@ class ArchConfig:
             why = "the bidirectional bottom layer has twice the units" if self.bidirectional else \
                 "layer 1 reads embeddings"
             raise ValueError(f"residual connections can start at layer {lowest} at the lowest ({why})")
-        if self.residual_from > self.layers:
+        # Above the layer count a start means no residual connection. Only the architecture's own
+        # start is kept there (gnmt's 3 in a 1- or 2-layer gnmt, as train writes it); train writes
+        # no other, so one is a tampered file, whose weights may have been trained with the
+        # connections it removes (every line would score differently).
+        own = globals().get("ARCHITECTURES", {}).get(self.name)
+        if self.residual_from > self.layers and (own is None or self.residual_from != own.residual_from):
             raise ValueError(f"residual connections from layer {self.residual_from} of {self.layers}: "
                              "there is no such layer (0: none)")
 
@@ -95,10 +100,7 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
         return None
     if name not in ARCHITECTURES:
         raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
-    base = ARCHITECTURES[name]
-    if "residual_from" not in given and base.residual_from > given.get("layers", base.layers):
-        given["residual_from"] = 0  # gnmt --layers 2: no layer to start residuals from
-    return replace(base, **given)
+    return replace(ARCHITECTURES[name], **given)
 
 
 def arch_name(arch: ArchConfig | None) -> str:

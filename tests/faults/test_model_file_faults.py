@@ -86,9 +86,10 @@ def test_no_network_is_built_before_the_weights_fit(tmp_path: Path, monkeypatch:
     assert devices == ["meta"]
 
 
-def test_gnmt_with_fewer_layers_than_its_residual_start_has_none() -> None:
-    """``train --arch gnmt --layers 2``: no third layer for residuals to start from."""
-    assert arch_config("gnmt", layers=2).residual_from == 0  # type: ignore[union-attr]
-    assert arch_config("gnmt").residual_from == 3  # type: ignore[union-attr]
-    with pytest.raises(ValueError, match="residual connections from layer 3 of 2"):
-        arch_config("gnmt", layers=2, residual_from=3)
+def test_gnmt_with_fewer_layers_than_its_residual_start_keeps_loading(tmp_path: Path) -> None:
+    """``train --arch gnmt --layers 2`` writes gnmt's own start (3): no residual connection, and
+    such files load; a start above the layers that is not the architecture's own is refused."""
+    assert arch_config("gnmt", layers=2).residual_from == 3  # type: ignore[union-attr]
+    load_checkpoint(str(tiny_arch_checkpoint(tmp_path / "two.pt", "gnmt", layers=2)))
+    with pytest.raises(ValueError, match="residual connections from layer 4 of 2"):
+        arch_config("gnmt", layers=2, residual_from=4)
