@@ -14,6 +14,8 @@
   order is still scored in its own order, with one warning.
 * An input without a single line is refused (``PhraseTableError``): an empty table is almost
   always the trace of an earlier step that failed, and an empty output would hide it.
+* Every line's scores field is checked (``moses.score_fields``): the first line's score count,
+  no negative score, and no table whose last column(s) already are the ones to be added.
 * Numbers are formatted by ``moses.numbers.format_columns`` only.
 
 ``rescore_table`` is the one-call entry point for Python pipelines; ``TableRescorer`` is the
