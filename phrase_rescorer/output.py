@@ -40,10 +40,8 @@ from types import TracebackType
 from typing import BinaryIO
 
 from .compression import format_of_name, open_writer
+from .output_paths import OutputError, ReaderGone, check_distinct_paths, check_output_path
 from .output_targets import (
-    OutputError,
-    check_distinct_paths,
-    check_output_path,
     fd_of_link,
     fsync_directory,
     is_special,
@@ -53,15 +51,12 @@ from .output_targets import (
 )
 from .signals import stop_signals_held
 
+__all__ = ["AtomicOutput", "OutputError", "ReaderGone", "check_distinct_paths", "check_output_path"]
+
 _BUFFER_SIZE = 1 << 20
 _CREATING = threading.Lock()  # the stale scan, and a temporary's creation up to its lock
 #: The system call every output byte goes through (tests replace it to simulate short writes).
 _write = os.write
-
-
-class ReaderGone(OutputError):
-    """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
-    ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
 
 
 class AtomicOutput:
@@ -258,5 +253,3 @@ class _Sink(io.RawIOBase):
                 os.close(self.fd)
         self.fd = -1
 
-
-__all__ = ["AtomicOutput", "OutputError", "ReaderGone", "check_distinct_paths", "check_output_path"]

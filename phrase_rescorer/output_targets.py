@@ -1,86 +1,21 @@
 """What an output path is on disk, for ``output.AtomicOutput``: a target written straight
 through (a device, a FIFO or socket, a link to an open descriptor), the stale temporaries a
-killed run left beside it, the permission bits a replacing file keeps, and a durable rename; the
-checks made of an output path before any work (:func:`check_output_path`,
-:func:`check_distinct_paths`) and their error, :class:`OutputError`."""
+killed run left beside it, the permission bits a replacing file keeps, and a durable rename
+(the checks made of an output path before any work are ``output_paths``')."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import re
 import stat
-import sys
-
-from .compression import CompressionError, format_of_name
 
 #: Bytes of the destination's name kept in its temporary's name (file names hold 255 bytes).
 _NAME_BYTES = 200
+#: Symbolic links followed in search of a descriptor link (the kernel's own limit).
+_MAX_LINKS = 40
 _FD_LINK = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
-
-
-class OutputError(OSError):
-    """An output that cannot be written: ``str(e)`` is ``"path: message"``; ``filename`` the path."""
-
-    def __init__(self, path: str, message: str, code: int | None = None) -> None:
-        super().__init__(code, message)
-        self.filename = path
-
-    def __str__(self) -> str:
-        return f"{self.filename or repr(self.filename)}: {self.strerror}"
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.filename, self.strerror, self.errno))
-
-
-def check_output_path(path: str, by_name: bool = True) -> None:
-    """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
-    check their outputs before any long work. ``by_name``: the output is compressed by its name,
-    and a compressed name of a format that is not written is refused (``compression``)."""
-    if path == "":
-        raise OutputError(path, "empty output path")
-    if by_name and path != "-":
-        try:
-            format_of_name(path)
-        except CompressionError as exc:
-            raise OutputError(path, str(exc), errno.EINVAL) from None
-    if path == "-":
-        if sys.stdout is None or not is_open(1):
-            raise OutputError("-", "standard output is closed")
-        return
-    fd = fd_of_link(path)
-    if fd is not None:
-        if not is_open(fd):
-            raise OutputError(path, f"file descriptor {fd} is not open")
-        return
-    if is_special(path):
-        return
-    if os.path.isdir(path):
-        raise OutputError(path, "output path is a directory", errno.EISDIR)
-    if path.endswith(os.sep):
-        raise OutputError(path, "output path ends with '/': it names a directory, not a file", errno.EISDIR)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise OutputError(path, "output directory does not exist", errno.ENOENT)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise OutputError(path, f"permission denied: cannot create files in {directory}", errno.EACCES)
-
-
-def check_distinct_paths(input_path: str, output_path: str) -> None:
-    """Raise OutputError if ``output_path`` names the same file as ``input_path``.
-
-    Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
-    themselves (hard links). ``-`` (stdin/stdout) never clashes.
-    """
-    if input_path == "-" or output_path == "-" or "" in (input_path, output_path):
-        return
-    same = os.path.realpath(input_path) == os.path.realpath(output_path)
-    if not same and os.path.exists(input_path) and os.path.exists(output_path):
-        same = os.path.samefile(input_path, output_path)
-    if same:
-        raise OutputError(output_path, f"output is the same file as the input {input_path!r}", errno.EINVAL)
 
 
 def is_open(fd: int) -> bool:
@@ -92,13 +27,23 @@ def is_open(fd: int) -> bool:
 
 
 def fd_of_link(path: str) -> int | None:
-    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
-    match = _FD_LINK.fullmatch(os.path.abspath(path))
-    if match is None or (match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0))):
-        return None
-    if match.group(1) or match.group(2):
-        return 1 if match.group(1) else 2
-    return int(match.group(3) or match.group(4))
+    """The descriptor that ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, directly
+    or through symbolic links of one's own (``out -> /proc/self/fd/1``), else None."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        match = _FD_LINK.fullmatch(current)
+        if match is not None:
+            if match.group(0).startswith("/proc/") and not _is_own_proc(match.group(0)):
+                return None
+            if match.group(1) or match.group(2):
+                return 1 if match.group(1) else 2
+            return int(match.group(3) or match.group(4))
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a link (or none left): a file's path
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return None
 
 
 def _is_own_proc(path: str) -> bool:

@@ -28,16 +28,17 @@ EXIT_CODES = {
     1: "internal error (a bug: please report it with the traceback)",
     2: "usage error: unknown option, missing argument, refused combination",
     3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
-       "or corrupt compressed input, a compression format not read, empty table (file:line given); dev/test "
-       "files of different lengths",
-    4: "unusable model file: missing, truncated, not a model, another format version, weights that give NaN, "
-       "a vocabulary that does not cover the table",
+       "or corrupt compressed input, a compression format not read, empty table, a line with another score "
+       "count or a negative score, a table rescored already (file:line given); dev/test files of different lengths",
+    4: "unusable model file: missing, truncated, not a model, another format version, a configuration that "
+       "does not fit its weights (checked before any network is built), weights that give NaN, a vocabulary "
+       "that does not cover the table",
     5: "moses.ini does not match its phrase table or cannot be patched: a --table that is no table in a form Moses "
        "loads, a score count other than num-features + the added columns, a weight that is not finite, a failed "
        "--binarize",
     6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
-       "directory, missing directory, the input itself, a compressed name not written such as .lzma, closed "
-       "stdout), permission, disk full, short write",
+       "directory, missing directory, the input or the model file itself, a compressed name not written such "
+       "as .lzma, closed stdout), permission, disk full, short write",
     129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
     130: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training saves "
          "MODEL.last.pt for --resume, experiment keeps its finished runs",
@@ -78,6 +79,11 @@ def _terminate(signum: int, frame: Any) -> None:
 _SIGNAL_WORDS: dict[int, str] = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
 
 
+def signal_words(signum: int) -> str:
+    """What a program says when SIGTERM or SIGHUP ends it: ``terminated (SIGTERM)``."""
+    return _SIGNAL_WORDS[signum]
+
+
 def _reader_gone() -> NoReturn:
     """Standard output's reader went away: exit 141 as a shell's SIGPIPE would, quietly, with
     standard output pointed at /dev/null so that Python's last flush finds nothing to complain of."""
@@ -109,7 +115,7 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
     except KeyboardInterrupt:
         _fail(prog_name, "interrupted; no output was left behind", 130)
     except Terminated as e:
-        _fail(prog_name, f"{_SIGNAL_WORDS[e.signum]}; no output was left behind", 128 + e.signum)
+        _fail(prog_name, f"{signal_words(e.signum)}; no output was left behind", 128 + e.signum)
     except click.ClickException as e:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)

@@ -13,7 +13,7 @@ from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import MosesNotFound, find_moses
 from ..threads import default_threads, limit_threads
 from . import cli
-from .common import Terminated, ThreadCount, UserError, is_quiet, model_option
+from .common import Terminated, ThreadCount, UserError, is_quiet, model_option, signal_words
 
 COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -44,7 +44,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="MERT runs per system, each with its own working directory and seed.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for everything (tuned inis, 1-best outputs, experiment.json). "
-              "Rerun the same command to continue an interrupted experiment.")
+              "Rerun the same command to continue an interrupted experiment (refused if the ini, "
+              "data or model changed since it started). One run at a time per directory.")
 @click.option("--maximum-iterations", type=click.IntRange(min=1), default=None,
               help="mert-moses.pl's iteration cap (its default: 25).")
 @click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
@@ -117,6 +118,6 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
         raise UserError(str(e), e.exit_code) from None
     except KeyboardInterrupt:
         raise UserError(f"interrupted; {resume}", 130) from None
-    except Terminated:
-        raise UserError(f"terminated (SIGTERM); {resume}", 143) from None
+    except Terminated as e:  # SIGTERM or SIGHUP
+        raise UserError(f"{signal_words(e.signum)}; {resume}", 128 + e.signum) from None
     click.echo(format_table(report))

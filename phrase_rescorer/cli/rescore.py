@@ -76,7 +76,9 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 show_default=True,
                 help="Lines read, sorted by length and scored together; memory grows with it. "
                 "A window is extended to the end of the current source phrase (up to 8x), so "
-                "each source is encoded once.",
+                "each source is encoded once. Like --batch-size and --scorer, it changes scores "
+                "by float rounding only: the last digits of log p, by less than 1e-6 of |log p| "
+                "(README, Reproducibility).",
             ),
             device_option,
             threads_option,

@@ -20,6 +20,7 @@ from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
 from ..model.decoders import ATTENTION_FROM
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
+from ..output import check_distinct_paths
 from ..parallel import distributed
 from ..training.setup import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
 from ..training.trainer import Interrupted, Trainer
@@ -165,6 +166,8 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
     last_path = companion_path(model_out, ".last.pt")
+    for output in (model_out, last_path, log_path or companion_path(model_out, ".log")):
+        check_distinct_paths(table, output)  # the table, overwritten by a model after hours
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)

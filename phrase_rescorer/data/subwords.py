@@ -44,10 +44,14 @@ class Subwords:
 
     def __init__(self, proto: bytes):
         self.proto = bytes(proto)
+        if not self.proto:  # SentencePiece "loads" it, then fails at the first phrase
+            raise SubwordError("an empty SentencePiece model")
         try:
             self.processor = spm.SentencePieceProcessor(model_proto=self.proto)
         except RuntimeError as e:
             raise SubwordError(f"not a SentencePiece model: {e}") from e
+        if self.processor.get_piece_size() == 0:
+            raise SubwordError("a SentencePiece model without units")
         self._cache: dict[str, list[str]] = {}
 
     @classmethod

@@ -2,7 +2,9 @@
 
 Layout of the output directory (everything is kept)::
 
-    settings.json                 what defines the experiment (a restart must match it)
+    .experiment.lock              held by the run in progress (``workdir``: one run at a time)
+    settings.json                 what defines the experiment and its files' fingerprints (a
+                                  restart must match both)
     experiment.json               the report (rewritten after every finished run)
     tables/phrase-table.rnn.gz    the rescored table(s)
     systems/KEY/start.ini         the starting moses.ini of a system
@@ -44,6 +46,7 @@ from .systems import (
     prepare_system,
     systems_for,
 )
+from .workdir import changed_files, check_out_dir, fingerprints, locked_out_dir
 
 EventCallback = Callable[[str], None]
 
@@ -124,25 +127,54 @@ def _describe_model(path: str) -> dict:
             **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info}}
 
 
-def _check_resume(settings: Settings) -> None:
-    path = os.path.join(settings.out_dir, "settings.json")
-    identity = settings.identity()
-    if os.path.exists(path):
+def _read_settings(path: str) -> dict:
+    try:
         with open(path, encoding="utf-8") as f:
             old = json.load(f)
-        changed = [k for k in identity if old.get(k) != identity[k]]
-        if changed:
-            details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
-            raise ExperimentError(
-                f"{settings.out_dir} holds an experiment with other settings ({details}); "
-                "give another --out, or the same settings to continue it", 2
-            )
-    else:
-        _write_json(path, identity)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExperimentError(f"{path}: not an experiment's settings ({e}); give another --out, "
+                              "or remove the file to start this one afresh", 2) from None
+    if not isinstance(old, dict):
+        raise ExperimentError(f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
+                              "object); give another --out, or remove the file to start this one afresh", 2)
+    return old
+
+
+def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> None:
+    """Record what defines the experiment, or refuse a restart that does not match it: other
+    settings, or files that changed since the first start (``workdir.fingerprints``)."""
+    path = os.path.join(settings.out_dir, "settings.json")
+    identity = settings.identity()
+    prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model)
+    if not os.path.exists(path):
+        _write_json(path, {**identity, "fingerprints": prints})
+        return
+    old = _read_settings(path)
+    changed = [k for k in identity if old.get(k) != identity[k]]
+    if changed:
+        details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
+        raise ExperimentError(
+            f"{settings.out_dir} holds an experiment with other settings ({details}); "
+            "give another --out, or the same settings to continue it", 2
+        )
+    if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
+        say(f"{path}: recording the fingerprints of the experiment's files now")
+        _write_json(path, {**old, "fingerprints": prints})
+        return
+    names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test,
+             "test_raw_reference": settings.test_raw_reference, "model": settings.model}
+    files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
+    if files:
+        raise ExperimentError(
+            f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "
+            "its finished runs, rescored tables and start inis come from the old ones; give another --out, "
+            "or restore the files to continue it", 2
+        )
 
 
 def check(settings: Settings) -> str:
     """Every refusal that can be made before tuning; returns the phrase table to rescore."""
+    check_out_dir(settings.out_dir)
     table = check_ini(settings.ini)
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
@@ -200,8 +232,12 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
     """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
     table = check(settings)
     lang = _target_lang(settings)
-    os.makedirs(settings.out_dir, exist_ok=True)
-    _check_resume(settings)
+    with locked_out_dir(settings.out_dir):  # one run at a time in a directory
+        return _run_locked(toolkit, settings, table, lang, say)
+
+
+def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str, say: EventCallback) -> dict:
+    _check_resume(settings, say)
     if settings.model:
         src, tgt = check_coverage(table, settings.model, settings.min_coverage)
         say(f"model vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")

@@ -68,13 +68,16 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
         path = feature.args.get("path")
         if path is None:
             continue
+        # mert-moses.pl runs the decoder after `chdir($___WORKING_DIR) or die "Can't chdir to
+        # $___WORKING_DIR";` (scripts/training/mert-moses.pl): a relative path leads nowhere there
+        if not os.path.isabs(path):
+            raise ExperimentError(
+                f"{ini}:{feature.index + 1}: {feature.name} has the relative path {path}: mert-moses.pl runs "
+                "the decoder in its own working directory; give the ini absolute paths", 5)
         candidates = [path, path + ".gz"] if not path.endswith(".gz") else [path]
         if not any(os.access(p, os.R_OK) for p in candidates):
-            raise ExperimentError(
-                f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be read"
-                + (" (a relative path: give the ini absolute paths)" if not os.path.isabs(path) else ""),
-                5,
-            )
+            raise ExperimentError(f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be "
+                                  "read", 5)
     pd = check_moses_ini(text, name, ini)  # the table carries num-features scores
     if pd.type not in TEXT_TABLE_TYPES or pd.path is None:
         raise MosesIniError(

@@ -63,6 +63,14 @@ class ArchConfig:
             why = "the bidirectional bottom layer has twice the units" if self.bidirectional else \
                 "layer 1 reads embeddings"
             raise ValueError(f"residual connections can start at layer {lowest} at the lowest ({why})")
+        # Above the layer count a start means no residual connection. Only the architecture's own
+        # start is kept there (gnmt's 3 in a 1- or 2-layer gnmt, as train writes it); train writes
+        # no other, so one is a tampered file, whose weights may have been trained with the
+        # connections it removes (every line would score differently).
+        own = globals().get("ARCHITECTURES", {}).get(self.name)
+        if self.residual_from > self.layers and (own is None or self.residual_from != own.residual_from):
+            raise ValueError(f"residual connections from layer {self.residual_from} of {self.layers}: "
+                             "there is no such layer (0: none)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -180,8 +180,14 @@ def load_checkpoint(path: str) -> Checkpoint:
             arch=ArchConfig.from_dict(payload["arch"]) if version == 2 and "arch" in payload else None,
             subwords=_subwords(payload.get("subwords")) if version == 2 else None,
         )
-        # Refuse weights that do not fit the stated configuration now, not mid-run.
-        build_model(ckpt.config, ckpt.arch).load_state_dict(ckpt.state_dict)
+        # Refuse weights that do not fit the stated configuration now, not mid-run, and before
+        # a network of the file's sizes is built (a tampered size would allocate gigabytes).
+        check_weights(ckpt.config, ckpt.arch, ckpt.state_dict)
+        if ckpt.subwords is not None:
+            for side, units, vocab in zip(("source", "target"), ckpt.subwords, (ckpt.src_vocab, ckpt.tgt_vocab),
+                                          strict=True):
+                if units.vocabulary().tokens != vocab.tokens:
+                    raise ValueError(f"its {side} subword units are not its {side} vocabulary")
     except SubwordError as e:
         raise CheckpointError(f"{path}: unreadable subword units: {e}") from e
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
@@ -189,6 +195,26 @@ def load_checkpoint(path: str) -> Checkpoint:
     if len(ckpt.src_vocab) != ckpt.config.src_vocab_size or len(ckpt.tgt_vocab) != ckpt.config.tgt_vocab_size:
         raise CheckpointError(f"{path}: vocabulary sizes do not match the model configuration")
     return ckpt
+
+
+def check_weights(config: ModelConfig, arch: ArchConfig | None, state_dict: Any) -> None:
+    """Raise ``ValueError`` unless ``state_dict`` holds exactly the tensors, of exactly the
+    shapes, that the network of ``config`` and ``arch`` has. The network is built on the meta
+    device: shapes only, no memory, whatever sizes the configuration states."""
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in build_model(config, arch).state_dict().items()}
+    if not isinstance(state_dict, dict) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
+        raise ValueError("its weights are not a dictionary of tensors")
+    missing, unexpected = sorted(set(expected) - set(state_dict)), sorted(set(state_dict) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"its weights do not fit its configuration (missing: {missing[:3]}, "
+                         f"unexpected: {unexpected[:3]})")
+    for name, shape in expected.items():
+        if tuple(state_dict[name].shape) != shape:
+            raise ValueError(f"weight {name} has shape {tuple(state_dict[name].shape)}, its configuration "
+                             f"gives {shape}")
+        if not state_dict[name].is_floating_point():
+            raise ValueError(f"weight {name} is not a floating-point tensor")
 
 
 def _subwords(stored: dict[str, torch.Tensor] | None) -> tuple[Subwords, Subwords] | None:

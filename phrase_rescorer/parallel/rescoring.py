@@ -56,7 +56,7 @@ def rescore_sharded(
         if path == "-":
             raise PhraseTableError(path, None, "under torchrun, IN and OUT must be files (each "
                                    "process reads its own part of IN; the parts are joined into OUT)")
-    check_distinct_paths(in_path, out_path)
+    check_distinct_paths(in_path, out_path, model=model_path)
     check_output_path(out_path)  # the same refusals, and words, as one process
     opts = RescoreOptions(**options)
     directory, name = os.path.split(os.path.abspath(out_path))

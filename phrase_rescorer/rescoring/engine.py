@@ -14,6 +14,8 @@
   order is still scored in its own order, with one warning.
 * An input without a single line is refused (``PhraseTableError``): an empty table is almost
   always the trace of an earlier step that failed, and an empty output would hide it.
+* Every line's scores field is checked (``moses.score_fields``): the first line's score count,
+  no negative score, and no table whose last column(s) already are the ones to be added.
 * Numbers are formatted by ``moses.numbers.format_columns`` only.
 
 ``rescore_table`` is the one-call entry point for Python pipelines; ``TableRescorer`` is the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +43,7 @@ from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from ..moses.numbers import ScoreError, format_columns
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
+from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.table_kind import checked_entries
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
@@ -82,9 +86,11 @@ class TableRescorer:
         self._previous_key: bytes | None = None
         self._in_path = ""
         self._fit_checked = False
+        self._fields = ScoreFieldCheck("")
+        self._first_window = True
 
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
-        check_distinct_paths(in_path, out_path)
+        check_distinct_paths(in_path, out_path, model=self.checkpoint.path)
         with InputTable(in_path) as table, AtomicOutput(out_path, on_warning=self.on_warning) as out:
             summary = self.rescore_stream(table, out, in_path)
             if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
@@ -103,6 +109,8 @@ class TableRescorer:
         self._unsorted_at = None
         self._previous_key = None if previous_source is None else previous_source.encode() + b" |||"
         self._in_path = in_path
+        self._fields = ScoreFieldCheck(in_path)
+        self._first_window = True
         lines = 0
         size = table.size()
         for window in self._windows(table):
@@ -126,8 +134,10 @@ class TableRescorer:
         (at most ``window_cap`` lines)."""
         size, cap = self.options.window, self.options.window_cap
         window: list[Entry] = []
+        check_fields = self._fields
         for entry in checked_entries(table, self._in_path):
             self._check_order(entry)
+            check_fields(entry)
             if len(window) >= size and (entry.source != window[-1].source or len(window) >= cap):
                 yield window
                 window = []
@@ -204,6 +214,13 @@ class TableRescorer:
                 f"{ckpt.path or 'model'}: the network gave log p = {float(logps[bad])!r} for "
                 f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
             ) from None
+        if self._first_window:
+            self._first_window = False
+            if already_rescored(window, columns):
+                raise PhraseTableError(
+                    in_path, None, f"already rescored: on lines {window[0].line_no}-{window[-1].line_no} the "
+                    f"last {len(columns[0].split())} score(s) are exactly the column(s) this network "
+                    "would add; rescore the original table, not this one")
         return b"".join(with_appended(e, c) for e, c in zip(window, columns, strict=True))
 
 
@@ -211,16 +228,24 @@ def _flat(id_lists: list[list[int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
 
 
-def check_paths(in_path: str, out_path: str) -> None:
+def check_paths(in_path: str, out_path: str, model_path: str | None = None) -> None:
     """Refuse, before the model is loaded, an input that cannot be opened and an output that
-    cannot be written or is the input itself (``PhraseTableOSError``, ``OutputError``)."""
-    check_distinct_paths(in_path, out_path)
+    cannot be written or is the input or the model file itself (``PhraseTableOSError``,
+    ``OutputError``)."""
+    check_distinct_paths(in_path, out_path, model=model_path)
     check_output_path(out_path)
     if in_path == "-":
         if sys.stdin is None:
             raise PhraseTableOSError(in_path, None, "cannot read: standard input is closed")
         return
-    try:  # without reading a byte (a FIFO's data stays for the run) or waiting for a writer
+    try:
+        if stat.S_ISFIFO(os.stat(in_path).st_mode):
+            # never opened here: opening and closing it would release a waiting writer, whose
+            # data would then be lost, and the real open would wait for another forever
+            if not os.access(in_path, os.R_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), in_path)
+            return
+        # without reading a byte or waiting for anything
         os.close(os.open(in_path, os.O_RDONLY | os.O_NONBLOCK))
         if os.path.isdir(in_path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), in_path)
@@ -243,7 +268,7 @@ def rescore_table(
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")
         print(summary.closing_line())
     """
-    check_paths(in_path, out_path)
+    check_paths(in_path, out_path, model_path)
     started = time.perf_counter()
     engine = TableRescorer(
         load_checkpoint(model_path),

@@ -229,3 +229,17 @@ def test_a_compressed_name_not_written_is_refused_before_any_work(model: Path, h
     r = run(str(head), str(tmp_path / "out.lzma"), "--model", str(model))
     assert r.returncode == 6 and ".lzma names legacy lzma (write .xz), which is not written" in r.stderr.decode()
     assert not (tmp_path / "out.lzma").exists()
+
+
+def test_moses_step_on_its_own_patched_ini_is_refused(model: Path, tmp_path: Path) -> None:
+    """The second column would be the first one again: refused, naming the table (exit 3)."""
+    model_dir = _train_model_dir(tmp_path)
+    assert run(str(model_dir), "-m", str(model), "-q", program="moses-rescore-step").returncode == 0
+    before = (model_dir / "phrase-table.rnn.gz").read_bytes()
+    r = run(str(model_dir), "-m", str(model), "-q", "--ini", str(model_dir / "moses.rnn.ini"),
+            program="moses-rescore-step")
+    assert r.returncode == 3
+    assert r.stderr.decode().strip() == (
+        f"moses-rescore-step: error: {model_dir}/phrase-table.rnn.gz: already rescored: on lines 1-400 the last "
+        "1 score(s) are exactly the column(s) this network would add; rescore the original table, not this one")
+    assert (model_dir / "phrase-table.rnn.gz").read_bytes() == before

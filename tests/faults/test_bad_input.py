@@ -11,23 +11,17 @@ Expected output states:
 * ``unchanged``: the file that was at OUT before the run (written by the case) is byte for byte
   what it was, and no temporary is left.
 
-A full disk is checked three ways: a real 64 KiB tmpfs (when this process may mount one), the
-temporary file's descriptor replaced by one of /dev/full (the kernel's ENOSPC on every write),
-and a simulated one (the output's write(2) takes what fits in N bytes, then refuses, mid-run
-or at the final flush).
+A full disk is ``test_disk_full.py``'s.
 """
 
 from __future__ import annotations
 
-import errno
 import gzip
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +29,11 @@ import numpy as np
 import pytest
 import torch
 
-from phrase_rescorer import output
-from phrase_rescorer.cli import main
 from phrase_rescorer.cli.common import EXIT_CODES
-from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
+from phrase_rescorer.model.checkpoint import load_checkpoint
+from phrase_rescorer.rescoring.engine import rescore_table
+from tests.helpers.cli_run import left_behind, run_cli, subprocess_env
+from tests.helpers.paths import PYTHON, REPO, SAMPLE
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
     appended_columns,
     log_column,
@@ -48,7 +42,6 @@ from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture
     reference_log_probs,
     tiny_checkpoint,
 )
-from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,6 +49,7 @@ REL = 1e-5  # log-space tolerance against the pair-by-pair reference (see test_s
 SORTED = b"".join(read_lines(SAMPLE)[:60])  # real lines (5 fields), in the table's sorted order
 SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])  # 250 KB, 90 KB gzipped
 FIRST, SECOND = read_lines(SAMPLE)[:2]
+S4 = b"0.5 0.25 0.5 0.125"  # as many scores as the sample's lines
 LONG_SOURCE = " ".join(["the"] * 10_000).encode()
 LONG_TARGET = " ".join(["la", "maison", "bleue", "&#124;"] * 2_500).encode()
 
@@ -107,6 +101,20 @@ def _nan_weights(payload: dict) -> None:
 def _model_bytes(cut: Callable[[bytes], bytes]) -> Callable[[Path, Path], None]:
     def setup(directory: Path, model: Path) -> None:
         (directory / "other.pt").write_bytes(cut(model.read_bytes()))
+
+    return setup
+
+
+def _rescored_input(directory: Path, model: Path) -> None:
+    rescore_table(str(directory / "in.txt"), str(directory / "first.txt"), str(model))
+    os.replace(directory / "first.txt", directory / "in.txt")
+
+
+def _model_copy(link: bool) -> Callable[[Path, Path], None]:
+    def setup(directory: Path, model: Path) -> None:
+        shutil.copyfile(model, directory / "other.pt")
+        if link:
+            (directory / "link.pt").symlink_to(directory / "other.pt")
 
     return setup
 
@@ -174,7 +182,7 @@ CASES = [
          args=("-q", "rescore", "-", "-", "--model", "{model}"), stdin=gzip.compress(SORTED)),
     # --- encodings and line ends
     Case("invalid UTF-8 in a phrase", FIRST + b"\xff\xfe ||| la ||| 0.5\n", 3, LINE2 + "invalid UTF-8", "absent"),
-    Case("invalid UTF-8 after the scores (kept as bytes)", FIRST + b"b ||| la ||| 0.5 ||| 0-0 ||| \xff\xfe\n"),
+    Case("invalid UTF-8 after the scores (kept as bytes)", FIRST + b"b ||| la ||| " + S4 + b" ||| 0-0 ||| \xff\xfe\n"),
     Case("CRLF line ends (kept)", SORTED.replace(b"\n", b"\r\n")),
     Case("mixed CRLF and LF", FIRST.replace(b"\n", b"\r\n") + SECOND),
     Case("last line without a newline", SORTED.rstrip(b"\n")),
@@ -189,6 +197,13 @@ CASES = [
     Case("separator without spaces", FIRST + b"b|||la|||0.5\n", 3, LINE2 + "field separator is not", "absent"),
     Case("non-numeric score", FIRST + b"b ||| la ||| 0.5 x ||| 0-0\n", 3, LINE2 + "non-numeric score 'x'", "absent"),
     Case("nan score", FIRST + b"b ||| la ||| nan\n", 3, LINE2 + "non-numeric score 'nan'", "absent"),
+    Case("a line with another score count than the first", FIRST + b"b ||| la ||| 0.5 0.5 0.5\n", 3,
+         LINE2 + "3 scores, but line 1 has 4: every line of a Moses table carries the same number", "absent"),
+    Case("negative score (a log-domain table)", FIRST + b"b ||| la ||| 0.5 -2.3 0.5 1e-5\n", 3,
+         LINE2 + "negative score -2.3: Moses takes the log of every score", "absent"),
+    Case("zero and minus zero scores (kept)", FIRST + b"b ||| la ||| 0 -0 0.0 -0e-3\n"),
+    Case("a table rescored already (its last column is the new one)", code=3, output="absent",
+         setup=_rescored_input, message=r"{in}: already rescored: on lines 1-60 the last 1 score\(s\) are exactly"),
     Case("missing scores field", FIRST + b"b ||| la ||| \n", 3, LINE2 + "missing scores field", "absent"),
     Case("bad line on stdin", FIRST + b"b ||| la\n", 3, r"-:2: expected 3 to 7 fields", "absent", subprocess=True,
          args=("-q", "rescore", "-", "{out}", "--model", "{model}"), stdin=FIRST + b"b ||| la\n"),
@@ -200,7 +215,8 @@ CASES = [
          message=r"{dir}/none.gz: cannot read: No such file or directory"),
     # --- unusual but valid tables
     Case("10,000-token phrases (scored, not skipped)",
-         FIRST + LONG_SOURCE + b" ||| la ||| 0.5 ||| 0-0\n" + b"the ||| " + LONG_TARGET + b" ||| 0.5\n"),
+         FIRST + LONG_SOURCE + b" ||| la ||| " + S4 + b" ||| 0-0\n"
+         + b"the ||| " + LONG_TARGET + b" ||| " + S4 + b"\n"),
     Case("duplicate lines", FIRST + FIRST + FIRST + SECOND),
     Case("unsorted table (input order, one warning)", SORTED[len(FIRST) + len(SECOND):] + FIRST + SECOND, 0,
          r"warning: {in}:59: the input is not sorted by source phrase \(LC_ALL=C\); lines are scored and written "
@@ -260,6 +276,10 @@ CASES = [
          "{model}"), message=r"{dir}/none.gz: cannot read: No such file or directory"),
     Case("output path equal to the input path (refused)", code=6, output="unchanged", out_name="in.txt",
          message=r"{out}: output is the same file as the input"),
+    Case("output path equal to the model file (refused)", code=6, output="unchanged", out_name="other.pt",
+         args=OTHER_MODEL, setup=_model_copy(link=False), message=r"{out}: output is the same file as the model file"),
+    Case("output path a symbolic link to the model file (refused)", code=6, output="unchanged", out_name="link.pt",
+         args=OTHER_MODEL, setup=_model_copy(link=True), message=r"{out}: output is the same file as the model file"),
     Case("output path naming the input by another spelling", code=6, output="unchanged", out_name="in.txt",
          args=("-q", "rescore", "{in}", "{dir}/./sub/../in.txt", "--model", "{model}"),
          setup=lambda d, m: (d / "sub").mkdir(), message=r"output is the same file as the input"),
@@ -270,32 +290,6 @@ def _fill(text: str, paths: dict[str, str], escape: bool) -> str:
     for key, value in paths.items():
         text = text.replace("{" + key + "}", re.escape(value) if escape else value)
     return text
-
-
-def subprocess_env() -> dict[str, str]:
-    env = cli_env()
-    env["OMP_NUM_THREADS"] = "1"  # tiny models: one thread is fastest on a shared machine
-    return env
-
-
-def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``phrase-rescorer ARGS`` in this process, exactly as the installed program runs it."""
-    monkeypatch.setattr(sys, "argv", ["phrase-rescorer", *args])
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    finally:
-        for s, handler in handlers.items():
-            signal.signal(s, handler)
-    return code, capsys.readouterr().err
-
-
-def left_behind(directory: Path) -> list[str]:
-    """Temporary files of an atomic output (``.NAME.tmp-PID``), anywhere under ``directory``."""
-    return [str(p) for p in directory.rglob(".*.tmp-*")]
 
 
 def snapshot(path: Path) -> bytes | list[str] | None:
@@ -380,79 +374,6 @@ def test_scores_of_an_unsorted_table_are_in_input_order(model: Path, tmp_path: P
         assert abs(np.log(value) - np.log(scores["sorted"][line])) <= REL * max(1.0, abs(np.log(value)))
 
 
-# --- a full disk ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def big_table(tmp_path: Path) -> Path:
-    path = tmp_path / "in.txt"
-    path.write_bytes(b"".join(read_lines(SAMPLE)[:3000]))  # about 380 KB, 430 KB rescored
-    return path
-
-
-@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
-@pytest.mark.parametrize("where", ["while scoring", "at the final flush"])
-def test_disk_full_simulated(
-    model: Path, big_table: Path, out_name: str, where: str, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    out = big_table.with_name(out_name)
-    args = ["-q", "rescore", str(big_table), str(out), "--model", str(model), "--window", "500"]
-    assert run_cli(args, monkeypatch, capsys)[0] == 0
-    size = out.stat().st_size
-    out.unlink()
-    room = size // 3 if where == "while scoring" else size - 1
-
-    def write_on_a_full_disk(fd: int, data: memoryview) -> int:
-        """A device with ``room`` more bytes: a write beyond them writes what fits, then the
-        next one fails with ENOSPC, as write(2) does on a full file system."""
-        nonlocal room
-        if room <= 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        written = os.write(fd, data[:room])
-        room -= written
-        return written
-
-    monkeypatch.setattr(output, "_write", write_on_a_full_disk)
-    monkeypatch.setattr(output, "_BUFFER_SIZE", 1 << 14)  # the disk fills up mid-run, not only at the end
-    code, err = run_cli(args, monkeypatch, capsys)
-    assert code == 6, err
-    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
-    assert not out.exists() and left_behind(big_table.parent) == []
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A real 64 KiB file system (needs the right to mount; skipped otherwise)."""
-    mount, umount = shutil.which("mount"), shutil.which("umount")
-    directory = tmp_path / "small"
-    directory.mkdir()
-    if mount is None or umount is None:
-        pytest.skip("no mount command")
-    r = subprocess.run([mount, "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(directory)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
-        yield directory
-    finally:
-        subprocess.run([umount, str(directory)], check=True)
-
-
-@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
-def test_disk_full_real_tmpfs(model: Path, small_tmpfs: Path, out_name: str, tmp_path: Path) -> None:
-    table = tmp_path / "in.gz"
-    lines = read_lines(SAMPLE)
-    # rescored: plain 1,000 lines, 140 KB; gzip 5,000 lines, about 180 KB compressed
-    table.write_bytes(gzip.compress(b"".join(lines[:1000] if out_name == "out.txt" else lines[:5000]), 1))
-    out = small_tmpfs / out_name
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(out), "--model", str(model)],
-                       capture_output=True, env=subprocess_env(), timeout=300)
-    err = r.stderr.decode()
-    assert r.returncode == 6, err
-    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
-    assert os.listdir(small_tmpfs) == []  # neither the output nor its temporary
-
-
 def test_readme_exit_code_table_is_the_code_s() -> None:
     """The README's table is EXIT_CODES, row for row, and covers every code these cases see."""
     text = (REPO / "README.md").read_text()
@@ -460,68 +381,3 @@ def test_readme_exit_code_table_is_the_code_s() -> None:
     rows = re.findall(r"^\| (\d+) \| (.+) \|$", section[: section.index("\n## ")], flags=re.M)
     assert {int(code): meaning.replace("\\|", "|") for code, meaning in rows} == EXIT_CODES
     assert {c.code for c in CASES} | {130, 143} <= set(EXIT_CODES)
-
-
-@pytest.fixture
-def dev_full(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every temporary an output creates writes to /dev/full: its descriptor is replaced by one
-    of /dev/full (the kernel's ENOSPC on every write, no root needed), its name stays."""
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full here")
-    mkstemp = output.tempfile.mkstemp
-
-    def mkstemp_on_dev_full(*args, **kwargs):  # type: ignore[no-untyped-def]
-        fd, name = mkstemp(*args, **kwargs)
-        full = os.open("/dev/full", os.O_WRONLY)
-        os.dup2(full, fd)
-        os.close(full)
-        return fd, name
-
-    monkeypatch.setattr(output.tempfile, "mkstemp", mkstemp_on_dev_full)
-    return "/dev/full"
-
-
-@pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
-def test_disk_full_dev_full_rescoring(
-    model: Path, big_table: Path, out_name: str, dev_full: str, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """The temporary writes to /dev/full, where every write fails with ENOSPC."""
-    out = big_table.with_name(out_name)
-    code, err = run_cli(["-q", "rescore", str(big_table), str(out), "--model", str(model)], monkeypatch, capsys)
-    assert code == 6, err
-    assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
-    assert not out.exists() and left_behind(big_table.parent) == []
-
-
-def test_disk_full_while_saving_a_model(
-    tmp_path: Path, dev_full: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """torch.save reports a failed write as a RuntimeError about zip positions; the model file's
-    writer keeps the OSError, so training ends with exit 6 and the model's name, no traceback."""
-    table = mapping_table(tmp_path / "pt.gz", 100)
-    models = tmp_path / "models"
-    models.mkdir()
-    code, err = run_cli(
-        ["-q", "train", str(table), str(models / "rnn.pt"), "--log", str(tmp_path / "rnn.log"), "--vocab-size", "20",
-         "--embed-dim", "4", "--hidden-dim", "8", "--maxout-dim", "4", "--output-rank", "2", "--max-steps", "2",
-         "--valid-every", "1", "--device", "cpu"],
-        monkeypatch, capsys,
-    )
-    assert code == 6, err
-    assert err.strip() == f"phrase-rescorer: error: {models / 'rnn.pt'}: disk full (no space left on device)"
-    assert os.listdir(models) == []  # no model, and the temporary removed
-
-
-def test_disk_full_real_tmpfs_saving_a_model(model: Path, small_tmpfs: Path) -> None:
-    """A model file larger than the file system: torch.save fails inside a tensor's record and
-    says so with a RuntimeError; save_checkpoint raises the OSError behind it, naming the file."""
-    ckpt = load_checkpoint(str(model))
-    assert model.stat().st_size > 2 * 64 * 1024  # twice the file system
-    with pytest.raises(OSError) as caught:
-        save_checkpoint(str(small_tmpfs / "rnn.pt"), ckpt.build_model(), ckpt.src_vocab, ckpt.tgt_vocab)
-    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(small_tmpfs / "rnn.pt")
-    # torch.save raises a RuntimeError when a write fails inside it; the buffered writer may
-    # also meet the full disk only at its final flush: an OSError either way
-    assert caught.value.__cause__ is None or isinstance(caught.value.__cause__, RuntimeError)
-    assert os.listdir(small_tmpfs) == []

@@ -94,6 +94,35 @@ def test_ctrl_c_at_any_moment_of_start_up(model: Path, tmp_path: Path, after: fl
     assert os.listdir(tmp_path) == []
 
 
+_AUDIT = """
+import os, signal, sys
+def _audit(event, args):
+    if event == "import" and args[0] == "phrase_rescorer.signals" and not os.path.exists(os.environ["MARK"]):
+        with open(os.environ["MARK"], "w") as f:
+            f.write(repr(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))))
+sys.addaudithook(_audit)
+"""
+
+
+def test_stop_signals_are_blocked_from_the_package_s_first_line(tmp_path: Path) -> None:
+    """When the first module of the package after its ``__init__`` is imported, SIGINT, SIGTERM
+    and SIGHUP are already blocked: what is left unprotected is Python's own start-up."""
+    (tmp_path / "sitecustomize.py").write_text(_AUDIT)
+    env = cli_env()
+    env.update(PYTHONPATH=f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}", MARK=str(tmp_path / "mask"))
+    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "--version"], capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    blocked = (tmp_path / "mask").read_text()
+    assert blocked == repr(sorted([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])), blocked
+
+
+def test_a_library_user_s_signals_are_left_alone(tmp_path: Path) -> None:
+    r = subprocess.run([PYTHON, "-c", "import phrase_rescorer, signal; "
+                        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"],
+                       capture_output=True, env=cli_env(), timeout=120)
+    assert r.stdout.decode().strip() == "[]", r.stderr.decode()
+
+
 # --- 9. paths checked before the model is loaded -------------------------------------------------
 
 
@@ -108,6 +137,35 @@ def test_output_path_refused_before_the_model_is_read(table: Path, out: str, mes
     code, err = run(["rescore", "in.txt", out, "--model", "missing.pt"], cwd=table.parent)
     assert (code, err.strip()) == (6, f"phrase-rescorer: error: {message}")
     assert os.listdir(table.parent) == ["in.txt"]
+
+
+def test_fifo_input_keeps_its_writer_s_data(model: Path, tmp_path: Path) -> None:
+    """A named FIFO as IN (250 KB: more than a pipe holds): the path check must not open it,
+    or the writer is released, its data lost with the check's reader, and the run waits forever."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"".join(read_lines(SAMPLE)[:2000]))
+    assert run(["rescore", str(source), str(tmp_path / "want.txt"), "--model", str(model)]) == (0, "")
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", 'exec cat "$0" > "$1"', str(source), str(fifo)])
+    try:
+        code, err = run(["rescore", str(fifo), str(tmp_path / "out.txt"), "--model", str(model)], timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run waited forever for the FIFO's writer")
+    finally:
+        writer.kill()
+        writer.wait()
+    assert (code, err) == (0, "")
+    assert (tmp_path / "out.txt").read_bytes() == (tmp_path / "want.txt").read_bytes()
+
+
+@pytest.mark.parametrize("out", ["in.txt", "link.txt"])
+def test_train_refuses_to_write_its_model_over_its_table(table: Path, out: str) -> None:
+    """MODEL_OUT naming TABLE (also through a link): refused before reading, not after hours."""
+    (table.parent / "link.txt").symlink_to("in.txt")
+    code, err = run(["train", "in.txt", out, "--max-steps", "1"], cwd=table.parent)
+    assert (code, err.strip()) == (6, f"phrase-rescorer: error: {out}: output is the same file as the input 'in.txt'")
+    assert table.read_bytes() == b"".join(LINES)
 
 
 def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:

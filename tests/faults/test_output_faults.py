@@ -156,6 +156,18 @@ def test_link_to_stdout_is_stdout(model: Path, table: Path, expected: bytes, out
     assert r.stdout == expected
 
 
+def test_private_link_to_stdout_is_stdout(model: Path, table: Path, expected: bytes, tmp_path: Path) -> None:
+    """``out -> /proc/self/fd/1`` with stdout a regular file: written through the descriptor,
+    the link kept."""
+    (tmp_path / "out").symlink_to("/proc/self/fd/1")
+    with open(tmp_path / "captured", "wb") as stdout:
+        r = subprocess.run(command(str(table), str(tmp_path / "out"), "--model", str(model)), stdout=stdout,
+                           stderr=subprocess.PIPE, env=env(), timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "captured").read_bytes() == expected
+    assert os.readlink(tmp_path / "out") == "/proc/self/fd/1"
+
+
 # --- 3. exclusive temporaries --------------------------------------------------------------------
 
 

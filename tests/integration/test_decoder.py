@@ -159,3 +159,22 @@ def test_moses_refusals_quoted_in_the_readme(moses: Path, work: Path, lm: Path, 
         ini = m.write_ini(here / f"moses.{features}.ini", line.format(features), lm, weights)
         r = subprocess.run([str(moses / "bin/moses"), "-f", str(ini)], input=b"two girls\n", capture_output=True)
         assert r.returncode != 0 and message in r.stderr.decode(errors="replace"), r.stderr[-2000:]
+
+
+def test_moses_refuses_a_table_with_one_line_of_another_score_count(moses: Path, work: Path, lm: Path,
+                                                                    network: Path) -> None:
+    """What moses/score_fields.py relies on: one line with 4 scores in a 5-score table stops the
+    decoder at load (PhraseDictionaryMemory checks every line's count against num-features)."""
+    import gzip
+
+    here = work / "mixed"
+    here.mkdir()
+    lines = gzip.decompress(rescored_table(work, network).read_bytes()).splitlines(keepends=True)
+    fields = lines[1].split(b" ||| ")
+    fields[2] = fields[2].rsplit(b" ", 1)[0]  # the second line loses its last score
+    lines[1] = b" ||| ".join(fields)
+    (here / "pt.gz").write_bytes(gzip.compress(b"".join(lines)))
+    ini = m.write_ini(here / "moses.ini", f"PhraseDictionaryMemory name=TranslationModel0 num-features=5 path="
+                      f"{here}/pt.gz input-factor=0 output-factor=0", lm, [*BASE_WEIGHTS, 0.2])
+    r = subprocess.run([str(moses / "bin/moses"), "-f", str(ini)], input=b"two girls\n", capture_output=True)
+    assert r.returncode != 0 and b"Size of scoreVector != number (4!=5)" in r.stderr, r.stderr[-2000:]

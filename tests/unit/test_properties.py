@@ -60,8 +60,8 @@ TOKEN = st.one_of(
 )
 GAP = st.sampled_from([" ", " ", " ", "  "])  # Moses writes one space; two are read as one
 NUMBER = st.one_of(
-    st.floats(allow_nan=False, allow_infinity=False).map(repr),
-    st.integers(-(10**20), 10**20).map(str),
+    st.floats(min_value=0.0, allow_nan=False, allow_infinity=False).map(repr),  # Moses' scores are probabilities
+    st.integers(0, 10**20).map(str),
     st.sampled_from(["1e-05", "2.5E+3", ".5", "7.", "-0", "+1", "8.46215e-05", "0.0100219"]),
 )
 EXTRA = st.lists(st.sampled_from(["0-0", "1-2", "12", "3", "dlt=1", "{{Count", "7}}", "é"]), max_size=4).map(" ".join)
@@ -89,9 +89,9 @@ def phrase(draw: st.DrawFn) -> tuple[list[str], str]:
 
 
 @st.composite
-def line(draw: st.DrawFn, terminator: str) -> Line:
+def line(draw: st.DrawFn, terminator: str, scores: int) -> Line:
     (source, source_text), (target, target_text) = draw(phrase()), draw(phrase())
-    numbers = draw(st.lists(NUMBER, min_size=1, max_size=6))
+    numbers = draw(st.lists(NUMBER, min_size=scores, max_size=scores))  # as many on every line
     scores = numbers[0]
     for number in numbers[1:]:
         scores += draw(st.sampled_from([" ", " ", "  ", "\t", " \t"])) + number
@@ -109,7 +109,8 @@ def table(draw: st.DrawFn) -> list[Line]:
     terminators = draw(st.lists(st.sampled_from(["\n", "\r\n"]), min_size=n, max_size=n))
     if draw(st.booleans()):
         terminators[-1] = ""  # no newline at the end of the file
-    return [draw(line(t)) for t in terminators]
+    scores = draw(st.integers(1, 6))
+    return [draw(line(t, scores)) for t in terminators]
 
 
 def reference(ckpt: Checkpoint, source: list[str], target: list[str]) -> float:

@@ -186,7 +186,7 @@ def test_long_phrases_are_scored_whole(model: Path, tmp_path: Path) -> None:
     where the prob column holds exp(-100), never 0)."""
     long_target = " ".join(["la"] * 60 + ["maison"] * 60)
     table = tmp_path / "long.txt"
-    table.write_text(f"a ||| le ||| 0.5\na ||| {long_target} ||| 0.5\nb c ||| {long_target} ||| 0.25 1\n")
+    table.write_text(f"a ||| le ||| 0.5 1\na ||| {long_target} ||| 0.5 1\nb c ||| {long_target} ||| 0.25 1\n")
     out = tmp_path / "long.out"
     ckpt = load_checkpoint(str(model))
     rescore_table(str(table), str(out), str(model), score_format="logprob")
@@ -201,7 +201,7 @@ def test_long_phrases_are_scored_whole(model: Path, tmp_path: Path) -> None:
 
 def test_formats_normalisation_and_unknown_word_feature(model: Path, tmp_path: Path) -> None:
     table = tmp_path / "t.txt"
-    lines = [b"a ||| le ||| 0.5", b"a zzzunknown ||| le qqqinconnu wwwx ||| 0.5 0.5 ||| 0-0 |||"]
+    lines = [b"a ||| le ||| 0.5 0.5", b"a zzzunknown ||| le qqqinconnu wwwx ||| 0.5 0.5 ||| 0-0 |||"]
     table.write_bytes(b"\n".join(lines) + b"\n")
     ckpt = load_checkpoint(str(model))
     ref = reference_log_probs(ckpt, table)

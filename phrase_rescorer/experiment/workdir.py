@@ -1,0 +1,121 @@
+"""An experiment's ``--out`` directory: the path checked, one lock, and what a restart must find unchanged.
+
+* **The path.** An empty ``--out``, a symbolic link to nothing and a non-directory are refused,
+  naming the path, before anything is done.
+* **One lock.** A run holds an exclusive ``flock`` on ``OUT/.experiment.lock`` (which records its
+  PID) from before it reads or writes anything in the directory until it ends; the kernel drops
+  the lock with the process, however it ends. A second run on the same ``--out`` is refused
+  (exit 6) and touches nothing: it would delete the first one's live MERT working directory.
+* **Fingerprints.** A restart continues the runs of the first start, so the files those runs
+  used must not have changed: the SHA-256 of the dev and test files, of the model file and of
+  the moses.ini itself, and the size and modification time (ns) of every file the ini names
+  (phrase and reordering tables, language models: hashing gigabytes on every restart would
+  cost minutes; a table rewritten in place changes its mtime). Any difference is refused,
+  naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+
+from ..moses.ini_weights import features
+from .systems import ExperimentError
+
+LOCK_NAME = ".experiment.lock"
+
+
+def check_out_dir(path: str) -> None:
+    """Refuse an ``--out`` that cannot be the experiment's directory (exit 6), naming it."""
+    if path == "":
+        raise ExperimentError("--out '': an empty path names no directory", 6)
+    if os.path.islink(path) and not os.path.exists(path):
+        raise ExperimentError(f"{path}: --out is a symbolic link to {os.readlink(path)!r}, which does not exist", 6)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ExperimentError(f"{path}: --out exists and is not a directory", 6)
+
+
+@contextlib.contextmanager
+def locked_out_dir(path: str) -> Iterator[None]:
+    """Create ``path`` if needed and hold its lock while the block runs; refuse (exit 6) when
+    another process holds it."""
+    check_out_dir(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise ExperimentError(f"{path}: cannot use it as --out ({e.strerror})", 6) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise ExperimentError(f"{path}: cannot lock {LOCK_NAME} ({e.strerror})", 6) from None
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ExperimentError(
+                f"{path}: another experiment (PID {holder}) is running in this directory; wait for it "
+                "to end, or give another --out", 6) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as e:
+        raise ExperimentError(f"{path}: cannot read ({e.strerror})", 6) from None
+    return h.hexdigest()
+
+
+def ini_files(ini: str) -> dict[str, list[int]]:
+    """``{path: [size, mtime_ns]}`` of every file (or directory) that the ini's features name."""
+    with open(ini, encoding="utf-8", newline="") as f:
+        lines = f.read().splitlines(keepends=True)
+    found: dict[str, list[int]] = {}
+    for feature in features(lines):
+        path = feature.args.get("path")
+        if path is None:
+            continue
+        for candidate in (path, path + ".gz"):
+            with contextlib.suppress(OSError):
+                info = os.stat(candidate)
+                found[candidate] = [info.st_size, info.st_mtime_ns]
+    return found
+
+
+def fingerprints(ini: str, dev: tuple[str, str], test: tuple[str, str], raw_reference: str | None,
+                 model: str | None) -> dict:
+    """What a restart must find unchanged (module docstring)."""
+    return {"ini": sha256_of(ini), "ini_files": ini_files(ini),
+            "dev": [sha256_of(p) for p in dev], "test": [sha256_of(p) for p in test],
+            "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
+            "model": sha256_of(model) if model else None}
+
+
+def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:
+    """The files whose fingerprints differ between ``old`` and ``new``; ``names`` holds the
+    paths under the same keys (a path, or a list of paths for a list of fingerprints)."""
+    changed = []
+    for key, value in new.items():
+        before = old.get(key)
+        if key == "ini_files":
+            before = before if isinstance(before, dict) else {}
+            changed += [p for p in sorted(set(before) | set(value)) if before.get(p) != value.get(p)]
+        elif isinstance(value, list):
+            before = before if isinstance(before, list) and len(before) == len(value) else [None] * len(value)
+            paths = names[key]
+            assert isinstance(paths, tuple | list)
+            changed += [str(p) for p, a, b in zip(paths, before, value, strict=True) if a != b]
+        elif before != value:
+            changed.append(str(names[key]))
+    return changed

@@ -1,0 +1,88 @@
+"""What every output path is checked for before any long work, and the error of an output that
+cannot be written: :class:`OutputError` (an ``OSError`` naming the path), for ``output`` and
+the callers that check their outputs up front (``check_output_path``, ``check_distinct_paths``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+from .compression import CompressionError, format_of_name
+from .output_targets import fd_of_link, is_open, is_special
+
+
+class OutputError(OSError):
+    """An output that cannot be written: ``str(e)`` is ``"path: message"``; ``filename`` the path."""
+
+    def __init__(self, path: str, message: str, code: int | None = None) -> None:
+        super().__init__(code, message)
+        self.filename = path
+
+    def __str__(self) -> str:
+        return f"{self.filename or repr(self.filename)}: {self.strerror}"
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.filename, self.strerror, self.errno))
+
+
+class ReaderGone(OutputError):
+    """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
+    ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
+
+
+def check_output_path(path: str, by_name: bool = True) -> None:
+    """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
+    check their outputs before any long work. ``by_name``: the output is compressed by its name,
+    and a compressed name of a format that is not written is refused (``compression``)."""
+    if path == "":
+        raise OutputError(path, "empty output path")
+    if by_name and path != "-":
+        try:
+            format_of_name(path)
+        except CompressionError as exc:
+            raise OutputError(path, str(exc), errno.EINVAL) from None
+    if path == "-":
+        if sys.stdout is None or not is_open(1):
+            raise OutputError("-", "standard output is closed")
+        return
+    fd = fd_of_link(path)
+    if fd is not None:
+        if not is_open(fd):
+            raise OutputError(path, f"file descriptor {fd} is not open")
+        return
+    if is_special(path):
+        return
+    if os.path.isdir(path):
+        raise OutputError(path, "output path is a directory", errno.EISDIR)
+    if path.endswith(os.sep):
+        raise OutputError(path, "output path ends with '/': it names a directory, not a file", errno.EISDIR)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputError(path, "output directory does not exist", errno.ENOENT)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(path, f"permission denied: cannot create files in {directory}", errno.EACCES)
+
+
+def check_distinct_paths(input_path: str, output_path: str, *, model: str | None = None) -> None:
+    """Raise OutputError if ``output_path`` names the same file as ``input_path`` or as the
+    ``model`` file the run reads (writing there would destroy what is being read).
+
+    Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
+    themselves (hard links). ``-`` (stdin/stdout) never clashes. Nothing is opened: a FIFO
+    keeps its writer waiting for the real reader.
+    """
+    for what, path in (("input", input_path), ("model file", model)):
+        if path is not None and _same_file(path, output_path):
+            raise OutputError(output_path, f"output is the same file as the {what} {path!r}", errno.EINVAL)
+
+
+def _same_file(path: str, output_path: str) -> bool:
+    if path == "-" or output_path == "-" or "" in (path, output_path):
+        return False
+    if os.path.realpath(path) == os.path.realpath(output_path):
+        return True
+    try:
+        return os.path.samefile(path, output_path)
+    except OSError:  # either does not exist (yet)
+        return False
