@@ -19,6 +19,7 @@ from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.architectures import Network
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.encoder_decoder import RNNEncoderDecoder
+from ..output import check_distinct_paths
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
 from .common import UserError, device_option, model_option, progress, resolve_device, say, threads_option
@@ -287,6 +288,7 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
 def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train --log`: the training loss and the
     validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
+    check_distinct_paths(log, out)  # the log, replaced by its picture
     try:
         records = read_training_curves(log)
     except TrainingLogError as e:

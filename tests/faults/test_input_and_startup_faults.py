@@ -168,6 +168,15 @@ def test_train_refuses_to_write_its_model_over_its_table(table: Path, out: str) 
     assert table.read_bytes() == b"".join(LINES)
 
 
+def test_plot_log_refuses_to_draw_over_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "rnn.log"
+    log.write_text('{"event": "start"}\n')
+    code, err = run(["plot-log", "rnn.log", "-o", "./rnn.log"], cwd=tmp_path)
+    assert (code, err.strip()) == (6, "phrase-rescorer: error: ./rnn.log: output is the same file as the input "
+                                      "'rnn.log'")
+    assert log.read_text() == '{"event": "start"}\n'
+
+
 def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:
     code, err = run(["rescore", "absent.txt", "out.txt", "--model", "missing.pt"], cwd=tmp_path)
     assert (code, err.strip()) == (6, "phrase-rescorer: error: absent.txt: cannot read: No such file or directory")
