@@ -94,9 +94,14 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
     from ..lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path, perplexity
     from ..moses.toolkit import MosesNotFound, find_moses
+    from ..output import check_distinct_paths
     from ..training.log import EventLog
     from ..training.trainer import Interrupted
 
+    for output in (model_out, last_path(model_out), log_path or _companion(model_out, ".log")):
+        for given in (text, valid_path, test_path):
+            if given is not None:
+                check_distinct_paths(given, output)  # a text, overwritten by a model after hours
     query = None
     if kenlm_path is not None:
         try:

@@ -145,7 +145,8 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
     settings, or files that changed since the first start (``workdir.fingerprints``)."""
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
-    prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model)
+    prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model,
+                          settings.lm)
     if not os.path.exists(path):
         _write_json(path, {**identity, "fingerprints": prints})
         return
@@ -162,7 +163,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         _write_json(path, {**old, "fingerprints": prints})
         return
     names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test,
-             "test_raw_reference": settings.test_raw_reference, "model": settings.model}
+             "test_raw_reference": settings.test_raw_reference, "model": settings.model, "lm": settings.lm}
     files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
     if files:
         raise ExperimentError(

@@ -37,7 +37,7 @@ def score_nbest(in_path: str, out_path: str, lm: LMFile, name: str, *, device: s
     """Write ``in_path`` to ``out_path`` with the feature ``name`` appended to every line."""
     import time
 
-    check_distinct_paths(in_path, out_path)
+    check_distinct_paths(in_path, out_path, model=lm.path)
     started = time.monotonic()
     model = lm.build(torch.device(device))
     lines = sentences = words = unknown = 0

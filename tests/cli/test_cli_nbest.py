@@ -83,6 +83,18 @@ def test_output_onto_its_input_is_refused(lm: Path, tmp_path: Path) -> None:
     assert r.returncode == 6 and (tmp_path / "in.nbest").read_bytes() == NBEST
 
 
+def test_the_model_as_output_and_the_text_as_model_are_refused(lm: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.nbest").write_bytes(NBEST)
+    before = lm.read_bytes()
+    r = run("nbest", str(tmp_path / "in.nbest"), str(lm), "-m", str(lm))
+    assert r.returncode == 6 and b"same file as the model file" in r.stderr and lm.read_bytes() == before
+    text = tmp_path / "t.fr"
+    text.write_bytes((TINY_MOSES / "dev.fr").read_bytes())
+    r = run("train-lm", str(text), str(text), "--max-steps", "1")
+    assert r.returncode == 6 and b"same file as the input" in r.stderr
+    assert text.read_bytes() == (TINY_MOSES / "dev.fr").read_bytes()
+
+
 def test_train_lm_command(tmp_path: Path) -> None:
     text = (TINY_MOSES / "dev.fr").read_bytes() + (TINY_MOSES / "test.fr").read_bytes()
     (tmp_path / "t.fr.gz").write_bytes(gzip.compress(text * 20))
