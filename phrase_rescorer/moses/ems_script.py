@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = "ems-train-model"
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: {prog} TRAIN-MODEL.PERL [ARGS...]\n\n{USAGE}", file=sys.stderr if not argv else sys.stdout)
+        print(f"Usage: {prog} TRAIN-MODEL.PERL [ARGS...]\n\n{USAGE}", file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
     script, args = argv[0], argv[1:]
     if not (os.path.isfile(script) and os.access(script, os.X_OK)):

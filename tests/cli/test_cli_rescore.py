@@ -201,10 +201,15 @@ def test_gz_in_xz_out_round_trips(model: Path, head: Path, tmp_path: Path) -> No
     r = run(str(head), str(xz), "--model", str(model), "-q")
     assert r.returncode == 0, r.stderr
     assert lzma.decompress(xz.read_bytes()) == plain.read_bytes()  # xz, as the name says
-    again = tmp_path / "again.zst"  # and the xz output is an input
-    r = run(str(xz), str(again), "--model", str(model), "-q")
+    table_xz = tmp_path / "in.xz"  # and xz is an input, read by its content
+    table_xz.write_bytes(lzma.compress(HEAD))
+    again = tmp_path / "again.zst"
+    r = run(str(table_xz), str(again), "--model", str(model), "-q")
     assert r.returncode == 0, r.stderr
     assert again.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+    import zstandard
+
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(again.read_bytes()) == plain.read_bytes()
 
 
 @pytest.mark.parametrize("name", ["in.xz", "in.bz2", "in.zst"])
