@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import click
@@ -21,7 +22,7 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
 
 
 @cli.command("rerank-tune")
-@click.argument("nbest_path", metavar="NBEST", type=click.Path(dir_okay=False))
+@click.argument("nbest_path", metavar="NBEST", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("reference", metavar="REF", type=click.Path(exists=True, dir_okay=False))
 @click.argument("weights_out", metavar="WEIGHTS", type=click.Path(dir_okay=False))
 @click.option("--init", "init_path", type=click.Path(exists=True, dir_okay=False),
@@ -52,31 +53,38 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
       phrase-rescorer rerank test.cslm.nbest rerank.weights test.reranked.fr
     """
     from ..experiment.bleu import read_lines, tokenized_bleu
+    from ..output import check_output_path
     from ..reranking.choose import output_lines
     from ..reranking.mert import RerankError, tune
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
 
     toolkit = _toolkit(moses_dir)
-    matrix = read_matrix(nbest_path)
-    refs = read_lines(reference)
-    try:
-        start = vector(read_weights_file(init_path) if init_path else {}, matrix.layout, missing=0.0,
-                       source=init_path or "start")
-    except WeightsError as e:
-        raise UserError(str(e)) from e
-    before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
+    check_output_path(weights_out)
     keep = work_dir is not None
+    if work_dir is not None:
+        os.makedirs(work_dir, exist_ok=True)
     directory = work_dir or tempfile.mkdtemp(prefix="rerank-")
     try:
-        result = tune(toolkit, nbest_path, [reference], start, directory, seed=seed, restarts=restarts,
-                      threads=threads)
-    except RerankError as e:
-        raise UserError(str(e), exit_code=6) from e
+        copy = os.path.join(directory, "nbest.txt")  # what extractor reads: plain text, any input
+        matrix = read_matrix(nbest_path, copy_to=copy)
+        refs = read_lines(reference)
+        try:
+            start = vector(read_weights_file(init_path) if init_path else {}, matrix.layout, missing=0.0,
+                           source=init_path or "start")
+        except WeightsError as e:
+            raise UserError(str(e)) from e
+        try:
+            before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
+        except ValueError as e:  # a sentence ID beyond the reference's lines
+            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", exit_code=3) from e
+        try:
+            result = tune(toolkit, copy, [reference], start, directory, seed=seed, restarts=restarts,
+                          threads=threads)
+        except RerankError as e:
+            raise UserError(str(e), exit_code=6) from e
     finally:
         if not keep:
-            import shutil
-
             shutil.rmtree(directory, ignore_errors=True)
     after = tokenized_bleu(output_lines(matrix, result.weights, len(refs)), refs)
     write_weights_file(weights_out, matrix.layout, result.weights,

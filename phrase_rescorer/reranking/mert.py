@@ -58,7 +58,9 @@ def _run(argv: list[str], cwd: str, log: str) -> str:
 
 def tune(toolkit: MosesToolkit, nbest: str, references: list[str], start: np.ndarray, work_dir: str, *,
          seed: int = 1, restarts: int = RESTARTS, threads: int = 1) -> TuneResult:
-    """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files)."""
+    """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files).
+    ``nbest`` is read by extractor: plain text, or gzip named ``.gz`` (``nbest_features.read_matrix``
+    writes such a copy of any list)."""
     os.makedirs(work_dir, exist_ok=True)
     for name in ("scores.dat", "features.dat", "init.opt", "weights.txt"):
         with_path = os.path.join(work_dir, name)

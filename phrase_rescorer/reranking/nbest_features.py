@@ -9,7 +9,9 @@ is refused, naming it. Sparse features (``name_x=``, as mert-moses.pl tells them
 
 from __future__ import annotations
 
+import contextlib
 import re
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,26 +63,34 @@ def _dense(field: str, path: str, line_no: int) -> tuple[list[tuple[str, int]], 
     return layout, values
 
 
-def read_matrix(path: str) -> NbestMatrix:
+def read_matrix(path: str, copy_to: str | None = None) -> NbestMatrix:
+    """The list at ``path`` as numbers; ``copy_to``: also write its lines there, plain (for
+    Moses' programs, which read plain text, or gzip by its name, only)."""
     layout: list[tuple[str, int]] | None = None
-    rows: list[list[float]] = []
-    sentences: list[int] = []
+    values_read = array("d")  # 8 bytes a value: a 1000-best list of thousands of sentences fits
+    sentences = array("q")
     hypotheses: list[str] = []
-    for line in read_nbest(path):
-        this, values = _dense(line.features, path, line.line_no)
-        if layout is None:
-            layout = this
-            if not values:
-                raise NbestError(path, line.line_no, "no dense feature values in the features field")
-        elif this != layout:
-            raise NbestError(path, line.line_no, f"features {_show(this)} differ from the first line's {_show(layout)}")
-        rows.append(values)
-        sentences.append(line.sentence)
-        hypotheses.append(line.raw[line.hyp_start:line.hyp_end].decode("utf-8").strip(" "))
+    with contextlib.ExitStack() as stack:
+        copy = stack.enter_context(open(copy_to, "wb")) if copy_to is not None else None
+        for line in read_nbest(path):
+            if copy is not None:
+                copy.write(line.raw + b"\n")
+            this, values = _dense(line.features, path, line.line_no)
+            if layout is None:
+                layout = this
+                if not values:
+                    raise NbestError(path, line.line_no, "no dense feature values in the features field")
+            elif this != layout:
+                raise NbestError(path, line.line_no,
+                                 f"features {_show(this)} differ from the first line's {_show(layout)}")
+            values_read.extend(values)
+            sentences.append(line.sentence)
+            hypotheses.append(line.raw[line.hyp_start:line.hyp_end].decode("utf-8").strip(" "))
     if layout is None:
         raise NbestError(path, None, "empty n-best list")
-    return NbestMatrix(path, layout, np.array(rows, dtype=np.float64), np.array(sentences, dtype=np.int64),
-                       hypotheses)
+    width = sum(count for _, count in layout)
+    features = np.frombuffer(values_read, dtype=np.float64).reshape(-1, width).copy()
+    return NbestMatrix(path, layout, features, np.frombuffer(sentences, dtype=np.int64).copy(), hypotheses)
 
 
 def _show(layout: list[tuple[str, int]]) -> str:
