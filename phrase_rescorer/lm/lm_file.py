@@ -16,9 +16,6 @@ a tampered file is refused without allocating what it claims. Written through
 
 from __future__ import annotations
 
-import os
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +23,7 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
-from ..model.checkpoint import CheckpointError
-from ..output import AtomicOutput
+from ..model.checkpoint import CheckpointError, read_torch_file, write_torch_file
 from .network import CSLM, LMConfig
 from .text import check_vocabulary
 
@@ -67,14 +63,7 @@ def save_lm(path: str, model: CSLM, vocab: Vocabulary, info: dict[str, Any] | No
         "info": info or {},
         "training_state": training_state,
     }
-    output = AtomicOutput(path, compress=False)
-    with output as f:
-        try:
-            torch.save(payload, f)
-        except RuntimeError as e:  # torch reports a failed write (a full disk) this way
-            if output.write_error is None:
-                raise
-            raise output.write_error from e
+    write_torch_file(path, payload)
 
 
 def is_lm_file(payload: object) -> bool:
@@ -83,13 +72,7 @@ def is_lm_file(payload: object) -> bool:
 
 def load_lm(path: str) -> LMFile:
     """Read and check a CSLM file; every problem is a ``CheckpointError`` naming the file."""
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{path}: no such model file")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
-        detail = str(e).split(". ")[0] or type(e).__name__
-        raise CheckpointError(f"{path}: not a readable model file (truncated or corrupt?): {detail}") from e
+    payload = read_torch_file(path)
     if isinstance(payload, dict) and payload.get("format") == "phrase_rescorer.checkpoint":
         raise CheckpointError(f"{path}: a phrase network (phrase-rescorer train), not a CSLM "
                               "(phrase-rescorer train-lm)")

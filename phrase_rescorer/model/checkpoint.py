@@ -134,6 +134,12 @@ def save_checkpoint(
     if subwords is not None:
         payload["subwords"] = {side: torch.from_numpy(m.tensor().copy())
                                for side, m in zip(("source", "target"), subwords, strict=True)}
+    write_torch_file(path, payload)
+
+
+def write_torch_file(path: str, payload: dict[str, Any]) -> None:
+    """``payload`` to ``path`` with ``torch.save``, through ``AtomicOutput`` (complete or absent);
+    a failed write (a full disk) is the ``OSError`` naming the file, not torch's RuntimeError."""
     output = AtomicOutput(path, compress=False)
     with output as f:
         try:
@@ -144,12 +150,13 @@ def save_checkpoint(
             raise output.write_error from e
 
 
-def load_checkpoint(path: str) -> Checkpoint:
-    """Read and check a model file; every problem becomes a ``CheckpointError`` naming the file."""
+def read_torch_file(path: str) -> Any:
+    """What ``torch.load(weights_only=True)`` reads of ``path`` (no code runs); a missing,
+    truncated or foreign file is a :class:`CheckpointError` naming it."""
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such model file")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
             ValueError) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
         # torch's own text runs to several sentences of advice: keep the first
@@ -157,6 +164,11 @@ def load_checkpoint(path: str) -> Checkpoint:
         raise CheckpointError(
             f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {detail}"
         ) from e
+
+
+def load_checkpoint(path: str) -> Checkpoint:
+    """Read and check a model file; every problem becomes a ``CheckpointError`` naming the file."""
+    payload = read_torch_file(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")
     version = payload.get("format_version")
