@@ -45,6 +45,7 @@ from .. import __version__
 from ..data.subwords import SubwordError, Subwords
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..output import AtomicOutput
+from ..signals import stop_signals_held
 from .architectures import ArchConfig, Network, build_model
 from .encoder_decoder import ModelConfig
 
@@ -213,7 +214,10 @@ def check_weights(config: ModelConfig, arch: ArchConfig | None, state_dict: Any)
     """Raise ``ValueError`` unless ``state_dict`` holds exactly the tensors, of exactly the
     shapes, that the network of ``config`` and ``arch`` has. The network is built on the meta
     device: shapes only, no memory, whatever sizes the configuration states."""
-    with torch.device("meta"):
+    # the stop signals held while torch's device context is in force: a Ctrl-C raised inside it
+    # left the program to die by SIGINT after its message (-2 instead of 130; the start-up
+    # fault test caught it); delivered right after the block
+    with stop_signals_held(), torch.device("meta"):
         expected = {k: tuple(v.shape) for k, v in build_model(config, arch).state_dict().items()}
     if not isinstance(state_dict, dict) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise ValueError("its weights are not a dictionary of tensors")
