@@ -35,9 +35,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.vocab import EOS_ID, PAD_ID, UNK_ID
+from ..data.vocab import EOS_ID
 from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder
+from .stacked_step import StackedStepper
+from .stepping import Choosing, banned_tokens
+
+__all__ = ["Candidate", "Choosing", "banned_tokens", "beam_search", "default_max_length", "gnmt_score", "greedy",
+           "make_stepper", "sample", "top_unique"]
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,6 @@ def make_stepper(model: Network, src_ids: list[int], allow_unk: bool):  # type: 
     """The step-by-step decoder of ``model``'s architecture."""
     if isinstance(model, RNNEncoderDecoder):
         return _Stepper(model, src_ids, allow_unk)
-    from .stacked_step import StackedStepper
-
     return StackedStepper(model, src_ids, allow_unk)
 
 
@@ -77,35 +80,6 @@ def _check_max_length(max_length: int | None, src_ids: list[int]) -> int:
     if max_length < 1:
         raise ValueError("the maximum length must be at least 1")
     return max_length
-
-
-def banned_tokens(vocab_size: int, allow_unk: bool, device: torch.device) -> torch.Tensor:
-    """The target tokens never proposed: padding, and <unk> unless ``allow_unk``."""
-    banned = torch.zeros(vocab_size, dtype=torch.bool, device=device)
-    banned[PAD_ID] = True
-    if not allow_unk:
-        banned[UNK_ID] = True
-    return banned
-
-
-class Choosing:
-    """What every stepper shares: which tokens may be proposed at a step (``banned``: padding,
-    and <unk> unless allowed)."""
-
-    banned: torch.Tensor
-
-    def choosable(self, logp: torch.Tensor, t: int, max_length: int) -> torch.Tensor:
-        """``logp`` at step ``t`` with the tokens that may not be proposed at -inf: </s> first,
-        everything but </s> at the length limit."""
-        if t == max_length:
-            keep = torch.full_like(logp, float("-inf"))
-            keep[:, EOS_ID] = logp[:, EOS_ID]
-            return keep
-        banned = self.banned
-        if t == 0:
-            banned = banned.clone()
-            banned[EOS_ID] = True
-        return logp.masked_fill(banned, float("-inf"))
 
 
 class _Stepper(Choosing):

@@ -15,7 +15,7 @@ import torch
 
 from ..data.vocab import EOS_ID
 from ..model.stacked import StackedEncoderDecoder
-from .search import Choosing, banned_tokens
+from .stepping import Choosing, banned_tokens
 
 
 class StackedStepper(Choosing):

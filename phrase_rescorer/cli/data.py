@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..moses.table_stats import format_report, inspect_table
+from ..data.table_stats import format_report, inspect_table
 from . import cli
 from .common import UserError, progress, threads_option
 

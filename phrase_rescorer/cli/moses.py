@@ -109,7 +109,8 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
     the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). The printed
     command runs the decoder on this run's thread count (--threads / -threads)."""
-    from ..moses.model_dir import format_command, rescore_model_dir
+    from ..moses.model_dir import format_command
+    from ..pipeline.model_dir import rescore_model_dir
     from ..threads import current_threads
 
     model_path = _renamed(model_path, network, "-m/--model", "--network")

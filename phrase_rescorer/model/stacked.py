@@ -1,4 +1,4 @@
-"""The encoder-decoder built from options (``architectures.ArchConfig``): embeddings, an
+"""The encoder-decoder built from options (``arch_options.ArchConfig``): embeddings, an
 ``encoders.Encoder``, a ``decoders.Decoder``; the rnnsearch and gnmt architectures.
 
 It offers the calls the rest of the tool makes of a network: ``forward(src, src_len, tgt)``
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .architectures import ArchConfig
+from .arch_options import ArchConfig
 from .decoders import Decoder, Encoded
 from .encoder_decoder import ModelConfig
 from .encoders import Encoder

@@ -1,4 +1,5 @@
-"""The drop-in step for a Moses model directory: rescore, patch moses.ini, say how to tune.
+"""The Moses side of the drop-in step for a model directory: which ini and table, the output
+names, the mert-moses.pl command (the step itself, which runs the network: ``pipeline.model_dir``).
 
 The step starts from the directory's moses.ini and follows it: the table it rescores is the
 ``path=`` of the phrase dictionary (``TranslationModel0``), with the ``.gz`` fallback of
@@ -10,7 +11,7 @@ is the table). Outputs go beside their inputs, ``.rnn`` added before the version
     model/phrase-table.gz   -> model/phrase-table.rnn.gz     model/moses.ini   -> model/moses.rnn.ini
     model/phrase-table.1.gz -> model/phrase-table.rnn.1.gz   model/moses.ini.1 -> model/moses.rnn.ini.1
 
-and the mert-moses.pl command to run next is returned. The command uses a working directory
+and ``mert_command`` is the mert-moses.pl command to run next. The command uses a working directory
 that does not exist yet: mert-moses.pl caches the feature list of a run (features.list) in its
 working directory, so tuning the new ini in an old directory would tune the old features.
 """
@@ -20,25 +21,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from ..rescoring.engine import rescore_table
-from ..rescoring.options import ProgressCallback, RescoreSummary
 from .binarized import BINARIZED_TYPES
-from .columns import START_WEIGHT
-from .ini import MosesIniError, PatchResult, check_moses_ini
-from .ini_file import patch_moses_ini_file
+from .ini import MosesIniError, check_moses_ini
 from .table_files import existing_table
-
-
-@dataclass
-class StepResult:
-    table: str
-    ini: str
-    summary: RescoreSummary
-    patch: PatchResult
-    mert_command: list[str]
 
 
 def find_ini(model_dir: str) -> str:
@@ -126,50 +112,3 @@ def format_command(argv: list[str]) -> str:
         return '"$MOSES"'.join(shlex.quote(part) if part else "" for part in arg.split("$MOSES"))
 
     return " \\\n    ".join(quote(arg) for arg in argv)
-
-
-def rescore_model_dir(
-    model_dir: str,
-    network: str,
-    *,
-    table_in: str | None = None,
-    ini_in: str | None = None,
-    table_out: str | None = None,
-    ini_out: str | None = None,
-    name: str = "TranslationModel0",
-    weights: tuple[float, ...] = (START_WEIGHT,),
-    moses_dir: str | None = None,
-    dev_source: str = "DEV.SRC",
-    dev_reference: str = "DEV.REF",
-    working_dir: str | None = None,
-    threads: int = 1,
-    on_progress: ProgressCallback | None = None,
-    on_warning: Callable[[str], None] | None = None,
-    **rescore_options,
-) -> StepResult:
-    """Rescore ``model_dir``'s phrase table with ``network`` and write the patched moses.ini;
-    the mert-moses.pl command returned runs the decoder on ``threads`` threads (the step's own
-    thread count, as the CLI passes it)."""
-    model_dir = os.path.abspath(model_dir)
-    ini_in = ini_in or find_ini(model_dir)
-    if table_in is None:
-        table_in = table_of(ini_in, name)  # checks the ini too: fail now, not after hours of scoring
-    else:
-        with open(ini_in, encoding="utf-8", newline="") as f:
-            check_moses_ini(f.read(), name, ini_in)
-    table_out = table_out or rnn_name(table_in)
-    ini_out = ini_out or rnn_name(ini_in)
-    summary = rescore_table(
-        table_in, table_out, network, on_progress=on_progress, on_warning=on_warning, **rescore_options
-    )
-    patch = patch_moses_ini_file(ini_in, ini_out, table_out, name=name, weights=weights, features=summary.columns)
-    working_dir = working_dir or fresh_directory(os.path.join(os.path.dirname(model_dir), "mert-work-rnn"))
-    command = mert_command(
-        ini_out,
-        moses_dir=moses_dir or os.environ.get("MOSES", "$MOSES"),
-        dev_source=dev_source,
-        dev_reference=dev_reference,
-        working_dir=os.path.abspath(working_dir),
-        threads=threads,
-    )
-    return StepResult(table_out, ini_out, summary, patch, command)

@@ -4,7 +4,8 @@ The streaming engine (``engine``) cuts a phrase table into windows and hands eac
 scorer as token ids: the distinct source phrases of the window, every line's target, and which
 source each line uses. A scorer returns one float64 log-probability per line, in line order.
 Any object with that one method plugs into the engine (:class:`WindowScorer`), so a faster
-implementation is a new class here or in its own module, never a change to the engine.
+implementation is a new class here or in its own module, never a change to the engine. What the
+scorers share (the interface, their base class, length batches) is in ``scorer_base``.
 
 Three implementations, selectable by name (``SCORERS``, ``rescore-phrase-table --scorer``):
 
@@ -33,8 +34,6 @@ relative (tests hold them to 1e-5).
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
-
 import numpy as np
 import torch
 
@@ -42,61 +41,12 @@ from ..data.batching import flat_store, pad_sequences, sequences_batch
 from ..model.architectures import Network
 from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs, token_log_probs
 from .prefix import PrefixScorer
+from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_batches
+from .stacked_prefix import StackedPrefixScorer
+from .stacked_scorer import StackedScorer
 
-#: Logit elements (rows x V) evaluated at once. On CPU the (rows, V) logits must stay in cache:
-#: with 8 MB slices the output layer runs 1.6x faster than with 128 MB ones (measured, small
-#: preset, 1 thread). On a GPU the bound only caps memory (256 MB).
-READOUT_ELEMENTS = {"cpu": 1 << 21, "cuda": 1 << 26}
-
-
-@runtime_checkable
-class WindowScorer(Protocol):
-    """What the engine needs of a scorer."""
-
-    def score(
-        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
-    ) -> np.ndarray:
-        """log p(target|source) (float64, one per line, line order).
-
-        ``sources``: the window's distinct source phrases as id lists without </s>;
-        ``targets[i]``: line i's target ids without </s>; ``source_index[i]``: the position in
-        ``sources`` of line i's source.
-        """
-        ...
-
-
-def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Indices sorted by length, cut into batches of at most ``batch_size`` sequences and at most
-    ``32 * batch_size`` padded tokens, so that a batch of unusually long phrases stays within
-    the memory of an ordinary one (phrase tables rarely exceed 7 to 10 tokens per phrase)."""
-    order = np.argsort(lengths, kind="stable")  # short first: little padding
-    budget = 32 * batch_size
-    batches, start = [], 0
-    while start < len(order):
-        stop = min(start + batch_size, len(order))
-        # sorted ascending: the last member is the longest; shrink until the padded size fits
-        while stop - start > 1 and (stop - start) * (int(lengths[order[stop - 1]]) + 1) > budget:
-            stop = start + max(1, budget // (int(lengths[order[stop - 1]]) + 1))
-        batches.append(order[start:stop])
-        start = stop
-    return batches
-
-
-class _ModelScorer:
-    """A scorer over a model on a device, with a number of pairs per batch."""
-
-    default_batch_size = 64
-
-    model: Any  # a network: RNNEncoderDecoder, or StackedEncoderDecoder for StackedScorer
-
-    def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None):
-        batch_size = self.default_batch_size if batch_size is None else batch_size
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model.eval()
-        self.device = torch.device(device)
-        self.batch_size = batch_size
-
+__all__ = ["READOUT_ELEMENTS", "SCORERS", "BatchedScorer", "ReferenceScorer", "WindowScorer", "length_batches",
+           "make_scorer"]
 
 class BatchedScorer(_ModelScorer):
     """Sources encoded once, targets decoded in length-sorted batches, order restored."""
@@ -209,8 +159,5 @@ def make_scorer(
             raise ValueError(f"dtype {dtype} works with the prefix scorer on a cho2014 network only, not {name!r}")
         return PrefixScorer(model, device, batch_size, dtype=dtype)
     if not isinstance(model, RNNEncoderDecoder) and cls is not ReferenceScorer:
-        from .stacked_prefix import StackedPrefixScorer
-        from .stacked_scorer import StackedScorer
-
         cls = StackedPrefixScorer if cls is PrefixScorer else StackedScorer
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

@@ -13,7 +13,7 @@ For a window of phrase pairs (``scorers.WindowScorer``):
 * targets are sorted by length and decoded with teacher forcing in batches of ``batch_size``
   pairs, each pair reading its source's encoding by index (no source is encoded twice);
 * the output layer runs only at the real (non-padding) positions, in slices of
-  ``scorers.READOUT_ELEMENTS`` logits; each pair's token log-probabilities, </s> included, are
+  ``scorer_base.READOUT_ELEMENTS`` logits; each pair's token log-probabilities, </s> included, are
   summed in float64; the order of the lines is restored.
 
 On CPU a window is cut into ``workers`` parts of consecutive sources and scored by as many
@@ -36,7 +36,7 @@ from ..data.batching import flat_store, pad_sequences
 from ..model.architectures import Network
 from ..model.decoders import Encoded
 from ..model.encoder_decoder import token_log_probs
-from .scorers import READOUT_ELEMENTS, _ModelScorer, length_batches
+from .scorer_base import READOUT_ELEMENTS, _ModelScorer, length_batches
 from .window_threads import WindowThreads
 
 #: Source positions (sources x padded length) encoded at once: 32,768 x 2H floats of memory and

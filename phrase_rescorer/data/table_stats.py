@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.vocab import SPECIALS, tokenize_phrase
-from .columns import describe
-from .phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError
-from .table_reader import iter_lines_lenient
+from ..moses.columns import describe
+from ..moses.phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from ..moses.table_reader import iter_lines_lenient
+from .vocab import SPECIALS, tokenize_phrase
 
 LENGTH_BINS = 10  # histogram bins 1..9 and "10+"
 

@@ -1,0 +1,100 @@
+"""Named architectures as sets of options (``ArchConfig``); ``architectures.build_model`` builds them.
+
+========== ============================================================================
+cho2014    Cho et al. (2014): ``encoder_decoder.RNNEncoderDecoder``, the paper's model,
+           unchanged (the default). One GRU layer each side, a fixed summary c.
+rnnsearch  Bahdanau et al. (2015): bidirectional GRU encoder, additive attention from
+           the previous decoder state, the context fed to the decoder GRU and to the
+           maxout deep output at each step.
+gnmt       Wu et al. (2016) scaled to phrase pairs: LSTM cells, bidirectional bottom
+           encoder layer then unidirectional layers, residual connections from the
+           third layer up, attention from the bottom decoder layer fed to every other
+           decoder layer and to the output. GNMT has 8 layers; a phrase of a few tokens
+           needs fewer: 4 by default (``--layers``).
+========== ============================================================================
+
+Every option of ``ArchConfig`` can be overridden on top of a named architecture (``train
+--layers 2 --attention general``); cho2014 takes none of them (it is the paper's network).
+The sizes (embedding, hidden, maxout, output rank) and vocabularies stay in ``ModelConfig``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from .attention import ATTENTIONS
+from .cells import CELL_TYPES
+from .decoders import ATTENTION_FROM
+
+ARCH_NAMES = ("cho2014", "rnnsearch", "gnmt")
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    name: str = "rnnsearch"  # the named architecture these options started from
+    cell_type: str = "gru"  # gru (ModelConfig.cell picks reset_before/reset_after) or lstm
+    layers: int = 1  # encoder and decoder layers
+    bidirectional: bool = True  # bidirectional bottom encoder layer
+    residual_from: int = 0  # residual connections from this layer up; 0: none
+    attention: str = "additive"  # none, additive, dot, general
+    attention_from: str = "top"  # the decoder layer whose previous output is the query
+
+    def __post_init__(self) -> None:
+        if self.name not in ARCH_NAMES[1:]:
+            raise ValueError(f"architecture must be one of {ARCH_NAMES[1:]}, not {self.name!r}")
+        if self.cell_type not in CELL_TYPES:
+            raise ValueError(f"cell type must be one of {CELL_TYPES}, not {self.cell_type!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, not {self.attention!r}")
+        if self.attention_from not in ATTENTION_FROM:
+            raise ValueError(f"attention_from must be one of {ATTENTION_FROM}, not {self.attention_from!r}")
+        if self.layers < 1:
+            raise ValueError("layers must be at least 1")
+        lowest = 3 if self.bidirectional else 2  # a residual needs equal sizes on both sides
+        if self.residual_from and self.residual_from < lowest:
+            why = "the bidirectional bottom layer has twice the units" if self.bidirectional else \
+                "layer 1 reads embeddings"
+            raise ValueError(f"residual connections can start at layer {lowest} at the lowest ({why})")
+        # Above the layer count a start means no residual connection. Only the architecture's own
+        # start is kept there (gnmt's 3 in a 1- or 2-layer gnmt, as train writes it); train writes
+        # no other, so one is a tampered file, whose weights may have been trained with the
+        # connections it removes (every line would score differently).
+        own = globals().get("ARCHITECTURES", {}).get(self.name)
+        if self.residual_from > self.layers and (own is None or self.residual_from != own.residual_from):
+            raise ValueError(f"residual connections from layer {self.residual_from} of {self.layers}: "
+                             "there is no such layer (0: none)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ArchConfig:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown architecture settings: {sorted(unknown)}")
+        return cls(**d)
+
+
+ARCHITECTURES: dict[str, ArchConfig] = {
+    "rnnsearch": ArchConfig("rnnsearch", "gru", 1, True, 0, "additive", "top"),
+    "gnmt": ArchConfig("gnmt", "lstm", 4, True, 3, "additive", "bottom"),
+}
+
+
+def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
+    """The options of architecture ``name`` with the non-None ``overrides``; None for cho2014,
+    which refuses every override."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if name == "cho2014":
+        if given:
+            raise ValueError(f"cho2014 is the paper's network and takes no architecture option "
+                             f"({', '.join(sorted(given))}); choose --arch rnnsearch or gnmt")
+        return None
+    if name not in ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
+    return replace(ARCHITECTURES[name], **given)
+
+
+def arch_name(arch: ArchConfig | None) -> str:
+    return "cho2014" if arch is None else arch.name
