@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import zlib
 from typing import Any
 
 import click
@@ -91,14 +90,15 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
     """
     from ..lm.kenlm import KenLMError, query_perplexity
     from ..lm.lm_file import load_lm
-    from ..lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+    from ..lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids, split_held_out
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path, perplexity
     from ..moses.toolkit import MosesNotFound, find_moses
-    from ..output import check_distinct_paths
+    from ..output import check_distinct_paths, check_output_path
     from ..training.log import EventLog
     from ..training.trainer import Interrupted
 
     for output in (model_out, last_path(model_out), log_path or _companion(model_out, ".log")):
+        check_output_path(output, by_name=False)  # refused now, not at the first save
         for given in (text, valid_path, test_path):
             if given is not None:
                 check_distinct_paths(given, output)  # a text, overwritten by a model after hours
@@ -112,9 +112,7 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
     if valid_path is not None:
         train_sentences, valid_sentences = sentences, list(read_sentences(valid_path))
     else:
-        held = [zlib.crc32(" ".join(s).encode("utf-8")) % 100 == 0 for s in sentences]
-        train_sentences = [s for s, h in zip(sentences, held, strict=True) if not h]
-        valid_sentences = [s for s, h in zip(sentences, held, strict=True) if h]
+        train_sentences, valid_sentences = split_held_out(sentences)
     if not train_sentences or not valid_sentences:
         raise UserError(f"{text}: too few sentences to train and hold some out", exit_code=3)
     vocab = build_vocabulary(train_sentences, kw["vocab_size"])

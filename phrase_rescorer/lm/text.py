@@ -13,6 +13,7 @@ same ids.
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
@@ -44,6 +45,16 @@ def read_sentences(path: str) -> Iterator[list[str]]:
     Errors name the file and line (:class:`PhraseTableError`)."""
     with InputTable(path, parse=_decode(path)) as text:
         yield from cast(Iterator[list[str]], iter(text))
+
+
+def split_held_out(sentences: Sequence[list[str]], percent: int = 1) -> tuple[list[list[str]], list[list[str]]]:
+    """(training, held-out) sentences: ``percent`` % held out, chosen by a hash of the sentence,
+    so the same text always gives the same split (and a repeated sentence goes to one side)."""
+    train: list[list[str]] = []
+    held: list[list[str]] = []
+    for tokens in sentences:
+        (held if zlib.crc32(" ".join(tokens).encode("utf-8")) % 100 < percent else train).append(list(tokens))
+    return train, held
 
 
 def build_vocabulary(sentences: Iterable[Sequence[str]], size: int) -> Vocabulary:
