@@ -45,7 +45,6 @@ from .. import __version__
 from ..data.subwords import SubwordError, Subwords
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..output import AtomicOutput
-from ..signals import stop_signals_held
 from .architectures import ArchConfig, Network, build_model
 from .encoder_decoder import ModelConfig
 
@@ -210,17 +209,28 @@ def load_checkpoint(path: str) -> Checkpoint:
     return ckpt
 
 
+#: The sizes of a configuration that set the shape of some weight (each must be one of them).
+_SIZES = ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_dim", "maxout_dim", "output_rank")
+
+
 def check_weights(config: ModelConfig, arch: ArchConfig | None, state_dict: Any) -> None:
     """Raise ``ValueError`` unless ``state_dict`` holds exactly the tensors, of exactly the
-    shapes, that the network of ``config`` and ``arch`` has. The network is built on the meta
-    device: shapes only, no memory, whatever sizes the configuration states."""
-    # the stop signals held while torch's device context is in force: a Ctrl-C raised inside it
-    # left the program to die by SIGINT after its message (-2 instead of 130; the start-up
-    # fault test caught it); delivered right after the block
-    with stop_signals_held(), torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in build_model(config, arch).state_dict().items()}
+    shapes, that the network of ``config`` and ``arch`` has.
+
+    First, before anything of the file's sizes is allocated, every size of the configuration
+    must be a dimension of some stored weight (a tampered hidden size of 3000 beside weights of
+    256 is refused at once, not after building a network of that size). Then the network is
+    built on the CPU and its shapes compared. (Building it on torch's meta device instead made
+    torchrun's processes abort now and then, "terminate called without an active exception",
+    and a Ctrl-C inside that device context end the program by SIGINT: not used.)"""
     if not isinstance(state_dict, dict) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise ValueError("its weights are not a dictionary of tensors")
+    dims = {d for tensor in state_dict.values() for d in tensor.shape}
+    for name in _SIZES:
+        value = getattr(config, name)
+        if value not in dims:
+            raise ValueError(f"its configuration's {name} {value} is the size of none of its weights")
+    expected = {k: tuple(v.shape) for k, v in build_model(config, arch).state_dict().items()}
     missing, unexpected = sorted(set(expected) - set(state_dict)), sorted(set(state_dict) - set(expected))
     if missing or unexpected:
         raise ValueError(f"its weights do not fit its configuration (missing: {missing[:3]}, "
