@@ -8,6 +8,7 @@ features field, in the input's order, through ``output.AtomicOutput`` (complete 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,8 +36,6 @@ def score_nbest(in_path: str, out_path: str, lm: LMFile, name: str, *, device: s
                 window: int = WINDOW_LINES, on_progress: Callable[[int], None] | None = None,
                 on_warning: Callable[[str], None] | None = None) -> NbestSummary:
     """Write ``in_path`` to ``out_path`` with the feature ``name`` appended to every line."""
-    import time
-
     check_distinct_paths(in_path, out_path, model=lm.path)
     started = time.monotonic()
     model = lm.build(torch.device(device))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..moses.nbest import NbestError, read_nbest
+from ..moses.nbest import NbestError, dense_features, read_nbest
 
 _SPARSE = re.compile(r".+_.+=")  # mert-moses.pl, get_order_of_scores_from_nbestlist
 
@@ -35,31 +35,14 @@ class NbestMatrix:
 
 
 def _dense(field: str, path: str, line_no: int) -> tuple[list[tuple[str, int]], list[float]]:
+    """The dense layout and values of a features field (``moses.nbest.dense_features`` reads it;
+    sparse features are left out)."""
     layout: list[tuple[str, int]] = []
     values: list[float] = []
-    sparse = False
-    for token in field.split():
-        if token.endswith("=") or "=" in token:
-            sparse = bool(_SPARSE.match(token))
-            if not sparse:
-                name, _, rest = token.partition("=")
-                layout.append((name, 0))
-                if rest:
-                    token = rest
-                else:
-                    continue
-            else:
-                continue
-        if sparse:
-            continue
-        if not layout:
-            raise NbestError(path, line_no, f"feature value {token!r} before any feature name")
-        try:
-            values.append(float(token))
-        except ValueError:
-            raise NbestError(path, line_no, f"feature value {token!r} is not a number") from None
-        name, count = layout[-1]
-        layout[-1] = (name, count + 1)
+    for name, numbers in dense_features(field, path, line_no):
+        if not _SPARSE.match(name + "="):
+            layout.append((name, len(numbers)))
+            values.extend(numbers)
     return layout, values
 
 
