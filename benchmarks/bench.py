@@ -19,7 +19,7 @@ size (speed does not depend on the weights):
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
 * training steps (``Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and a
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
-* n-best scoring with the CSLM (``score_nbest``, small and paper presets, a synthetic 200-best
+* n-best scoring with the CSLM (``append_features``, small and paper presets, a synthetic 200-best
   list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the
   plain computation (``nbest``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16

@@ -1,16 +1,16 @@
 """N-best scoring with the CSLM: part of ``make bench``, or alone with ``python -m benchmarks.nbest``.
 
-``score_nbest`` (what ``phrase-rescorer nbest`` runs) appends the CSLM's log p to every line of
+``append_features`` (what ``phrase-rescorer nbest`` runs) appends the CSLM's log p to every line of
 an n-best list. It is timed, ``--repeats`` times per network, with a random-weight CSLM (speed
 does not depend on the weights) of the ``small`` and ``paper`` presets over the French
 shortlist: the words of ``../shared/data/moses-en-fr/corpus/train.tok.lc.fr``, the text the
 system's n-gram LM was built from (11,208 words + 4 symbols: what ``train-lm``'s default
 ``--vocab-size 15000`` keeps). It prints hypotheses/s, distinct contexts per hypothesis, the
 useful GFLOP/s (2 x the multiply-adds of one forward pass per distinct context: the
-rectified layers' and the output layer's ``in x out``; ``score_nbest`` computes each distinct
+rectified layers' and the output layer's ``in x out``; ``append_features`` computes each distinct
 context of a window once, ``scoring.sentence_log_probs``) and their share of the machine's
 matrix-product rate (``parts.matmul_gflops``, as ``bench`` measures it). Time is wall time of the
-whole ``score_nbest`` call (building the network, reading, scoring, writing a temporary file);
+whole ``append_features`` call (building the network, reading, scoring, writing a temporary file);
 loading the model file is left out.
 
 The list (``--nbest`` to time a real one instead): made without running Moses, from the first
@@ -25,7 +25,7 @@ around one translation, combined. What matters for the speed is how many n-grams
 context. Of a real 200-best list of the en-fr system (``moses -n-best-list FILE 200 distinct``
 on the first 50 test sentences: 7,621 hypotheses, 13.7 words each), 12.0% of the 5-gram
 contexts (small; 1.76 per hypothesis) and 19.6% of the 7-gram contexts (paper; 2.88) are
-distinct within ``score_nbest``'s windows; of the synthetic list of the same 50 sentences
+distinct within ``append_features``'s windows; of the synthetic list of the same 50 sentences
 (10,000 hypotheses, 13.3 words each), 12.5% (1.78) and 20.4% (2.91). Independent random edits
 instead of a shared pool gave 15-20% and 23-29%.
 
@@ -52,12 +52,13 @@ import torch
 
 from benchmarks import parts
 from phrase_rescorer.data.vocab import Vocabulary
-from phrase_rescorer.lm import nbest_scoring
 from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
 from phrase_rescorer.lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
+from phrase_rescorer.nbest import features as nbest_features
+from phrase_rescorer.nbest.stream import append_features
 
 SHARED_FR = parts.REPO.parent / "shared" / "data" / "moses-en-fr"
 ONE_BEST = SHARED_FR / "baseline" / "test_2016_flickr.tuned.1best.tok.lc.fr"
@@ -151,7 +152,7 @@ def shortlist(size: str) -> Vocabulary:
 
 
 def context_counts(nbest: Path, config: LMConfig, vocab: Vocabulary) -> tuple[int, int, int, int]:
-    """(hypotheses, words, n-grams, distinct contexts) as ``score_nbest`` meets them: its own
+    """(hypotheses, words, n-grams, distinct contexts) as ``append_features`` meets them: its own
     windows, fed to a counter instead of the network."""
     counts = [0, 0, 0, 0]
 
@@ -163,11 +164,11 @@ def context_counts(nbest: Path, config: LMConfig, vocab: Vocabulary) -> tuple[in
             counts[i] += c
         return np.zeros(len(sentences)), np.zeros(len(sentences), dtype=np.int64)
 
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(nbest_scoring, "sentence_log_probs", count):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(nbest_features, "sentence_log_probs", count):
         path = Path(tmp) / "lm.pt"
         torch.manual_seed(1)
         save_lm(str(path), CSLM(config), vocab)
-        nbest_scoring.score_nbest(str(nbest), str(Path(tmp) / "out"), load_lm(str(path)), NAME)
+        append_features(str(nbest), str(Path(tmp) / "out"), [nbest_features.CSLMFeature(load_lm(str(path)), NAME)])
     return counts[0], counts[1], counts[2], counts[3]
 
 
@@ -185,7 +186,7 @@ def appended_scores(path: Path, limit: int | None = None) -> tuple[list[list[str
 
 def nbest_figures(nbest: Path, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float,
                   work: Path) -> dict[str, Any]:
-    """Time ``score_nbest`` on ``nbest`` per network size; print and return the figures (with
+    """Time ``append_features`` on ``nbest`` per network size; print and return the figures (with
     ``scores_equal``: batched and plain agree for every size)."""
     say = click.echo
     threads = torch.get_num_threads()
@@ -203,7 +204,7 @@ def nbest_figures(nbest: Path, sizes: Sequence[str], repeats: int, check: int, c
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            nbest_scoring.score_nbest(str(nbest), str(work / "scored"), lm, NAME)
+            append_features(str(nbest), str(work / "scored"), [nbest_features.CSLMFeature(lm, NAME)])
             seconds.append(time.perf_counter() - start)
         tokens, got = appended_scores(work / "scored", check)
         model = lm.build()
@@ -249,7 +250,7 @@ def nbest_part(nbest: str | None, lines: int, sizes: Sequence[str], repeats: int
                         break
                     w.write(line.raw + b"\n")
             what += f", first {lines:,} lines"
-    say(f"\nn-best scoring with the CSLM (score_nbest: read, score, write; random weights, float32; "
+    say(f"\nn-best scoring with the CSLM (append_features: read, score, write; random weights, float32; "
         f"{_threads()}; {repeats} run{'s' if repeats > 1 else ''} each)\n  list: {what}")
     return {"list": what, **nbest_figures(path, sizes, repeats, check, cpu_rate, work)}
 

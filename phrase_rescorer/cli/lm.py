@@ -10,9 +10,9 @@ import click
 
 from ..lm.network import PRESETS, preset
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say, threads_option, warn
+from .common import UserError, progress, say, threads_option
 from .progress import Progress
-from .train import _deferred_signals
+from .training_run import deferred_signals
 
 
 def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -88,9 +88,10 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
       phrase-rescorer train-lm corpus/train.tok.lc.fr cslm.pt --valid corpus/dev.tok.lc.fr \\
           --kenlm lm/fr.5gram.blm --max-time 1200
     """
+    from ..data.corpus import read_sentences
     from ..lm.kenlm import KenLMError, query_perplexity
     from ..lm.lm_file import load_lm
-    from ..lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids, split_held_out
+    from ..lm.text import build_vocabulary, ngrams, sentence_ids, split_held_out
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path, perplexity
     from ..moses.toolkit import MosesNotFound, find_moses
     from ..output import check_distinct_paths, check_output_path
@@ -132,7 +133,7 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
     bars: list[Progress] = []
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(EventLog(log_path or _companion(model_out, ".log"), append=resume))
-        caught = stack.enter_context(_deferred_signals())
+        caught = stack.enter_context(deferred_signals())
         try:
             trainer = LMTrainer(model_out, config, vocab, train, valid, settings, info=info, log=log,
                                 resume=resume, on_progress=lambda text: bars[0].write(text),
@@ -185,45 +186,3 @@ def _show_step(bar: Progress, step: int, loss: float, rate: float) -> None:
 
 def _companion(model_out: str, suffix: str) -> str:
     return (model_out[:-3] if model_out.endswith(".pt") else model_out) + suffix
-
-
-@cli.command("nbest")
-@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
-@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
-@click.option("-m", "--model", "model_path", required=True, type=click.Path(dir_okay=False),
-              help="The CSLM (written by phrase-rescorer train-lm).")
-@click.option("--name", default="CSLM0", show_default=True,
-              help="The feature's name in the n-best list (Moses' style: a name and an index).")
-@device_option
-@threads_option
-@click.pass_context
-def nbest(ctx: click.Context, in_path: str, out_path: str, model_path: str, name: str, device: str) -> None:
-    """Append the CSLM's log-probability of each hypothesis to the Moses n-best list IN, writing
-    OUT (.gz by name; - for stdin/stdout).
-
-    Every line of IN is kept in order and byte for byte, with `NAME= value` added at the end of
-    its features field: value = ln p(hypothesis </s>), the sum over its words and the end of
-    sentence, with <s> before the first word (as KenLM's LM0 feature, but natural log). Words
-    outside the CSLM's shortlist score p(<unk>); the closing line says how many there were.
-
-    \b
-    Example (then rerank: phrase-rescorer rerank):
-      moses -f moses.ini -i dev.en -n-best-list dev.nbest 200 distinct > /dev/null
-      phrase-rescorer nbest dev.nbest dev.cslm.nbest -m cslm.pt
-    """
-    from ..lm.lm_file import load_lm
-    from ..lm.nbest_scoring import score_nbest
-    from ..moses.nbest import check_feature_name
-
-    try:
-        check_feature_name(name)
-    except ValueError as e:
-        raise UserError(f"--name: {e}") from e
-    lm = load_lm(model_path)
-    dev = str(resolve_device(device))
-    with progress(ctx, "nbest", " lines") as bar:
-        summary = score_nbest(in_path, out_path, lm, name, device=dev, on_progress=bar.update_to, on_warning=warn)
-        bar.update_to(summary.lines)
-    say(ctx, f"{in_path}: {summary.lines:,} hypotheses of {summary.sentences:,} sentences scored in "
-             f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
-             f"{summary.unknown:,} of {summary.words:,} words outside the shortlist; feature {name}")

@@ -90,20 +90,45 @@ def trainable(pairs: EncodedPairs, candidates: np.ndarray, max_len: int) -> np.n
 
 
 def epoch_plan(
-    pairs: EncodedPairs, indices: np.ndarray, batch_size: int, seed: int, epoch: int, window: int = 20
+    pairs: EncodedPairs, indices: np.ndarray, batch_size: int, seed: int, epoch: int, window: int = 20,
+    max_tokens: int | None = None,
 ) -> list[np.ndarray]:
-    """The batches of one epoch, each an array of pair indices; a function of (seed, epoch) only."""
+    """The batches of one epoch, each an array of pair indices; a function of (seed, epoch) only.
+
+    With ``max_tokens``, a batch is cut by size instead of count, as sentence-level toolkits cut
+    theirs: as many pairs as keep the padded target (pairs x (longest target + 1)) within
+    ``max_tokens``, at least one; the length-sorted windows then hold ``window`` x
+    ``max_tokens`` target tokens."""
     rng = np.random.default_rng([seed, epoch])
     order = indices[rng.permutation(len(indices))]
     # Sort key: target length first (the decoder dominates the cost), then source length.
     key = pairs.tgt_lengths[order] * 1024 + pairs.src_lengths[order]
-    chunk = batch_size * window
+    if max_tokens is None:
+        chunk = batch_size * window
+    else:
+        mean = float(pairs.tgt_lengths[order].mean()) + 1 if len(order) else 1.0
+        chunk = max(1, int(window * max_tokens / mean))
     batches: list[np.ndarray] = []
     for start in range(0, len(order), chunk):
         part = order[start : start + chunk]
         part = part[np.argsort(key[start : start + chunk], kind="stable")]
-        batches.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
+        if max_tokens is None:
+            batches.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
+        else:
+            batches.extend(_token_batches(part, pairs.tgt_lengths[part] + 1, max_tokens))
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _token_batches(part: np.ndarray, widths: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """``part`` (sorted by ascending ``widths``) cut into runs whose count x widest <= max_tokens."""
+    out, start = [], 0
+    while start < len(part):
+        stop = start + 1
+        while stop < len(part) and (stop + 1 - start) * int(widths[stop]) <= max_tokens:
+            stop += 1
+        out.append(part[start:stop])
+        start = stop
+    return out
 
 
 def fixed_batches(pairs: EncodedPairs, indices: np.ndarray, batch_size: int) -> list[np.ndarray]:

@@ -140,6 +140,38 @@ class _Interner:
         return i
 
 
+class PairBuilder:
+    """Collects pairs of token lists, then gives them as a deduplicated :class:`PairSet` (the
+    one builder of phrase tables' and parallel corpora's pairs)."""
+
+    def __init__(self) -> None:
+        self._src_in, self._tgt_in = _Interner(), _Interner()
+        self._src_tokens, self._tgt_tokens = array("i"), array("i")
+        self._src_lens, self._tgt_lens = array("q"), array("q")
+        self._hashes = array("Q")
+
+    def add(self, s_toks: list[str], t_toks: list[str]) -> None:
+        self._src_tokens.extend(map(self._src_in, s_toks))
+        self._tgt_tokens.extend(map(self._tgt_in, t_toks))
+        self._src_lens.append(len(s_toks))
+        self._tgt_lens.append(len(t_toks))
+        self._hashes.append(pair_hash(s_toks, t_toks))
+
+    def build(self, lines_read: int) -> PairSet:
+        """The unique pairs added so far, first occurrences in the order added."""
+        pairs = PairSet(
+            src_tokens=np.frombuffer(self._src_tokens, dtype=np.int32).copy(),
+            src_offsets=_offsets(self._src_lens),
+            tgt_tokens=np.frombuffer(self._tgt_tokens, dtype=np.int32).copy(),
+            tgt_offsets=_offsets(self._tgt_lens),
+            hashes=np.frombuffer(self._hashes, dtype=np.uint64).copy(),
+            src_types=self._src_in.types,
+            tgt_types=self._tgt_in.types,
+            lines_read=lines_read,
+        )
+        return deduplicate(pairs)
+
+
 def load_pairs(
     path: str,
     *,
@@ -151,36 +183,17 @@ def load_pairs(
     ``on_progress(position, size)`` is called every 65,536 lines with the input's byte position.
     Bad lines raise ``PhraseTableError`` naming the file and line.
     """
-    src_in, tgt_in = _Interner(), _Interner()
-    src_tokens, tgt_tokens = array("i"), array("i")
-    src_lens, tgt_lens = array("q"), array("q")
-    hashes = array("Q")
+    builder = PairBuilder()
     lines = 0
     with InputTable(path, check_scores=not extract) as table:
         for entry in checked_entries(table, path):
-            s_toks = tokenize_phrase(entry.source)
-            t_toks = tokenize_phrase(entry.target)
-            src_tokens.extend(map(src_in, s_toks))
-            tgt_tokens.extend(map(tgt_in, t_toks))
-            src_lens.append(len(s_toks))
-            tgt_lens.append(len(t_toks))
-            hashes.append(pair_hash(s_toks, t_toks))
+            builder.add(tokenize_phrase(entry.source), tokenize_phrase(entry.target))
             lines += 1
             if on_progress is not None and lines % 65536 == 0:
                 on_progress(table.position(), table.size())
         if on_progress is not None:
             on_progress(table.position(), table.size())
-    pairs = PairSet(
-        src_tokens=np.frombuffer(src_tokens, dtype=np.int32).copy(),
-        src_offsets=_offsets(src_lens),
-        tgt_tokens=np.frombuffer(tgt_tokens, dtype=np.int32).copy(),
-        tgt_offsets=_offsets(tgt_lens),
-        hashes=np.frombuffer(hashes, dtype=np.uint64).copy(),
-        src_types=src_in.types,
-        tgt_types=tgt_in.types,
-        lines_read=lines,
-    )
-    return deduplicate(pairs)
+    return builder.build(lines)
 
 
 def _offsets(lengths: array) -> np.ndarray:

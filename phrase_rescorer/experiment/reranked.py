@@ -2,7 +2,7 @@
 
 For every finished MERT run of a decoder system (baseline, + RNN, + RNN + WP), the reranked
 system ("+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP") decodes dev and test with the run's tuned
-moses.ini into distinct n-best lists, adds the CSLM's feature (``lm.nbest_scoring``), tunes the
+moses.ini into distinct n-best lists, adds the CSLM's feature (``nbest``), tunes the
 reranking weights on dev with Moses' mert from the run's tuned weights (``reranking.mert``, the
 run's own seed), and takes the best hypothesis of each dev and test sentence. Files, in the
 decoder run's directory::
@@ -26,9 +26,10 @@ from collections.abc import Callable
 import torch
 
 from ..lm.lm_file import load_lm
-from ..lm.nbest_scoring import score_nbest
 from ..moses.ini_weights import read_weights
 from ..moses.toolkit import MosesToolkit
+from ..nbest.features import CSLMFeature
+from ..nbest.stream import append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
 from ..reranking.mert import RerankError, tune
@@ -69,7 +70,8 @@ def rerank_run(toolkit: MosesToolkit, run_dir: str, lm_path: str, dev: tuple[str
         say(f"{part}: decoding {nbest}-best lists with the tuned weights")
         decode_nbest(toolkit, tuned_ini, source, raw, nbest, threads=threads)
         lists[part] = os.path.join(work, f"{part}.nbest.gz")
-        score_nbest(raw, lists[part], lm, FEATURE, device="cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        append_features(raw, lists[part], [CSLMFeature(lm, FEATURE, device)])
         os.remove(raw)
     t1 = time.time()
     with open(tuned_ini, encoding="utf-8") as f:

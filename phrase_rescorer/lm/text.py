@@ -15,36 +15,16 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import cast
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..data.vocab import SPECIALS, UNK_ID, Vocabulary, tokenize_phrase
-from ..moses.phrase_table import PhraseTableError
-from ..moses.table_reader import InputTable
+from ..data.vocab import SPECIALS, UNK_ID, Vocabulary
 
 BOS = "<s>"
 BOS_ID = len(SPECIALS)  # 3: right after <pad> <unk> </s>
 EOS_ID = SPECIALS.index("</s>")
 LM_SPECIALS = (*SPECIALS, BOS)
-
-
-def _decode(path: str) -> Callable[[bytes, bytes, int], list[str]]:
-    def parse(raw: bytes, terminator: bytes, line_no: int) -> list[str]:
-        try:
-            return tokenize_phrase(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise PhraseTableError(path, line_no, f"invalid UTF-8 at byte {e.start}") from e
-
-    return parse
-
-
-def read_sentences(path: str) -> Iterator[list[str]]:
-    """The token lists of a text file (plain or gzip, by content; ``-`` for stdin), in order.
-    Errors name the file and line (:class:`PhraseTableError`)."""
-    with InputTable(path, parse=_decode(path)) as text:
-        yield from cast(Iterator[list[str]], iter(text))
 
 
 def split_held_out(sentences: Sequence[list[str]], percent: int = 1) -> tuple[list[list[str]], list[list[str]]]:

@@ -78,6 +78,15 @@ def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> 
     return NbestLine(line_no, raw, terminator, int(sentence_field), first + len(SEPARATOR), second, third)
 
 
+def count_sentences(path: str) -> int:
+    """The sentences of an n-best list as its IDs number them: the last ID + 1 (IDs count input
+    lines from 0, each sentence once); read through without keeping the lines."""
+    last = -1
+    for line in read_nbest(path):
+        last = line.sentence
+    return last + 1
+
+
 def read_nbest(path: str) -> Iterator[NbestLine]:
     """The lines of an n-best list (plain or gzip, by content; ``-`` for stdin), in order, each
     sentence's lines together (an ID seen before, after another one, is an error)."""
@@ -108,10 +117,16 @@ def format_value(value: float) -> bytes:
 
 def with_feature(line: NbestLine, name: str, value: float) -> bytes:
     """The line with ``" NAME= value"`` at the end of its features field, and its terminator."""
+    return with_features(line, [(name, value)])
+
+
+def with_features(line: NbestLine, features: list[tuple[str, float]]) -> bytes:
+    """The line with ``" NAME= value"`` for each feature, in order, at the end of its features
+    field, and its terminator."""
     head = line.raw[:line.features_end]
     space = b"" if head.endswith(b" ") else b" "
-    return b"".join((head, space, name.encode(), b"= ", format_value(value), line.raw[line.features_end:],
-                     line.terminator))
+    added = b" ".join(b"".join((name.encode(), b"= ", format_value(value))) for name, value in features)
+    return b"".join((head, space, added, line.raw[line.features_end:], line.terminator))
 
 
 def check_feature_name(name: str) -> str:

@@ -25,9 +25,11 @@ class TrainingError(ValueError):
 @dataclass(frozen=True)
 class TrainConfig:
     batch_size: int = 64  # unique pairs per minibatch
+    batch_tokens: int | None = None  # instead: padded target tokens per minibatch (sentences)
     max_length: int = 30  # longest phrase (tokens, either side) used for training
     seed: int = 1234  # initialisation and data order
-    lr: float = 1.0  # Adadelta's learning rate
+    optimizer: str = "adadelta"  # the paper's; or "adam"
+    lr: float = 1.0  # the optimizer's learning rate
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
     clip_norm: float = 1.0  # gradient-norm clipping threshold
@@ -43,10 +45,18 @@ class TrainConfig:
     log_every: int = 50  # steps between train log events
     bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
 
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+
+
+#: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.
+OPTIMIZERS = ("adadelta", "adam")
+
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "max_length", "seed", "lr", "rho", "eps", "clip_norm", "init_std", "valid_fraction",
-            "valid_max")
+RUN_KEYS = ("batch_size", "batch_tokens", "max_length", "seed", "optimizer", "lr", "rho", "eps", "clip_norm",
+            "init_std", "valid_fraction", "valid_max")
 
 
 def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
@@ -98,3 +108,28 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
         skipped_long=len(candidates) - len(train_idx),
         table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(), subwords=units,
     )
+
+
+#: The value of each setting added to ``RUN_KEYS`` later, for the runs saved before.
+_FIRST_VALUES = {"optimizer": "adadelta"}
+
+
+def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
+    """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
+    if saved.get("table_hash") != now["table_hash"]:
+        raise TrainingError(f"--resume: {path} was trained on other data; resume with the same "
+                            "input (and --extract setting), or start afresh")
+    # Runs saved before a setting existed ran with its first value.
+    flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in RUN_KEYS}}
+    flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
+    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}"
+            for k, v in flat_now.items() if flat_saved.get(k) != v]
+    if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
+        diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
+    if saved.get("subwords") != now.get("subwords"):
+        diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
+    if saved.get("arch") != now.get("arch"):
+        diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
+    if diff:
+        raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
+                            " repeat the original options, or start afresh without --resume")

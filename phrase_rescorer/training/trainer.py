@@ -47,7 +47,7 @@ from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_cove
 from .log import EventLog
 from .optim import ChunkedAdadelta
 from .packed import training_log_probs
-from .setup import RUN_KEYS, TrainConfig, TrainingData, TrainingError, companion_path
+from .setup import RUN_KEYS, TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
@@ -88,10 +88,11 @@ class Trainer:
     def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
                  out_path: str, device: torch.device, argv: list[str] | None = None,
                  group: Group | None = None, languages: tuple[str | None, str | None] = (None, None),
-                 arch: ArchConfig | None = None):
+                 arch: ArchConfig | None = None, record: dict[str, str] | None = None):
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
+        self.global_tokens = None if cfg.batch_tokens is None else cfg.batch_tokens * self.group.world_size
         self.last_path = companion_path(out_path, ".last.pt")
         self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
@@ -106,14 +107,18 @@ class Trainer:
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed``), under torchrun in its DDP wrapper (same call).
         self.net = self.group.wrap(training_log_probs(self.model))
-        # torch's Adadelta, bit for bit, in cache-sized pieces (``optim``).
-        self.opt = ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+        # The paper's Adadelta: torch's, bit for bit, in cache-sized pieces (``optim``); or Adam,
+        # the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
+        self.opt: torch.optim.Optimizer = (
+            ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+            if cfg.optimizer == "adadelta" else torch.optim.Adam(self.model.parameters(), lr=cfg.lr))
         self.p = _RunState()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
         self.info = {
             "seed": cfg.seed, "argv": list(argv or []), "table_hash": data.table_hash,
             "source_lang": languages[0], "target_lang": languages[1],
+            "trained_on": "phrase pairs", "direction": "forward", **(record or {}),
             "train_config": asdict(cfg), "unique_pairs": data.unique_pairs,
             "train_pairs": len(data.train_idx), "skipped_long": data.skipped_long,
             "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
@@ -131,7 +136,7 @@ class Trainer:
         state = ckpt.training_state
         if state is None:
             raise TrainingError(f"{self.last_path} holds no training state to resume from")
-        _check_same_run(state["run"], self.run, self.last_path)
+        check_same_run(state["run"], self.run, self.last_path)
         if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
             raise TrainingError(f"--resume: {self.last_path} holds other subword units than the ones "
                                 "learned again now; start afresh without --resume")
@@ -254,7 +259,8 @@ class Trainer:
             plan: list[np.ndarray] | None = None
             reason = self.limit_reached(t_start)
             while reason is None:
-                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch)
+                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch,
+                                          max_tokens=self.global_tokens)
                 idx = plan[p.position]
                 loss_sum += self.step(idx)
                 pairs, steps = pairs + len(idx), steps + 1
@@ -281,22 +287,3 @@ class Trainer:
                 emit(self.validate(scheduled=False))
             emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": reason})
         return reason
-
-
-def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
-    if saved.get("table_hash") != now["table_hash"]:
-        raise TrainingError(f"--resume: {path} was trained on another phrase table; resume with "
-                            "the same TABLE (and --extract setting), or start afresh")
-    flat_saved = {**saved.get("model", {}), **{k: saved.get(k) for k in RUN_KEYS}}
-    flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
-    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}"
-            for k, v in flat_now.items() if flat_saved.get(k) != v]
-    if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
-        diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
-    if saved.get("subwords") != now.get("subwords"):
-        diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
-    if saved.get("arch") != now.get("arch"):
-        diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
-    if diff:
-        raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
-                            " repeat the original options, or start afresh without --resume")

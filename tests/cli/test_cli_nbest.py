@@ -66,7 +66,7 @@ def test_a_truncated_line_names_file_and_line(lm: Path, tmp_path: Path) -> None:
     ("args", "code", "message"),
     [
         (["--name", "CSLM_0"], 2, b"--name: feature name 'CSLM_0'"),
-        (["-m", "MODEL_IS_PHRASE_NET"], 4, b"a phrase network (phrase-rescorer train), not a CSLM"),
+        (["-m", "MODEL_IS_PHRASE_NET"], 2, b"is a translation network: it scores a hypothesis given its source"),
     ],
 )
 def test_refusals(lm: Path, tmp_path: Path, model: Path, args: list[str], code: int, message: bytes) -> None:

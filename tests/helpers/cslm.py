@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.lm.network import LMConfig
-from phrase_rescorer.lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+from phrase_rescorer.lm.text import build_vocabulary, ngrams, sentence_ids
 from phrase_rescorer.lm.trainer import LMTrainConfig, LMTrainer
 from tests.helpers.paths import REPO
 

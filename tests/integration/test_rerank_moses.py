@@ -83,3 +83,39 @@ def test_start_weights_reproduce_the_decoders_1best(lists: dict[str, Path], tmp_
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "top.txt").read_text().splitlines() == [line.strip() for line in best.splitlines()]
     assert len(list(read_nbest(str(lists["test"])))) > 8
+
+
+@pytest.mark.slow
+def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path: Path) -> None:
+    """train-nmt on the tiny corpus, both features appended by one nbest call (with --source),
+    weights tuned with both, the test list reranked."""
+    model = tmp_path / "nmt.pt"
+    r = run("train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(model), "--max-steps", "30",
+            "--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8",
+            "--valid-fraction", "0", "--source-lang", "en", "--target-lang", "fr", "-q")
+    assert r.returncode == 0, r.stderr
+    for part in ("dev", "test"):
+        r = run("nbest", str(lists[part]), str(tmp_path / f"{part}.scored.nbest"), "-m", str(lists["lm"]),
+                "-m", str(model), "--source", str(TINY_MOSES / f"{part}.en"))
+        assert r.returncode == 0, r.stderr
+        assert b"features CSLM0, NMT0" in r.stderr
+        scored = (tmp_path / f"{part}.scored.nbest").read_bytes().splitlines(keepends=True)
+        original = lists[part].read_bytes().splitlines(keepends=True)
+        stripped = [line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" NMT0= ")[1].split(b" |||", 1)[1]
+                    for line in scored]
+        assert stripped == original  # every other byte kept, in order
+    weights = tmp_path / "rerank.weights"
+    r = run("rerank-tune", str(tmp_path / "dev.scored.nbest"), str(TINY_MOSES / "dev.fr"), str(weights),
+            "--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2")
+    assert r.returncode == 0, r.stderr
+    assert "\nNMT0= " in weights.read_text() and "\nCSLM0= " in weights.read_text()
+    r = run("rerank", str(tmp_path / "test.scored.nbest"), str(weights), str(tmp_path / "test.reranked"))
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "test.reranked").read_text().splitlines()) == 8
+
+    # a source text with a line less is refused before any output
+    short = tmp_path / "short.en"
+    short.write_text("".join((TINY_MOSES / "test.en").read_text().splitlines(keepends=True)[:-1]))
+    r = run("nbest", str(lists["test"]), str(tmp_path / "wrong"), "-m", str(model), "--source", str(short))
+    assert r.returncode == 3 and b"7 source sentences, but" in r.stderr, r.stderr
+    assert not (tmp_path / "wrong").exists()

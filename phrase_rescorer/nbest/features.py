@@ -1,0 +1,93 @@
+"""The features a model file gives an n-best list, whatever network it holds.
+
+* A CSLM (``train-lm``): ``ln p(hypothesis </s>)``, each distinct n-gram context of a window
+  computed once (``lm.scoring``). Words outside its shortlist score p(<unk>).
+* A translation network trained on sentence pairs (``train-nmt``, any architecture):
+  ``ln p(hypothesis </s> | source sentence)``; with an inverse network (``train-nmt --direction
+  inverse``) ``ln p(source </s> | hypothesis)``. The window is handed to the phrase scorers
+  (``rescoring.scorers``) as pairs: the distinct sources of the window are encoded once (a
+  sentence's hypotheses share their source) and, with the default ``prefix`` scorer, the
+  hypotheses' common prefixes are decoded once. Words outside the shortlists score p(<unk>),
+  as the phrase column does; a subword network knows every word.
+
+A phrase network (``train``) reads phrases, not sentences; it is accepted here, with a warning
+that says so, since its probabilities of whole sentences are still defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..data.corpus import read_sentences
+from ..lm.lm_file import LMFile, is_lm_file, load_lm
+from ..lm.scoring import sentence_log_probs
+from ..model.checkpoint import Checkpoint, load_checkpoint, read_torch_file
+from ..moses.nbest import NbestLine
+from ..rescoring.scorers import make_scorer
+
+
+class CSLMFeature:
+    """ln p(hypothesis </s>) under a CSLM."""
+
+    def __init__(self, lm: LMFile, name: str, device: torch.device | str = "cpu"):
+        self.name, self.path, self.device = name, lm.path or "", device
+        self.lm, self.model = lm, lm.build(torch.device(device))
+
+    def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
+        totals, unknowns = sentence_log_probs(self.model, self.lm.vocab, [line.tokens for line in lines], self.device)
+        return totals, int(unknowns.sum())
+
+
+class TranslationFeature:
+    """ln p(hypothesis </s> | source) under a translation network (or the inverse direction)."""
+
+    def __init__(self, checkpoint: Checkpoint, name: str, sources: Sequence[str], device: torch.device | str = "cpu",
+                 scorer: str = "prefix"):
+        self.name, self.path = name, checkpoint.path or ""
+        self.checkpoint, self.sources = checkpoint, sources
+        self.inverse = checkpoint.info.get("direction") == "inverse"
+        self.scorer = make_scorer(scorer, checkpoint.build_model(device), device)
+
+    def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
+        ckpt = self.checkpoint
+        src_vocab, tgt_vocab = ckpt.src_vocab, ckpt.tgt_vocab
+        hyps = [" ".join(line.tokens) for line in lines]
+        if self.inverse:  # the network reads each hypothesis and predicts the sentence's source
+            src_texts, tgt_texts = hyps, [self.sources[line.sentence] for line in lines]
+            distinct, index = src_texts, np.arange(len(lines), dtype=np.int64)
+        else:
+            position: dict[int, int] = {}
+            index = np.fromiter((position.setdefault(line.sentence, len(position)) for line in lines),
+                                dtype=np.int64, count=len(lines))
+            distinct, tgt_texts = [self.sources[s] for s in position], hyps
+        src_tokens = [ckpt.split(text, 0) for text in distinct]
+        tgt_tokens = [ckpt.split(text, 1) for text in tgt_texts]
+        unknown = sum(tgt_vocab.count_unknown(t) for t in tgt_tokens)
+        unknown += sum(src_vocab.count_unknown(src_tokens[int(j)]) for j in index)
+        values = self.scorer.score([src_vocab.encode(t) for t in src_tokens],
+                                   [tgt_vocab.encode(t) for t in tgt_tokens], index)
+        return np.asarray(values, dtype=np.float64), unknown
+
+
+def read_source_text(path: str) -> list[str]:
+    """The sentences of a source text, as the n-best features read them (tokens joined by one space)."""
+    return [" ".join(tokens) for tokens in read_sentences(path)]
+
+
+def load_feature(path: str, name: str, sources: Sequence[str] | None, device: torch.device | str = "cpu",
+                 on_warning: Callable[[str], None] | None = None) -> CSLMFeature | TranslationFeature:
+    """The feature of the model file ``path``: a CSLM, or a translation network (which needs
+    ``sources``; ValueError without them). Unreadable files raise ``CheckpointError``."""
+    if is_lm_file(read_torch_file(path)):
+        return CSLMFeature(load_lm(path), name, device)
+    checkpoint = load_checkpoint(path)
+    if sources is None:
+        raise ValueError(f"{path} is a translation network: it scores a hypothesis given its source "
+                         "sentence; give the source text with --source FILE")
+    if checkpoint.info.get("trained_on") != "sentence pairs" and on_warning is not None:
+        on_warning(f"{path} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
+                   "(phrase-rescorer train-nmt): its sentence probabilities are those of a phrase model")
+    return TranslationFeature(checkpoint, name, sources, device)

@@ -1,0 +1,112 @@
+"""Appending features to every line of a Moses n-best list, as a stream.
+
+The list is read a window of whole sentences at a time (the hypotheses of one sentence share
+their n-grams and their source, so a window holds all of a sentence's lines when it can); each
+feature scores the window's lines, and every line is written back byte for byte with ``NAME=
+value`` for each feature, in the order given, at the end of its features field
+(``moses.nbest.with_features``), in the input's order, through ``output.AtomicOutput`` (complete
+or absent).
+
+A feature that reads the source sentences (a translation network) is given them as a list, line
+i of the source file for sentence ID i. The list and the source file must describe the same
+input: an n-best list read from a file is counted first and a source file of another length is
+refused before anything is written; read from stdin, a sentence ID beyond the source file stops
+the run with its line named, and AtomicOutput leaves no output file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+import numpy as np
+
+from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
+from ..output import AtomicOutput, check_distinct_paths
+
+#: Lines scored together (a sentence's 1,000-best fits; more only costs memory).
+WINDOW_LINES = 4096
+
+
+class Feature(Protocol):
+    """One feature: its name in the list and how it scores a window of lines."""
+
+    name: str
+    path: str  # the model file (never an output)
+
+    def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
+        """(the feature's value for every line, float64; words it did not know)."""
+        ...
+
+
+@dataclass
+class NbestSummary:
+    lines: int
+    sentences: int
+    words: int
+    unknown: int  # words outside a feature's vocabulary, summed over the features
+    seconds: float
+
+
+def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
+                    sources: Sequence[object] | None = None, window: int = WINDOW_LINES,
+                    on_progress: Callable[[int], None] | None = None,
+                    on_warning: Callable[[str], None] | None = None,
+                    source_path: str = "") -> NbestSummary:
+    """Write ``in_path`` to ``out_path`` with every feature appended to every line.
+
+    ``sources``: the source sentences (``source_path`` names their file), when a feature reads
+    them; the list must then number exactly as many sentences."""
+    for feature in features:
+        check_distinct_paths(in_path, out_path, model=feature.path)
+    if source_path:
+        check_distinct_paths(source_path, out_path)
+    if sources is not None and in_path != "-":
+        counted = count_sentences(in_path)
+        if counted != len(sources):
+            raise NbestError(source_path, None, f"{len(sources):,} source sentences, but {in_path} lists "
+                             f"{counted:,} sentences (IDs 0 to {counted - 1}): give the source text the "
+                             "n-best list was translated from")
+    started = time.monotonic()
+    lines = sentences = words = unknown = 0
+    pending: list[NbestLine] = []
+
+    def flush(out: BinaryIO) -> None:
+        nonlocal words, unknown
+        columns = []
+        for feature in features:
+            values, unknowns = feature.score(pending)
+            columns.append(values)
+            unknown += unknowns
+        out.write(b"".join(
+            with_features(line, [(f.name, float(c[i])) for f, c in zip(features, columns, strict=True)])
+            for i, line in enumerate(pending)))
+        words += sum(len(line.tokens) for line in pending)
+        pending.clear()
+
+    last_id = -1
+    with AtomicOutput(out_path, on_warning=on_warning) as out:
+        current = None
+        for line in read_nbest(in_path):
+            if line.sentence != current:
+                if sources is not None and line.sentence >= len(sources):
+                    raise NbestError(in_path, line.line_no, f"sentence ID {line.sentence}, but {source_path} "
+                                     f"has {len(sources):,} sentences")
+                sentences += 1
+                current = last_id = line.sentence
+                if len(pending) >= window:
+                    flush(out)
+            pending.append(line)
+            lines += 1
+            if len(pending) >= 4 * window:  # one sentence with an enormous list
+                flush(out)
+            if on_progress is not None and lines % 1000 == 0:
+                on_progress(lines)
+        if pending:
+            flush(out)
+        if sources is not None and last_id + 1 != len(sources):
+            raise NbestError(in_path, None, f"lists {last_id + 1:,} sentences, but {source_path} has "
+                             f"{len(sources):,}: give the source text the n-best list was translated from")
+    return NbestSummary(lines, sentences, words, unknown, time.monotonic() - started)
