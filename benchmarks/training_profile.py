@@ -18,7 +18,7 @@ The profiler adds a few microseconds per operator; the profiled step's time is p
 the plain one so that the overhead can be read off. Under glibc's default settings the memory a
 step frees goes back to the system and is page-faulted in again, which the profiler makes worse:
 ``make profile-training`` runs this with ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
-raised (the README's "Where the time of a step goes"). Shortlists come from the timed lines (filled
+raised (docs/performance.md, "Where the time of a step goes"). Shortlists come from the timed lines (filled
 up to the preset's size, as in ``parts.shortlists``), not the whole table, so that a profile
 takes a minute.
 """

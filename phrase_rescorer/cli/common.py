@@ -22,7 +22,7 @@ from ..rescoring.options import OptionError
 from ..threads import default_threads, limit_threads, usable_cores
 from .progress import Progress
 
-#: Exit codes of every phrase_rescorer program (documented in the README).
+#: Exit codes of every phrase_rescorer program (the table of docs/errors.md, tested against this one).
 EXIT_CODES = {
     0: "success",
     1: "internal error (a bug: please report it with the traceback)",

@@ -78,7 +78,7 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "A window is extended to the end of the current source phrase (up to 8x), so "
                 "each source is encoded once. Like --batch-size and --scorer, it changes scores "
                 "by float rounding only: the last digits of log p, by less than 1e-6 of |log p| "
-                "(README, Reproducibility).",
+                "(docs/reproducibility.md).",
             ),
             device_option,
             threads_option,
@@ -90,7 +90,7 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 help="Compute precision of the network (sums are accumulated in float64). "
                 "bfloat16 (prefix scorer only) is approximate: with a trained small network its log p "
                 "differed from float32's by 0.023 on average and by up to 0.13 over 3,000 real "
-                "pairs (README, Performance). Faster only on GPUs and on CPUs with AMX-BF16 or "
+                "pairs (docs/performance.md). Faster only on GPUs and on CPUs with AMX-BF16 or "
                 "AVX512-BF16; elsewhere many times slower (a warning says so).",
             ),
             click.option(
@@ -185,7 +185,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **
 
     \b
     Under torchrun every process rescores one part of IN and the parts are joined into OUT
-    (README, "Beyond one machine"), e.g.
+    (docs/distributed.md), e.g.
       torchrun --nproc-per-node 4 -m phrase_rescorer rescore IN OUT --model rnn.pt
     """
     from ..moses.stems import resolve_stems

@@ -32,8 +32,8 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, **optio
     runs until --patience validations bring no improvement.
 
     \b
-    On several GPUs or machines, start the same command with torchrun (README, "Beyond one
-    machine"), e.g.  torchrun --nproc-per-node 4 -m phrase_rescorer train TABLE MODEL_OUT ...
+    On several GPUs or machines, start the same command with torchrun
+    (docs/distributed.md), e.g.  torchrun --nproc-per-node 4 -m phrase_rescorer train TABLE MODEL_OUT ...
     """
 
     def load() -> tuple[PairSet, str]:

@@ -84,7 +84,7 @@ def signature(checkpoint: Checkpoint, options: RescoreOptions, scorer: object, d
     The model, the number format, normalisation, the extra column, precision and version change
     the numbers; the scorer, its batch size, the window, the CPU thread count and the device
     change only the order of float sums, and with it the last digit of a few values in ten
-    thousand (README, "Reproducibility"): the same signature on the same machine gives the same
+    thousand (docs/reproducibility.md): the same signature on the same machine gives the same
     bytes."""
     scorer_name = next((name for name, cls in SCORERS.items() if type(scorer) is cls), type(scorer).__name__)
     return "|".join(

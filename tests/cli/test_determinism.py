@@ -2,7 +2,7 @@
 the same rescored table, byte for byte, from separate processes (with different Python hash
 seeds, so that nothing may depend on set or dict order); another seed gives other bytes.
 
-What differs on a GPU is documented in the README ("Reproducibility"); it is not tested here.
+What differs on a GPU is documented in docs/reproducibility.md; it is not tested here.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_same_seed_same_rescored_table(runs: Path) -> None:
     assert len(gzip.decompress(a).splitlines()) == 300
 
 
-#: The bound the README ("Reproducibility") and rescore --help state: another window, batch size
+#: The bound docs/reproducibility.md and rescore --help state: another window, batch size
 #: or scorer moves log p by less than this fraction of |log p| (measured: up to 1.7e-7).
 ROUNDING = 1e-6
 

@@ -26,12 +26,13 @@ def test_every_bin_program_is_a_console_script() -> None:
     assert sorted(SCRIPTS) == BIN
 
 
-def test_the_readme_names_only_installed_programs() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_readme_and_the_docs_name_only_installed_programs() -> None:
+    texts = [(REPO / "README.md").read_text(), *(page.read_text() for page in sorted((REPO / "docs").glob("*.md")))]
     # not $MOSES/bin/..., nor a Moses program named in a quoted error ("a usable Moses: bin/moses ...")
-    told = set(re.findall(r"(?<![\w/])(?<!Moses: )bin/([a-z][a-z-]+)", readme))
-    told |= {name for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step") if name in readme}
-    assert "moses-rescore-step" in told
+    told = {name for text in texts for name in re.findall(r"(?<![\w/])(?<!Moses: )bin/([a-z][a-z-]+)", text)}
+    told |= {name for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step")
+             if any(name in text for text in texts)}
+    assert "moses-rescore-step" in texts[0] and "ems-train-model" in told
     assert told <= set(SCRIPTS), told - set(SCRIPTS)
 
 

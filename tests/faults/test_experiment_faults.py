@@ -204,7 +204,7 @@ def test_settings_json_of_an_earlier_version_gets_its_fingerprints(files: dict[s
 def test_sighup_is_129(stand_in_moses: Path, files: dict[str, Path], tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGHUP (the terminal closed) while the experiment runs: exit 129 and its own words, as
-    the README's table says (it was reported as SIGTERM, 143)."""
+    the exit-code table of docs/errors.md says (it was reported as SIGTERM, 143)."""
 
     def hung_up(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise Terminated(signal.SIGHUP)

@@ -144,7 +144,7 @@ def test_a_probing_table_with_the_default_score_count_is_refused(
     assert not (here / "out.ini").exists()
 
 
-def test_moses_refusals_quoted_in_the_readme(moses: Path, work: Path, lm: Path, network: Path) -> None:
+def test_moses_refusals_quoted_in_the_docs(moses: Path, work: Path, lm: Path, network: Path) -> None:
     """An ini not patched, or patched without its weight line, stops the decoder at load."""
     table = rescored_table(work, network)
     here = work / "refusals"

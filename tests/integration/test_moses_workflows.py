@@ -1,4 +1,4 @@
-"""The two Moses paths the README shows, run with the real Moses toolkit on the bundled sample:
+"""The two Moses paths docs/moses.md shows, run with the real Moses toolkit on the bundled sample:
 
 * train-model.perl's own step 9 writes a 5-score moses.ini when told the table's score count
   (``-phrase-translation-table PATH:0:5``);

@@ -70,6 +70,10 @@ def test_no_document_calls_the_new_column_p_f_given_e() -> None:
         assert "p(target|source)" in text, where
     for where in ("README.md", "moses.rnn.example.ini", "rescore -h", "moses-ini -h"):
         assert re.search(r"p\(e\|f\)", texts[where]), where  # the Moses name of the direction
+    for page in sorted((REPO / "docs").glob("*.md")):
+        text = page.read_text()
+        assert "log p(f|e)" not in text and "exp(log p(f|e))" not in text, page.name
+    assert "exp(log p(target|source))" in (REPO / "docs" / "moses.md").read_text()
 
 
 def test_moses_ini_says_the_ini_must_be_tuned_and_starts_small() -> None:

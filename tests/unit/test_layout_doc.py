@@ -1,4 +1,4 @@
-"""The README's "How the code is laid out" names every module of the package on its
+"""docs/layout.md ("How the code is laid out") names every module of the package on its
 subpackage's line, so the layout a reader sees is the one on disk."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from tests.helpers.paths import REPO
 
 
 def _layout_lines() -> dict[str, str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## How the code is laid out", 1)[1]
+    page = (REPO / "docs" / "layout.md").read_text(encoding="utf-8")
+    section = page.split("# How the code is laid out", 1)[1]
     block = section.split("```", 2)[1]
     lines: dict[str, str] = {}
     for line in block.splitlines():
@@ -30,7 +30,7 @@ def test_every_module_is_named_on_its_subpackage_line() -> None:
         text = lines.get(folder, "")
         if not re.search(rf"(?<![\w.]){re.escape(path.name)}(?!\w)", text):
             missing.append(path.relative_to(REPO).as_posix())
-    assert not missing, f"modules missing from the README's layout: {missing}"
+    assert not missing, f"modules missing from docs/layout.md: {missing}"
 
 
 def test_the_check_sees_a_missing_module() -> None:
