@@ -37,8 +37,12 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
               "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
               "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked.")
+@click.option("--nmt", "nmt", type=_FILE, default=None,
+              help="A translation network trained on sentence pairs (train-nmt): adds \"+ NMT\" rows built "
+              "like the CSLM's (the feature ln p(hypothesis | source)); with --lm also \"+ CSLM + NMT\" "
+              "(and + RNN ones).")
 @click.option("--rerank-nbest", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Size of the distinct n-best lists reranked with --lm.")
+              help="Size of the distinct n-best lists reranked with --lm or --nmt.")
 @click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="MERT runs per system, each with its own working directory and seed.")
@@ -70,8 +74,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--device", default="auto", show_default=True, help="Where the network rescores the table.")
 @click.pass_context
 def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
-               test_raw_ref: str | None, model: str | None, lm: str | None, rerank_nbest: int, unk_feature: bool,
-               runs: int, out_dir: str,
+               test_raw_ref: str | None, model: str | None, lm: str | None, nmt: str | None, rerank_nbest: int,
+               unk_feature: bool, runs: int, out_dir: str,
                maximum_iterations: int | None, nbest: int, threads: int | None, seed: int, target_lang: str | None,
                lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
@@ -80,7 +84,9 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
 
     Without -m/--model only the baseline is tuned (to measure MERT's own spread). With --lm
     (a CSLM from train-lm) every tuned run is also reranked: the paper's "+ CSLM + RNN" rows,
-    and "+ CSLM" on the baseline, which says whether the two networks add up.
+    and "+ CSLM" on the baseline, which says whether the two networks add up. With --nmt (a
+    network from train-nmt) the same for its sentence-level feature: "+ NMT", and with --lm
+    "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"), rows beyond the paper's table.
 
     \b
     Prints a table like the paper's Table 1 (mean ± sd over runs, Δ vs the baseline, p) and
@@ -99,7 +105,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
     settings = Settings(
-        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, lm=lm, rerank_nbest=rerank_nbest,
+        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, lm=lm, nmt=nmt, rerank_nbest=rerank_nbest,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature, runs=runs, max_iterations=maximum_iterations, threads=threads, seed=seed,
         target_lang=target_lang, lowercase=lowercase, nbest=nbest, start_weights=start_weights, trials=trials,

@@ -47,7 +47,7 @@ def training_options(*, data: str, inputs: str, defaults: TrainConfig, arch: str
                            "(bidirectional GRU encoder, additive attention); gnmt: Wu et al. 2016 scaled "
                            "to phrases (LSTM, bidirectional bottom layer, residual from layer 3, attention "
                            "from the bottom decoder layer; 4 layers). The options below override an "
-                           "architecture's own (README, \"Architectures\"); cho2014 takes none."),
+                           "architecture's own (docs/architectures.md); cho2014 takes none."),
         click.option("--layers", type=click.IntRange(1), help="Encoder and decoder layers [rnnsearch 1, gnmt 4]."),
         click.option("--cell-type", type=click.Choice(CELL_TYPES),
                       help="Recurrent cell [rnnsearch gru, gnmt lstm]; --cell picks the GRU variant."),
@@ -112,7 +112,7 @@ def training_options(*, data: str, inputs: str, defaults: TrainConfig, arch: str
                       help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
                            "Costs exactness: products keep 8 significant bits (2-3 decimal digits); a small "
                            "network after 400 steps had a 9-12 % higher held-out perplexity than the same "
-                           "run in float32 (README, Performance). Fast "
+                           "run in float32 (docs/performance.md). Fast "
                            "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
                            "slower than float32 (a warning says so)."),
         threads_option,

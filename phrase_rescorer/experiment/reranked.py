@@ -1,16 +1,21 @@
-"""The experiment's reranked systems: the paper's CSLM rows, built on the decoder's tuned runs.
+"""The experiment's reranked systems: the rows the sentence-level features add, each built on a
+decoder system's tuned runs.
 
-For every finished MERT run of a decoder system (baseline, + RNN, + RNN + WP), the reranked
-system ("+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP") decodes dev and test with the run's tuned
-moses.ini into distinct n-best lists, adds the CSLM's feature (``nbest``), tunes the
+The features are the CSLM's (``--lm``, the paper's "+ CSLM" rows) and a translation network's on
+sentence pairs (``--nmt``, "+ NMT"). With both, every decoder system gets three reranked systems:
+"+ CSLM", "+ NMT" and "+ CSLM + NMT" on the baseline's runs, "+ CSLM + RNN", "+ NMT + RNN" and
+"+ CSLM + RNN + NMT" on the + RNN runs, and so on. For every finished MERT run of a decoder
+system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
+and test) and every feature appended once (``nbest``); each reranked system then tunes its
 reranking weights on dev with Moses' mert from the run's tuned weights (``reranking.mert``, the
-run's own seed), and takes the best hypothesis of each dev and test sentence. Files, in the
-decoder run's directory::
+run's own seed) on the list with its own features only (the others removed), and takes the best
+hypothesis of each dev and test sentence. Files, in the decoder run's directory::
 
-    rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with the CSLM feature
-    rerank/weights                                the tuned reranking weights
-    rerank/dev.best, rerank/test.best             the chosen hypotheses
-    rerank/result.json                            written last: the reranked run is finished
+    rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with every feature
+    rerank/KEY/{dev,test}.nbest.gz               a system's lists, when it uses fewer features
+    rerank/KEY/weights                            its tuned reranking weights
+    rerank/KEY/dev.best, rerank/KEY/test.best     the chosen hypotheses
+    rerank/KEY/result.json                        written last: the reranked run is finished
 
 A restarted experiment keeps a finished reranked run and redoes an unfinished one.
 """
@@ -21,15 +26,18 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..lm.lm_file import load_lm
+from ..model.checkpoint import load_checkpoint
 from ..moses.ini_weights import read_weights
+from ..moses.nbest import read_nbest, without_features
 from ..moses.toolkit import MosesToolkit
-from ..nbest.features import CSLMFeature
-from ..nbest.stream import append_features
+from ..nbest.features import CSLMFeature, TranslationFeature, read_source_text
+from ..nbest.stream import Feature, append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
 from ..reranking.mert import RerankError, tune
@@ -38,14 +46,38 @@ from ..reranking.weights import vector, write_weights_file
 from .moses_runs import decode_nbest
 from .systems import ExperimentError, System
 
-FEATURE = "CSLM0"
-RERANKED_PREFIX = "cslm"
+#: The feature each sentence-level model adds, and its word in keys and labels.
+CSLM = ("CSLM0", "cslm", "CSLM")
+NMT = ("NMT0", "nmt", "NMT")
 
 
-def reranked(system: System) -> System:
-    """The reranked system built on ``system``'s runs (its key and label)."""
-    key = RERANKED_PREFIX if system.key == "baseline" else f"{RERANKED_PREFIX}-{system.key}"
-    label = "+ CSLM" if system.key == "baseline" else f"+ CSLM {system.label}"
+@dataclass(frozen=True)
+class SentenceModels:
+    """The sentence-level models of an experiment (None: not used)."""
+
+    lm: str | None = None
+    nmt: str | None = None
+
+    def features(self) -> list[tuple[str, str, str]]:
+        return [f for f, path in ((CSLM, self.lm), (NMT, self.nmt)) if path]
+
+    def combinations(self) -> list[list[tuple[str, str, str]]]:
+        """Each reranked system's features: each model alone, then all together."""
+        features = self.features()
+        return [[f] for f in features] + ([features] if len(features) > 1 else [])
+
+
+def reranked(system: System, features: Sequence[tuple[str, str, str]]) -> System:
+    """The reranked system with ``features`` built on ``system``'s runs (its key and label).
+    The CSLM comes before the decoder's columns, as in the paper's "+ CSLM + RNN"; the NMT
+    feature after them."""
+    names = [f[1] for f in features]
+    words = [f[2] for f in features]
+    front = [w for w in words if w == "CSLM"]
+    back = [w for w in words if w != "CSLM"]
+    base = [] if system.key == "baseline" else [system.label.removeprefix("+ ")]
+    label = "+ " + " + ".join(front + base + back)
+    key = "-".join(names + ([] if system.key == "baseline" else [system.key]))
     return System(key, label, system.columns, reranks=system.key)
 
 
@@ -53,29 +85,60 @@ def rerank_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "rerank")
 
 
-def rerank_run(toolkit: MosesToolkit, run_dir: str, lm_path: str, dev: tuple[str, str], test: tuple[str, str], *,
-               nbest: int, seed: int, threads: int, say: Callable[[str], None]) -> None:
-    """The reranked run on top of the finished decoder run in ``run_dir``."""
+def _load(models: SentenceModels, sources: Sequence[str], device: str) -> list[Feature]:
+    out: list[Feature] = []
+    if models.lm:
+        out.append(CSLMFeature(load_lm(models.lm), CSLM[0], device))
+    if models.nmt:
+        out.append(TranslationFeature(load_checkpoint(models.nmt), NMT[0], sources, device))
+    return out
+
+
+def score_lists(toolkit: MosesToolkit, run_dir: str, models: SentenceModels, dev: tuple[str, str],
+                test: tuple[str, str], *, nbest: int, threads: int, say: Callable[[str], None]) -> float:
+    """The run's dev and test n-best lists with every feature (kept when already written);
+    the seconds it took."""
     work = rerank_dir(run_dir)
+    os.makedirs(work, exist_ok=True)
+    t0 = time.time()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for part, (source, _reference) in (("dev", dev), ("test", test)):
+        scored = os.path.join(work, f"{part}.nbest.gz")
+        if os.path.exists(scored):
+            continue
+        raw = os.path.join(work, f"{part}.{nbest}best")
+        say(f"{part}: decoding {nbest}-best lists with the tuned weights")
+        decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, raw, nbest, threads=threads)
+        sources = read_source_text(source)
+        say(f"{part}: appending {', '.join(f[0] for f in models.features())}")
+        append_features(raw, scored, _load(models, sources, device), sources=sources, source_path=source)
+        os.remove(raw)
+    return time.time() - t0
+
+
+def rerank_run(toolkit: MosesToolkit, run_dir: str, system: System, features: Sequence[tuple[str, str, str]],
+               all_features: Sequence[tuple[str, str, str]], dev: tuple[str, str], test: tuple[str, str], *,
+               nbest: int, seed: int, threads: int, score_seconds: float, say: Callable[[str], None]) -> None:
+    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``."""
+    work = os.path.join(rerank_dir(run_dir), system.key)
     if os.path.exists(os.path.join(work, "result.json")):
         say("finished earlier, kept")
         return
     os.makedirs(work, exist_ok=True)
-    tuned_ini = os.path.join(run_dir, "moses.ini")
-    t0 = time.time()
-    lm = load_lm(lm_path)
-    lists = {}
-    for part, (source, _reference) in (("dev", dev), ("test", test)):
-        raw = os.path.join(work, f"{part}.{nbest}best")
-        say(f"{part}: decoding {nbest}-best lists with the tuned weights")
-        decode_nbest(toolkit, tuned_ini, source, raw, nbest, threads=threads)
-        lists[part] = os.path.join(work, f"{part}.nbest.gz")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        append_features(raw, lists[part], [CSLMFeature(lm, FEATURE, device)])
-        os.remove(raw)
     t1 = time.time()
-    with open(tuned_ini, encoding="utf-8") as f:
-        start_weights = read_weights(f.read(), tuned_ini)
+    drop = [f[0] for f in all_features if f not in features]
+    lists = {}
+    for part in ("dev", "test"):
+        lists[part] = os.path.join(rerank_dir(run_dir), f"{part}.nbest.gz")
+        if drop:
+            own = os.path.join(work, f"{part}.nbest.gz")
+            with AtomicOutput(own) as out:
+                for line in read_nbest(lists[part]):
+                    out.write(without_features(line, drop))
+            lists[part] = own
+    tuned_ini = os.path.join(run_dir, "moses.ini")
+    with open(tuned_ini, encoding="utf-8") as ini:
+        start_weights = read_weights(ini.read(), tuned_ini)
     dev_matrix = read_matrix(lists["dev"])
     start = vector(start_weights, dev_matrix.layout, missing=0.0, source=tuned_ini)
     say("tuning the reranking weights on the dev set's lists (mert)")
@@ -92,6 +155,7 @@ def rerank_run(toolkit: MosesToolkit, run_dir: str, lm_path: str, dev: tuple[str
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     shutil.rmtree(os.path.join(work, "mert"), ignore_errors=True)
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
-        meta = {"seed": seed, "nbest": nbest, "feature": FEATURE, "mert_dev_bleu": round(result.dev_bleu, 2),
-                "decode_and_score_seconds": round(t1 - t0, 1), "rerank_seconds": round(time.time() - t1, 1)}
+        meta = {"seed": seed, "nbest": nbest, "features": [f[0] for f in features],
+                "mert_dev_bleu": round(result.dev_bleu, 2), "decode_and_score_seconds": round(score_seconds, 1),
+                "rerank_seconds": round(time.time() - t1, 1)}
         out.write((json.dumps(meta, indent=2) + "\n").encode("utf-8"))

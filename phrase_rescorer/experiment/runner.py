@@ -36,7 +36,7 @@ from ..output import AtomicOutput
 from . import bleu
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
-from .reranked import rerank_dir, rerank_run, reranked
+from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
 from .systems import (
     ExperimentError,
     System,
@@ -59,6 +59,7 @@ class Settings:
     out_dir: str
     model: str | None = None
     lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
+    nmt: str | None = None  # a translation network on sentences: reranked "+ NMT" systems
     rerank_nbest: int = 1000
     test_raw_reference: str | None = None
     unk_feature: bool = False
@@ -82,6 +83,7 @@ class Settings:
             "test": [os.path.abspath(p) for p in self.test],
             "model": os.path.abspath(self.model) if self.model else None,
             "lm": os.path.abspath(self.lm) if self.lm else None,
+            **({"nmt": os.path.abspath(self.nmt)} if self.nmt else {}),
             "rerank_nbest": self.rerank_nbest,
             "unk_feature": self.unk_feature,
             "max_iterations": self.max_iterations,
@@ -146,7 +148,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
     prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model,
-                          settings.lm)
+                          settings.lm, settings.nmt)
     if not os.path.exists(path):
         _write_json(path, {**identity, "fingerprints": prints})
         return
@@ -163,7 +165,8 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         _write_json(path, {**old, "fingerprints": prints})
         return
     names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test,
-             "test_raw_reference": settings.test_raw_reference, "model": settings.model, "lm": settings.lm}
+             "test_raw_reference": settings.test_raw_reference, "model": settings.model, "lm": settings.lm,
+             "nmt": settings.nmt}
     files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
     if files:
         raise ExperimentError(
@@ -243,8 +246,11 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
         src, tgt = check_coverage(table, settings.model, settings.min_coverage)
         say(f"model vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
     decoders = systems_for(settings.model is not None, settings.unk_feature)
-    rerankers = [reranked(s) for s in decoders] if settings.lm else []
-    systems = decoders + rerankers
+    models = SentenceModels(settings.lm, settings.nmt)
+    combinations = models.combinations()
+    rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
+    systems = decoders + [r for features in range(len(combinations)) for r in
+                          (group[features] for group in rerankers)]
     starts = {
         s.key: prepare_system(s, settings.ini, table, settings.model, settings.out_dir,
                               start_weights=settings.start_weights, rescore_options=settings.rescore_options,
@@ -260,6 +266,8 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
         described["network"] = _describe_model(settings.model)
     if settings.lm:
         described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
+    if settings.nmt:
+        described["nmt"] = _describe_model(settings.nmt)
 
     def report() -> dict:
         data = build_report(systems, scores, settings_json=described,
@@ -279,10 +287,15 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                 _one_run(toolkit, settings, system, starts[system.key], run, seed, say)
             scores[system.key].append(_score_run(run_dir, settings, lang, refs))
             report()
-            if settings.lm:
-                cslm = rerankers[index]
-                rerank_run(toolkit, run_dir, settings.lm, settings.dev, settings.test, nbest=settings.rerank_nbest,
-                           seed=seed, threads=settings.threads, say=_prefixed(say, f"{cslm.key} run {run}"))
-                scores[cslm.key].append(_score_run(rerank_dir(run_dir), settings, lang, refs, kind="best"))
+            if not combinations:
+                continue
+            seconds = score_lists(toolkit, run_dir, models, settings.dev, settings.test, nbest=settings.rerank_nbest,
+                                  threads=settings.threads, say=_prefixed(say, f"{system.key} run {run}"))
+            for features, reranker in zip(combinations, rerankers[index], strict=True):
+                rerank_run(toolkit, run_dir, reranker, features, models.features(), settings.dev, settings.test,
+                           nbest=settings.rerank_nbest, seed=seed, threads=settings.threads, score_seconds=seconds,
+                           say=_prefixed(say, f"{reranker.key} run {run}"))
+                scores[reranker.key].append(_score_run(os.path.join(rerank_dir(run_dir), reranker.key), settings,
+                                                       lang, refs, kind="best"))
                 report()
     return report()

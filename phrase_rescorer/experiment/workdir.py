@@ -94,12 +94,14 @@ def ini_files(ini: str) -> dict[str, list[int]]:
 
 
 def fingerprints(ini: str, dev: tuple[str, str], test: tuple[str, str], raw_reference: str | None,
-                 model: str | None, lm: str | None = None) -> dict:
-    """What a restart must find unchanged (module docstring); ``lm``: the CSLM of the reranked rows."""
+                 model: str | None, lm: str | None = None, nmt: str | None = None) -> dict:
+    """What a restart must find unchanged (module docstring); ``lm`` and ``nmt``: the sentence-level
+    models of the reranked rows (``nmt`` recorded only when given, as experiments before it had none)."""
     return {"ini": sha256_of(ini), "ini_files": ini_files(ini),
             "dev": [sha256_of(p) for p in dev], "test": [sha256_of(p) for p in test],
             "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
-            "model": sha256_of(model) if model else None, "lm": sha256_of(lm) if lm else None}
+            "model": sha256_of(model) if model else None, "lm": sha256_of(lm) if lm else None,
+            **({"nmt": sha256_of(nmt)} if nmt else {})}
 
 
 def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:

@@ -129,6 +129,25 @@ def with_features(line: NbestLine, features: list[tuple[str, float]]) -> bytes:
     return b"".join((head, space, added, line.raw[line.features_end:], line.terminator))
 
 
+def without_features(line: NbestLine, names: list[str]) -> bytes:
+    """The line (and its terminator) with the dense features ``names`` and their values removed
+    from its features field (the others kept in order, one space apart); the other fields
+    unchanged."""
+    field = line.raw[line.hyp_end + len(SEPARATOR):line.features_end]
+    drop = {name.encode() + b"=" for name in names}
+    kept: list[bytes] = []
+    skipping = False
+    for token in field.split(b" "):
+        if token.endswith(b"="):
+            skipping = token in drop
+        elif b"=" in token:  # a sparse feature, name=value: never one of ``names``
+            skipping = False
+        if not skipping and token:
+            kept.append(token)
+    return b"".join((line.raw[:line.hyp_end + len(SEPARATOR)], b" ".join(kept), line.raw[line.features_end:],
+                     line.terminator))
+
+
 def check_feature_name(name: str) -> str:
     """A dense feature's name as Moses' tuning scripts read it (``LM0``, ``CSLM0``)."""
     if _NAME.match(name) is None:

@@ -41,10 +41,16 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     model = tmp / "rnn.pt"
     train_tiny(TINY / "phrase-table.gz", model, steps=20)
     lm = tiny_lm(tmp / "cslm.pt")
+    nmt = tmp / "nmt.pt"
+    trained = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "train-nmt", str(TINY / "dev.en"),
+                              str(TINY / "dev.fr"), str(nmt), "--max-steps", "20", "--embed-dim", "16",
+                              "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8", "--valid-fraction",
+                              "0"], capture_output=True, env=cli_env(), timeout=300)
+    assert trained.returncode == 0, trained.stderr
     out = tmp / "out"
     args = ["--moses", moses, "--ini", str(ini), "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
             "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--model", str(model), "--unk-feature",
-            "--lm", str(lm), "--rerank-nbest", "20",
+            "--lm", str(lm), "--nmt", str(nmt), "--rerank-nbest", "20",
             "--runs", "1", "--maximum-iterations", "2", "--target-lang", "fr", "--trials", "1000",
             "--out", str(out)]
     first = experiment(*args)
@@ -56,8 +62,10 @@ def test_end_to_end(setup: dict) -> None:
     first, out = setup["first"], setup["out"]
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    rows = {line.split("  ")[0].strip(): line for line in lines[2:8]}
-    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP", "+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP"]
+    rows = {line.split("  ")[0].strip(): line for line in lines[2:14]}
+    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP", "+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP",
+                          "+ NMT", "+ RNN + NMT", "+ RNN + WP + NMT",
+                          "+ CSLM + NMT", "+ CSLM + RNN + NMT", "+ CSLM + RNN + WP + NMT"]
     assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
     assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
 
@@ -85,20 +93,24 @@ def test_end_to_end(setup: dict) -> None:
                                                                              encoding="utf-8") as old:
                 pairs = list(zip(old, new, strict=True))
             assert all(len(n.split(" ||| ")[2].split()) == 4 + added for _, n in pairs)
-    # the reranked rows: each run's n-best lists with the CSLM feature, reranked by tuned weights
-    for key, decoder in (("cslm", "baseline"), ("cslm-rnn", "rnn"), ("cslm-rnn-wp", "rnn-wp")):
+    # the reranked rows: each run's n-best lists with both features, reranked by weights tuned
+    # on the system's own features
+    reranked = {"cslm": ["CSLM0"], "nmt": ["NMT0"], "cslm-nmt": ["CSLM0", "NMT0"]}
+    for decoder, suffix in (("baseline", ""), ("rnn", "-rnn"), ("rnn-wp", "-rnn-wp")):
         rerank = out / "systems" / decoder / "run1" / "rerank"
-        (run,) = report["systems"][key]["runs"]
-        hyps = bleu.read_lines(str(rerank / "test.best"))
-        assert len(hyps) == len(refs)
-        assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
         with gzip.open(rerank / "test.nbest.gz", "rt", encoding="utf-8") as f:
             nbest = f.read().splitlines()
-        assert nbest and all(" CSLM0= " in line for line in nbest)
-        assert all(hyp in {line.split(" ||| ")[1].strip() for line in nbest if line.startswith(f"{i} ")}
-                   for i, hyp in enumerate(hyps))
-        assert "\nCSLM0= " in (rerank / "weights").read_text()
-    assert set(report["comparisons"]) == {"rnn", "rnn-wp", "cslm", "cslm-rnn", "cslm-rnn-wp"}
+        assert nbest and all(" CSLM0= " in line and " NMT0= " in line for line in nbest)
+        for key, features in reranked.items():
+            (run,) = report["systems"][key + suffix]["runs"]
+            hyps = bleu.read_lines(str(rerank / (key + suffix) / "test.best"))
+            assert len(hyps) == len(refs)
+            assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
+            assert all(hyp in {line.split(" ||| ")[1].strip() for line in nbest if line.startswith(f"{i} ")}
+                       for i, hyp in enumerate(hyps))
+            weights = (rerank / (key + suffix) / "weights").read_text()
+            assert [name for name in ("CSLM0", "NMT0") if f"\n{name}= " in weights] == features
+    assert set(report["comparisons"]) == {"rnn", "rnn-wp"} | {k + s for k in reranked for s in ("", "-rnn", "-rnn-wp")}
     for comparison in report["comparisons"].values():
         assert 0 < comparison["test"]["approximate_randomization"]["p_value"] <= 1
     assert report["signatures"]["tokenized"].startswith("nrefs:1|case:mixed|eff:no|tok:none")
