@@ -8,7 +8,8 @@ For a window of phrase pairs (see ``scorers.WindowScorer``) the scorer computes
   from its ``</s>`` node. Sorted Moses tables put sources with common prefixes side by side, so
   this runs about a third of the plain encoder's steps;
 * the context terms h'_0 = tanh(V' c), C.. c and O_c c once per distinct source
-  (``RNNEncoderDecoder.context_terms``);
+  (``RNNEncoderDecoder.context_terms``). It needs a network with cho2014's GRU summary
+  (``network.SummaryNetwork``); ``stacked_prefix`` shares the decoder prefixes of any network;
 * the decoder once per distinct target **prefix of each source**: the targets of a source form a
   trie whose root is the source; the node of prefix y_1..y_t holds h'_{t+1} and the output
   distribution of y_{t+1}; a target's log p(target|source) is the sum, along its path, of the
@@ -43,7 +44,7 @@ import torch
 
 from ..data.batching import flat_store
 from ..data.vocab import EOS_ID
-from ..model.encoder_decoder import RNNEncoderDecoder
+from ..model.network import SummaryNetwork
 from .packed_linear import pack_linears
 from .trie import PrefixTrie, build_trie, edge_batches
 from .window_threads import WindowThreads
@@ -58,7 +59,7 @@ class PrefixScorer:
 
     def __init__(
         self,
-        model: RNNEncoderDecoder,
+        model: SummaryNetwork,
         device: torch.device | str = "cpu",
         batch_size: int | None = None,
         dtype: torch.dtype = torch.float32,
@@ -74,7 +75,7 @@ class PrefixScorer:
             model = copy.deepcopy(model).to(dtype)
         model = model.to(self.device).eval()
         if onednn and self.device.type == "cpu":
-            model = pack_linears(model, batch_size)  # type: ignore[assignment]
+            model = pack_linears(model, batch_size)  # type: ignore[arg-type, assignment]
         self.model = model
         self.batch_size = batch_size
         self.dtype = dtype
