@@ -5,9 +5,10 @@ rnnsearch, gnmt, and the options that override them).
 Every network implements ``network.Network``, so scorers, beam search, training and the
 analyses take any of them. **Adding a network family** is one module under ``model/`` (a class
 implementing ``network.Network``) and one line here: ``"name": builder`` in ``NETWORKS``, the
-builder taking the sizes (``ModelConfig``) and the architecture's options (``ArchConfig``, None
-for a family that takes none, as cho2014); a family built from ``ArchConfig`` options also names
-its default options in ``arch_options.ARCHITECTURES``.
+builder taking the sizes (``ModelConfig``) and the architecture's options (``ArchConfig``, whose
+``name`` picks the family; None only for cho2014, whose model file holds no options). The model
+file stores ``ArchConfig`` options: a family that is a named set of them (as rnnsearch and gnmt
+are) also lists its defaults in ``arch_options.ARCHITECTURES``.
 
 The architectures' options live in ``arch_options`` (imported here too, so that
 ``architectures.ArchConfig`` and the rest keep their names); this module adds the networks.
@@ -53,7 +54,8 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
         raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
     if name not in ARCHITECTURES:
         if given:
-            raise ValueError(f"{name} takes no architecture option ({', '.join(sorted(given))}); "
+            why = "cho2014 is the paper's network and" if name == "cho2014" else f"{name}"
+            raise ValueError(f"{why} takes no architecture option ({', '.join(sorted(given))}); "
                              f"choose --arch {' or '.join(ARCHITECTURES)}")
         return None
     return replace(ARCHITECTURES[name], **given)

@@ -8,14 +8,16 @@ For a window of phrase pairs (see ``scorers.WindowScorer``) the scorer computes
   from its ``</s>`` node. Sorted Moses tables put sources with common prefixes side by side, so
   this runs about a third of the plain encoder's steps;
 * the context terms h'_0 = tanh(V' c), C.. c and O_c c once per distinct source
-  (``RNNEncoderDecoder.context_terms``). It needs a network with cho2014's GRU summary
-  (``network.SummaryNetwork``); ``stacked_prefix`` shares the decoder prefixes of any network;
+  (``RNNEncoderDecoder.context_terms``);
 * the decoder once per distinct target **prefix of each source**: the targets of a source form a
   trie whose root is the source; the node of prefix y_1..y_t holds h'_{t+1} and the output
   distribution of y_{t+1}; a target's log p(target|source) is the sum, along its path, of the
   log-probability of the next token, plus log p(</s>) at its last node;
 * the output layer once per decoder node, through a log-softmax (one fused pass on CPU) read
   only at the tokens that some target needs.
+
+It needs a network with cho2014's single GRU summary (the capability ``network.SummaryNetwork``);
+``stacked_prefix`` shares the decoder prefixes of any network (``network.Network``).
 
 A depth holds thousands of nodes; they go through the GRU step and the output layer
 ``batch_size`` rows at a time (256: the matrix products run at full speed, the (rows, V) logits
