@@ -190,9 +190,7 @@ class RNNEncoderDecoder(nn.Module):
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> Summary:
         """The summary c (B, H) of </s>-terminated, right-padded sources (B, S), with its
         context terms."""
-        return self.summary_of(self.summarize(self.encoder_states(src, src_len)))
-
-    def summary_of(self, c: torch.Tensor) -> Summary:
+        c = self.summarize(self.encoder_states(src, src_len))
         return Summary(c, *self.context_terms(c))
 
     def encoder_states(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
