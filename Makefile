@@ -28,7 +28,7 @@ MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
-.PHONY: demo demo-pictures train rescore test test-fast bench profile-training lint typecheck fuzz clean
+.PHONY: demo demo-pictures train test test-fast bench profile-training lint typecheck fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -16,15 +16,14 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import cast
 
 import numpy as np
 import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import Vocabulary, tokenize_phrase
-from ..model.architectures import Network
-from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
+from ..model.encoder_decoder import sequence_log_probs
+from ..model.network import Network
 from ..moses.columns import MOSES_COLUMNS
 from ..moses.text import Display
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
@@ -57,7 +56,7 @@ def network_scores(
         idx = order[start : start + batch_size]
         b = sequences_batch([src[i] for i in idx], [tgt[i] for i in idx]).to(device)
         # every architecture's forward gives teacher-forced logits, which is all this reads
-        out[idx] = sequence_log_probs(cast(RNNEncoderDecoder, model), b.src, b.src_len, b.tgt, b.tgt_len).cpu().numpy()
+        out[idx] = sequence_log_probs(model, b.src, b.src_len, b.tgt, b.tgt_len).cpu().numpy()
     return out
 
 

@@ -10,8 +10,8 @@ https://projector.tensorflow.org, or run ``tensorboard --logdir DIR`` on the out
   ``phrase	words`` and then one row per vector.
 
 Spaces: ``source-words`` and ``target-words`` (rows of ``src_embed`` / ``tgt_embed``: row i is
-token id i, special symbols included) and ``phrases``: the summary c = ``model.encode`` of
-chosen source phrases, the paper's "phrase representation". :func:`draw_maps` draws them as
+token id i, special symbols included) and ``phrases``: ``model.representation`` of chosen
+source phrases, for cho2014 the summary c, the paper's "phrase representation". :func:`draw_maps` draws them as
 t-SNE maps (Figs. 4 and 5). Labels are for people: ``show`` turns a table token or phrase into its
 label (``moses.text.unescape``: ``&apos;s`` -> ``'s``); rows stay one per token id.
 """
@@ -27,8 +27,7 @@ import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import SPECIALS, Vocabulary, tokenize_phrase
-from ..model.architectures import Network
-from ..model.encoder_decoder import RNNEncoderDecoder
+from ..model.network import Network, SummaryNetwork
 from ..output import AtomicOutput
 
 
@@ -77,12 +76,9 @@ REPRESENTATION = {
 }
 
 
-def _representation(model: Network, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
-    if isinstance(model, RNNEncoderDecoder):
-        return model.encode(src, src_len)
-    enc = model.encode(src, src_len)
-    real = enc.real.unsqueeze(2).to(enc.memory.dtype)
-    return (enc.memory * real).sum(1) / real.sum(1)
+def representation_kind(model: Network) -> str:
+    """Which ``REPRESENTATION`` ``model`` gives: the paper's summary c where it has one."""
+    return "cho2014" if isinstance(model, SummaryNetwork) else "attention"
 
 
 @torch.no_grad()
@@ -96,7 +92,7 @@ def phrase_representations(
     for start in range(0, len(ids), batch_size):
         chunk = ids[start : start + batch_size]
         b = sequences_batch(chunk, [[] for _ in chunk]).to(device)
-        parts.append(_representation(model, b.src, b.src_len).float().cpu().numpy())
+        parts.append(model.representation(model.encode(b.src, b.src_len)).float().cpu().numpy())
     return np.concatenate(parts) if parts else np.empty((0, model.config.hidden_dim), dtype=np.float32)
 
 

@@ -1,8 +1,15 @@
-"""What every step-by-step decoder of ``search`` shares: the tokens never proposed
-(``banned_tokens``) and which tokens may be proposed at a step (``Choosing``).
+"""The step-by-step decoder of ``search`` (``Stepper``), over the ``network.Network`` interface of
+any architecture, and what it offers the search: the tokens never proposed (``banned_tokens``)
+and which tokens may be proposed at a step (``Choosing``).
 
-The steppers are ``search._Stepper`` (the paper's network) and ``stacked_step.StackedStepper``
-(the other architectures); ``search.make_stepper`` picks one.
+``Stepper.log_probs`` advances every live hypothesis by one ``Network.step`` and returns
+log p(y_t | y_<t, x) over the vocabulary; ``advance`` keeps some hypotheses and extends them,
+exactly as ``decode_outputs`` runs under teacher forcing, so a candidate's log p is the score
+``sequence_log_probs`` gives the pair.
+
+For attention models it also keeps each hypothesis's **coverage**: the attention weights summed
+over its steps so far, one value per source position (GNMT's coverage penalty reads it); None
+for a network without attention.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..data.vocab import EOS_ID, PAD_ID, UNK_ID
+from ..model.network import Network
 
 
 def banned_tokens(vocab_size: int, allow_unk: bool, device: torch.device) -> torch.Tensor:
@@ -39,3 +47,39 @@ class Choosing:
             banned = banned.clone()
             banned[EOS_ID] = True
         return logp.masked_fill(banned, float("-inf"))
+
+
+class Stepper(Choosing):
+    """The decoder of one source phrase, replicated over the live hypotheses (rows)."""
+
+    def __init__(self, model: Network, src_ids: list[int], allow_unk: bool):
+        self.model = model
+        device = next(model.parameters()).device
+        src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
+        src_len = torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)
+        self.enc = model.encode(src, src_len)
+        self.h = model.start(self.enc)  # the decoder state (rows, N)
+        self.y_prev = self.h.new_zeros(1, model.config.embed_dim)  # e(y_0) = 0: no begin symbol
+        self.coverage: torch.Tensor | None = None
+        self.banned = banned_tokens(model.config.tgt_vocab_size, allow_unk, device)
+
+    def expand(self, rows: int) -> None:
+        self.h = self.h.expand(rows, -1)
+        self.y_prev = self.y_prev.expand(rows, -1)
+
+    def log_probs(self) -> torch.Tensor:
+        """Advance every row by one step: log p(y_t | y_<t, x) over the shortlist (rows, V)."""
+        rows = self.h.shape[0]
+        enc = self.enc.select(torch.zeros(rows, dtype=torch.long, device=self.h.device))
+        self.h, top, ctx, weights = self.model.step(self.y_prev, self.h, enc)
+        if weights is not None:
+            self.coverage = weights if self.coverage is None else self.coverage + weights
+        logits = self.model.readout(top, self.y_prev, ctx)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def advance(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Keep the hypotheses ``rows`` (in that order), each extended by its token."""
+        self.h = self.h[rows]
+        if self.coverage is not None:
+            self.coverage = self.coverage[rows]
+        self.y_prev = self.model.tgt_embed(tokens)

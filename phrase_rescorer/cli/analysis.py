@@ -18,7 +18,6 @@ from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_gr
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.architectures import Network
 from ..model.checkpoint import Checkpoint, load_checkpoint
-from ..model.encoder_decoder import RNNEncoderDecoder
 from ..output import check_distinct_paths
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
@@ -252,8 +251,9 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     """
     ckpt, net, src_vocab, tgt_vocab = _load(model, device)
     show = display(ckpt, model, raw).source
-    if not isinstance(net, RNNEncoderDecoder):
-        say(ctx, f"phrase representation: {emb.REPRESENTATION['attention']}")
+    kind = emb.representation_kind(net)
+    if kind != "cho2014":
+        say(ctx, f"phrase representation: {emb.REPRESENTATION[kind]}")
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
     chosen = list(dict.fromkeys(form for _, form in _looked_up(ctx, phrases, reader)))
     if table is not None and num_phrases:

@@ -1,4 +1,5 @@
-"""Named architectures as sets of options (``ArchConfig``); ``architectures.build_model`` builds them.
+"""Named architectures as sets of options (``ArchConfig``); ``architectures.build_model`` builds them
+(``architectures.NETWORKS`` names every family; ``architectures.arch_config`` reads the options).
 
 ========== ============================================================================
 cho2014    Cho et al. (2014): ``encoder_decoder.RNNEncoderDecoder``, the paper's model,
@@ -20,14 +21,12 @@ The sizes (embedding, hidden, maxout, output rank) and vocabularies stay in ``Mo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .attention import ATTENTIONS
 from .cells import CELL_TYPES
 from .decoders import ATTENTION_FROM
-
-ARCH_NAMES = ("cho2014", "rnnsearch", "gnmt")
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,9 @@ class ArchConfig:
     attention_from: str = "top"  # the decoder layer whose previous output is the query
 
     def __post_init__(self) -> None:
-        if self.name not in ARCH_NAMES[1:]:
-            raise ValueError(f"architecture must be one of {ARCH_NAMES[1:]}, not {self.name!r}")
+        named = globals().get("ARCHITECTURES")  # None while the named sets below are built
+        if named is not None and self.name not in named:
+            raise ValueError(f"architecture must be one of {tuple(named)}, not {self.name!r}")
         if self.cell_type not in CELL_TYPES:
             raise ValueError(f"cell type must be one of {CELL_TYPES}, not {self.cell_type!r}")
         if self.attention not in ATTENTIONS:
@@ -80,21 +80,3 @@ ARCHITECTURES: dict[str, ArchConfig] = {
     "rnnsearch": ArchConfig("rnnsearch", "gru", 1, True, 0, "additive", "top"),
     "gnmt": ArchConfig("gnmt", "lstm", 4, True, 3, "additive", "bottom"),
 }
-
-
-def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
-    """The options of architecture ``name`` with the non-None ``overrides``; None for cho2014,
-    which refuses every override."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if name == "cho2014":
-        if given:
-            raise ValueError(f"cho2014 is the paper's network and takes no architecture option "
-                             f"({', '.join(sorted(given))}); choose --arch rnnsearch or gnmt")
-        return None
-    if name not in ARCHITECTURES:
-        raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
-    return replace(ARCHITECTURES[name], **given)
-
-
-def arch_name(arch: ArchConfig | None) -> str:
-    return "cho2014" if arch is None else arch.name

@@ -1,5 +1,14 @@
-"""The one place that builds a network: ``build_model`` gives the network of a named
-architecture (``arch_options``: cho2014, rnnsearch, gnmt, and the options that override them).
+"""The one place that builds a network: ``NETWORKS`` names every network family and its builder;
+``build_model`` gives the network of a named architecture (``arch_options``: cho2014,
+rnnsearch, gnmt, and the options that override them).
+
+Every network implements ``network.Network``, so scorers, beam search, training and the
+analyses take any of them. **Adding a network family** is one module under ``model/`` (a class
+implementing ``network.Network``) and one line here: ``"name": builder`` in ``NETWORKS``, the
+builder taking the sizes (``ModelConfig``) and the architecture's options (``ArchConfig``, whose
+``name`` picks the family; None only for cho2014, whose model file holds no options). The model
+file stores ``ArchConfig`` options: a family that is a named set of them (as rnnsearch and gnmt
+are) also lists its defaults in ``arch_options.ARCHITECTURES``.
 
 The architectures' options live in ``arch_options`` (imported here too, so that
 ``architectures.ArchConfig`` and the rest keep their names); this module adds the networks.
@@ -7,18 +16,51 @@ The architectures' options live in ``arch_options`` (imported here too, so that
 
 from __future__ import annotations
 
-from .arch_options import ARCH_NAMES, ARCHITECTURES, ArchConfig, arch_config, arch_name
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from .arch_options import ARCHITECTURES, ArchConfig
 from .encoder_decoder import ModelConfig, RNNEncoderDecoder
+from .network import Network
 from .stacked import StackedEncoderDecoder
 
-__all__ = ["ARCH_NAMES", "ARCHITECTURES", "ArchConfig", "Network", "arch_config", "arch_name", "build_model"]
+__all__ = ["ARCH_NAMES", "ARCHITECTURES", "NETWORKS", "ArchConfig", "Network", "arch_config", "build_model"]
 
-#: A network of any architecture (what ``build_model`` and ``Checkpoint.build_model`` give).
-Network = RNNEncoderDecoder | StackedEncoderDecoder
+
+def _stacked(config: ModelConfig, arch: ArchConfig | None) -> Network:
+    if arch is None:
+        raise ValueError("a stacked network needs its architecture options")
+    return StackedEncoderDecoder(config, arch)
+
+
+#: Network families by name: name -> builder(sizes, options or None). One line per family.
+NETWORKS: dict[str, Callable[[ModelConfig, ArchConfig | None], Network]] = {
+    "cho2014": lambda config, arch: RNNEncoderDecoder(config),
+    "rnnsearch": _stacked,
+    "gnmt": _stacked,
+}
+
+
+#: The architectures ``train --arch`` offers, the first the default.
+ARCH_NAMES = tuple(NETWORKS)
+
+
+def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
+    """The options of architecture ``name`` with the non-None ``overrides``; None for a family
+    built without options (cho2014, the paper's network), which refuses every override."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if name not in NETWORKS:
+        raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
+    if name not in ARCHITECTURES:
+        if given:
+            why = "cho2014 is the paper's network and" if name == "cho2014" else f"{name}"
+            raise ValueError(f"{why} takes no architecture option ({', '.join(sorted(given))}); "
+                             f"choose --arch {' or '.join(ARCHITECTURES)}")
+        return None
+    return replace(ARCHITECTURES[name], **given)
 
 
 def build_model(config: ModelConfig, arch: ArchConfig | None = None) -> Network:
     """The network of ``arch`` (None: cho2014) with the sizes of ``config``."""
-    if arch is None:
-        return RNNEncoderDecoder(config)
-    return StackedEncoderDecoder(config, arch)
+    return NETWORKS["cho2014" if arch is None else arch.name](config, arch)

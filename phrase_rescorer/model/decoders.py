@@ -31,10 +31,12 @@ A decoder's state after step i depends only on the source and y_1 .. y_i.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import Attention
@@ -45,8 +47,8 @@ ATTENTION_FROM = ("top", "bottom")
 
 @dataclass
 class Encoded:
-    """What the decoder needs of a batch of sources: memory (B, S, D), attention keys, the
-    real-position mask (B, S) and the phrase summary ``final`` (B, D)."""
+    """What the decoder needs of a batch of sources (``network.EncodedSource``): memory (B, S, D),
+    attention keys, the real-position mask (B, S) and the phrase summary ``final`` (B, D)."""
 
     memory: torch.Tensor
     keys: torch.Tensor
@@ -60,6 +62,24 @@ class Encoded:
             return Encoded(self.memory[which], self.keys[which], self.real[which], self.final[which])
         return Encoded(self.memory[which, :width], self.keys[which, :width], self.real[which, :width],
                        self.final[which])
+
+    @property
+    def sources(self) -> int:
+        return self.final.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.memory.shape[1]
+
+    def padded(self, width: int) -> Encoded:
+        """Padded to ``width`` positions (zero memory and keys, not real)."""
+        pad = width - self.width
+        return Encoded(F.pad(self.memory, (0, 0, 0, pad)), F.pad(self.keys, (0, 0, 0, pad)),
+                       F.pad(self.real, (0, pad)), self.final)
+
+    def cat(self, others: Sequence[Encoded]) -> Encoded:
+        parts = [self, *others]
+        return Encoded(*(torch.cat([getattr(p, k) for p in parts]) for k in ("memory", "keys", "real", "final")))
 
 
 class Decoder(nn.Module):

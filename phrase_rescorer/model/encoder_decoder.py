@@ -36,6 +36,7 @@ default. ``summary="last"`` uses c = h_N, as the original code did, instead of t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -117,7 +118,39 @@ class GRU(nn.Module):
         return [self.U_rz.weight[:H], self.U_rz.weight[H:], self.U.weight]
 
 
+@dataclass
+class Summary:
+    """The encoded sources of the paper's network (``network.EncodedSource``): c (B, H) and its
+    context terms h'_0 (B, H), C.. c (B, 3H), O_c c (B, 2M), computed once per source."""
+
+    c: torch.Tensor
+    h0: torch.Tensor
+    ctx: torch.Tensor
+    oc: torch.Tensor
+
+    @property
+    def sources(self) -> int:
+        return self.c.shape[0]
+
+    @property
+    def width(self) -> int:
+        return 1  # no source positions: the decoder reads c only
+
+    def select(self, which: torch.Tensor, width: int | None = None) -> Summary:
+        return Summary(self.c[which], self.h0[which], self.ctx[which], self.oc[which])
+
+    def padded(self, width: int) -> Summary:
+        return self
+
+    def cat(self, others: Sequence[Summary]) -> Summary:
+        parts = [self, *others]
+        return Summary(*(torch.cat([getattr(p, k) for p in parts]) for k in ("c", "h0", "ctx", "oc")))
+
+
 class RNNEncoderDecoder(nn.Module):
+    """The paper's network; it implements ``network.Network`` (``encode`` gives a ``Summary``;
+    the decoder state is h'_t; a step's context is O_c c) and ``network.SummaryNetwork``."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = c = config
@@ -154,15 +187,21 @@ class RNNEncoderDecoder(nn.Module):
 
     # --- encoder -------------------------------------------------------------------------------
 
-    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
-        """The summary c (B, H) of </s>-terminated, right-padded sources (B, S)."""
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> Summary:
+        """The summary c (B, H) of </s>-terminated, right-padded sources (B, S), with its
+        context terms."""
+        c = self.summarize(self.encoder_states(src, src_len))
+        return Summary(c, *self.context_terms(c))
+
+    def encoder_states(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+        """h_{N+1} (B, H): the encoder's state after each source's </s>."""
         x_proj = self.encoder.W(self.src_embed(src))  # (B, S, 3H), all steps at once
         B, S = src.shape
         h = x_proj.new_zeros(B, self.config.hidden_dim)
         for t in range(S):
             h_new = self.encoder.step(x_proj[:, t], h)
             h = torch.where((t < src_len).unsqueeze(1), h_new, h)  # padding leaves h unchanged
-        return self.summarize(h)
+        return h
 
     def summarize(self, h_last: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.V(h_last)) if self.config.summary == "tanh" else h_last
@@ -194,19 +233,36 @@ class RNNEncoderDecoder(nn.Module):
         s = s.unflatten(-1, (self.config.maxout_dim, 2)).amax(-1)  # maxout over pairs: (.., M)
         return self.G_l(self.G_r(s))  # (.., V)
 
-    def decode(self, c: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V) for </s>-terminated targets (B, T) given c (B, H)."""
-        h, ctx, oc = self.context_terms(c)
+    def start(self, enc: Summary) -> torch.Tensor:
+        return enc.h0
+
+    def step(self, y_prev: torch.Tensor, h: torch.Tensor, enc: Summary
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        """(h'_t, h'_t, O_c c, no attention) from e(y_{t-1}) (B, E) and h'_{t-1} (B, H)."""
+        h = self.decoder_step(self.decoder_inputs(y_prev, enc.ctx), h)
+        return h, h, enc.oc, None
+
+    def decode_outputs(self, enc: Summary, tgt: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        """Teacher forcing over targets (B, T): (h'_1..h'_T, e(y_0)..e(y_{T-1}), O_c c per step,
+        no attention), the decoder inputs of all steps computed at once."""
+        h = enc.h0
         y_prev = self.previous_word_embeddings(tgt)  # (B, T, E)
-        x_proj = self.decoder_inputs(y_prev, ctx.unsqueeze(1))  # (B, T, 3H), all steps at once
+        x_proj = self.decoder_inputs(y_prev, enc.ctx.unsqueeze(1))  # (B, T, 3H), all steps at once
         states = []
         for t in range(tgt.shape[1]):
             h = self.decoder_step(x_proj[:, t], h)
             states.append(h)
-        return self.readout(torch.stack(states, 1), y_prev, oc.unsqueeze(1))
+        return torch.stack(states, 1), y_prev, enc.oc.unsqueeze(1).expand(-1, tgt.shape[1], -1), None
+
+    def representation(self, enc: Summary) -> torch.Tensor:
+        """c, the paper's phrase representation."""
+        return enc.c
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.encode(src, src_len), tgt)
+        """Teacher-forced logits (B, T, V) for </s>-terminated targets (B, T)."""
+        tops, y_prev, ocs, _ = self.decode_outputs(self.encode(src, src_len), tgt)
+        return self.readout(tops, y_prev, ocs)
 
 
 def token_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -219,7 +275,7 @@ def token_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 
 def sequence_log_probs(
-    model: RNNEncoderDecoder,
+    model: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     src: torch.Tensor,
     src_len: torch.Tensor,
     tgt: torch.Tensor,
@@ -227,8 +283,9 @@ def sequence_log_probs(
 ) -> torch.Tensor:
     """log p(f | e) per pair (B,): the sum over the target tokens and </s> of log p(y_t | y_<t, e).
 
-    The one definition of the score: the training loss, validation, the reference scorer and the
-    tests all use it; the fast scorer is tested against it.
+    ``model``: any ``network.Network`` (its teacher-forced logits). The one definition of the
+    score: the training loss, validation, the reference scorer and the tests all use it; the
+    fast scorers are tested against it.
     """
     logp = token_log_probs(model(src, src_len, tgt), tgt)  # (B, T)
     mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
@@ -239,8 +296,3 @@ def _orthogonal(rows: int, cols: int) -> torch.Tensor:
     """Left singular vectors of a Gaussian matrix (the paper's recurrent initialisation)."""
     u, _, vh = torch.linalg.svd(torch.randn(rows, cols), full_matrices=False)
     return u if u.shape == (rows, cols) else vh
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-

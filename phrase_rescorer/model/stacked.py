@@ -1,10 +1,10 @@
 """The encoder-decoder built from options (``arch_options.ArchConfig``): embeddings, an
 ``encoders.Encoder``, a ``decoders.Decoder``; the rnnsearch and gnmt architectures.
 
-It offers the calls the rest of the tool makes of a network: ``forward(src, src_len, tgt)``
-gives teacher-forced logits (B, T, V) for ``encoder_decoder.sequence_log_probs`` (training,
-validation, the reference scorer); ``encode`` / ``decode_outputs`` / ``decoder.readout`` let a
-scorer encode each distinct source once and run the output layer only where it is needed.
+It implements ``network.Network``: ``encode`` gives an ``Encoded`` (memory, attention keys,
+mask, summary); ``start`` / ``step`` / ``readout`` are the decoder's (its state packs every
+layer's); ``forward(src, src_len, tgt)`` gives teacher-forced logits (B, T, V) for
+``encoder_decoder.sequence_log_probs`` (training, validation, the reference scorer).
 """
 
 from __future__ import annotations
@@ -48,6 +48,22 @@ class StackedEncoderDecoder(nn.Module):
         real = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_len.unsqueeze(1)
         keys = self.decoder.attention.keys(memory) if self.decoder.attention is not None else memory
         return Encoded(memory, keys, real, final)
+
+    def start(self, enc: Encoded) -> torch.Tensor:
+        return self.decoder.start(enc)
+
+    def step(self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        return self.decoder.step(y_prev, state, enc)
+
+    def readout(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        return self.decoder.readout(top, y_prev, ctx)
+
+    def representation(self, enc: Encoded) -> torch.Tensor:
+        """The mean of the encoder states over each phrase's positions (its </s> included): an
+        attention model has no single summary, the decoder reads every state."""
+        real = enc.real.unsqueeze(2).to(enc.memory.dtype)
+        return (enc.memory * real).sum(1) / real.sum(1)
 
     def previous_word_embeddings(self, tgt: torch.Tensor) -> torch.Tensor:
         """e(y_{i-1}) for i = 1..T (B, T, E): a zero vector first, then the shifted targets."""

@@ -16,6 +16,9 @@ For a window of phrase pairs (see ``scorers.WindowScorer``) the scorer computes
 * the output layer once per decoder node, through a log-softmax (one fused pass on CPU) read
   only at the tokens that some target needs.
 
+It needs a network with cho2014's single GRU summary (the capability ``network.SummaryNetwork``);
+``stacked_prefix`` shares the decoder prefixes of any network (``network.Network``).
+
 A depth holds thousands of nodes; they go through the GRU step and the output layer
 ``batch_size`` rows at a time (256: the matrix products run at full speed, the (rows, V) logits
 stay in cache), with no padding anywhere. Memory is bounded by the window, not by the table.
@@ -43,7 +46,7 @@ import torch
 
 from ..data.batching import flat_store
 from ..data.vocab import EOS_ID
-from ..model.encoder_decoder import RNNEncoderDecoder
+from ..model.network import SummaryNetwork
 from .packed_linear import pack_linears
 from .trie import PrefixTrie, build_trie, edge_batches
 from .window_threads import WindowThreads
@@ -58,7 +61,7 @@ class PrefixScorer:
 
     def __init__(
         self,
-        model: RNNEncoderDecoder,
+        model: SummaryNetwork,
         device: torch.device | str = "cpu",
         batch_size: int | None = None,
         dtype: torch.dtype = torch.float32,
@@ -74,7 +77,7 @@ class PrefixScorer:
             model = copy.deepcopy(model).to(dtype)
         model = model.to(self.device).eval()
         if onednn and self.device.type == "cpu":
-            model = pack_linears(model, batch_size)  # type: ignore[assignment]
+            model = pack_linears(model, batch_size)  # type: ignore[arg-type, assignment]
         self.model = model
         self.batch_size = batch_size
         self.dtype = dtype

@@ -2,8 +2,8 @@
 base of the scorers over a network (``_ModelScorer``), length-sorted batches
 (``length_batches``) and the bound on logits computed at once (``READOUT_ELEMENTS``).
 
-The scorers themselves are in ``scorers`` (cho2014), ``stacked_scorer`` and ``stacked_prefix``
-(the other architectures); ``scorers.make_scorer`` picks one by name.
+The scorers themselves are in ``scorers`` and ``prefix`` (cho2014's summary network),
+``stacked_scorer`` and ``stacked_prefix`` (any network); ``scorers.make_scorer`` picks one by name.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..model.architectures import Network
+from ..model.network import Network
 
 #: Logit elements (rows x V) evaluated at once. On CPU the (rows, V) logits must stay in cache:
 #: with 8 MB slices the output layer runs 1.6x faster than with 128 MB ones (measured, small
@@ -59,7 +59,7 @@ class _ModelScorer:
 
     default_batch_size = 64
 
-    model: Any  # a network: RNNEncoderDecoder, or StackedEncoderDecoder for StackedScorer
+    model: Any  # a ``network.Network`` (BatchedScorer: one with cho2014's summary)
 
     def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None):
         batch_size = self.default_batch_size if batch_size is None else batch_size

@@ -21,10 +21,12 @@ Three implementations, selectable by name (``SCORERS``, ``rescore-phrase-table -
                      ``sequence_log_probs``, no sorting and no sharing. The yardstick of the
                      tests and the benchmark.
 
-Those three names work for every architecture (``make_scorer``): on the stacked networks
-(rnnsearch, gnmt, ...) ``prefix`` is ``StackedPrefixScorer`` (``stacked_prefix.py``, decoder
-prefixes shared under each source) and ``batched`` is ``StackedScorer`` (``stacked_scorer.py``,
-each source encoded once, each target decoded on its own).
+``PrefixScorer`` and ``BatchedScorer`` need a network with cho2014's single GRU summary
+(``network.SummaryNetwork``, a capability). Those three names work for every network
+(``make_scorer``): on the others (rnnsearch, gnmt, ...) ``prefix`` is ``StackedPrefixScorer``
+(``stacked_prefix.py``, decoder prefixes shared under each source) and ``batched`` is
+``StackedScorer`` (``stacked_scorer.py``, each source encoded once, each target decoded on its
+own); both run on the ``network.Network`` interface alone.
 
 All compute in float32 (the checkpoint's precision; the prefix scorer also in bfloat16 on
 request); the prefix and batched scorers sum the token log-probs of a pair in float64,
@@ -38,8 +40,8 @@ import numpy as np
 import torch
 
 from ..data.batching import flat_store, pad_sequences, sequences_batch
-from ..model.architectures import Network
-from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs, token_log_probs
+from ..model.encoder_decoder import Summary, sequence_log_probs, token_log_probs
+from ..model.network import Network, SummaryNetwork
 from .prefix import PrefixScorer
 from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_batches
 from .stacked_prefix import StackedPrefixScorer
@@ -61,51 +63,42 @@ class BatchedScorer(_ModelScorer):
         out = np.empty(n, dtype=np.float64)
         if n == 0:
             return out
-        h0, ctx, oc = self._context_terms(sources)
+        enc = self._encode(sources)
         tgt_tokens, tgt_offsets = flat_store(targets)
         source_index = np.asarray(source_index, dtype=np.int64)
         for idx in length_batches(np.diff(tgt_offsets), self.batch_size):
             tgt, tgt_len = pad_sequences(tgt_tokens, tgt_offsets, idx)
             which = torch.from_numpy(source_index[idx]).to(self.device)
-            out[idx] = self._decode(h0[which], ctx[which], oc[which], tgt.to(self.device), tgt_len.to(self.device))
+            out[idx] = self._decode(enc.select(which), tgt.to(self.device), tgt_len.to(self.device))
         return out
 
-    def _context_terms(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(h'_0, C c, O_c c) of every distinct source, in ``sources`` order."""
+    def _encode(self, sources: list[list[int]]) -> Summary:
+        """c and its context terms (h'_0, C c, O_c c) of every distinct source, in ``sources`` order."""
         src_tokens, src_offsets = flat_store(sources)
-        parts: list[tuple[np.ndarray, tuple[torch.Tensor, ...]]] = []
+        parts: list[tuple[np.ndarray, Summary]] = []
         for idx in length_batches(np.diff(src_offsets), self.batch_size):
             src, src_len = pad_sequences(src_tokens, src_offsets, idx)
-            c = self.model.encode(src.to(self.device), src_len.to(self.device))
-            parts.append((idx, self.model.context_terms(c)))
+            parts.append((idx, self.model.encode(src.to(self.device), src_len.to(self.device))))
         inverse = torch.from_numpy(np.argsort(np.concatenate([idx for idx, _ in parts]))).to(self.device)
-        h0, ctx, oc = (torch.cat([terms[k] for _, terms in parts])[inverse] for k in range(3))
-        return h0, ctx, oc
+        joined: Summary = parts[0][1].cat([enc for _, enc in parts[1:]])
+        return joined.select(inverse)
 
-    def _decode(
-        self, h: torch.Tensor, ctx: torch.Tensor, oc: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
-    ) -> np.ndarray:
-        """Teacher-forced log p(target|source) of one batch (B,) given its sources' context terms.
+    def _decode(self, enc: Summary, tgt: torch.Tensor, tgt_len: torch.Tensor) -> np.ndarray:
+        """Teacher-forced log p(target|source) of one batch (B,) given its sources' encodings.
 
-        The same computation as ``RNNEncoderDecoder.decode`` + ``sequence_log_probs``, except
+        The same computation as ``RNNEncoderDecoder.forward`` + ``sequence_log_probs``, except
         that the output layer runs only at the real positions (t < tgt_len) instead of the whole
         padded (B, T) grid, in slices of READOUT_ELEMENTS logits.
         """
         model = self.model
-        y_prev = model.previous_word_embeddings(tgt)  # (B, T, E)
-        x_proj = model.decoder_inputs(y_prev, ctx.unsqueeze(1))  # (B, T, 3H)
-        states = []
-        for t in range(tgt.shape[1]):
-            h = model.decoder_step(x_proj[:, t], h)
-            states.append(h)
-        hs = torch.stack(states, 1)  # (B, T, H)
+        hs, y_prev, ocs, _ = model.decode_outputs(enc, tgt)  # (B, T, H), (B, T, E), (B, T, 2M)
         mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
         rows, cols = mask.nonzero(as_tuple=True)  # every real position (b, t)
         totals = torch.zeros(tgt.shape[0], dtype=torch.float64, device=tgt.device)
         step = max(32, READOUT_ELEMENTS.get(self.device.type, 1 << 21) // model.config.tgt_vocab_size)
         for s in range(0, rows.shape[0], step):
             b, pos = rows[s : s + step], cols[s : s + step]
-            logits = model.readout(hs[b, pos], y_prev[b, pos], oc[b])  # (rows, V)
+            logits = model.readout(hs[b, pos], y_prev[b, pos], ocs[b, pos])  # (rows, V)
             totals.index_add_(0, b, token_log_probs(logits, tgt[b, pos]).double())
         return totals.cpu().numpy()
 
@@ -136,6 +129,9 @@ SCORERS: dict[str, type] = {
     "reference": ReferenceScorer,
 }
 
+#: The scorer that takes the place of one needing a ``SummaryNetwork`` on any other network.
+ANY_NETWORK: dict[type, type] = {PrefixScorer: StackedPrefixScorer, BatchedScorer: StackedScorer}
+
 
 def make_scorer(
     name: str, model: Network, device: torch.device | str, batch_size: int | None = None,
@@ -143,21 +139,21 @@ def make_scorer(
 ) -> WindowScorer:
     """A scorer by name; ``batch_size`` None keeps the scorer's own default.
 
-    ``prefix`` and ``batched`` name the classes above for the paper's network (cho2014); for the
-    other architectures ``prefix`` gives ``StackedPrefixScorer`` (``stacked_prefix.py``: each
-    source encoded once per window, decoder prefixes shared) and ``batched`` gives
-    ``StackedScorer`` (``stacked_scorer.py``: each source encoded once, every target decoded on
-    its own); ``reference`` stays the plain per-pair path for every architecture. Only the
-    prefix scorer on a cho2014 network computes in another ``dtype`` than float32 (bfloat16,
-    approximate)."""
+    ``prefix`` and ``batched`` name the classes above for a network with cho2014's GRU summary
+    (``network.SummaryNetwork``); for every other network ``prefix`` gives ``StackedPrefixScorer``
+    (``stacked_prefix.py``: each source encoded once per window, decoder prefixes shared) and
+    ``batched`` gives ``StackedScorer`` (``stacked_scorer.py``: each source encoded once, every
+    target decoded on its own); ``reference`` stays the plain per-pair path for every network.
+    Only the prefix scorer on a summary network computes in another ``dtype`` than float32
+    (bfloat16, approximate)."""
     try:
         cls = SCORERS[name]
     except KeyError:
         raise ValueError(f"unknown scorer {name!r}; expected one of {sorted(SCORERS)}") from None
     if dtype != torch.float32:
-        if cls is not PrefixScorer or not isinstance(model, RNNEncoderDecoder):
+        if cls is not PrefixScorer or not isinstance(model, SummaryNetwork):
             raise ValueError(f"dtype {dtype} works with the prefix scorer on a cho2014 network only, not {name!r}")
         return PrefixScorer(model, device, batch_size, dtype=dtype)
-    if not isinstance(model, RNNEncoderDecoder) and cls is not ReferenceScorer:
-        cls = StackedPrefixScorer if cls is PrefixScorer else StackedScorer
+    if not isinstance(model, SummaryNetwork):
+        cls = ANY_NETWORK.get(cls, cls)
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

@@ -1,7 +1,8 @@
-"""The exact prefix-sharing scorer of the architectures built from options (rnnsearch, gnmt, ...).
+"""The exact prefix-sharing scorer of every network, on the ``network.Network`` interface alone:
+the default of the architectures built from options (rnnsearch, gnmt, ...).
 
-A stacked decoder's state after step i depends only on the source (its encoder memory, attention
-keys and summary) and on y_1 .. y_i (``model.decoders``): targets of one source that start with
+A decoder's state after step i depends only on the source (for the stacked networks its encoder
+memory, attention keys and summary) and on y_1 .. y_i (``model.decoders``): targets of one source that start with
 the same words go through the same decoder states, attention weights and output distributions
 up to the end of their common prefix. For a window of phrase pairs (``scorers.WindowScorer``)
 the scorer
@@ -13,9 +14,9 @@ the scorer
   (``trie.build_trie``, the trie of the cho2014 prefix scorer), so that prefixes are shared
   under one source only;
 * runs the trie one depth at a time. The node of prefix y_1..y_t takes one decoder step
-  (``Decoder.step``: attention over its source's memory, every layer) from its parent's state
-  with e(y_t) (a root: ``Decoder.start`` of its source, and e(y_0) = 0), and one output layer
-  (``Decoder.readout``): p(y_{t+1} | y_1..y_t, x). A target's log p(target|source) is the sum,
+  (``Network.step``: attention over its source's memory, every layer) from its parent's state
+  with e(y_t) (a root: ``Network.start`` of its source, and e(y_0) = 0), and one output layer
+  (``Network.readout``): p(y_{t+1} | y_1..y_t, x). A target's log p(target|source) is the sum,
   along its path, of the log-probability of its next token at each node, plus log p(</s>) at
   its last node, in float64 (``trie.PrefixTrie.edges``);
 * reads the log-softmax only at the tokens some target needs.
@@ -30,7 +31,7 @@ The encoder is not shared over source prefixes as the cho2014 prefix scorer does
 bidirectional layer reads every source from its end, so two sources with a common prefix share
 no backward state; encoding is once per distinct source and a small part of the work.
 
-The arithmetic is the model's own (``encode``, ``Decoder.step``, ``Decoder.readout``); only
+The arithmetic is the model's own (``encode``, ``step``, ``readout``); only
 batch shapes and GEMM blocking change, so the scores equal ``sequence_log_probs`` to float32
 rounding (tests: |Δ log p| <= 1e-4 + 1e-5 |log p|, as for the cho2014 prefix scorer).
 """
@@ -42,8 +43,7 @@ import torch
 
 from ..data.batching import flat_store
 from ..data.vocab import EOS_ID
-from ..model.architectures import Network
-from ..model.decoders import Encoded
+from ..model.network import EncodedSource, Network
 from .packed_linear import pack_linears
 from .prefix import CPU_BATCH, GPU_BATCH
 from .stacked_scorer import StackedScorer
@@ -80,16 +80,16 @@ class StackedPrefixScorer(StackedScorer):
         trie = build_trie(tokens, offsets, roots=rank[np.asarray(source_index, dtype=np.int64)])
         return self.decode(trie, enc, lengths[order] + 1).cpu().numpy()
 
-    def decode(self, trie: PrefixTrie, enc: Encoded, widths: np.ndarray | None = None) -> torch.Tensor:
+    def decode(self, trie: PrefixTrie, enc: EncodedSource, widths: np.ndarray | None = None) -> torch.Tensor:
         """log p(target|source) (float64) of every sequence of ``trie``, whose roots index the
         sources of ``enc``; ``widths``: each source's positions with </s> (None: all of them)."""
         totals = torch.zeros(len(trie.roots), dtype=torch.float64, device=self.device)
         # Depth 0: one node per source (the empty prefix), from the source's initial state.
-        node_src = np.arange(enc.final.shape[0])
+        node_src = np.arange(enc.sources)
         if widths is None:
-            widths = np.full(len(node_src), enc.memory.shape[1], dtype=np.int64)
+            widths = np.full(len(node_src), enc.width, dtype=np.int64)
         parent, token = self._tensor(node_src), None
-        state = self.model.decoder.start(enc)
+        state = self.model.start(enc)
         for depth in range(len(trie.levels) + 1):
             if depth > 0:
                 level = trie.levels[depth - 1]
@@ -99,7 +99,7 @@ class StackedPrefixScorer(StackedScorer):
         return totals
 
     def _level(self, totals: torch.Tensor, state_prev: torch.Tensor, parent: torch.Tensor,
-               token: torch.Tensor | None, node_src: np.ndarray, enc: Encoded, widths: np.ndarray,
+               token: torch.Tensor | None, node_src: np.ndarray, enc: EncodedSource, widths: np.ndarray,
                seqs: np.ndarray, nodes: np.ndarray, next_tok: np.ndarray) -> torch.Tensor:
         """The decoder states of one depth's nodes (one step from ``state_prev[parent]`` with
         e(token), or e(y_0) = 0 where ``token`` is None, attending to source ``node_src``), and
@@ -116,12 +116,12 @@ class StackedPrefixScorer(StackedScorer):
             s, top, ctx = self._step(y_prev, state_prev[parent[start:stop]], node_src[start:stop], enc, widths)
             state[start:stop] = s
             a, b = int(bounds[i]), int(bounds[i + 1])
-            logp = torch.log_softmax(model.decoder.readout(top, y_prev, ctx).float(), dim=-1)
+            logp = torch.log_softmax(model.readout(top, y_prev, ctx).float(), dim=-1)
             picked = logp[self._tensor(nodes[a:b] - start), self._tensor(next_tok[a:b])]
             totals.index_add_(0, self._tensor(seqs[a:b]), picked.double())
         return state
 
-    def _step(self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: Encoded,
+    def _step(self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: EncodedSource,
               widths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One decoder step of a batch of nodes attending to sources ``src``: (new state, top
         output, context). Each piece of the batch attends over its own longest source, and the
@@ -133,8 +133,8 @@ class StackedPrefixScorer(StackedScorer):
             longest = np.maximum.accumulate(widths[src[a:]])  # the width of each possible piece
             rows = max(1, int(np.count_nonzero(longest * np.arange(1, len(longest) + 1) <= budget)))
             which = self._tensor(src[a : a + rows])
-            outs.append(self.model.decoder.step(y_prev[a : a + rows], state[a : a + rows],
-                                                enc.select(which, int(longest[rows - 1])))[:3])
+            outs.append(self.model.step(y_prev[a : a + rows], state[a : a + rows],
+                                        enc.select(which, int(longest[rows - 1])))[:3])
             a += rows
         if len(outs) == 1:
             return outs[0]

@@ -1,6 +1,7 @@
-"""The batched window scorer of the architectures built from options (rnnsearch, gnmt, ...):
-``--scorer batched``. The default for them, ``stacked_prefix.StackedPrefixScorer``, builds on
-it (the same source encoding and worker threads) and also shares decoder prefixes.
+"""The batched window scorer of every network, on the ``network.Network`` interface alone:
+``--scorer batched`` for the architectures built from options (rnnsearch, gnmt, ...). The default
+for them, ``stacked_prefix.StackedPrefixScorer``, builds on it (the same source encoding and
+worker threads) and also shares decoder prefixes.
 
 For a window of phrase pairs (``scorers.WindowScorer``):
 
@@ -21,21 +22,21 @@ threads with one thread per op (``window_threads``), as the prefix scorer does: 
 ops split over two OpenMP threads wait for each other at every op (measured on a loaded 2-core
 machine, rnnsearch small sizes: 381 pairs/s with one thread per op, 110 with two).
 
-The arithmetic is the model's own (``encode``, ``decoder.step``, ``decoder.readout``); only
+The arithmetic is the model's own (``encode``, ``decode_outputs``, ``readout``); only
 batch shapes change, so the scores equal ``sequence_log_probs`` of the same pairs to float32
 rounding (tests: 1e-5 relative).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..data.batching import flat_store, pad_sequences
-from ..model.architectures import Network
-from ..model.decoders import Encoded
 from ..model.encoder_decoder import token_log_probs
+from ..model.network import EncodedSource, Network
 from .scorer_base import READOUT_ELEMENTS, _ModelScorer, length_batches
 from .window_threads import WindowThreads
 
@@ -103,28 +104,18 @@ class StackedScorer(_ModelScorer):
             out[idx] = self._decode(enc.select(which), tgt.to(self.device), tgt_len.to(self.device))
         return out
 
-    def encode_sources(self, sources: list[list[int]]) -> Encoded:
-        """The encoding of every distinct source, in ``sources`` order, padded to one length."""
+    def encode_sources(self, sources: list[list[int]]) -> Any:
+        """The ``EncodedSource`` of every distinct source, in ``sources`` order, padded to one length."""
         tokens, offsets = flat_store(sources)
         width = int(np.diff(offsets).max()) + 1
-        parts: list[tuple[np.ndarray, Encoded]] = []
+        parts: list[tuple[np.ndarray, EncodedSource]] = []
         for idx in length_batches(np.diff(offsets), self.batch_size):
             src, src_len = pad_sequences(tokens, offsets, idx)
-            parts.append((idx, self.model.encode(src.to(self.device), src_len.to(self.device))))
+            parts.append((idx, self.model.encode(src.to(self.device), src_len.to(self.device)).padded(width)))
         inverse = torch.from_numpy(np.argsort(np.concatenate([idx for idx, _ in parts]))).to(self.device)
+        return parts[0][1].cat([enc for _, enc in parts[1:]]).select(inverse)
 
-        def joined(name: str) -> torch.Tensor:
-            padded = []
-            for _, e in parts:
-                t = getattr(e, name)
-                pad = width - t.shape[1]
-                padded.append(F.pad(t, (0, pad)) if t.dim() == 2 else F.pad(t, (0, 0, 0, pad)))
-            return torch.cat(padded)[inverse]
-
-        final = torch.cat([e.final for _, e in parts])[inverse]
-        return Encoded(joined("memory"), joined("keys"), joined("real"), final)
-
-    def _decode(self, enc: Encoded, tgt: torch.Tensor, tgt_len: torch.Tensor) -> np.ndarray:
+    def _decode(self, enc: EncodedSource, tgt: torch.Tensor, tgt_len: torch.Tensor) -> np.ndarray:
         """Teacher-forced log p(target|source) of one batch (B,), the output layer at real positions only."""
         model = self.model
         tops, y_prev, ctxs, _ = model.decode_outputs(enc, tgt)
@@ -134,6 +125,6 @@ class StackedScorer(_ModelScorer):
         step = max(32, READOUT_ELEMENTS.get(self.device.type, 1 << 21) // model.config.tgt_vocab_size)
         for s in range(0, rows.shape[0], step):
             b, pos = rows[s : s + step], cols[s : s + step]
-            logits = model.decoder.readout(tops[b, pos], y_prev[b, pos], ctxs[b, pos])
+            logits = model.readout(tops[b, pos], y_prev[b, pos], ctxs[b, pos])
             totals.index_add_(0, b, token_log_probs(logits, tgt[b, pos]).double())
         return totals.cpu().numpy()

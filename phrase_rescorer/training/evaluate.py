@@ -24,7 +24,8 @@ import torch
 from ..data.batching import collate, fixed_batches
 from ..data.pairs import EncodedPairs
 from ..data.vocab import EOS_ID, PAD_ID, shortlist_coverage
-from ..model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
+from ..model.encoder_decoder import sequence_log_probs
+from ..model.network import Network
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextMana
 
 @torch.no_grad()
 def evaluate(
-    model: RNNEncoderDecoder,
+    model: Network,
     pairs: EncodedPairs,
     indices: np.ndarray,
     device: torch.device,

@@ -26,8 +26,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-EVENTS = ("start", "train", "valid", "end")
-
 
 class EventLog:
     """Writes events, one flushed line each; on ``append`` continues ``elapsed`` from the file."""

@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.encoder_decoder import GRU, RNNEncoderDecoder, sequence_log_probs
+from ..model.encoder_decoder import GRU, sequence_log_probs
+from ..model.network import Network, SummaryNetwork
 
 
 class PackedLogProbs(nn.Module):
@@ -33,7 +34,7 @@ class PackedLogProbs(nn.Module):
     A module (holding the model as its only child) so that torchrun's DDP wrapper sees the
     training computation as its forward pass."""
 
-    def __init__(self, model: RNNEncoderDecoder):
+    def __init__(self, model: SummaryNetwork):
         super().__init__()
         self.model = model
 
@@ -48,18 +49,19 @@ class PlainLogProbs(nn.Module):
     """``sequence_log_probs`` itself, as a module: the training computation of the architectures
     other than cho2014 (attention, stacked LSTMs), which have no packed form."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: Network):
         super().__init__()
         self.model = model
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor,
                 tgt_len: torch.Tensor) -> torch.Tensor:
-        return sequence_log_probs(self.model, src, src_len, tgt, tgt_len)  # type: ignore[arg-type]
+        return sequence_log_probs(self.model, src, src_len, tgt, tgt_len)
 
 
-def training_log_probs(model: nn.Module) -> nn.Module:
-    """What a training step calls: the packed computation for the paper's network, else the plain one."""
-    return PackedLogProbs(model) if isinstance(model, RNNEncoderDecoder) else PlainLogProbs(model)
+def training_log_probs(model: Network) -> nn.Module:
+    """What a training step calls: the packed computation for a network with cho2014's GRU
+    summary (``network.SummaryNetwork``), else the plain one."""
+    return PackedLogProbs(model) if isinstance(model, SummaryNetwork) else PlainLogProbs(model)
 
 
 def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:
@@ -80,7 +82,7 @@ def _step(gru: GRU, xrz: torch.Tensor, xh: torch.Tensor, h: torch.Tensor) -> tor
     return z * h + (1.0 - z) * h_tilde
 
 
-def _encode(m: RNNEncoderDecoder, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+def _encode(m: SummaryNetwork, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
     H = m.config.hidden_dim
     lengths, order = torch.sort(src_len, descending=True, stable=True)
     counts = _active_counts(lengths.tolist(), src.shape[1])
@@ -96,7 +98,7 @@ def _encode(m: RNNEncoderDecoder, src: torch.Tensor, src_len: torch.Tensor) -> t
     return c[torch.argsort(order)]  # back to batch order
 
 
-def _decode_log_probs(m: RNNEncoderDecoder, c: torch.Tensor, tgt: torch.Tensor,
+def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor,
                       tgt_len: torch.Tensor) -> torch.Tensor:
     H = m.config.hidden_dim
     B, T = tgt.shape

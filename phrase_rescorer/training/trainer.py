@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from torch.profiler import record_function
 from ..data.batching import collate, epoch_plan
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
-from ..model.encoder_decoder import ModelConfig, RNNEncoderDecoder
+from ..model.encoder_decoder import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
@@ -101,7 +101,7 @@ class Trainer:
         if data.subwords is not None:
             self.run["subwords"] = [len(m.units) for m in data.subwords]
         torch.manual_seed(cfg.seed)
-        self.model = cast(RNNEncoderDecoder, build_model(model_config, arch))
+        self.model = build_model(model_config, arch)
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work

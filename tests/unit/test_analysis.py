@@ -278,5 +278,5 @@ def test_exported_spaces_have_matching_rows(trained, tmp_path: Path) -> None:
     for i, p in enumerate(phrases):
         b = sequences_batch([sv.encode(tokenize_phrase(p))], [[]])
         with torch.no_grad():
-            c = model.encode(b.src, b.src_len)[0].numpy()
+            c = model.encode(b.src, b.src_len).c[0].numpy()
         assert np.allclose(spaces[2].vectors[i], c, atol=1e-6)

@@ -184,7 +184,7 @@ def test_summary_last_uses_the_final_encoder_state() -> None:
     h_last = torch.zeros(1, TINY["hidden_dim"], dtype=torch.float64)
     for tok in src[0]:
         h_last = reference_gru_step(model.encoder, model.src_embed.weight[tok], h_last[0])[None]
-    torch.testing.assert_close(model.encode(src, torch.tensor([3])), h_last, rtol=0, atol=1e-12)
+    torch.testing.assert_close(model.encode(src, torch.tensor([3])).c, h_last, rtol=0, atol=1e-12)
 
 
 def test_initialisation_follows_the_paper() -> None:
