@@ -94,6 +94,10 @@ class Subwords:
             out.extend(self.split_token(t))
         return out
 
+    def join(self, units: Sequence[str]) -> list[str]:
+        """The tokens that ``units`` spell (the inverse of ``split``)."""
+        return str(self.processor.decode(list(units))).split()
+
     def tensor(self) -> np.ndarray:
         return np.frombuffer(self.proto, dtype=np.uint8)
 
