@@ -14,6 +14,8 @@ from phrase_rescorer.moses.nbest import (
     format_value,
     read_nbest,
     with_feature,
+    with_features,
+    without_features,
 )
 
 # Lines as bin/moses writes them (-n-best-list FILE N distinct): the hypothesis' words each
@@ -45,6 +47,18 @@ def test_appending_keeps_every_other_byte(tmp_path: Path) -> None:
     assert out.replace(b" CSLM0= -1.25", b"") == data
     assert out.count(b" CSLM0= -1.25 ||| ") == 3
     assert b"-3.9 ||| 0-0 1-1 ||| more\r\n" in out
+
+
+def test_several_features_appended_in_order_and_removed_again(tmp_path: Path) -> None:
+    data = DECODER.replace(b"WordPenalty0= -3 TranslationModel0", b"sparse_x=1 WordPenalty0= -3 TranslationModel0")
+    lines = _lines(tmp_path, data)
+    both = [with_features(line, [("CSLM0", -1.5), ("NMT0", -2.0)]) for line in lines]
+    assert all(b" TranslationModel0= " in out and out.split(b" ||| ")[2].endswith(b" CSLM0= -1.5 NMT0= -2")
+               for out in both)
+    again = _lines(tmp_path, b"".join(both), "both.nbest")
+    assert b"".join(without_features(line, ["CSLM0", "NMT0"]) for line in again) == data
+    only_nmt = [without_features(line, ["CSLM0"]) for line in again]
+    assert only_nmt == [with_feature(line, "NMT0", -2.0) for line in lines]
 
 
 def test_last_line_without_newline_and_gzip(tmp_path: Path) -> None:
