@@ -21,7 +21,8 @@ size (speed does not depend on the weights):
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
 * n-best scoring with the CSLM (``append_features``, small and paper presets, a synthetic 200-best
   list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the
-  plain computation (``nbest``);
+  plain computation (``nbest``); the same with the NMT feature (a small rnnsearch network given
+  the source sentences, prefix and batched scorers; ``nbest_nmt``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
@@ -41,7 +42,7 @@ import click
 import numpy as np
 import torch
 
-from benchmarks import architectures, nbest, parts, training
+from benchmarks import architectures, nbest, nbest_nmt, parts, training
 from benchmarks.flops import TrieCounter
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
@@ -79,17 +80,19 @@ def _median_range(xs: list[float]) -> str:
 @nbest.nbest_option
 @click.option("--nbest-lines", type=click.IntRange(min=0), default=10000, show_default=True,
               help="Hypotheses of the n-best list timed with the CSLM (0: skip; --nbest: 0 for all of it).")
+@click.option("--nmt-lines", type=click.IntRange(min=0), default=2000, show_default=True,
+              help="Hypotheses of a synthetic n-best list timed with the NMT feature (0: skip).")
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @parts.json_option
 def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
          whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
-         cpu_bf16: bool | None, arch_lines: int, nbest_path: str | None, nbest_lines: int, quick: bool,
-         json_path: str | None) -> None:
+         cpu_bf16: bool | None, arch_lines: int, nbest_path: str | None, nbest_lines: int, nmt_lines: int,
+         quick: bool, json_path: str | None) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
         gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
-        nbest_lines = min(nbest_lines, 400)
+        nbest_lines, nmt_lines = min(nbest_lines, 400), min(nmt_lines, 200)
     if threads:
         torch.set_num_threads(threads)
     table = parts.default_table(table)
@@ -168,6 +171,10 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
             report["nbest"] = nb = nbest.nbest_part(nbest_path, nbest_lines, ["quick"] if quick else ["small", "paper"],
                                                     repeats, 20 if quick else 200, cpu_rate, work)
             scores_ok = scores_ok and nb["scores_equal"]
+        if nmt_lines:
+            report["nbest_nmt"] = nmt = nbest_nmt.nmt_part(nmt_lines, ["quick" if quick else "small"], repeats,
+                                                           20 if quick else 100, 20 if quick else 100, cpu_rate, work)
+            scores_ok = scores_ok and nmt["scores_equal"]
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]

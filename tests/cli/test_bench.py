@@ -24,7 +24,8 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
                     "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference",
-                    "rescoring per architecture", "n-best scoring with the CSLM"):
+                    "rescoring per architecture", "n-best scoring with the CSLM",
+                    "n-best scoring with the NMT feature"):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
     assert figures["lines"] == 200
@@ -46,6 +47,8 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         "cho2014": "PrefixScorer", "rnnsearch": "StackedPrefixScorer", "gnmt": "StackedPrefixScorer"}
     assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
     assert figures["nbest"]["scores_equal"] is True and figures["nbest"]["quick"]["hypotheses_per_s"] > 0
+    nmt = figures["nbest_nmt"]
+    assert nmt["scores_equal"] is True and nmt["quick"]["prefix"]["hypotheses_per_s"] > 0
     if figures["gpu"] is None:
         assert "no CUDA device: GPU figures not measured" in r.stdout
 
