@@ -11,6 +11,8 @@
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
 #   make lint / make typecheck
+#   make golden     write the missing golden files of tests/data/golden (keeps existing ones;
+#                   tests/helpers/golden.py says how to rewrite one for an intended change)
 #
 # GPU users pick their torch build, e.g.  make demo TORCH_SPEC="torch --index-url https://..."
 # (the default is the CPU build that this project is developed and tested with).
@@ -29,6 +31,7 @@ FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
 .PHONY: demo demo-pictures train rescore test test-fast bench profile-training lint typecheck fuzz clean
+.PHONY: golden
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +100,9 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+golden: $(STAMP)
+	$(PY) -m tests.helpers.golden
 
 clean:
 	rm -rf $(VENV) work .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -18,6 +18,7 @@ import torch
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
+from phrase_rescorer.data.subwords import learn_pair_subwords
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
@@ -41,8 +42,11 @@ def sample_vocabularies(size: int = 400) -> tuple[Vocabulary, Vocabulary]:
     return load_pairs(str(SAMPLE)).build_vocabularies(size, size)
 
 
-def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0) -> Path:
-    """A random-weight network saved at ``path``.
+def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0,
+                    subwords: int | None = None) -> Path:
+    """A random-weight network saved at ``path``; with ``subwords`` N, a subword model (as
+    ``train --subwords N`` makes: at most N units per side learned on the bundled sample, whose
+    vocabularies replace the shortlists of ``vocab`` words).
 
     With the paper's N(0, 0.01^2) init every token gets log p ~ -log V, so scores would depend
     on the target length only and a test could not tell one line's score from another's.
@@ -50,7 +54,8 @@ def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 
     matrices): scores then differ by several percent from source to source, while the
     recurrent matrices stay orthogonal, so the network is not chaotic and scores stay stable
     to ~2e-7 across batch shapes (scaling U as well makes them diverge by percents)."""
-    sv, tv = sample_vocabularies(vocab)
+    units = learn_pair_subwords(load_pairs(str(SAMPLE)), subwords) if subwords else None
+    sv, tv = (units[0].vocabulary(), units[1].vocabulary()) if units else sample_vocabularies(vocab)
     config = ModelConfig(
         src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=hidden,
         maxout_dim=16, output_rank=8,
@@ -62,7 +67,7 @@ def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 
             for name, p in model.named_parameters():
                 if not name.endswith("bias") and ".U" not in name:
                     p.mul_(scale)
-    save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"})
+    save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"}, subwords=units)
     return path
 
 
