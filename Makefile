@@ -10,7 +10,8 @@
 #   make profile-training  where a paper-size training step's time goes (torch.profiler; 1-2 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
-#   make lint / make typecheck
+#   make check      lint, format check and type check (what .ci/run checks before the tests)
+#   make lint / make format-check / make typecheck
 #   make golden     write the missing golden files of tests/data/golden (keeps existing ones;
 #                   tests/helpers/golden.py says how to rewrite one for an intended change)
 #
@@ -31,7 +32,7 @@ FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
 .PHONY: demo demo-pictures train rescore test test-fast bench profile-training lint typecheck fuzz clean
-.PHONY: golden
+.PHONY: check format-check golden
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,8 +96,13 @@ bench: $(STAMP)
 profile-training: $(STAMP)
 	MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=17179869184 $(PY) -m benchmarks.training_profile
 
+check: lint format-check typecheck
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check phrase_rescorer tests bin benchmarks
+
+format-check: $(STAMP)
+	$(VENV)/bin/ruff format --check phrase_rescorer tests bin benchmarks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
