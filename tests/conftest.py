@@ -6,11 +6,13 @@ signals, full disks, fuzzing), integration/ (the real Moses toolkit). Tests that
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.helpers.analysis_model import train_tiny
 from tests.helpers.paths import NO_SHARED, REAL_TABLE, SAMPLE, SHARED
 from tests.helpers.rescore_data import tiny_checkpoint
 
@@ -21,6 +23,19 @@ torch.set_num_threads(1)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("shared") is not None and not SHARED.exists():
         pytest.skip(NO_SHARED)
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny networks run thousands of small ops; with two threads every op waits for the second
+    one to be scheduled, which on a busy 2-core machine costs milliseconds per op (measured:
+    120 s instead of 8 s for test_scoring.py). One thread for a module that uses it
+    (``pytestmark = pytest.mark.usefixtures("one_thread")``), restored after, whatever a test of
+    another module set."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +54,19 @@ def real_table() -> Path:
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny cho2014 network of ``tiny_checkpoint`` (a module may define its own ``model``)."""
     return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smaller random-weight cho2014 network (8 hidden units, 50-word shortlists), for tests of
+    everything around the network: files, streams, signals, faults. Read it; never write it."""
+    return tiny_checkpoint(tmp_path_factory.mktemp("small-model") / "tiny.pt", hidden=8, vocab=50)
+
+
+@pytest.fixture(scope="session")
+def trained_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``train_tiny`` on the bundled sample (30 Adadelta steps, en -> fr recorded): scores that
+    depend on the words, for the analysis commands and the decoder. Read it; never write it."""
+    path = tmp_path_factory.mktemp("trained-model") / "tiny.pt"
+    train_tiny(SAMPLE, path)
+    return path

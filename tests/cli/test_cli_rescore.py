@@ -13,13 +13,7 @@ from click.testing import CliRunner
 
 from phrase_rescorer.cli import cli
 from tests.helpers.paths import PYTHON, REAL_INI, REPO, SAMPLE, cli_env
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    appended_columns,
-    log_column,
-    one_thread,
-    read_lines,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import appended_columns, log_column, read_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -18,8 +18,9 @@ from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.golden import MODEL
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "4",
+TINY = [*TINY_NETWORK,
         "--batch-size", "16", "--valid-fraction", "0.1", "--valid-every", "5", "--patience", "0",
         "--max-steps", "12", "--device", "cpu", "--threads", "1"]
 

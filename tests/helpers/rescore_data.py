@@ -13,7 +13,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from phrase_rescorer.data.batching import sequences_batch
@@ -24,17 +23,6 @@ from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
 from tests.helpers.paths import REAL_TABLE, SAMPLE
-
-
-@pytest.fixture(scope="module", autouse=False)
-def one_thread():
-    """Tiny networks run thousands of small ops; with two threads every op waits for the second
-    one to be scheduled, which on a busy 2-core machine costs milliseconds per op (measured:
-    120 s instead of 8 s for test_scoring.py). One thread for these modules, restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=4)

@@ -31,10 +31,10 @@ from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import REPO, SAMPLE
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
 REL = 1e-5  # training: relative difference allowed on a logged loss (see the docstring)
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8",
-        "--output-rank", "4", "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1",
+TINY = [*TINY_NETWORK, "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1",
         "--valid-every", "5", "--patience", "0", "--device", "cpu"]
 
 
