@@ -4,6 +4,7 @@
 #                   write the patched moses.ini and the analysis pictures (under work/demo/)
 #   make test       the test suite (CPU only; see the README for its time; the real-Moses tests
 #                   run when $MOSES, or the shared Moses beside the checkout, exists)
+#   make test-fast  the same without the tests marked slow (tests/README.md: each tier's time)
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)

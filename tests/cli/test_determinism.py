@@ -52,12 +52,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_same_seed_same_model_bytes(runs: Path) -> None:
     for name in ("rnn.pt", "rnn.last.pt"):
         assert (runs / "a" / name).read_bytes() == (runs / "b" / name).read_bytes(), name
     assert (runs / "a" / "rnn.pt").read_bytes() != (runs / "c" / "rnn.pt").read_bytes()  # the seed matters
 
 
+@pytest.mark.slow
 def test_same_seed_same_rescored_table(runs: Path) -> None:
     a, b, c = ((runs / name / "pt.rnn.gz").read_bytes() for name in "abc")
     assert a == b  # gzip with mtime 0: the compressed bytes too

@@ -36,6 +36,7 @@ def test_the_readme_names_only_installed_programs() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.slow
 def test_console_script_and_bin_file_give_the_same_help(name: str) -> None:
     module, function = SCRIPTS[name].split(":")
     assert callable(getattr(importlib.import_module(module), function))
