@@ -107,16 +107,20 @@ def test_every_weight_moved_by_1e_4_fails_the_golden_check(
     assert len(mismatches(out, variant)) > 10
 
 
+def golden_names() -> set[str]:
+    """Every file the golden variants use."""
+    return {LINES.name, *MODELS, *(expected_path(v).name for v in VARIANTS)}
+
+
 def test_every_model_has_a_golden_output_and_every_file_a_use() -> None:
     assert {spec.model for spec in VARIANTS.values()} == set(MODELS)
-    used = {LINES.name, *MODELS, *(expected_path(v).name for v in VARIANTS)}
-    assert {p.name for p in GOLDEN.iterdir()} == used
+    assert {p.name for p in GOLDEN.iterdir()} == golden_names()
 
 
 def test_making_the_golden_files_keeps_every_existing_one(capsys: pytest.CaptureFixture[str]) -> None:
     """``make golden`` writes only what is missing: here nothing, and it says so file by file."""
     before = {p: p.read_bytes() for p in GOLDEN.iterdir()}
-    assert {p.name for p in before} >= {LINES.name, *MODELS}  # else main() would write into the checkout
+    assert {p.name for p in before} >= golden_names()  # else main() would write into the checkout
     assert main([]) == 0
     assert sorted(capsys.readouterr().out.splitlines()) == sorted(f"kept {p}" for p in before)
     assert {p: p.read_bytes() for p in GOLDEN.iterdir()} == before
