@@ -33,7 +33,6 @@ FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
 .PHONY: demo demo-pictures train rescore test test-fast bench profile-training lint typecheck fuzz clean
-.PHONY: check format-check golden
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +95,8 @@ bench: $(STAMP)
 # glibc keeps freed memory instead of page-faulting it in again every step (see the README).
 profile-training: $(STAMP)
 	MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=17179869184 $(PY) -m benchmarks.training_profile
+
+.PHONY: check format-check golden
 
 check: lint format-check typecheck
 
