@@ -6,7 +6,6 @@ signals, full disks, fuzzing), integration/ (the real Moses toolkit). Tests that
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 
 from tests.helpers.analysis_model import train_tiny
 from tests.helpers.paths import NO_SHARED, REAL_TABLE, SAMPLE, SHARED
-from tests.helpers.rescore_data import tiny_checkpoint
+from tests.helpers.rescore_data import one_thread, tiny_checkpoint  # noqa: F401  (one_thread: a fixture, for every module)
 
 # Tests use tiny models: one thread avoids waiting on a busy second core (CI has two).
 torch.set_num_threads(1)
@@ -23,19 +22,6 @@ torch.set_num_threads(1)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("shared") is not None and not SHARED.exists():
         pytest.skip(NO_SHARED)
-
-
-@pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny networks run thousands of small ops; with two threads every op waits for the second
-    one to be scheduled, which on a busy 2-core machine costs milliseconds per op (measured:
-    120 s instead of 8 s for test_scoring.py). One thread for a module that uses it
-    (``pytestmark = pytest.mark.usefixtures("one_thread")``), restored after, whatever a test of
-    another module set."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import gzip
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from phrase_rescorer.data.batching import sequences_batch
@@ -23,6 +25,19 @@ from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
 from tests.helpers.paths import REAL_TABLE, SAMPLE
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny networks run thousands of small ops; with two threads every op waits for the second
+    one to be scheduled, which on a busy 2-core machine costs milliseconds per op (measured:
+    120 s instead of 8 s for test_scoring.py). One thread for a module that uses it
+    (``pytestmark = pytest.mark.usefixtures("one_thread")``; tests/conftest.py offers it to every
+    module), restored after, whatever a test of another module set."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=4)
