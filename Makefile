@@ -4,13 +4,17 @@
 #                   write the patched moses.ini and the analysis pictures (under work/demo/)
 #   make test       the test suite (CPU only; see the README for its time; the real-Moses tests
 #                   run when $MOSES, or the shared Moses beside the checkout, exists)
+#   make test-fast  the same without the tests marked slow (tests/README.md: each tier's time)
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
 #   make profile-training  where a paper-size training step's time goes (torch.profiler; 1-2 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
-#   make lint / make typecheck
+#   make check      lint, format check and type check (what .ci/run checks before the tests)
+#   make lint / make format-check / make typecheck
+#   make golden     write the missing golden files of tests/data/golden (keeps existing ones;
+#                   tests/helpers/golden.py says how to rewrite one for an intended change)
 #
 # GPU users pick their torch build, e.g.  make demo TORCH_SPEC="torch --index-url https://..."
 # (the default is the CPU build that this project is developed and tested with).
@@ -92,11 +96,21 @@ bench: $(STAMP)
 profile-training: $(STAMP)
 	MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=17179869184 $(PY) -m benchmarks.training_profile
 
+.PHONY: check format-check golden
+
+check: lint format-check typecheck
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check phrase_rescorer tests bin benchmarks
 
+format-check: $(STAMP)
+	$(VENV)/bin/ruff format --check phrase_rescorer tests bin benchmarks
+
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+golden: $(STAMP)
+	$(PY) -m tests.helpers.golden
 
 clean:
 	rm -rf $(VENV) work .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.analysis_model import train_tiny
 from tests.helpers.paths import NO_SHARED, REAL_TABLE, SAMPLE, SHARED
-from tests.helpers.rescore_data import tiny_checkpoint
+from tests.helpers.rescore_data import one_thread, tiny_checkpoint  # noqa: F401  (one_thread: a fixture, for every module)
 
 # Tests use tiny models: one thread avoids waiting on a busy second core (CI has two).
 torch.set_num_threads(1)
@@ -39,3 +40,19 @@ def real_table() -> Path:
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny cho2014 network of ``tiny_checkpoint`` (a module may define its own ``model``)."""
     return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smaller random-weight cho2014 network (8 hidden units, 50-word shortlists), for tests of
+    everything around the network: files, streams, signals, faults. Read it; never write it."""
+    return tiny_checkpoint(tmp_path_factory.mktemp("small-model") / "tiny.pt", hidden=8, vocab=50)
+
+
+@pytest.fixture(scope="session")
+def trained_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``train_tiny`` on the bundled sample (30 Adadelta steps, en -> fr recorded): scores that
+    depend on the words, for the analysis commands and the decoder. Read it; never write it."""
+    path = tmp_path_factory.mktemp("trained-model") / "tiny.pt"
+    train_tiny(SAMPLE, path)
+    return path

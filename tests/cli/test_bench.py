@@ -14,6 +14,7 @@ from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig
 from tests.helpers.paths import PYTHON, cli_env
 
 
+@pytest.mark.slow
 def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     out = tmp_path / "bench.json"
     r = subprocess.run(
@@ -212,6 +213,7 @@ def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) 
     assert set(figures["training"]) == {64, 32} and min(figures["training"].values()) > 0
 
 
+@pytest.mark.slow
 def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Path) -> None:
     """``python -m benchmarks.training_profile``: every phase of ``Trainer.step`` is found, the
     kinds of operators and the time outside them add up to the profiled step, and the matrix

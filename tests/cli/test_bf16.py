@@ -14,14 +14,9 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.cpu_features import cpu_features
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    appended_columns,
-    log_column,
-    one_thread,
-    read_lines,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import appended_columns, log_column, read_lines, tiny_checkpoint
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -82,8 +77,7 @@ def test_rescore_dtype_bfloat16_needs_the_prefix_scorer(tmp_path: Path) -> None:
 
 def test_train_bf16_on_the_cpu(tmp_path: Path) -> None:
     table = mapping_table(tmp_path / "pt.gz", 200)
-    args = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8",
-            "--output-rank", "4", "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
+    args = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
             "--log-every", "1", "--max-steps", "6", "--device", "cpu", "--init-std", "0.1"]
     losses = {}
     for name, extra in (("fp32", []), ("bf16", ["--bf16"])):

@@ -17,17 +17,9 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.encoder_decoder import sequence_log_probs
-from tests.helpers.analysis_model import train_tiny
 from tests.helpers.paths import PYTHON, cli_env
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def model_file(sample_table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("model") / "tiny.pt"
-    train_tiny(sample_table, path)
-    return path
 
 
 def run(*args: str, input: str | None = None) -> str:
@@ -48,12 +40,12 @@ def assert_png(path: Path, min_side: int = 200) -> None:
 
 
 def test_suggest_scores_are_rescoring_scores_and_table_marks_are_right(
-    model_file: Path, sample_table: Path
+    trained_model: Path, sample_table: Path
 ) -> None:
     out = run(
         "suggest",
         "-m",
-        str(model_file),
+        str(trained_model),
         "looking at",
         "a zebra qwxyz",
         "--table",
@@ -68,7 +60,7 @@ def test_suggest_scores_are_rescoring_scores_and_table_marks_are_right(
         "json",
     )
     results = json.loads(out)
-    ckpt = load_checkpoint(str(model_file))
+    ckpt = load_checkpoint(str(trained_model))
     model = ckpt.build_model()
     known, _ = pick_groups(source_groups(str(sample_table)), given=["looking at"])
     table_targets = set(known[0].targets)
@@ -93,21 +85,21 @@ def test_suggest_scores_are_rescoring_scores_and_table_marks_are_right(
                 assert c["in_table"] is expected
 
 
-def test_suggest_reads_stdin_and_is_reproducible(model_file: Path) -> None:
-    args = ("suggest", "-m", str(model_file), "--samples", "20", "--seed", "4", "--format", "tsv")
+def test_suggest_reads_stdin_and_is_reproducible(trained_model: Path) -> None:
+    args = ("suggest", "-m", str(trained_model), "--samples", "20", "--seed", "4", "--format", "tsv")
     first = run(*args, input="sit at a table\n\nlooking at\n")
     assert first == run(*args, input="sit at a table\nlooking at\n")
     rows = [line.split("\t") for line in first.splitlines()]
     assert rows[0] == ["source", "method", "rank", "logp", "target", "in_table", "truncated"]
     assert {r[0] for r in rows[1:]} == {"sit at a table", "looking at"}
     assert all(r[5] == "" for r in rows[1:])  # no --table: nothing to mark
-    text = run("suggest", "-m", str(model_file), "looking at", "--samples", "0", "--top", "2")
+    text = run("suggest", "-m", str(trained_model), "looking at", "--samples", "0", "--top", "2")
     assert text.splitlines()[:2] == ["looking at", "  beam search (beam 10)"]
 
 
-def test_suggest_refuses_nothing_to_do(model_file: Path) -> None:
+def test_suggest_refuses_nothing_to_do(trained_model: Path) -> None:
     r = CliRunner().invoke(
-        cli, ["suggest", "-m", str(model_file), "a", "--beam-size", "0", "--samples", "0"]
+        cli, ["suggest", "-m", str(trained_model), "a", "--beam-size", "0", "--samples", "0"]
     )
     assert r.exit_code == 2 and "nothing to do" in r.output
 
@@ -116,12 +108,12 @@ def test_suggest_refuses_nothing_to_do(model_file: Path) -> None:
 
 
 def test_compare_report_formats_and_scatter_plot(
-    model_file: Path, sample_table: Path, tmp_path: Path
+    trained_model: Path, sample_table: Path, tmp_path: Path
 ) -> None:
     base = [
         "compare",
         "-m",
-        str(model_file),
+        str(trained_model),
         "-t",
         str(sample_table),
         "--max-sources",
@@ -141,12 +133,12 @@ def test_compare_report_formats_and_scatter_plot(
         assert len(s["source"].split()) >= 4 and s["targets"] >= 6
 
 
-def test_compare_given_sources(model_file: Path, sample_table: Path) -> None:
+def test_compare_given_sources(trained_model: Path, sample_table: Path) -> None:
     data = json.loads(
         run(
             "compare",
             "-m",
-            str(model_file),
+            str(trained_model),
             "-t",
             str(sample_table),
             "--source",
@@ -168,7 +160,7 @@ def test_compare_given_sources(model_file: Path, sample_table: Path) -> None:
 
 
 def test_compare_column_beyond_the_scores_names_the_line(
-    model_file: Path, sample_table: Path
+    trained_model: Path, sample_table: Path
 ) -> None:
     r = subprocess.run(
         [
@@ -178,7 +170,7 @@ def test_compare_column_beyond_the_scores_names_the_line(
             "-q",
             "compare",
             "-m",
-            str(model_file),
+            str(trained_model),
             "-t",
             str(sample_table),
             "--tm-column",
@@ -201,13 +193,13 @@ def _count_rows(path: Path) -> int:
 
 
 def test_embed_exports_projector_files_and_tsne_maps(
-    model_file: Path, sample_table: Path, tmp_path: Path
+    trained_model: Path, sample_table: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "emb"
     printed = run(
         "embed",
         "-m",
-        str(model_file),
+        str(trained_model),
         "-o",
         str(out),
         "-t",
@@ -238,13 +230,13 @@ def test_embed_exports_projector_files_and_tsne_maps(
 
 
 def test_plots_without_scikit_learn_say_how_to_install(
-    model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trained_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.manifold", None)
     r = CliRunner().invoke(
         cli,
-        ["-q", "embed", "-m", str(model_file), "-o", str(tmp_path), "--phrase", "a b", "--plot"],
+        ["-q", "embed", "-m", str(trained_model), "-o", str(tmp_path), "--phrase", "a b", "--plot"],
     )
     assert r.exit_code == 2
     assert "pip install 'phrase_rescorer[plots]'" in r.output

@@ -95,6 +95,7 @@ def test_the_model_as_output_and_the_text_as_model_are_refused(lm: Path, tmp_pat
     assert text.read_bytes() == (TINY_MOSES / "dev.fr").read_bytes()
 
 
+@pytest.mark.slow
 def test_train_lm_command(tmp_path: Path) -> None:
     text = (TINY_MOSES / "dev.fr").read_bytes() + (TINY_MOSES / "test.fr").read_bytes()
     (tmp_path / "t.fr.gz").write_bytes(gzip.compress(text * 20))

@@ -13,13 +13,7 @@ from click.testing import CliRunner
 
 from phrase_rescorer.cli import cli
 from tests.helpers.paths import PYTHON, REAL_INI, REPO, SAMPLE, cli_env
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    appended_columns,
-    log_column,
-    one_thread,
-    read_lines,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import appended_columns, log_column, read_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -133,6 +127,7 @@ def test_errors_are_one_line_with_an_exit_code(model: Path, tmp_path: Path, case
 
 
 @pytest.mark.shared
+@pytest.mark.slow
 def test_moses_ini_command_on_the_real_ini(model: Path, head: Path, tmp_path: Path) -> None:
     rescored = tmp_path / "rescored.gz"
     assert CliRunner().invoke(cli, ["-q", "rescore", str(head), str(rescored), "--model", str(model)]).exit_code == 0
@@ -164,6 +159,7 @@ def _train_model_dir(root: Path, columns: int = 4) -> Path:
     return model_dir
 
 
+@pytest.mark.slow
 def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Path) -> None:
     model_dir = _train_model_dir(tmp_path)
     (tmp_path / "mert-work-rnn").mkdir()  # an earlier tuning run: must not be reused
@@ -183,6 +179,7 @@ def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Pa
     assert "replace DEV.REF by your tuning set" in r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_moses_step_checks_the_ini_before_scoring(model: Path, tmp_path: Path) -> None:
     model_dir = _train_model_dir(tmp_path, columns=3)  # the table has 4 scores
     r = run(str(model_dir), "--network", str(model), program="moses-rescore-step")
@@ -193,6 +190,7 @@ def test_moses_step_checks_the_ini_before_scoring(model: Path, tmp_path: Path) -
     assert r.returncode == 5 and "no moses.ini here" in r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_gz_in_xz_out_round_trips(model: Path, head: Path, tmp_path: Path) -> None:
     import lzma
 
@@ -236,6 +234,7 @@ def test_a_compressed_name_not_written_is_refused_before_any_work(model: Path, h
     assert not (tmp_path / "out.lzma").exists()
 
 
+@pytest.mark.slow
 def test_moses_step_on_its_own_patched_ini_is_refused(model: Path, tmp_path: Path) -> None:
     """The second column would be the first one again: refused, naming the table (exit 3)."""
     model_dir = _train_model_dir(tmp_path)

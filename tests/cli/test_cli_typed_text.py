@@ -11,9 +11,8 @@ from click.testing import CliRunner, Result
 
 from phrase_rescorer.analysis import suggest as sug
 from phrase_rescorer.cli import cli
-from phrase_rescorer.model.checkpoint import load_checkpoint
+from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.moses.text import AS_IN_TABLE
-from tests.helpers.analysis_model import train_tiny
 
 # Phrases of the bundled table (lowercased, escaped) as a person types them.
 MANS_PICTURE = ("A man's picture", "a man &apos;s picture")  # targets: (l&apos;) image d&apos; un homme
@@ -21,13 +20,14 @@ ARENT_SHOWING = ("Aren't showing", "aren &apos;t showing")  # target: n&apos; ap
 
 
 @pytest.fixture(scope="module")
-def models(sample_table: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def models(trained_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The tiny network with the sample's languages recorded, and the same weights without them
     (a model file written before languages were recorded)."""
-    d = tmp_path_factory.mktemp("typed")
-    train_tiny(sample_table, d / "en-fr.pt")
-    train_tiny(sample_table, d / "unknown.pt", languages=(None, None))
-    return d / "en-fr.pt", d / "unknown.pt"
+    unknown = tmp_path_factory.mktemp("typed") / "unknown.pt"
+    ckpt = load_checkpoint(str(trained_model))
+    info = {**ckpt.info, "source_lang": None, "target_lang": None}
+    save_checkpoint(str(unknown), ckpt.build_model(), ckpt.src_vocab, ckpt.tgt_vocab, info)
+    return trained_model, unknown
 
 
 def invoke(*args: str) -> Result:

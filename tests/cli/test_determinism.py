@@ -18,8 +18,9 @@ from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.golden import MODEL
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "4",
+TINY = [*TINY_NETWORK,
         "--batch-size", "16", "--valid-fraction", "0.1", "--valid-every", "5", "--patience", "0",
         "--max-steps", "12", "--device", "cpu", "--threads", "1"]
 
@@ -51,12 +52,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_same_seed_same_model_bytes(runs: Path) -> None:
     for name in ("rnn.pt", "rnn.last.pt"):
         assert (runs / "a" / name).read_bytes() == (runs / "b" / name).read_bytes(), name
     assert (runs / "a" / "rnn.pt").read_bytes() != (runs / "c" / "rnn.pt").read_bytes()  # the seed matters
 
 
+@pytest.mark.slow
 def test_same_seed_same_rescored_table(runs: Path) -> None:
     a, b, c = ((runs / name / "pt.rnn.gz").read_bytes() for name in "abc")
     assert a == b  # gzip with mtime 0: the compressed bytes too

@@ -37,6 +37,7 @@ def test_the_readme_and_the_docs_name_only_installed_programs() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.slow
 def test_console_script_and_bin_file_give_the_same_help(name: str) -> None:
     module, function = SCRIPTS[name].split(":")
     assert callable(getattr(importlib.import_module(module), function))

@@ -65,6 +65,7 @@ def run_on_a_terminal(args: list[str]) -> tuple[int, str]:
     return code, received.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_rescore_into_a_log_file_writes_plain_lines(model: Path, table: Path, tmp_path: Path) -> None:
     log = tmp_path / "rescore.log"
     args = [str(REPO / "bin" / "rescore-phrase-table"), str(table), str(tmp_path / "o.gz"), "--model", str(model),
@@ -91,6 +92,7 @@ def test_quiet_prints_nothing_into_the_log(model: Path, table: Path, tmp_path: P
     assert log.read_bytes() == b""
 
 
+@pytest.mark.slow
 def test_train_into_a_log_file_writes_plain_lines(table: Path, tmp_path: Path) -> None:
     log = tmp_path / "train.err"
     args = ["-m", "phrase_rescorer", "train", str(table), str(tmp_path / "m.pt"), "--preset", "small",
@@ -105,6 +107,7 @@ def test_train_into_a_log_file_writes_plain_lines(table: Path, tmp_path: Path) -
     assert any(line.startswith("reading: ") for line in text.splitlines())
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_bar_and_a_refused_model_gets_none(model: Path, table: Path, tmp_path: Path) -> None:
     program = str(REPO / "bin" / "rescore-phrase-table")
     code, seen = run_on_a_terminal([program, str(table), str(tmp_path / "o.gz"), "--model", str(model)])

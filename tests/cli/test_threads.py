@@ -121,6 +121,7 @@ def _busiest_share(args: list[str]) -> tuple[float, int]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
                     reason="needs Linux /proc and at least 2 CPUs")
+@pytest.mark.slow
 def test_threads_1_scores_on_one_thread(tmp_path: Path) -> None:
     model = tiny_checkpoint(tmp_path / "m.pt", hidden=64)
     table = tmp_path / "t.gz"

@@ -34,14 +34,7 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.cli_run import left_behind, run_cli, subprocess_env
 from tests.helpers.paths import PYTHON, REPO, SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    appended_columns,
-    log_column,
-    one_thread,
-    read_lines,
-    reference_log_probs,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import appended_columns, log_column, read_lines, reference_log_probs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

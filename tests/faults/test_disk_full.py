@@ -20,7 +20,7 @@ from phrase_rescorer import output
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from tests.helpers.cli_run import left_behind, run_cli, subprocess_env
 from tests.helpers.paths import PYTHON, SAMPLE
-from tests.helpers.rescore_data import one_thread, read_lines  # noqa: F401  (one_thread is a fixture)
+from tests.helpers.rescore_data import read_lines
 from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")

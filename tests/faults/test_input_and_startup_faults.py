@@ -21,7 +21,7 @@ from phrase_rescorer.cli import main
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.moses.phrase_table import PhraseTableError, parse_line
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env, sigint_as_at_a_terminal
-from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+from tests.helpers.rescore_data import read_lines
 
 LINES = read_lines(SAMPLE)[:200]
 
@@ -38,8 +38,8 @@ def run(args: list[str], timeout: float = 300, extra_env: dict[str, str] | None 
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt", hidden=8, vocab=50)
+def model(small_model: Path) -> Path:
+    return small_model  # tests/conftest.py
 
 
 @pytest.fixture

@@ -21,8 +21,9 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from tests.faults.test_interrupt import finish, start
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
-TRAIN = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "4",
+TRAIN = [*TINY_NETWORK,
          "--batch-size", "16", "--valid-fraction", "0.1", "--valid-every", "7", "--patience", "0", "--log-every", "1",
          "--device", "cpu", "--threads", "1", "--seed", "3"]
 

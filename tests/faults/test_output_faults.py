@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env
-from tests.helpers.rescore_data import read_lines, tiny_checkpoint
+from tests.helpers.rescore_data import read_lines
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -36,8 +36,8 @@ def command(*args: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt", hidden=8, vocab=50)
+def model(small_model: Path) -> Path:
+    return small_model  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ def torchrun(*args: str) -> tuple[list[str], dict[str, str]]:
         ("cut.gz", gzip.compress(SORTED_2K)[:-30], "cut.gz: truncated or corrupt gzip stream after its first"),
     ],
 )
+@pytest.mark.slow
 def test_refused_input_leaves_nothing(model: Path, tmp_path: Path, name: str, data: bytes, message: str) -> None:
     (tmp_path / name).write_bytes(data)
     cmd, env = torchrun("rescore", str(tmp_path / name), str(tmp_path / "out.gz"), "--model", str(model))
@@ -51,6 +52,7 @@ def test_refused_input_leaves_nothing(model: Path, tmp_path: Path, name: str, da
 
 @pytest.mark.parametrize(("sig", "message"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted")],
                          ids=["SIGTERM", "SIGINT"])
+@pytest.mark.slow
 def test_signal_to_torchrun_leaves_nothing(model: Path, tmp_path: Path, sig: int, message: str) -> None:
     """torchrun passes the signal to its workers; each removes its part, process 0 the directory."""
     table = tmp_path / "long.gz"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gzip
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
+from phrase_rescorer.data.subwords import learn_pair_subwords
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
@@ -25,11 +27,13 @@ from phrase_rescorer.moses.table_reader import InputTable
 from tests.helpers.paths import REAL_TABLE, SAMPLE
 
 
-@pytest.fixture(scope="module", autouse=False)
-def one_thread():
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
     """Tiny networks run thousands of small ops; with two threads every op waits for the second
     one to be scheduled, which on a busy 2-core machine costs milliseconds per op (measured:
-    120 s instead of 8 s for test_scoring.py). One thread for these modules, restored after."""
+    120 s instead of 8 s for test_scoring.py). One thread for a module that uses it
+    (``pytestmark = pytest.mark.usefixtures("one_thread")``; tests/conftest.py offers it to every
+    module), restored after, whatever a test of another module set."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -41,8 +45,11 @@ def sample_vocabularies(size: int = 400) -> tuple[Vocabulary, Vocabulary]:
     return load_pairs(str(SAMPLE)).build_vocabularies(size, size)
 
 
-def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0) -> Path:
-    """A random-weight network saved at ``path``.
+def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0,
+                    subwords: int | None = None) -> Path:
+    """A random-weight network saved at ``path``; with ``subwords`` N, a subword model (as
+    ``train --subwords N`` makes: at most N units per side learned on the bundled sample, whose
+    vocabularies replace the shortlists of ``vocab`` words).
 
     With the paper's N(0, 0.01^2) init every token gets log p ~ -log V, so scores would depend
     on the target length only and a test could not tell one line's score from another's.
@@ -50,7 +57,8 @@ def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 
     matrices): scores then differ by several percent from source to source, while the
     recurrent matrices stay orthogonal, so the network is not chaotic and scores stay stable
     to ~2e-7 across batch shapes (scaling U as well makes them diverge by percents)."""
-    sv, tv = sample_vocabularies(vocab)
+    units = learn_pair_subwords(load_pairs(str(SAMPLE)), subwords) if subwords else None
+    sv, tv = (units[0].vocabulary(), units[1].vocabulary()) if units else sample_vocabularies(vocab)
     config = ModelConfig(
         src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=hidden,
         maxout_dim=16, output_rank=8,
@@ -62,7 +70,7 @@ def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 
             for name, p in model.named_parameters():
                 if not name.endswith("bias") and ".U" not in name:
                     p.mul_(scale)
-    save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"})
+    save_checkpoint(str(path), model, sv, tv, info={"purpose": "tests"}, subwords=units)
     return path
 
 

@@ -9,8 +9,6 @@ import pytest
 
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers import moses as m
-from tests.helpers.analysis_model import train_tiny
-from tests.helpers.paths import SAMPLE
 
 
 @pytest.fixture(scope="session")
@@ -24,12 +22,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def network(moses: Path, work: Path) -> Path:
-    """30 Adadelta steps on the bundled sample: scores that depend on the words, sums of log p
-    over a sentence's phrase pairs well inside (-100, 0)."""
-    path = work / "rnn.pt"
-    train_tiny(SAMPLE, path)
-    return path
+def network(moses: Path, trained_model: Path) -> Path:
+    """30 Adadelta steps on the bundled sample (tests/conftest.py's ``trained_model``): scores
+    that depend on the words, sums of log p over a sentence's phrase pairs well inside (-100, 0)."""
+    return trained_model
 
 
 @pytest.fixture(scope="session")

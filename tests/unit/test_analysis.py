@@ -22,18 +22,19 @@ from phrase_rescorer.analysis.table_groups import (
 )
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import EOS_ID, PAD_ID, UNK_ID, tokenize_phrase
+from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.phrase_table import PhraseTableError
 from phrase_rescorer.moses.text import unescape
-from tests.helpers.analysis_model import train_tiny
 
 SOURCES = ["looking at", "in a black shirt", "the side of a", "sit at a table", "a zebra qwxyz"]
 TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def trained(sample_table: Path, tmp_path_factory: pytest.TempPathFactory):
-    return train_tiny(sample_table, tmp_path_factory.mktemp("model") / "tiny.pt")
+def trained(trained_model: Path):
+    ckpt = load_checkpoint(str(trained_model))
+    return ckpt.build_model(), ckpt.src_vocab, ckpt.tgt_vocab
 
 
 def reference(model: RNNEncoderDecoder, src_ids: list[int], cands: list[Candidate]) -> torch.Tensor:

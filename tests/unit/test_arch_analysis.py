@@ -21,7 +21,7 @@ from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.encoder_decoder import sequence_log_probs
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import one_thread, read_lines, tiny_arch_checkpoint  # noqa: F401
+from tests.helpers.rescore_data import read_lines, tiny_arch_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

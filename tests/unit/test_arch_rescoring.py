@@ -14,10 +14,9 @@ import pytest
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
+from tests.helpers.rescore_data import (
     appended_columns,
     log_column,
-    one_thread,
     read_lines,
     reference_log_probs,
     tiny_arch_checkpoint,

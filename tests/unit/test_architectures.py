@@ -18,13 +18,7 @@ from phrase_rescorer.model.encoder_decoder import ModelConfig, sequence_log_prob
 from phrase_rescorer.model.encoders import Encoder, _run
 from phrase_rescorer.rescoring.scorers import ReferenceScorer, make_scorer
 from phrase_rescorer.rescoring.stacked_scorer import StackedScorer
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    ARCH_VARIANTS,
-    one_thread,
-    sample_window,
-    tiny_arch_checkpoint,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import ARCH_VARIANTS, sample_window, tiny_arch_checkpoint, tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

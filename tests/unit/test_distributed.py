@@ -31,10 +31,10 @@ from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import REPO, SAMPLE
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
 REL = 1e-5  # training: relative difference allowed on a logged loss (see the docstring)
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8",
-        "--output-rank", "4", "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1",
+TINY = [*TINY_NETWORK, "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1",
         "--valid-every", "5", "--patience", "0", "--device", "cpu"]
 
 
@@ -165,6 +165,7 @@ def test_one_process_group_does_nothing() -> None:
 # --- torchrun, 2 processes ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_rescore_the_sample_byte_for_byte(model: Path, tmp_path: Path) -> None:
     one, two = tmp_path / "one.txt", tmp_path / "two.txt"
     one_process("rescore", str(SAMPLE), str(one), "--model", str(model), "--device", "cpu")
@@ -174,6 +175,7 @@ def test_two_processes_rescore_the_sample_byte_for_byte(model: Path, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.txt", "two.txt"]  # no leftovers
 
 
+@pytest.mark.slow
 def test_two_processes_plain_input_gz_output(model: Path, plain_sample: Path, tmp_path: Path) -> None:
     """One gzip member per part: a valid .gz whose decompressed bytes are the one-process
     output (the compressed bytes differ: compression restarts at every part)."""
@@ -188,6 +190,7 @@ def test_two_processes_plain_input_gz_output(model: Path, plain_sample: Path, tm
     assert two.read_bytes().count(b"\x1f\x8b\x08") >= 2  # a member per process
 
 
+@pytest.mark.slow
 def test_two_processes_xz_input_zst_output(model: Path, plain_sample: Path, tmp_path: Path) -> None:
     """A compressed IN of another format is entered by decompressing; a .zst OUT is one zstd
     frame per part, together the one-process output."""
@@ -211,6 +214,7 @@ def test_two_processes_xz_input_zst_output(model: Path, plain_sample: Path, tmp_
     assert out == one.read_bytes() and frames == 2
 
 
+@pytest.mark.slow
 def test_a_failing_part_leaves_nothing(model: Path, plain_sample: Path, tmp_path: Path) -> None:
     lines = plain_sample.read_bytes().split(b"\n")
     lines[25000 - 1] = b"a line without separators"
@@ -234,6 +238,7 @@ def _close(a: dict[int, float], b: dict[int, float]) -> bool:
     return a.keys() == b.keys() and all(abs(a[k] - b[k]) <= REL * abs(b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path) -> None:
     table = mapping_table(tmp_path / "pt.gz", 300)  # 267 training pairs: 17 batches of 16
     one, two = tmp_path / "one", tmp_path / "two"

@@ -29,14 +29,7 @@ ATOL, RTOL = 1e-4, 1e-5
 V = 40
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from a second thread, and on a busy machine every parallel
-    region of a tiny op waits for the descheduled thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(seed: int = 0, vocab: int = V, hidden: int = 24, cell: str = "reset_before",

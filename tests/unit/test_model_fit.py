@@ -14,11 +14,7 @@ from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.model_fit import fit_warning
 from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    one_thread,
-    read_lines,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import read_lines, tiny_checkpoint
 
 INFO = {"best_valid": {"mean_logp": -12.0}, "valid_coverage": 0.95}
 

@@ -24,11 +24,7 @@ from phrase_rescorer.output import AtomicOutput, OutputError, check_distinct_pat
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    one_thread,
-    read_lines,
-    tiny_checkpoint,
-)
+from tests.helpers.rescore_data import read_lines
 
 GOOD = b"the house ||| la maison ||| 0.5 0.25 1 0.125 ||| 0-0 1-1 ||| 2 2 1 ||| |||\n"
 
@@ -306,9 +302,8 @@ def test_fd_link_writes_to_the_descriptor(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> TableRescorer:
-    model = tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt", hidden=8, vocab=50)
-    return TableRescorer(load_checkpoint(str(model)), RescoreOptions(window=100, window_cap=800, device="cpu"))
+def engine(small_model: Path) -> TableRescorer:
+    return TableRescorer(load_checkpoint(str(small_model)), RescoreOptions(window=100, window_cap=800, device="cpu"))
 
 
 @pytest.fixture(scope="module")

@@ -26,14 +26,12 @@ from phrase_rescorer.rescoring.engine import TableRescorer, rescore_table
 from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.rescoring.scorers import BatchedScorer, ReferenceScorer, length_batches
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
+from tests.helpers.rescore_data import (
     appended_columns,
     log_column,
-    one_thread,
     read_lines,
     real_slice,
     reference_log_probs,
-    tiny_checkpoint,
 )
 
 REL = 1e-5

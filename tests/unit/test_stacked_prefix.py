@@ -25,12 +25,7 @@ from phrase_rescorer.model.encoder_decoder import sequence_log_probs
 from phrase_rescorer.rescoring.scorers import make_scorer
 from phrase_rescorer.rescoring.stacked_prefix import StackedPrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie
-from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
-    ARCH_VARIANTS,
-    one_thread,
-    sample_window,
-    tiny_arch_checkpoint,
-)
+from tests.helpers.rescore_data import ARCH_VARIANTS, sample_window, tiny_arch_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -23,9 +23,9 @@ from phrase_rescorer.training.evaluate import UnigramBaseline, evaluate
 from phrase_rescorer.training.log import read_log
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8",
-        "--output-rank", "4", "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
+TINY = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
         "--log-every", "1", "--valid-every", "8", "--patience", "0"]
 STEPS = 40  # crosses two epoch boundaries of the 270 training pairs (17 batches an epoch)
 
