@@ -6,6 +6,7 @@ import time
 
 import click
 
+from ..errors import EXIT_SIGINT, Terminated, signal_words
 from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
 from ..moses.columns import START_WEIGHT
@@ -13,7 +14,7 @@ from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import MosesNotFound, find_moses
 from ..threads import default_threads, limit_threads
 from . import cli
-from .common import Terminated, ThreadCount, UserError, is_quiet, model_option, signal_words
+from .common import ThreadCount, UserError, is_quiet, model_option
 
 COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -93,7 +94,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     try:
         toolkit = find_moses(moses_dir)
     except MosesNotFound as e:
-        raise UserError(str(e), 2) from None
+        raise UserError(str(e), e.exit_code) from None
     threads = default_threads() if threads is None else threads
     limit_threads(threads)
     if unk_feature and model is None:
@@ -117,7 +118,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     except ExperimentError as e:
         raise UserError(str(e), e.exit_code) from None
     except KeyboardInterrupt:
-        raise UserError(f"interrupted; {resume}", 130) from None
+        raise UserError(f"interrupted; {resume}", EXIT_SIGINT) from None
     except Terminated as e:  # SIGTERM or SIGHUP
-        raise UserError(f"{signal_words(e.signum)}; {resume}", 128 + e.signum) from None
+        raise UserError(f"{signal_words(e.signum)}; {resume}", e.exit_code) from None
     click.echo(format_table(report))

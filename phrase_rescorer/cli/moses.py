@@ -66,7 +66,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
         result = patch_moses_ini_file(in_ini, out_ini, table, binarize=binarize, moses_dir=moses_dir, name=name,
                                       weights=weights or (START_WEIGHT,), features=features)
     except MosesNotFound as e:
-        raise UserError(f"--binarize: {e}", 2) from None
+        raise UserError(f"--binarize: {e}", e.exit_code) from None
     if not is_quiet(ctx):
         kind = result.type if result.new_type in ("", result.type) else f"{result.type} -> {result.new_type}"
         say(ctx, f"{result.name} ({kind}): num-features {result.old_features} -> "

@@ -8,6 +8,7 @@ import tempfile
 
 import click
 
+from ..errors import EXIT_INPUT
 from . import cli
 from .common import ThreadCount, UserError, say
 
@@ -80,12 +81,12 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
         try:
             before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
         except ValueError as e:  # a sentence ID beyond the reference's lines
-            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", exit_code=3) from e
+            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", EXIT_INPUT) from e
         try:
             result = tune(toolkit, copy, [reference], start, directory, seed=seed, restarts=restarts,
                           threads=threads)
         except RerankError as e:
-            raise UserError(str(e), exit_code=6) from e
+            raise UserError(str(e), e.exit_code) from e
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
@@ -122,7 +123,7 @@ def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str
     try:
         lines = output_lines(matrix, weights, sentences)
     except ValueError as e:
-        raise UserError(str(e), exit_code=3) from e
+        raise UserError(str(e), EXIT_INPUT) from e
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}")

@@ -15,6 +15,7 @@ import click
 from ..cpu_features import cpu_features
 from ..data.pairs import load_pairs
 from ..data.subwords import SubwordError
+from ..errors import EXIT_OS
 from ..model.architectures import ARCH_NAMES, arch_config
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
@@ -164,7 +165,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
             warn(f"--bf16: {warning}")
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
-        raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
+        raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path = companion_path(model_out, ".last.pt")
     for output in (model_out, last_path, log_path or companion_path(model_out, ".log")):
         check_distinct_paths(table, output)  # the table, overwritten by a model after hours
@@ -225,7 +226,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     except Interrupted as e:
         raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
                         "the same command with --resume to continue",
-                        exit_code=128 + e.why) from e
+                        e.exit_code) from e
     p, unigram = trainer.p, trainer.info["unigram_token_ppl"]
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:

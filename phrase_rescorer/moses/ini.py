@@ -39,6 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import IniError
 from .binarized import binarize_command
 from .columns import START_WEIGHT
 from .numbers import format_number
@@ -54,7 +55,7 @@ _SECTION = re.compile(r"^\s*\[([^\]]+)\]")
 _NEWLINE = re.compile(r"[\r\n]+$")
 
 
-class MosesIniError(ValueError):
+class MosesIniError(IniError):
     """A moses.ini that cannot be patched, or that does not match its phrase table."""
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import __version__
+from ..errors import UsageError
 from ..model.checkpoint import Checkpoint
 from ..moses.numbers import SCORE_FORMATS
 from .scorers import SCORERS
@@ -20,7 +21,7 @@ DTYPES = ("float32", "bfloat16")  # bfloat16: the prefix scorer only, approximat
 ProgressCallback = Callable[[int, int, "int | None"], None]
 
 
-class OptionError(ValueError):
+class OptionError(UsageError):
     """A setting this run cannot take (a usage error: exit 2 on the command line)."""
 
 
