@@ -15,10 +15,8 @@ import click
 from ..errors import EXIT_CODES
 from .common import add_common_options, run_guarded
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-
-@click.group("phrase-rescorer", context_settings=CONTEXT_SETTINGS)
+@click.group("phrase-rescorer")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Add the RNN Encoder-Decoder feature of Cho et al. (2014) to a Moses phrase table.

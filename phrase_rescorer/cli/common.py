@@ -165,18 +165,21 @@ def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) 
     return n
 
 
-threads_option: Callable[..., Any] = click.option(
-    "--threads",
-    "-threads",
-    type=ThreadCount(),
-    metavar="N|all",
-    default=None,
-    expose_value=False,
-    callback=_set_threads,
-    help=THREADS_HELP,
-)
+def _threads_option(expose_value: bool, help: str) -> Callable[..., Any]:
+    return click.option("--threads", "-threads", type=ThreadCount(), metavar="N|all", default=None,
+                        expose_value=expose_value, callback=_set_threads, help=help)
+
+
+threads_option: Callable[..., Any] = _threads_option(False, THREADS_HELP)
 """``--threads N`` (also Moses' spelling ``-threads N``) for every command that computes;
 applied while the options are parsed."""
+
+
+def threads_value_option(help: str) -> Callable[..., Any]:
+    """``--threads``, applied as :data:`threads_option` is, for a command that also hands the
+    count on (to the decoder, to mert): its value (a number) is the command's ``threads``
+    argument. ``help`` says where the threads go."""
+    return _threads_option(True, help)
 
 
 def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -191,10 +194,16 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
+#: click's settings of every program and subcommand: -h as well as --help (also when a command
+#: runs as a program of its own, such as rescore-phrase-table), help text 100 columns wide.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
 def add_common_options(command: click.Command) -> click.Command:
-    """``-q/--quiet`` and ``--version``, the one definition given to every program and
-    subcommand, so that ``phrase-rescorer -q train ...``, ``phrase-rescorer train -q ...`` and
-    ``rescore-phrase-table -q ...`` all work. Idempotent."""
+    """``-q/--quiet``, ``--version`` and :data:`CONTEXT_SETTINGS`, the one definition given to
+    every program and subcommand, so that ``phrase-rescorer -q train ...``, ``phrase-rescorer
+    train -q ...`` and ``rescore-phrase-table -q ...`` all work. Idempotent."""
+    command.context_settings = {**CONTEXT_SETTINGS, **command.context_settings}
     if any("--quiet" in p.opts for p in command.params):
         return command
     command.params.append(click.Option(

@@ -10,7 +10,7 @@ import click
 
 from ..errors import EXIT_INPUT
 from . import cli
-from .common import ThreadCount, UserError, say
+from .common import UserError, say, threads_value_option
 
 
 def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
@@ -35,11 +35,10 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
 @click.option("--restarts", type=click.IntRange(0), default=20, show_default=True,
               help="mert's random restarts (-n, as mert-moses.pl's --random-restarts).")
 @click.option("--seed", type=int, default=1, show_default=True, help="mert's random seed (-r).")
-@click.option("--threads", "-threads", type=ThreadCount(), default=None, metavar="N|all",
-              help="mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
+@threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.pass_context
 def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out: str, init_path: str | None,
-                moses_dir: str | None, work_dir: str | None, restarts: int, seed: int, threads: int | None) -> None:
+                moses_dir: str | None, work_dir: str | None, restarts: int, seed: int, threads: int) -> None:
     """Tune the weights of every dense feature of the n-best list NBEST (the dev set's, with the
     added features, e.g. from phrase-rescorer nbest) for BLEU against REF, with Moses' own
     bin/extractor and bin/mert (Powell's search, random restarts, as mert-moses.pl runs them);
@@ -60,11 +59,9 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
     from ..reranking.mert import RerankError, tune
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
-    from ..threads import default_threads
 
     toolkit = _toolkit(moses_dir)
     check_output_path(weights_out)
-    threads = default_threads() if threads is None else threads
     keep = work_dir is not None
     if work_dir is not None:
         os.makedirs(work_dir, exist_ok=True)
