@@ -25,6 +25,7 @@ from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
+from ..moses.stems import existing_table
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
 from ..rescoring.engine import rescore_table
@@ -75,8 +76,7 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
             raise ExperimentError(
                 f"{ini}:{feature.index + 1}: {feature.name} has the relative path {path}: mert-moses.pl runs "
                 "the decoder in its own working directory; give the ini absolute paths", EXIT_INI)
-        candidates = [path, path + ".gz"] if not path.endswith(".gz") else [path]
-        if not any(os.access(p, os.R_OK) for p in candidates):
+        if not os.access(existing_table(path), os.R_OK):
             raise ExperimentError(f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be "
                                   "read", EXIT_INI)
     pd = check_moses_ini(text, name, ini)  # the table carries num-features scores
@@ -85,7 +85,7 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
             f"{ini}:{pd.index + 1}: {name} is a {pd.type}; the experiment rescores a text phrase table "
             "(PhraseDictionaryMemory): give the ini that points at phrase-table.gz"
         )
-    return pd.path if os.path.isfile(pd.path) else pd.path + ".gz"
+    return existing_table(pd.path)
 
 
 def count_lines(path: str) -> int:

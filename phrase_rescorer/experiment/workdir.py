@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 
 from ..errors import EXIT_OS
 from ..moses.ini_weights import features
+from ..moses.stems import table_candidates
 from .systems import ExperimentError
 
 LOCK_NAME = ".experiment.lock"
@@ -88,7 +89,7 @@ def ini_files(ini: str) -> dict[str, list[int]]:
         path = feature.args.get("path")
         if path is None:
             continue
-        for candidate in (path, path + ".gz"):
+        for candidate in table_candidates(path):
             with contextlib.suppress(OSError):
                 info = os.stat(candidate)
                 found[candidate] = [info.st_size, info.st_mtime_ns]
