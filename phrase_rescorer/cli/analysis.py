@@ -55,7 +55,7 @@ def _pictures() -> Iterator[None]:
     try:
         yield
     except plots.PlotsUnavailable as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:

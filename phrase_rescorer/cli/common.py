@@ -122,7 +122,7 @@ def resolve_device(name: str) -> torch.device:
     try:
         return devices.resolve_device(name)
     except devices.DeviceError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 device_option: Callable[..., Any] = click.option(

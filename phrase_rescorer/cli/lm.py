@@ -108,7 +108,7 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
         try:
             query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
         except MosesNotFound as e:
-            raise UserError(f"--kenlm: {e}") from e
+            raise UserError(f"--kenlm: {e}", e.exit_code) from e
     sentences = list(read_sentences(text))
     if valid_path is not None:
         train_sentences, valid_sentences = sentences, list(read_sentences(valid_path))
@@ -150,7 +150,7 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
             log.write({"event": "end", "step": trainer.state.step, "epoch": trainer.state.epoch,
                        "reason": reason, "elapsed": trainer.state.elapsed})
         except LMTrainingError as e:
-            raise UserError(str(e)) from e
+            raise UserError(str(e), e.exit_code) from e
         except Interrupted as e:
             raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
                             "the same command with --resume to continue", e.exit_code) from e

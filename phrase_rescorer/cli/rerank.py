@@ -19,7 +19,7 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
     try:
         return find_moses(moses_dir, needs=("bin/extractor", "bin/mert"))
     except MosesNotFound as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 @cli.command("rerank-tune")
@@ -74,7 +74,7 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
             start = vector(read_weights_file(init_path) if init_path else {}, matrix.layout, missing=0.0,
                            source=init_path or "start")
         except WeightsError as e:
-            raise UserError(str(e)) from e
+            raise UserError(str(e), e.exit_code) from e
         try:
             before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
         except ValueError as e:  # a sentence ID beyond the reference's lines
@@ -116,7 +116,7 @@ def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str
     try:
         weights = vector(read_weights_file(weights_path), matrix.layout, source=weights_path)
     except WeightsError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     try:
         lines = output_lines(matrix, weights, sentences)
     except ValueError as e:

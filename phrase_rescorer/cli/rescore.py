@@ -221,7 +221,7 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
         group, device = distributed.start(torch.device(options["device"]), backend="gloo",
                                           timeout=distributed.RESCORE_TIMEOUT)
     except distributed.DistributedError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     ctx.call_on_close(group.close)
     quiet = quiet or not group.is_main
     index_bar = Progress("index", quiet=quiet, in_bytes=True)

@@ -155,7 +155,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
     try:
         group, dev = distributed.start(resolve_device(device))
     except distributed.DistributedError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     ctx.call_on_close(group.close)
     if not group.is_main:  # one process reports (progress, summaries); errors still show
         ctx.find_root().ensure_object(dict)["quiet"] = True
@@ -184,7 +184,7 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, preset:
         if resume:
             trainer.resume()
     except (TrainingError, SubwordError) as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     say(ctx, f"{table}: {pairs.lines_read:,} lines, {data.unique_pairs:,} unique pairs; "
              f"training on {len(data.train_idx):,} ({data.skipped_long:,} longer than "
              f"{cfg.max_length} tokens skipped), {data.heldout:,} held out "
