@@ -22,7 +22,8 @@ from phrase_rescorer.cli.common import UserError, run_guarded
 from phrase_rescorer.errors import EXIT_CODES, Terminated, exit_code
 from tests.helpers.paths import REPO
 
-TABLE_HEADER = "| exit | meaning |"
+#: The header row of the documented table (``| exit | meaning |``, or ``code`` / ``exit code``).
+TABLE_HEADER = re.compile(r"^\|\s*(?:exit(?: code| status)?|code)\s*\|\s*meaning\s*\|\s*$", re.I | re.M)
 
 #: Every exception class the package defines, and the exit code it ends a run with. A new class
 #: must be added here with its code (the test below lists the package's classes).
@@ -78,13 +79,15 @@ INSTANCES = {
 def documented_table() -> tuple[Path, str]:
     """The page that holds the exit-code table (the README, or a page of docs/), and its text."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    holding = [p for p in pages if p.is_file() and TABLE_HEADER in p.read_text(encoding="utf-8")]
-    assert len(holding) == 1, f"the exit-code table ({TABLE_HEADER}) should be on one page: {holding}"
+    holding = [p for p in pages if p.is_file() and TABLE_HEADER.search(p.read_text(encoding="utf-8"))]
+    assert len(holding) == 1, f"the exit-code table ('| exit | meaning |') should be on one page: {holding}"
     return holding[0], holding[0].read_text(encoding="utf-8")
 
 
 def parse_table(text: str) -> dict[int, str]:
-    table = text[text.index(TABLE_HEADER):]
+    header = TABLE_HEADER.search(text)
+    assert header is not None, "no exit-code table"
+    table = text[header.start():]
     table = table[: table.index("\n\n")] if "\n\n" in table else table
     rows = re.findall(r"^\| (\d+) \| (.+) \|$", table, flags=re.M)
     return {int(code): meaning.replace("\\|", "|") for code, meaning in rows}
@@ -96,7 +99,8 @@ def test_the_documented_table_is_the_errors_module_s() -> None:
 
 
 def test_parse_table_reads_rows_and_escaped_bars() -> None:
-    text = f"intro\n\n{TABLE_HEADER}\n|---|---|\n| 0 | fine |\n| 141 | `\\| head` went away |\n\nafter\n| 9 | no |\n"
+    text = ("intro\n\n| Exit code | meaning |\n|---|---|\n| 0 | fine |\n| 141 | `\\| head` went away |\n"
+            "\nafter\n| 9 | no |\n")
     assert parse_table(text) == {0: "fine", 141: "`| head` went away"}
 
 
