@@ -27,6 +27,7 @@ import torch
 
 from benchmarks import parts
 from benchmarks.flops import TrieCounter
+from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.model.architectures import ARCH_NAMES, arch_config, build_model
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 
@@ -113,7 +114,7 @@ def main(table: str | None, lines: int, size: str, repeats: int, threads: int | 
     if json_path:
         Path(json_path).write_text(json.dumps(figures, indent=2) + "\n")
     if not figures["scores_equal"]:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_INTERNAL)  # the scores differ from the reference: a bug
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import torch
 from benchmarks import parts
 from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
@@ -293,7 +294,7 @@ def main(nbest_path: str | None, lines: int, sizes: str, repeats: int, check: in
     if json_path:
         Path(json_path).write_text(json.dumps(figures, indent=2, default=str) + "\n")
     if not figures["scores_equal"]:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_INTERNAL)  # the scores differ from the reference: a bug
 
 
 if __name__ == "__main__":

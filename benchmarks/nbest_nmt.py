@@ -56,6 +56,7 @@ from benchmarks.nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbes
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.corpus import load_sentence_pairs, read_sentences
 from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.encoder_decoder import sequence_log_probs
@@ -228,7 +229,7 @@ def main(lines: int, sizes: str, repeats: int, check: int, flop_sample: int, thr
     if json_path:
         Path(json_path).write_text(json.dumps(figures, indent=2, default=str) + "\n")
     if not figures["scores_equal"]:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_INTERNAL)  # the scores differ from the plain computation: a bug
 
 
 if __name__ == "__main__":

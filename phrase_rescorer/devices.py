@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from .errors import UsageError
 
-class DeviceError(ValueError):
+
+class DeviceError(UsageError):
     """A device that cannot be used here (CUDA asked for without one, or an unknown name)."""
 
 

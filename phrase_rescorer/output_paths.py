@@ -9,6 +9,7 @@ import os
 import sys
 
 from .compression import CompressionError, format_of_name
+from .errors import EXIT_SIGPIPE
 from .output_targets import fd_of_link, is_open, is_special
 
 
@@ -29,6 +30,8 @@ class OutputError(OSError):
 class ReaderGone(OutputError):
     """The reader of a pipe or FIFO went away (``| head``). Its ``errno`` is left unset: click
     ends a command that meets an ``EPIPE`` with exit 1, the program's rule is 141."""
+
+    exit_code = EXIT_SIGPIPE
 
 
 def check_output_path(path: str, by_name: bool = True) -> None:

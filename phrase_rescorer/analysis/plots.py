@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from ..output import AtomicOutput
 from ..training.log import TrainingCurves
 
 INSTALL_HINT = "install the plotting extra: pip install 'phrase_rescorer[plots]' (make does)"
 
 
-class PlotsUnavailable(RuntimeError):
+class PlotsUnavailable(UsageError, RuntimeError):
     """matplotlib or scikit-learn is missing."""
 
 

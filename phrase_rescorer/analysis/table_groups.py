@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..data.vocab import tokenize_phrase
+from ..moses import score_fields
 from ..moses.phrase_table import Entry, PhraseTableError
 from ..moses.table_reader import read_phrase_table
 
@@ -40,7 +41,7 @@ class SourceGroup:
 
 def score_column(entry: Entry, column: int, path: str) -> float:
     """The ``column``-th (1-based) number of the entry's scores field."""
-    field_ = entry.raw[: entry.scores_end].rsplit(b"|||", 1)[1].split()
+    field_ = score_fields.scores(entry)
     if not 1 <= column <= len(field_):
         raise PhraseTableError(
             path, entry.line_no, f"has {len(field_)} scores, so there is no score column {column}"

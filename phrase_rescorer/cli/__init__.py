@@ -3,7 +3,7 @@
 Subcommands live in one module per family (``data``, ``train``, ``rescore``, ``moses``,
 ``analysis``, ``experiment``) and register themselves on the group below. Errors a user can fix
 (bad input, a wrong model file, a moses.ini that does not match its table, a full disk) end the
-run with one clear line on stderr and the exit code listed in ``EXIT_CODES``, never a traceback.
+run with one clear line on stderr and the exit code of ``errors.EXIT_CODES``, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import sys
 
 import click
 
-from .common import EXIT_CODES, add_common_options, run_guarded
+from ..errors import EXIT_CODES
+from .common import add_common_options, run_guarded
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-
-@click.group("phrase-rescorer", context_settings=CONTEXT_SETTINGS)
+@click.group("phrase-rescorer")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Add the RNN Encoder-Decoder feature of Cho et al. (2014) to a Moses phrase table.

@@ -16,6 +16,7 @@ from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
 from ..data.vocab import Vocabulary, tokenize_phrase
+from ..errors import EXIT_INPUT
 from ..model.architectures import Network
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..output import check_distinct_paths
@@ -53,7 +54,7 @@ def _pictures() -> Iterator[None]:
     try:
         yield
     except plots.PlotsUnavailable as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
@@ -200,7 +201,7 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
                              scatter_pairs, seed)
     if not report.comparisons:
         why = "none of the --source phrases is in it" if given else "no source qualifies (see the selection options)"
-        raise UserError(f"{table}: {why}", exit_code=3)
+        raise UserError(f"{table}: {why}", EXIT_INPUT)
     _print_report(fmt, cmp.format_text(report, display=show), cmp.TSV_HEADER, cmp.tsv_rows(report),
                   cmp.to_json(report))
     if plot:
@@ -292,7 +293,7 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
     try:
         records = read_training_curves(log)
     except TrainingLogError as e:
-        raise UserError(str(e), exit_code=3) from e
+        raise UserError(str(e), e.exit_code) from e
     if records.skipped_lines:
         say(ctx, f"{log}: skipped {records.skipped_lines} line(s) that are not JSON records")
     with _pictures():

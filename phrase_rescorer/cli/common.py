@@ -1,4 +1,5 @@
-"""What every command shares: exit codes, error reporting, progress, devices."""
+"""What every command shares: error reporting (with the exit codes of ``errors``), progress,
+options, devices."""
 
 from __future__ import annotations
 
@@ -14,44 +15,26 @@ import click
 import torch
 
 from .. import __version__, devices
-from ..model.checkpoint import CheckpointError
-from ..moses.ini import MosesIniError
-from ..moses.phrase_table import PhraseTableError, PhraseTableOSError
+from ..errors import (
+    EXIT_SIGINT,
+    EXIT_SIGPIPE,
+    EXIT_USAGE,
+    ProgramError,
+    Terminated,
+    exit_code,
+    signal_words,
+)
 from ..output import OutputError, ReaderGone
-from ..rescoring.options import OptionError
 from ..threads import default_threads, limit_threads, usable_cores
 from .progress import Progress
-
-#: Exit codes of every phrase_rescorer program (the table of docs/errors.md, tested against this one).
-EXIT_CODES = {
-    0: "success",
-    1: "internal error (a bug: please report it with the traceback)",
-    2: "usage error: unknown option, missing argument, refused combination",
-    3: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
-       "or corrupt compressed input, a compression format not read, empty table, a line with another score "
-       "count or a negative score, a table rescored already (file:line given); dev/test files of different lengths",
-    4: "unusable model file: missing, truncated, not a model, another format version, a configuration that "
-       "does not fit its weights (checked before any network is built), weights that give NaN, a vocabulary "
-       "that does not cover the table",
-    5: "moses.ini does not match its phrase table or cannot be patched: a --table that is no table in a form Moses "
-       "loads, a score count other than num-features + the added columns, a weight that is not finite, a failed "
-       "--binarize",
-    6: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
-       "directory, missing directory, the input or the model file itself, a compressed name not written such "
-       "as .lzma, closed stdout), permission, disk full, short write",
-    129: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
-    130: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training saves "
-         "MODEL.last.pt for --resume, experiment keeps its finished runs",
-    141: "the reader of standard output went away (`| head`): the rest of the output is dropped, silently",
-    143: "terminated by SIGTERM: nothing at the output path; training saves MODEL.last.pt for --resume, "
-         "experiment keeps its finished runs",
-}
 
 
 class UserError(click.ClickException):
     """A refused request, reported as ``error: message`` with the given exit code."""
 
-    def __init__(self, message: str, exit_code: int = 2):
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE):
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it as a class default
 
@@ -62,34 +45,17 @@ def _fail(prog: str, message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised in the main thread like KeyboardInterrupt is for SIGINT (and,
-    like it, not an ``Exception``, so that no ``except Exception`` swallows it)."""
-
-    def __init__(self, signum: int = signal.SIGTERM) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _terminate(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
-#: What a program says when a signal ends it (its exit code: 128 + the signal's number).
-_SIGNAL_WORDS: dict[int, str] = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
-
-
-def signal_words(signum: int) -> str:
-    """What a program says when SIGTERM or SIGHUP ends it: ``terminated (SIGTERM)``."""
-    return _SIGNAL_WORDS[signum]
-
-
 def _reader_gone() -> NoReturn:
-    """Standard output's reader went away: exit 141 as a shell's SIGPIPE would, quietly, with
-    standard output pointed at /dev/null so that Python's last flush finds nothing to complain of."""
+    """Standard output's reader went away: exit 141 (``EXIT_SIGPIPE``) as a shell's SIGPIPE would,
+    quietly, with standard output pointed at /dev/null so that Python's last flush finds nothing
+    to complain of."""
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    sys.exit(128 + signal.SIGPIPE)
+    sys.exit(EXIT_SIGPIPE)
 
 
 def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] | None = None) -> None:
@@ -100,7 +66,8 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
     command that has more to say on an interruption (training: where its resumable checkpoint
     is) says it before re-raising. ``startup_mask``: the signal mask to restore once the
     handlers are in place (the entry point blocks the signals while the modules load, so that
-    a Ctrl-C then ends the run here, with 130, like one a moment later).
+    a Ctrl-C then ends the run here, with 130, like one a moment later). The exit codes are
+    ``errors.exit_code``'s.
     """
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
@@ -110,36 +77,22 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
         command.main(prog_name=prog_name, standalone_mode=False)
         if sys.stdout is not None:
             sys.stdout.flush()
-    except click.exceptions.Abort:
-        _fail(prog_name, "interrupted; no output was left behind", 130)
-    except KeyboardInterrupt:
-        _fail(prog_name, "interrupted; no output was left behind", 130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _fail(prog_name, "interrupted; no output was left behind", EXIT_SIGINT)
     except Terminated as e:
-        _fail(prog_name, f"{signal_words(e.signum)}; no output was left behind", 128 + e.signum)
+        _fail(prog_name, f"{signal_words(e.signum)}; no output was left behind", e.exit_code)
     except click.ClickException as e:
         if isinstance(e, click.UsageError) and e.ctx is not None:
             click.echo(e.ctx.get_usage(), err=True)
         _fail(prog_name, e.format_message(), e.exit_code)
-    except ReaderGone:
-        _reader_gone()
-    except OutputError as e:
-        _fail(prog_name, str(e), 6)
-    except PhraseTableOSError as e:
-        _fail(prog_name, str(e), 6)
-    except PhraseTableError as e:
-        _fail(prog_name, str(e), 3)
-    except CheckpointError as e:
-        _fail(prog_name, str(e), 4)
-    except MosesIniError as e:
-        _fail(prog_name, str(e), 5)
-    except OptionError as e:
-        _fail(prog_name, str(e), 2)
-    except BrokenPipeError:
+    except (ReaderGone, BrokenPipeError):
         _reader_gone()  # e.g. `| head`: the reader left; nothing more to say
+    except (ProgramError, OutputError) as e:
+        _fail(prog_name, str(e), exit_code(e))
     except OSError as e:
         what = "disk full (no space left on device)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         where = f"{e.filename}: " if e.filename else ""
-        _fail(prog_name, f"{where}{what}", 6)
+        _fail(prog_name, f"{where}{what}", exit_code(e))
 
 
 def progress(ctx: click.Context, desc: str, unit: str = "", **kwargs: Any) -> Progress:
@@ -169,7 +122,7 @@ def resolve_device(name: str) -> torch.device:
     try:
         return devices.resolve_device(name)
     except devices.DeviceError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 device_option: Callable[..., Any] = click.option(
@@ -212,18 +165,21 @@ def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) 
     return n
 
 
-threads_option: Callable[..., Any] = click.option(
-    "--threads",
-    "-threads",
-    type=ThreadCount(),
-    metavar="N|all",
-    default=None,
-    expose_value=False,
-    callback=_set_threads,
-    help=THREADS_HELP,
-)
+def _threads_option(expose_value: bool, help: str) -> Callable[..., Any]:
+    return click.option("--threads", "-threads", type=ThreadCount(), metavar="N|all", default=None,
+                        expose_value=expose_value, callback=_set_threads, help=help)
+
+
+threads_option: Callable[..., Any] = _threads_option(False, THREADS_HELP)
 """``--threads N`` (also Moses' spelling ``-threads N``) for every command that computes;
 applied while the options are parsed."""
+
+
+def threads_value_option(help: str) -> Callable[..., Any]:
+    """``--threads``, applied as :data:`threads_option` is, for a command that also hands the
+    count on (to the decoder, to mert): its value (a number) is the command's ``threads``
+    argument. ``help`` says where the threads go."""
+    return _threads_option(True, help)
 
 
 def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -238,10 +194,16 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
+#: click's settings of every program and subcommand: -h as well as --help (also when a command
+#: runs as a program of its own, such as rescore-phrase-table), help text 100 columns wide.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
 def add_common_options(command: click.Command) -> click.Command:
-    """``-q/--quiet`` and ``--version``, the one definition given to every program and
-    subcommand, so that ``phrase-rescorer -q train ...``, ``phrase-rescorer train -q ...`` and
-    ``rescore-phrase-table -q ...`` all work. Idempotent."""
+    """``-q/--quiet``, ``--version`` and :data:`CONTEXT_SETTINGS`, the one definition given to
+    every program and subcommand, so that ``phrase-rescorer -q train ...``, ``phrase-rescorer
+    train -q ...`` and ``rescore-phrase-table -q ...`` all work. Idempotent."""
+    command.context_settings = {**CONTEXT_SETTINGS, **command.context_settings}
     if any("--quiet" in p.opts for p in command.params):
         return command
     command.params.append(click.Option(

@@ -7,6 +7,7 @@ import json
 import click
 
 from ..data.table_stats import format_report, inspect_table
+from ..errors import EXIT_INPUT
 from . import cli
 from .common import UserError, progress, threads_option
 
@@ -32,4 +33,4 @@ def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_
         bar.update_to(stats.lines)
     click.echo(json.dumps(stats.to_dict(), indent=2) if as_json else format_report(stats))
     if strict and stats.malformed_count:
-        raise UserError(f"{table}: {stats.malformed_count} malformed line(s)", exit_code=3)
+        raise UserError(f"{table}: {stats.malformed_count} malformed line(s)", EXIT_INPUT)

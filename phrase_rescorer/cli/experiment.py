@@ -6,20 +6,19 @@ import time
 
 import click
 
+from ..errors import EXIT_SIGINT, Terminated, signal_words
 from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
 from ..moses.columns import START_WEIGHT
 from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import MosesNotFound, find_moses
-from ..threads import default_threads, limit_threads
 from . import cli
-from .common import Terminated, ThreadCount, UserError, is_quiet, model_option, signal_words
+from .common import UserError, device_option, is_quiet, model_option, threads_value_option
 
-COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
-@cli.command("experiment", context_settings=COMMAND_SETTINGS)
+@cli.command("experiment")
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), envvar="MOSES", show_envvar=True,
               help="The Moses directory (bin/moses, bin/mert, scripts/training/mert-moses.pl). "
               "Default: $MOSES.")
@@ -53,9 +52,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @click.option("--maximum-iterations", type=click.IntRange(min=1), default=None,
               help="mert-moses.pl's iteration cap (its default: 25).")
 @click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
-@click.option("--threads", "-threads", type=ThreadCount(), default=None, metavar="N|all",
-              help="Threads of the decoder (Moses' -threads) and of the network while it rescores the table: "
-              "a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
+@threads_value_option("Threads of the decoder (Moses' -threads) and of the network while it rescores the table: "
+                      "a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).")
 @click.option("--target-lang", default=None,
@@ -71,12 +69,12 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Refuse a model whose shortlists cover less of the table's tokens (either side).")
-@click.option("--device", default="auto", show_default=True, help="Where the network rescores the table.")
+@device_option
 @click.pass_context
 def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
                test_raw_ref: str | None, model: str | None, lm: str | None, nmt: str | None, rerank_nbest: int,
                unk_feature: bool, runs: int, out_dir: str,
-               maximum_iterations: int | None, nbest: int, threads: int | None, seed: int, target_lang: str | None,
+               maximum_iterations: int | None, nbest: int, threads: int, seed: int, target_lang: str | None,
                lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
     network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
@@ -99,9 +97,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     try:
         toolkit = find_moses(moses_dir)
     except MosesNotFound as e:
-        raise UserError(str(e), 2) from None
-    threads = default_threads() if threads is None else threads
-    limit_threads(threads)
+        raise UserError(str(e), e.exit_code) from None
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
     settings = Settings(
@@ -123,7 +119,7 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     except ExperimentError as e:
         raise UserError(str(e), e.exit_code) from None
     except KeyboardInterrupt:
-        raise UserError(f"interrupted; {resume}", 130) from None
+        raise UserError(f"interrupted; {resume}", EXIT_SIGINT) from None
     except Terminated as e:  # SIGTERM or SIGHUP
-        raise UserError(f"{signal_words(e.signum)}; {resume}", 128 + e.signum) from None
+        raise UserError(f"{signal_words(e.signum)}; {resume}", e.exit_code) from None
     click.echo(format_table(report))

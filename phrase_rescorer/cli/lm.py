@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..errors import EXIT_INPUT
 from ..lm.network import PRESETS, preset
 from . import cli
 from .common import UserError, progress, say, threads_option
@@ -108,14 +109,14 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
         try:
             query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
         except MosesNotFound as e:
-            raise UserError(f"--kenlm: {e}") from e
+            raise UserError(f"--kenlm: {e}", e.exit_code) from e
     sentences = list(read_sentences(text))
     if valid_path is not None:
         train_sentences, valid_sentences = sentences, list(read_sentences(valid_path))
     else:
         train_sentences, valid_sentences = split_held_out(sentences)
     if not train_sentences or not valid_sentences:
-        raise UserError(f"{text}: too few sentences to train and hold some out", exit_code=3)
+        raise UserError(f"{text}: too few sentences to train and hold some out", EXIT_INPUT)
     vocab = build_vocabulary(train_sentences, kw["vocab_size"])
     config = preset(preset_name, order=kw["order"], embed_dim=kw["embed_dim"], hidden=kw["hidden"],
                     dropout=kw["dropout"], vocab_size=len(vocab))
@@ -150,10 +151,10 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
             log.write({"event": "end", "step": trainer.state.step, "epoch": trainer.state.epoch,
                        "reason": reason, "elapsed": trainer.state.elapsed})
         except LMTrainingError as e:
-            raise UserError(str(e)) from e
+            raise UserError(str(e), e.exit_code) from e
         except Interrupted as e:
             raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
-                            "the same command with --resume to continue", exit_code=128 + e.why) from e
+                            "the same command with --resume to continue", e.exit_code) from e
     best = trainer.info.get("valid", {})
     say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
     nan = float("nan")
@@ -173,7 +174,7 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
             try:
                 k = query_perplexity(query, kenlm_path, "".join(" ".join(s) + "\n" for s in texts))
             except KenLMError as e:
-                raise UserError(str(e), exit_code=6) from e
+                raise UserError(str(e), e.exit_code) from e
             say(ctx, f"{name}: KenLM {kenlm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
                      f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)")
     say(ctx, f"wrote {model_out} (best), {last_path(model_out)} (latest, for --resume)")

@@ -10,10 +10,10 @@ from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from . import cli
 from .common import UserError, is_quiet, model_option, say, warn
-from .rescore import COMMAND_SETTINGS, options_dict, rescore_options, table_progress
+from .rescore import options_dict, rescore_options, table_progress
 
 
-@cli.command("moses-ini", context_settings=COMMAND_SETTINGS)
+@cli.command("moses-ini")
 @click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
 @click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--table", required=True, type=click.Path(),
@@ -66,7 +66,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
         result = patch_moses_ini_file(in_ini, out_ini, table, binarize=binarize, moses_dir=moses_dir, name=name,
                                       weights=weights or (START_WEIGHT,), features=features)
     except MosesNotFound as e:
-        raise UserError(f"--binarize: {e}", 2) from None
+        raise UserError(f"--binarize: {e}", e.exit_code) from None
     if not is_quiet(ctx):
         kind = result.type if result.new_type in ("", result.type) else f"{result.type} -> {result.new_type}"
         say(ctx, f"{result.name} ({kind}): num-features {result.old_features} -> "
@@ -77,7 +77,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
             say(ctx, f"wrote {out_ini}; tune it in a fresh mert-moses.pl --working-dir")
 
 
-@cli.command("moses-step", context_settings=COMMAND_SETTINGS)
+@cli.command("moses-step")
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @model_option("model_path", required=False)
 @click.option("--network", hidden=True, type=click.Path(dir_okay=False),
@@ -140,7 +140,7 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     click.echo(format_command(result.mert_command))
 
 
-@cli.command("moses-configs", context_settings=COMMAND_SETTINGS)
+@cli.command("moses-configs")
 def moses_configs() -> None:
     """Print the directory of the Moses configuration files installed with phrase_rescorer:
     the EMS fragment (ems-rnn-rescoring.config), an annotated 5-feature moses.ini and their

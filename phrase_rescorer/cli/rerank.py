@@ -8,8 +8,9 @@ import tempfile
 
 import click
 
+from ..errors import EXIT_INPUT
 from . import cli
-from .common import ThreadCount, UserError, say
+from .common import UserError, say, threads_value_option
 
 
 def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
@@ -18,7 +19,7 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
     try:
         return find_moses(moses_dir, needs=("bin/extractor", "bin/mert"))
     except MosesNotFound as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
 
 
 @cli.command("rerank-tune")
@@ -34,11 +35,10 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
 @click.option("--restarts", type=click.IntRange(0), default=20, show_default=True,
               help="mert's random restarts (-n, as mert-moses.pl's --random-restarts).")
 @click.option("--seed", type=int, default=1, show_default=True, help="mert's random seed (-r).")
-@click.option("--threads", "-threads", type=ThreadCount(), default=None, metavar="N|all",
-              help="mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
+@threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.pass_context
 def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out: str, init_path: str | None,
-                moses_dir: str | None, work_dir: str | None, restarts: int, seed: int, threads: int | None) -> None:
+                moses_dir: str | None, work_dir: str | None, restarts: int, seed: int, threads: int) -> None:
     """Tune the weights of every dense feature of the n-best list NBEST (the dev set's, with the
     added features, e.g. from phrase-rescorer nbest) for BLEU against REF, with Moses' own
     bin/extractor and bin/mert (Powell's search, random restarts, as mert-moses.pl runs them);
@@ -59,11 +59,9 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
     from ..reranking.mert import RerankError, tune
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
-    from ..threads import default_threads
 
     toolkit = _toolkit(moses_dir)
     check_output_path(weights_out)
-    threads = default_threads() if threads is None else threads
     keep = work_dir is not None
     if work_dir is not None:
         os.makedirs(work_dir, exist_ok=True)
@@ -76,16 +74,16 @@ def rerank_tune(ctx: click.Context, nbest_path: str, reference: str, weights_out
             start = vector(read_weights_file(init_path) if init_path else {}, matrix.layout, missing=0.0,
                            source=init_path or "start")
         except WeightsError as e:
-            raise UserError(str(e)) from e
+            raise UserError(str(e), e.exit_code) from e
         try:
             before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
         except ValueError as e:  # a sentence ID beyond the reference's lines
-            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", exit_code=3) from e
+            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", EXIT_INPUT) from e
         try:
             result = tune(toolkit, copy, [reference], start, directory, seed=seed, restarts=restarts,
                           threads=threads)
         except RerankError as e:
-            raise UserError(str(e), exit_code=6) from e
+            raise UserError(str(e), e.exit_code) from e
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
@@ -118,11 +116,11 @@ def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str
     try:
         weights = vector(read_weights_file(weights_path), matrix.layout, source=weights_path)
     except WeightsError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     try:
         lines = output_lines(matrix, weights, sentences)
     except ValueError as e:
-        raise UserError(str(e), exit_code=3) from e
+        raise UserError(str(e), EXIT_INPUT) from e
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}")

@@ -11,7 +11,9 @@ import click
 import torch
 
 from ..cpu_features import cpu_features
+from ..moses.numbers import SCORE_FORMATS
 from ..parallel import distributed
+from ..rescoring.options import DTYPES, WINDOW_EXTENSION, RescoreOptions
 from ..rescoring.scorers import SCORERS
 from . import cli
 from .common import (
@@ -30,14 +32,18 @@ if TYPE_CHECKING:
     from ..rescoring.options import ProgressCallback, RescoreSummary
 
 
+#: The library's defaults, the options' defaults.
+DEFAULTS = RescoreOptions()
+
+
 def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options that change the numbers (shared by ``rescore`` and ``moses-step``)."""
     for option in reversed(
         [
             click.option(
                 "--score-format",
-                type=click.Choice(["prob", "logprob", "neglogprob"]),
-                default="prob",
+                type=click.Choice(SCORE_FORMATS),
+                default=DEFAULTS.score_format,
                 show_default=True,
                 help="prob: exp(log p(target|source)), what Moses needs, since it takes the log of "
                 "every column on loading (its feature is then exactly log p(target|source)). "
@@ -72,10 +78,10 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--window",
                 type=click.IntRange(min=1),
-                default=8192,
+                default=DEFAULTS.window,
                 show_default=True,
                 help="Lines read, sorted by length and scored together; memory grows with it. "
-                "A window is extended to the end of the current source phrase (up to 8x), so "
+                f"A window is extended to the end of the current source phrase (up to {WINDOW_EXTENSION}x), so "
                 "each source is encoded once. Like --batch-size and --scorer, it changes scores "
                 "by float rounding only: the last digits of log p, by less than 1e-6 of |log p| "
                 "(docs/reproducibility.md).",
@@ -84,8 +90,8 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             threads_option,
             click.option(
                 "--dtype",
-                type=click.Choice(["float32", "bfloat16"]),
-                default="float32",
+                type=click.Choice(DTYPES),
+                default=DEFAULTS.dtype,
                 show_default=True,
                 help="Compute precision of the network (sums are accumulated in float64). "
                 "bfloat16 (prefix scorer only) is approximate: with a trained small network its log p "
@@ -96,7 +102,7 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--scorer",
                 type=click.Choice(list(SCORERS)),
-                default=next(iter(SCORERS)),
+                default=DEFAULTS.scorer,
                 show_default=True,
                 help="prefix: exact, computes each distinct target prefix of a source once (and, "
                 "for cho2014, each distinct source prefix): the fastest. batched: each source "
@@ -117,7 +123,7 @@ def options_dict(kw: dict[str, Any]) -> dict[str, Any]:
         "unk_feature": kw["unk_feature"],
         "batch_size": kw["batch_size"],
         "window": kw["window"],
-        "window_cap": 8 * kw["window"],
+        "window_cap": WINDOW_EXTENSION * kw["window"],
         "device": str(resolve_device(kw["device"])),
         "dtype": _dtype(kw["dtype"], kw["scorer"], kw["device"]),
         "scorer": kw["scorer"],
@@ -149,12 +155,7 @@ def table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
 
 
 
-
-#: -h/--help also when a command runs as a program of its own (rescore-phrase-table).
-COMMAND_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@cli.command(context_settings=COMMAND_SETTINGS)
+@cli.command()
 # readable=False: the library reports an unreadable IN or OUT (exit 6), not click (exit 2)
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
@@ -220,7 +221,7 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
         group, device = distributed.start(torch.device(options["device"]), backend="gloo",
                                           timeout=distributed.RESCORE_TIMEOUT)
     except distributed.DistributedError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     ctx.call_on_close(group.close)
     quiet = quiet or not group.is_main
     index_bar = Progress("index", quiet=quiet, in_bytes=True)

@@ -17,6 +17,7 @@ import click
 from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
+from ..errors import EXIT_OS
 from ..model.architectures import arch_config
 from ..model.encoder_decoder import ModelConfig
 from ..output import check_distinct_paths
@@ -46,7 +47,7 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
     try:
         group, dev = distributed.start(resolve_device(device))
     except distributed.DistributedError as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     ctx.call_on_close(group.close)
     if not group.is_main:  # one process reports (progress, summaries); errors still show
         ctx.find_root().ensure_object(dict)["quiet"] = True
@@ -56,7 +57,7 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
             warn(f"--bf16: {warning}")
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
-        raise UserError(f"{model_out}: output directory does not exist", exit_code=6)
+        raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path = companion_path(model_out, ".last.pt")
     for output in (model_out, last_path, log_path or companion_path(model_out, ".log")):
         for given in inputs:  # an input, overwritten by a model after hours
@@ -76,7 +77,7 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
         if resume:
             trainer.resume()
     except (TrainingError, SubwordError) as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e), e.exit_code) from e
     say(ctx, f"{read_summary}, {data.unique_pairs:,} unique pairs; training on {len(data.train_idx):,} "
              f"({data.skipped_long:,} longer than {cfg.max_length} tokens skipped), {data.heldout:,} held out "
              f"({len(data.valid_idx):,} scored per validation)")
@@ -117,7 +118,7 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
     except Interrupted as e:
         raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
                         "the same command with --resume to continue",
-                        exit_code=128 + e.why) from e
+                        e.exit_code) from e
     p, unigram = trainer.p, trainer.info["unigram_token_ppl"]
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from ..errors import UsageError
 from .pairs import PairSet
 from .vocab import SPECIALS, Vocabulary
 
@@ -35,7 +36,7 @@ from .vocab import SPECIALS, Vocabulary
 MAX_LEARN_PHRASES = 2_000_000
 
 
-class SubwordError(ValueError):
+class SubwordError(UsageError):
     """Subword units that cannot be learned or loaded; the message says why."""
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..moses.columns import describe
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError
+from ..moses.score_fields import scores
 from ..moses.table_reader import iter_lines_lenient
 from .vocab import SPECIALS, tokenize_phrase
 
@@ -51,12 +52,6 @@ def _h(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-def _score_count(raw: bytes, scores_end: int) -> int:
-    """How many scores the line carries (its third field, up to ``scores_end``)."""
-    start = raw.index(b" ||| ", raw.index(b" ||| ") + 5) + 5
-    return len(raw[start:scores_end].split())
-
-
 def coverage(counts: Counter, shortlist_size: int) -> float:
     """Share of token occurrences covered by the shortlist (specials excluded from its size)."""
     total = sum(counts.values())
@@ -88,7 +83,7 @@ def inspect_table(
                 stats.malformed.append(str(item))
             continue
         stats.lines += 1
-        score_counts[_score_count(item.raw, item.scores_end)] += 1
+        score_counts[len(scores(item))] += 1
         src_tokens = tokenize_phrase(item.source)
         tgt_tokens = tokenize_phrase(item.target)
         source_key = " ".join(src_tokens).encode("utf-8")

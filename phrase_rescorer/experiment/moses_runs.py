@@ -27,6 +27,7 @@ import signal
 import subprocess
 from collections.abc import Callable
 
+from ..errors import EXIT_OS
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from .systems import ExperimentError
@@ -105,7 +106,7 @@ def tune(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, r
     tuned = os.path.join(work, "moses.ini")
     if code != 0 or not os.path.isfile(tuned):
         raise ExperimentError(
-            f"mert-moses.pl failed (exit {code}); see {err_path}. Its last lines:\n{_tail(err_path)}", 6
+            f"mert-moses.pl failed (exit {code}); see {err_path}. Its last lines:\n{_tail(err_path)}", EXIT_OS
         )
     return tuned, bleus
 
@@ -121,15 +122,15 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
     with open(log, "wb") as err:
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
-        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", 6)
+        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", EXIT_OS)
     try:
         lines = result.stdout.decode("utf-8").split("\n")  # newlines only, as Moses counts
     except UnicodeDecodeError as exc:
-        raise ExperimentError(f"moses wrote invalid UTF-8 for {source} ({exc}); see {log}", 6) from exc
+        raise ExperimentError(f"moses wrote invalid UTF-8 for {source} ({exc}); see {log}", EXIT_OS) from exc
     if lines[-1] == "":
         lines.pop()
     if len(lines) != expected:
-        raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", 6)
+        raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", EXIT_OS)
     with AtomicOutput(output, compress=False) as out:
         out.write(result.stdout)
     return [line.rstrip(" ") for line in lines]
@@ -145,5 +146,5 @@ def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size
     with open(log, "wb") as err:
         result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
     if result.returncode != 0 or not os.path.isfile(partial):
-        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", 6)
+        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", EXIT_OS)
     os.replace(partial, output)

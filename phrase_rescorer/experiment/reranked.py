@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import EXIT_OS
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
 from ..moses.ini_weights import read_weights
@@ -145,7 +146,7 @@ def rerank_run(toolkit: MosesToolkit, run_dir: str, system: System, features: Se
     try:
         result = tune(toolkit, lists["dev"], [dev[1]], start, os.path.join(work, "mert"), seed=seed, threads=threads)
     except RerankError as e:
-        raise ExperimentError(str(e), 6) from e
+        raise ExperimentError(str(e), EXIT_OS) from e
     write_weights_file(os.path.join(work, "weights"), dev_matrix.layout, result.weights)
     for part, matrix in (("dev", dev_matrix), ("test", read_matrix(lists["test"]))):
         with open(dict(dev=dev, test=test)[part][0], "rb") as f:

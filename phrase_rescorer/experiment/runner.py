@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
 from ..moses.text import check_language
@@ -110,14 +111,14 @@ def _target_lang(settings: Settings) -> str:
         try:
             return check_language(settings.target_lang)
         except ValueError as e:
-            raise ExperimentError(f"--target-lang: {e}", 2) from None
+            raise ExperimentError(f"--target-lang: {e}", EXIT_USAGE) from None
     if settings.model:
         recorded = load_checkpoint(settings.model).target_lang
         if recorded:
             return recorded
     raise ExperimentError(
         "the target language is unknown (the model file does not record it): give --target-lang, "
-        "e.g. --target-lang fr, for the detokenizer", 2
+        "e.g. --target-lang fr, for the detokenizer", EXIT_USAGE
     )
 
 
@@ -135,10 +136,10 @@ def _read_settings(path: str) -> dict:
             old = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ExperimentError(f"{path}: not an experiment's settings ({e}); give another --out, "
-                              "or remove the file to start this one afresh", 2) from None
+                              "or remove the file to start this one afresh", EXIT_USAGE) from None
     if not isinstance(old, dict):
         raise ExperimentError(f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
-                              "object); give another --out, or remove the file to start this one afresh", 2)
+                              "object); give another --out, or remove the file to start this one afresh", EXIT_USAGE)
     return old
 
 
@@ -158,7 +159,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
         raise ExperimentError(
             f"{settings.out_dir} holds an experiment with other settings ({details}); "
-            "give another --out, or the same settings to continue it", 2
+            "give another --out, or the same settings to continue it", EXIT_USAGE
         )
     if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
         say(f"{path}: recording the fingerprints of the experiment's files now")
@@ -172,7 +173,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         raise ExperimentError(
             f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "
             "its finished runs, rescored tables and start inis come from the old ones; give another --out, "
-            "or restore the files to continue it", 2
+            "or restore the files to continue it", EXIT_USAGE
         )
 
 
@@ -183,7 +184,7 @@ def check(settings: Settings) -> str:
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
     if settings.runs < 1:
-        raise ExperimentError("--runs must be at least 1", 2)
+        raise ExperimentError("--runs must be at least 1", EXIT_USAGE)
     return table
 
 

@@ -19,20 +19,22 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, InputError
 from ..model.checkpoint import load_checkpoint
 from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
+from ..moses.stems import existing_table
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
 from ..rescoring.engine import rescore_table
 
 
-class ExperimentError(ValueError):
-    """A refused experiment; ``exit_code`` follows the project's table (3 data, 4 model, 5 ini)."""
+class ExperimentError(InputError):
+    """A refused experiment; ``exit_code`` one of ``errors``' codes (bad data unless given)."""
 
-    def __init__(self, message: str, exit_code: int = 3):
+    def __init__(self, message: str, exit_code: int = EXIT_INPUT):
         super().__init__(message)
         self.exit_code = exit_code
 
@@ -62,7 +64,7 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
         with open(ini, encoding="utf-8", newline="") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise ExperimentError(f"{ini}: cannot read the moses.ini ({e})", 5) from None
+        raise ExperimentError(f"{ini}: cannot read the moses.ini ({e})", EXIT_INI) from None
     lines = text.splitlines(keepends=True)
     for feature in features(lines):
         path = feature.args.get("path")
@@ -73,18 +75,17 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
         if not os.path.isabs(path):
             raise ExperimentError(
                 f"{ini}:{feature.index + 1}: {feature.name} has the relative path {path}: mert-moses.pl runs "
-                "the decoder in its own working directory; give the ini absolute paths", 5)
-        candidates = [path, path + ".gz"] if not path.endswith(".gz") else [path]
-        if not any(os.access(p, os.R_OK) for p in candidates):
+                "the decoder in its own working directory; give the ini absolute paths", EXIT_INI)
+        if not os.access(existing_table(path), os.R_OK):
             raise ExperimentError(f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be "
-                                  "read", 5)
+                                  "read", EXIT_INI)
     pd = check_moses_ini(text, name, ini)  # the table carries num-features scores
     if pd.type not in TEXT_TABLE_TYPES or pd.path is None:
         raise MosesIniError(
             f"{ini}:{pd.index + 1}: {name} is a {pd.type}; the experiment rescores a text phrase table "
             "(PhraseDictionaryMemory): give the ini that points at phrase-table.gz"
         )
-    return pd.path if os.path.isfile(pd.path) else pd.path + ".gz"
+    return existing_table(pd.path)
 
 
 def count_lines(path: str) -> int:
@@ -92,7 +93,7 @@ def count_lines(path: str) -> int:
         with open(path, "rb") as f:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
     except OSError as e:
-        raise ExperimentError(f"{path}: cannot read ({e.strerror})", 6) from None
+        raise ExperimentError(f"{path}: cannot read ({e.strerror})", EXIT_OS) from None
 
 
 def check_parallel(what: str, *paths: str) -> int:
@@ -129,7 +130,7 @@ def check_coverage(table: str, model: str, minimum: float) -> tuple[float, float
             f"{model}: its vocabulary covers {src:.1%} of the source and {tgt:.1%} of the target "
             f"tokens of {table} (at least {minimum:.0%} needed): was it trained on another table? "
             "(--min-coverage sets the limit)",
-            4,
+            EXIT_MODEL,
         )
     return src, tgt
 

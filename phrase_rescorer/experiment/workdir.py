@@ -23,7 +23,9 @@ import hashlib
 import os
 from collections.abc import Iterator, Mapping
 
+from ..errors import EXIT_OS
 from ..moses.ini_weights import features
+from ..moses.stems import table_candidates
 from .systems import ExperimentError
 
 LOCK_NAME = ".experiment.lock"
@@ -32,11 +34,12 @@ LOCK_NAME = ".experiment.lock"
 def check_out_dir(path: str) -> None:
     """Refuse an ``--out`` that cannot be the experiment's directory (exit 6), naming it."""
     if path == "":
-        raise ExperimentError("--out '': an empty path names no directory", 6)
+        raise ExperimentError("--out '': an empty path names no directory", EXIT_OS)
     if os.path.islink(path) and not os.path.exists(path):
-        raise ExperimentError(f"{path}: --out is a symbolic link to {os.readlink(path)!r}, which does not exist", 6)
+        raise ExperimentError(f"{path}: --out is a symbolic link to {os.readlink(path)!r}, which does not exist",
+                              EXIT_OS)
     if os.path.exists(path) and not os.path.isdir(path):
-        raise ExperimentError(f"{path}: --out exists and is not a directory", 6)
+        raise ExperimentError(f"{path}: --out exists and is not a directory", EXIT_OS)
 
 
 @contextlib.contextmanager
@@ -48,17 +51,17 @@ def locked_out_dir(path: str) -> Iterator[None]:
         os.makedirs(path, exist_ok=True)
         fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise ExperimentError(f"{path}: cannot use it as --out ({e.strerror})", 6) from None
+        raise ExperimentError(f"{path}: cannot use it as --out ({e.strerror})", EXIT_OS) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise ExperimentError(f"{path}: cannot lock {LOCK_NAME} ({e.strerror})", 6) from None
+                raise ExperimentError(f"{path}: cannot lock {LOCK_NAME} ({e.strerror})", EXIT_OS) from None
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             raise ExperimentError(
                 f"{path}: another experiment (PID {holder}) is running in this directory; wait for it "
-                "to end, or give another --out", 6) from None
+                "to end, or give another --out", EXIT_OS) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -73,7 +76,7 @@ def sha256_of(path: str) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     except OSError as e:
-        raise ExperimentError(f"{path}: cannot read ({e.strerror})", 6) from None
+        raise ExperimentError(f"{path}: cannot read ({e.strerror})", EXIT_OS) from None
     return h.hexdigest()
 
 
@@ -86,7 +89,7 @@ def ini_files(ini: str) -> dict[str, list[int]]:
         path = feature.args.get("path")
         if path is None:
             continue
-        for candidate in (path, path + ".gz"):
+        for candidate in table_candidates(path):
             with contextlib.suppress(OSError):
                 info = os.stat(candidate)
                 found[candidate] = [info.st_size, info.st_mtime_ns]

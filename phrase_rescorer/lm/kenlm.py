@@ -19,10 +19,12 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from ..errors import HostError
+
 _LINE = re.compile(r"^(Perplexity including OOVs|Perplexity excluding OOVs|OOVs|Tokens):\s*(\S+)", re.M)
 
 
-class KenLMError(ValueError):
+class KenLMError(HostError):
     pass
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..data.vocab import Vocabulary
+from ..errors import UsageError
 from ..training.log import EventLog
 from ..training.trainer import Interrupted
 from .lm_file import LMFile, load_lm, save_lm
@@ -32,7 +33,7 @@ from .network import CSLM, LMConfig
 from .text import oov_mask
 
 
-class LMTrainingError(ValueError):
+class LMTrainingError(UsageError):
     """A training run that cannot start or continue (e.g. --resume with other data)."""
 
 

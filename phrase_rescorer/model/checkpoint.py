@@ -44,6 +44,7 @@ import torch
 from .. import __version__
 from ..data.subwords import SubwordError, Subwords
 from ..data.vocab import Vocabulary, tokenize_phrase
+from ..errors import ModelError
 from ..output import AtomicOutput
 from .architectures import ArchConfig, Network, build_model
 from .encoder_decoder import ModelConfig
@@ -53,7 +54,7 @@ FORMAT_VERSION = 2  # the newest; files are written with the lowest version that
 READ_VERSIONS = (1, 2)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelError):
     """A model file that cannot be used; the message names the file and what is wrong."""
 
 

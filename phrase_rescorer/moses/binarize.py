@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 
+from ..errors import IniError
 from .table_forms import FEATURE_TYPES, TableForm, TableFormError, table_form
 from .toolkit import MosesToolkit
 
@@ -28,7 +29,7 @@ PROGRAMS = {
 KINDS = tuple(PROGRAMS)
 
 
-class BinarizeError(ValueError):
+class BinarizeError(IniError):
     """The binarizer failed, or made something other than the table asked for."""
 
 

@@ -31,6 +31,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OS, EXIT_USAGE, UsageError
 from .table_files import table_columns
 
 #: train-model.perl implementations whose table is a text file: 0 phrase-based
@@ -46,12 +47,8 @@ count (PATH:0:N), so that the moses.ini says num-features=N. For EMS, in [TRAINI
 """
 
 
-class EmsScriptError(ValueError):
+class EmsScriptError(UsageError):
     """A train-model.perl call whose moses.ini could not describe the rescored table."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def _option(arg: str) -> tuple[str, str | None] | None:
@@ -111,7 +108,7 @@ def rewrite(args: Sequence[str]) -> tuple[list[str], list[str]]:
             raise EmsScriptError(
                 "TRAINING:mmsapt builds the phrase pairs from the corpus while decoding: there is "
                 "no phrase-table file for the RNN column (EMS skips custom-phrase-table-pruning "
-                "when mmsapt is set). Remove mmsapt to use the rescored table", 2)
+                "when mmsapt is set). Remove mmsapt to use the rescored table")
         if opt and opt[0] == TABLE_OPTION:
             if opt[1] is None:
                 expect_table = True
@@ -129,11 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "ems-train-model"
     if not argv or argv[0] in ("-h", "--help"):
         print(f"Usage: {prog} TRAIN-MODEL.PERL [ARGS...]\n\n{USAGE}", file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
+        return EXIT_USAGE if not argv else EXIT_OK
     script, args = argv[0], argv[1:]
     if not (os.path.isfile(script) and os.access(script, os.X_OK)):
         print(f"error: {script}: not an executable file (give train-model.perl first)", file=sys.stderr)
-        return 6
+        return EXIT_OS
     try:
         new_args, notes = rewrite(args)
     except EmsScriptError as e:
@@ -143,4 +140,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: {note}", file=sys.stderr)
     sys.stderr.flush()
     os.execv(script, [script, *new_args])
-    return 1  # not reached
+    return EXIT_INTERNAL  # not reached

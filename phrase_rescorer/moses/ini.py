@@ -39,9 +39,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import IniError
 from .binarized import binarize_command
 from .columns import START_WEIGHT
 from .numbers import format_number
+from .stems import table_candidates
 from .table_files import table_columns
 from .table_forms import FEATURE_TYPES, FORM_OF_TYPE, TableForm, TableFormError, table_form
 
@@ -54,7 +56,7 @@ _SECTION = re.compile(r"^\s*\[([^\]]+)\]")
 _NEWLINE = re.compile(r"[\r\n]+$")
 
 
-class MosesIniError(ValueError):
+class MosesIniError(IniError):
     """A moses.ini that cannot be patched, or that does not match its phrase table."""
 
 
@@ -221,7 +223,7 @@ def patch_moses_ini(
     # EMS' create-config may already point the ini at the rescored table: then the table has
     # the new count, not the old one.
     same_table = pd.path is not None and os.path.exists(table) and any(
-        os.path.exists(p) and same_file(p, table) for p in (pd.path, pd.path + ".gz")
+        os.path.exists(p) and same_file(p, table) for p in table_candidates(pd.path)
     )
     if not same_table and (note := _check_current_table(pd, ini)):
         checked.append(note)

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..errors import ModelError
+
 SCORE_FORMATS = ("prob", "logprob", "neglogprob")
 
 #: Moses floors every log score at this value (LOWEST_SCORE in moses/TypeDef.h).
@@ -40,7 +42,7 @@ MOSES_LOG_FLOOR = -100.0
 COUNT_CAP = 88
 
 
-class ScoreError(ValueError):
+class ScoreError(ModelError):
     """A score that cannot be written (NaN or infinite log-probability)."""
 
 

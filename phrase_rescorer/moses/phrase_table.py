@@ -39,6 +39,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..errors import EXIT_OS, InputError
+
 _SEP = b" ||| "
 _SEP_AT_END = b" |||"
 _BARS = b"|||"
@@ -55,7 +57,7 @@ _FAST_UNCHECKED = re.compile(_FAST_HEAD + rb"[^|]*" + _FAST_TAIL)
 _BLANKS = re.compile(rb"[ \t]+")
 #: What separates the tokens of a phrase (``vocab.tokenize_phrase``): a phrase of nothing else is empty.
 PHRASE_BLANKS = b" \t"
-class PhraseTableError(ValueError):
+class PhraseTableError(InputError):
     """Bad input; ``str(e)`` is ``"path:line_no: message"`` or ``"path: message"``.
 
     ``line_no`` is 1-based, or None when the problem is not on a given line.
@@ -75,6 +77,8 @@ class PhraseTableError(ValueError):
 class PhraseTableOSError(PhraseTableError):
     """The file system, not the table's content: an input that cannot be opened or read (exit
     code 6 in the CLI, not 3). Output paths are ``output.OutputError``'s."""
+
+    exit_code = EXIT_OS
 
 
 class PhraseTableStreamError(PhraseTableError):

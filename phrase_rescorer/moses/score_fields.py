@@ -14,7 +14,8 @@
   second identical column would only make MERT's search degenerate.
 
 The checks read the bytes of the scores field only (``Entry.scores_end`` ends it; it begins
-after the last ``|||`` before that).
+after the last ``|||`` before that). :func:`score_field` and :func:`scores` are what every
+reader of a line's scores uses.
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ _BARS = b"|||"
 
 
 def score_field(entry: Entry) -> bytes:
-    """The bytes of the entry's scores field."""
+    """The bytes of the entry's scores field: the one place a table line's scores are cut out."""
     return entry.raw[entry.raw.rfind(_BARS, 0, entry.scores_end) + 3 : entry.scores_end]
+
+
+def scores(entry: Entry) -> list[bytes]:
+    """The entry's scores, as written."""
+    return score_field(entry).split()
 
 
 class ScoreFieldCheck:
@@ -42,7 +48,7 @@ class ScoreFieldCheck:
 
     def __call__(self, entry: Entry) -> None:
         field = score_field(entry)
-        count = len(field.split())
+        count = len(scores(entry))
         if self.count is None:
             self.count, self.first_line = count, entry.line_no
         elif count != self.count:

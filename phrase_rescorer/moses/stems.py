@@ -19,6 +19,8 @@ train-model.perl, and filter-model-given-input.pl opens it with ``if ( $file !~ 
 So: when IN does not exist but ``IN.gz`` does, IN is that stem. The input is then
 ``IN.gz``, and an OUT that does not end with ``.gz`` is written as ``OUT.gz``, where the next
 step looks. An IN that exists is read as named and OUT written as named, whatever the names.
+The same rule finds the text table a moses.ini names (:func:`existing_table`): the one
+definition of "IN or IN.gz" in the package.
 """
 
 from __future__ import annotations
@@ -34,9 +36,23 @@ class TablePaths:
     note: str | None  # what was changed and why, for the user; None when nothing was
 
 
+def table_candidates(path: str) -> tuple[str, ...]:
+    """The files a table named ``path`` may be, in the order they are tried: ``path``, then,
+    for a stem (a name without ``.gz``), ``path.gz``."""
+    return (path,) if path == "-" or path.endswith(".gz") else (path, path + ".gz")
+
+
+def existing_table(path: str) -> str:
+    """``path``, or ``path.gz`` when only that exists: a table named by its stem, as EMS names
+    them (train-model.perl writes ``$ttable_file.gz``), is the file a decoder can open."""
+    if len(table_candidates(path)) > 1 and not os.path.exists(path) and os.path.isfile(path + ".gz"):
+        return path + ".gz"
+    return path
+
+
 def resolve_stems(in_path: str, out_path: str) -> TablePaths:
     """The files to read and write for IN and OUT as given on the command line."""
-    if in_path == "-" or in_path.endswith(".gz") or os.path.exists(in_path) or not os.path.isfile(in_path + ".gz"):
+    if existing_table(in_path) == in_path:
         return TablePaths(in_path, out_path, None)
     out = out_path if out_path == "-" or out_path.endswith(".gz") else out_path + ".gz"
     note = (f"{in_path} does not exist: reading {in_path}.gz"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..errors import IniError
 from .binarized import binarized_score_count, compact_score_count
 from .table_files import table_columns
 
@@ -38,7 +39,7 @@ FEATURE_TYPES = {
 FORM_OF_TYPE = {v: k for k, v in FEATURE_TYPES.items()}
 
 
-class TableFormError(ValueError):
+class TableFormError(IniError):
     """A ``--table`` that is not a phrase table in a form Moses loads."""
 
 

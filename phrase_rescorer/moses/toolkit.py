@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..errors import UsageError
+
 #: What the experiment runs: the decoder, MERT's two programs and its driver script.
 EXPERIMENT_NEEDS = ("bin/moses", "bin/mert", "bin/extractor", "scripts/training/mert-moses.pl")
 
 
-class MosesNotFound(ValueError):
+class MosesNotFound(UsageError):
     """No usable Moses installation where the user pointed (or nowhere pointed at all)."""
 
 

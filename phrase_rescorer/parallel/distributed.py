@@ -30,6 +30,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..errors import UsageError
+
 T = TypeVar("T")
 
 #: How long a collective may wait for the slowest process. Training processes run in lock
@@ -38,7 +40,7 @@ TRAIN_TIMEOUT = timedelta(minutes=30)
 RESCORE_TIMEOUT = timedelta(hours=24)
 
 
-class DistributedError(ValueError):
+class DistributedError(UsageError):
     """A launch that cannot work (device choice, GPU count); the message says what to change."""
 
 

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import HostError
 from ..moses.toolkit import MosesToolkit
 
 RESTARTS = 20
 _BEST = re.compile(r"^Best point:((?:\s+\S+)+?)\s+=>\s+(\S+)", re.M)
 
 
-class RerankError(ValueError):
+class RerankError(HostError):
     pass
 
 

@@ -8,13 +8,14 @@ import math
 
 import numpy as np
 
+from ..errors import UsageError
 from ..moses.ini import MosesIniError
 from ..moses.ini_weights import read_weights
 from ..moses.numbers import format_number
 from ..output import AtomicOutput
 
 
-class WeightsError(ValueError):
+class WeightsError(UsageError):
     pass
 
 

@@ -10,17 +10,20 @@ from dataclasses import dataclass
 import torch
 
 from .. import __version__
+from ..errors import UsageError
 from ..model.checkpoint import Checkpoint
 from ..moses.numbers import SCORE_FORMATS
 from .scorers import SCORERS
 
 DTYPES = ("float32", "bfloat16")  # bfloat16: the prefix scorer only, approximate
+#: Lines per window, and how many times that a window may grow to end at a source phrase's end.
+DEFAULT_WINDOW, WINDOW_EXTENSION = 8192, 8
 
 #: (lines done, input position in bytes (compressed for gzip), input size or None)
 ProgressCallback = Callable[[int, int, "int | None"], None]
 
 
-class OptionError(ValueError):
+class OptionError(UsageError):
     """A setting this run cannot take (a usage error: exit 2 on the command line)."""
 
 
@@ -30,8 +33,8 @@ class RescoreOptions:
     normalize: bool = False  # divide log p by (target tokens + 1)
     unk_feature: bool = False  # append the paper's "WP" count column, as exp(n)
     batch_size: int | None = None  # pairs per batch; None: the scorer's default
-    window: int = 8192  # lines per window (sorted and batched together)
-    window_cap: int = 65536  # a run of one source longer than this is split
+    window: int = DEFAULT_WINDOW  # lines per window (sorted and batched together)
+    window_cap: int = WINDOW_EXTENSION * DEFAULT_WINDOW  # a run of one source longer than this is split
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     dtype: str = "float32"
     scorer: str = "prefix"  # a name in scorers.SCORERS

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ..errors import InputError
+
 
 class EventLog:
     """Writes events, one flushed line each; on ``append`` continues ``elapsed`` from the file."""
@@ -77,7 +79,7 @@ def read_log_counting(path: str) -> tuple[list[dict[str, Any]], int]:
     return events, skipped
 
 
-class TrainingLogError(ValueError):
+class TrainingLogError(InputError):
     """A log that cannot be plotted; the message names the file."""
 
 

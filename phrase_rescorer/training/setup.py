@@ -15,10 +15,11 @@ from ..data.batching import trainable
 from ..data.pairs import EncodedPairs, PairSet
 from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
+from ..errors import UsageError
 from ..model.encoder_decoder import PRESETS
 
 
-class TrainingError(ValueError):
+class TrainingError(UsageError):
     """A refused request (e.g. ``--resume`` with other settings); the message says what to do."""
 
 

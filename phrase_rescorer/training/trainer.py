@@ -39,6 +39,7 @@ import torch
 from torch.profiler import record_function
 
 from ..data.batching import collate, epoch_plan
+from ..errors import signal_exit
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.encoder_decoder import ModelConfig
@@ -59,6 +60,11 @@ class Interrupted(Exception):
     def __init__(self, why: int, step: int, last_path: str):
         super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
         self.why, self.step, self.last_path = why, step, last_path
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of the signal that stopped the run (``why``: its number)."""
+        return signal_exit(self.why)
 
 
 @dataclass

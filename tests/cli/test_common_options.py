@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from phrase_rescorer import __version__
 from phrase_rescorer.cli import cli
+from phrase_rescorer.cli.common import CONTEXT_SETTINGS
+from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import PYTHON, REPO, cli_env
 
 
@@ -50,3 +52,32 @@ def test_quiet_before_or_after_the_subcommand(tmp_path: Path) -> None:
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 0 and r.stderr == "", (args, r.stderr)
         assert r.stdout == loud.stdout
+
+
+def test_threads_device_and_click_settings_are_defined_once() -> None:
+    """--threads (applied while parsing, on every command that has it), --device and the click
+    settings (-h, the help's width) are one definition each, also on the commands that hand the
+    thread count on (experiment: the decoder, rerank-tune: mert)."""
+    commands = {"(group)": cli, **cli.commands}
+    threads = {name: p for name, c in commands.items() for p in c.params if "--threads" in p.opts}
+    devices = {name: p for name, c in commands.items() for p in c.params if "--device" in p.opts}
+    assert {"experiment", "rerank-tune", "rescore", "train"} <= set(threads)
+    assert {"experiment", "rescore", "train"} <= set(devices)
+    assert len({p.callback for p in threads.values()}) == 1
+    assert {tuple(p.opts) for p in threads.values()} == {("--threads", "-threads")}
+    assert len({(p.default, p.help) for p in devices.values()}) == 1
+    assert all(c.context_settings == CONTEXT_SETTINGS for c in commands.values())
+    r = CliRunner().invoke(cli.commands["experiment"], ["-h"])
+    assert r.exit_code == 0 and "--threads N|all" in r.output
+
+
+def test_rescoring_defaults_are_the_library_s() -> None:
+    """rescore's and moses-step's option defaults are RescoreOptions' (the library's), not
+    numbers of their own."""
+    defaults = RescoreOptions()
+    for name in ("rescore", "moses-step"):
+        ctx = click.Context(cli.commands[name])
+        given = {p.name: p.get_default(ctx) for p in cli.commands[name].params}
+        for field in ("score_format", "normalize", "unk_feature", "batch_size", "window", "device", "dtype",
+                      "scorer"):
+            assert given[field] == getattr(defaults, field), (name, field)
