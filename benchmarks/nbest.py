@@ -51,11 +51,12 @@ import numpy as np
 import torch
 
 from benchmarks import parts
+from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
-from phrase_rescorer.lm.text import build_vocabulary, ngrams, read_sentences, sentence_ids
+from phrase_rescorer.lm.text import build_vocabulary, ngrams, sentence_ids
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
 from phrase_rescorer.nbest import features as nbest_features
 from phrase_rescorer.nbest.stream import append_features
