@@ -178,3 +178,36 @@ def test_the_analysis_commands_say_the_direction(model: Path, tmp_path: Path) ->
                                      "la maison"])
         assert r.exit_code == 0, r.output
         assert f"direction: {direction}, p(" in r.stderr
+
+
+def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
+    from phrase_rescorer.experiment.runner import Settings, _target_lang
+    from phrase_rescorer.experiment.systems import RNN_BOTH, check_coverage, prepare_system, systems_for
+    from tests.helpers.paths import REPO
+
+    tiny = REPO / "tests" / "data" / "tiny-moses"
+    table = tiny / "phrase-table.gz"
+    ini = tmp_path / "moses.ini"
+    ini.write_text((tiny / "moses.ini").read_text().replace("@MODEL_DIR@", str(tiny)))
+    models = {}
+    for direction in ("forward", "inverse"):
+        models[direction] = tmp_path / f"{direction}.pt"
+        r = CliRunner().invoke(cli, ["train", str(table), str(models[direction]), *TINY, "--vocab-size", "400",
+                                     "--max-steps", "1", "--direction", direction])
+        assert r.exit_code == 0, r.output
+    assert [s.key for s in systems_for(True, True, inverse=True)] == ["baseline", "rnn", "rnn-wp", "rnn-both"]
+    src, tgt = check_coverage(str(table), str(models["inverse"]), 0.5)  # its shortlists, read the right way
+    assert (src, tgt) == check_coverage(str(table), str(models["forward"]), 0.5)
+    settings = Settings(ini=str(ini), dev=(str(tiny / "dev.en"), str(tiny / "dev.fr")),
+                        test=(str(tiny / "test.en"), str(tiny / "test.fr")), out_dir=str(tmp_path / "out"),
+                        model=str(models["inverse"]))
+    assert _target_lang(settings) == "fr"  # the table's target language, whichever the network reads
+    start = prepare_system(RNN_BOTH, str(ini), str(table), str(models["forward"]), str(tmp_path / "out"),
+                           start_weights="ini", inverse_model=str(models["inverse"]))
+    rescored = tmp_path / "out" / "tables" / "phrase-table.rnn-both.gz"
+    both = appended_columns(table, rescored, columns=2)
+    alone = tmp_path / "inverse.gz"
+    rescore_table(str(table), str(alone), str(models["inverse"]), device="cpu")
+    assert [v[1] for v in both] == [v[0] for v in appended_columns(table, alone)]
+    text = Path(start).read_text()
+    assert "num-features=6 " in text and "TranslationModel0= 0.2 0.2 0.2 0.2 0.02 0.02" in text
