@@ -171,13 +171,24 @@ def test_train_direction_inverse_records_it_and_reads_the_targets(tmp_path: Path
     assert r.exit_code != 0 and "direction was forward, now inverse" in r.output
 
 
-def test_the_analysis_commands_say_the_direction(model: Path, tmp_path: Path) -> None:
+def test_the_analysis_commands_say_the_direction_and_read_the_table_by_target(model: Path, tmp_path: Path) -> None:
     inverse = inverse_of(model, tmp_path / "inverse.pt")
+    runner = CliRunner()
     for path, direction in ((model, "forward"), (inverse, "inverse")):
-        r = CliRunner().invoke(cli, ["suggest", "-m", str(path), "--raw", "--beam-size", "2", "--samples", "0",
-                                     "la maison"])
+        r = runner.invoke(cli, ["suggest", "-m", str(path), "--raw", "--beam-size", "2", "--samples", "0",
+                                "la maison"])
         assert r.exit_code == 0, r.output
         assert f"direction: {direction}, p(" in r.stderr
+    # "de" is the target of 14 lines of the sample: an inverse network's group of 14 sources
+    r = runner.invoke(cli, ["compare", "-m", str(inverse), "-t", str(SAMPLE), "--raw", "--source", "de",
+                            "--format", "json", "--scatter-pairs", "0"])
+    assert r.exit_code == 0, r.output
+    assert "direction: inverse, p(source|target)" in r.stderr
+    assert '"table_column": 1' in r.stdout and '"source": "de"' in r.stdout and '"targets": 14' in r.stdout
+    r = runner.invoke(cli, ["embed", "-m", str(inverse), "-t", str(SAMPLE), "--num-phrases", "5", "--raw",
+                            "-o", str(tmp_path / "emb")])
+    assert r.exit_code == 0, r.output
+    assert "direction: inverse" in r.stderr
 
 
 def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
