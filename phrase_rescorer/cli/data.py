@@ -55,7 +55,7 @@ def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_
 
 
 def _added_columns(model_paths: tuple[str, ...], unk_feature: bool) -> tuple[str, ...] | None:
-    """What rescore appended, last columns first known: each network's direction, then "wp"."""
+    """What rescore appended, in order: each network's direction, then "wp" (None: not given)."""
     if not model_paths:  # the default naming (one forward network) already knows its WP column
         return None
     return tuple(load_checkpoint(p).direction for p in model_paths) + (("wp",) if unk_feature else ())

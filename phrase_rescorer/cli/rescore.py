@@ -50,7 +50,8 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--normalize",
                 is_flag=True,
-                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence). "
+                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence); "
+                "an inverse network's log p(source|target) by the source tokens + 1. "
                 "Default: the paper's unnormalized sum (MERT's word penalty compensates).",
             ),
             click.option(

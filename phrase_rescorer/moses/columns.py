@@ -62,9 +62,10 @@ START_WEIGHT = 0.02
 
 def describe(column: int, columns: int | None = None, added: tuple[str, ...] | None = None) -> str:
     """``column`` (1-based) of a table with ``columns`` scores per line: its name, with Moses'
-    name where it has one. ``added`` names the appended columns, last first known: each network's
-    direction ("forward", "inverse"), then "wp" for the count column; without it, columns 5 and
-    6 of a 5- or 6-score table are taken to be the ones one forward network appends."""
+    name where it has one. ``added`` names the appended columns (the last ones), in order: each
+    network's direction ("forward", "inverse"), then "wp" for the count column; without it,
+    columns 5 and 6 of a 5- or 6-score table are taken to be the ones one forward network
+    appends."""
     if added is not None and columns is not None and column > columns - len(added):
         kind = added[column - (columns - len(added)) - 1]
         return RNN_COUNT if kind == "wp" else network_column(kind)
