@@ -17,7 +17,7 @@ from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.architectures import Network
 from ..moses.text import Display
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
-from .table_groups import normalize, pick_groups, source_groups
+from .table_groups import normalize, phrase_groups, pick_groups
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,10 @@ class SourceSuggestions:
     typed: str | None = None  # what a person typed, when it differs from ``source``
 
 
-def table_targets(path: str, phrases: list[str]) -> dict[str, set[str]]:
-    """The targets a phrase table lists for each of ``phrases`` that it has (normalised)."""
-    groups, _ = pick_groups(source_groups(path), given=phrases)
+def table_targets(path: str, phrases: list[str], inverse: bool = False) -> dict[str, set[str]]:
+    """The targets a phrase table lists for each of ``phrases`` that it has (normalised); with
+    ``inverse`` (an inverse network), the sources it lists for each of ``phrases`` as a target."""
+    groups, _ = pick_groups(phrase_groups(path, inverse=inverse), given=phrases)
     return {g.source: set(g.targets) for g in groups}
 
 

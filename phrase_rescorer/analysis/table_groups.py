@@ -5,6 +5,11 @@ group is one run of equal sources (an unsorted table simply gives several groups
 Phrases are compared and reported in their normalised form: the tokens joined by single spaces
 (``vocab.tokenize_phrase``), so ``"a  man"`` given on the command line finds ``"a man"``.
 Memory is bounded by the largest group and the sample sizes, never by the table.
+
+An inverse network (``train --direction inverse``) reads target phrases: ``phrase_groups``
+then gives the groups of equal *target* phrases, each with its sources (``SourceGroup.source``
+is the phrase the network reads, ``targets`` the phrases it predicts). A table is not sorted by
+target, so these groups are gathered over the whole table in memory (first seen first).
 """
 
 from __future__ import annotations
@@ -49,14 +54,15 @@ def score_column(entry: Entry, column: int, path: str) -> float:
     return float(field_[column - 1])
 
 
-def source_count(entry: Entry) -> float | None:
-    """count(source) from the counts field ``count(target) count(source) count(pair)``, if any."""
+def source_count(entry: Entry, which: int = 1) -> float | None:
+    """count(source) (``which`` 0: count(target)) from the counts field ``count(target)
+    count(source) count(pair)``, if any."""
     fields = entry.raw[entry.scores_end :].split(b"|||")
     if len(fields) < 3:  # ["", alignment, counts, ...]
         return None
     counts = fields[2].split()
     try:
-        return float(counts[1]) if len(counts) >= 2 else None
+        return float(counts[which]) if len(counts) >= 2 else None
     except ValueError:
         return None
 
@@ -74,6 +80,26 @@ def source_groups(path: str, column: int | None = None) -> Iterator[SourceGroup]
         group.scores.append(score_column(entry, column, path) if column is not None else 0.0)
     if group is not None:
         yield group
+
+
+def target_groups(path: str, column: int | None = None) -> Iterator[SourceGroup]:
+    """The groups of equal target phrases, each with its sources (an inverse network's view of
+    the table), in order of first appearance; the whole table is read first."""
+    groups: dict[str, SourceGroup] = {}
+    for entry in read_phrase_table(path):
+        target = normalize(entry.target)
+        group = groups.get(target)
+        if group is None:
+            group = groups[target] = SourceGroup(target, entry.line_no, count=source_count(entry, 0))
+        group.targets.append(normalize(entry.source))
+        group.scores.append(score_column(entry, column, path) if column is not None else 0.0)
+    yield from groups.values()
+
+
+def phrase_groups(path: str, column: int | None = None, inverse: bool = False) -> Iterator[SourceGroup]:
+    """The table's groups as a network of that direction reads them: by source phrase
+    (``source_groups``), or for an inverse network by target phrase (``target_groups``)."""
+    return target_groups(path, column) if inverse else source_groups(path, column)
 
 
 class Reservoir(Generic[T]):

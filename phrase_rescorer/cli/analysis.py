@@ -14,7 +14,7 @@ from ..analysis import compare as cmp
 from ..analysis import embed as emb
 from ..analysis import plots
 from ..analysis import suggest as sug
-from ..analysis.table_groups import GroupFilter, Reservoir, normalize, source_groups
+from ..analysis.table_groups import GroupFilter, Reservoir, normalize, phrase_groups
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..errors import EXIT_INPUT
 from ..model.architectures import Network
@@ -31,11 +31,25 @@ MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
 
 
+#: The line each analysis command says about the network's direction (``train --direction``).
+DIRECTION_LINES = {
+    "forward": "direction: forward, p(target|source): the network reads the table's source phrases "
+               "and predicts its targets",
+    "inverse": "direction: inverse, p(source|target): the network reads the table's target phrases "
+               "and predicts its sources (typed phrases are target phrases; a table's groups are "
+               "those of one target)",
+}
+
+
 def _load(path: str, device: str) -> tuple[Checkpoint, Network, Vocabulary, Vocabulary]:
+    """The network of ``path``, after saying its direction on stderr."""
     ckpt = load_checkpoint(path)
     if ckpt.subwords is not None:
         raise UserError(f"{path}: a subword model; suggest, compare and embed read word models "
                         "only (rescore reads both)")
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        say(ctx, DIRECTION_LINES[ckpt.direction])
     return ckpt, ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
 
 
@@ -131,7 +145,7 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
     items = [(p, form) for p, form in items if form]
     if not items:
         raise UserError("no phrases given (as arguments or on stdin, one per line)")
-    known = sug.table_targets(table, [form for _, form in items]) if table is not None else None
+    known = sug.table_targets(table, [form for _, form in items], ckpt.inverse) if table is not None else None
     settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk,
                             length_alpha, coverage_beta)
     results = [sug.suggest(net, src_vocab, tgt_vocab, form, settings, known, typed=p) for p, form in items]
@@ -145,10 +159,12 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @cli.command()
 @MODEL
 @click.option("-t", "--table", required=True, type=click.Path(allow_dash=True), help="Phrase table (.gz or -).")
-@click.option("--tm-column", default=cmp.DEFAULT_TM_COLUMN, show_default=True, type=click.IntRange(min=1),
+@click.option("--tm-column", type=click.IntRange(min=1),
               help="1-based score column of the table to rank by. A train-model.perl table holds "
               "p(f|e) lex(f|e) p(e|f) lex(e|f) with f the source and e the target, so column 3 is the "
-              "direct translation probability p(target|source), the one the paper compares.")
+              "direct translation probability p(target|source), the one the paper compares  [default: "
+              f"{cmp.DEFAULT_TM_COLUMN}; 1, p(source|target), for an inverse network, whose groups are "
+              "those of one target phrase].")
 @click.option("--source", "sources", multiple=True,
               help="Compare this source phrase (repeatable); overrides the selection options.")
 @click.option("--min-length", default=4, show_default=True, type=click.IntRange(min=1),
@@ -172,8 +188,8 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @device_option
 @threads_option
 @click.pass_context
-def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources: tuple[str, ...], min_length: int,
-            max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
+def compare(ctx: click.Context, model: str, table: str, tm_column: int | None, sources: tuple[str, ...],
+            min_length: int, max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
             max_sources: int, top: int, seed: int, raw: bool, source_lang: str | None, lowercase: bool | None,
             detok: bool, target_lang: str | None, fmt: str, plot: str | None, scatter_pairs: int,
             device: str) -> None:
@@ -191,12 +207,13 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int, sources:
     if plot and not scatter_pairs:
         raise UserError("--plot needs --scatter-pairs above 0")
     ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    tm_column = tm_column or (1 if ckpt.inverse else cmp.DEFAULT_TM_COLUMN)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)
     keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
     given = [form for _, form in _looked_up(ctx, sources, reader)] or None
     with progress(ctx, "compare", " sources") as bar:
-        groups = _counted(source_groups(table, tm_column), bar)
+        groups = _counted(phrase_groups(table, tm_column, ckpt.inverse), bar)
         report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
                              scatter_pairs, seed)
     if not report.comparisons:
@@ -260,7 +277,7 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     if table is not None and num_phrases:
         pool: Reservoir[str] = Reservoir(num_phrases, seed)
         with progress(ctx, "sample", " sources") as bar:
-            for g in _counted(source_groups(table), bar):
+            for g in _counted(phrase_groups(table, inverse=ckpt.inverse), bar):
                 if g.length >= min_length:
                     pool.offer(g.source)
         given = set(chosen)

@@ -215,7 +215,9 @@ def add_common_options(command: click.Command) -> click.Command:
     return command
 
 
-def model_option(dest: str = "model", required: bool = True) -> Callable[..., Any]:
-    """``-m/--model``: the trained network, the same option in every command."""
-    return click.option("-m", "--model", dest, required=required, type=click.Path(dir_okay=False),
-                        help="The trained network (written by phrase-rescorer train).")
+def model_option(dest: str = "model", required: bool = True, multiple: bool = False,
+                 help: str = "The trained network (written by phrase-rescorer train).") -> Callable[..., Any]:
+    """``-m/--model``: the trained network, the same option in every command (``multiple``: the
+    networks, one per -m, in the order given)."""
+    return click.option("-m", "--model", dest, required=required, multiple=multiple,
+                        type=click.Path(dir_okay=False), help=help)

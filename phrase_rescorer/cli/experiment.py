@@ -32,6 +32,9 @@ _FILE = click.Path(exists=True, dir_okay=False)
               help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
               "Default: the tokenized reference, detokenized like the output.")
 @model_option(required=False)
+@click.option("--inverse-model", type=_FILE, default=None,
+              help="A network of the other direction (train --direction inverse, p(source|target)): adds "
+              "the \"+ RNN both directions\" system, the table with -m's column then this one's.")
 @click.option("--lm", "lm", type=_FILE, default=None,
               help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
               "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
@@ -72,8 +75,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @device_option
 @click.pass_context
 def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
-               test_raw_ref: str | None, model: str | None, lm: str | None, nmt: str | None, rerank_nbest: int,
-               unk_feature: bool, runs: int, out_dir: str,
+               test_raw_ref: str | None, model: str | None, inverse_model: str | None, lm: str | None,
+               nmt: str | None, rerank_nbest: int, unk_feature: bool, runs: int, out_dir: str,
                maximum_iterations: int | None, nbest: int, threads: int, seed: int, target_lang: str | None,
                lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
@@ -84,7 +87,9 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     (a CSLM from train-lm) every tuned run is also reranked: the paper's "+ CSLM + RNN" rows,
     and "+ CSLM" on the baseline, which says whether the two networks add up. With --nmt (a
     network from train-nmt) the same for its sentence-level feature: "+ NMT", and with --lm
-    "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"), rows beyond the paper's table.
+    "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"), rows beyond the paper's table. With
+    --inverse-model (a network trained with --direction inverse) also "+ RNN both directions":
+    the table with both networks' columns, as Moses carries each probability both ways.
 
     \b
     Prints a table like the paper's Table 1 (mean ± sd over runs, Δ vs the baseline, p) and
@@ -100,9 +105,11 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
         raise UserError(str(e), e.exit_code) from None
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
+    if inverse_model and model is None:
+        raise UserError("--inverse-model needs --model (the system of both directions adds both columns)")
     settings = Settings(
-        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, lm=lm, nmt=nmt, rerank_nbest=rerank_nbest,
-        test_raw_reference=test_raw_ref,
+        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, inverse_model=inverse_model, lm=lm, nmt=nmt,
+        rerank_nbest=rerank_nbest, test_raw_reference=test_raw_ref,
         unk_feature=unk_feature, runs=runs, max_iterations=maximum_iterations, threads=threads, seed=seed,
         target_lang=target_lang, lowercase=lowercase, nbest=nbest, start_weights=start_weights, trials=trials,
         min_coverage=min_coverage, rescore_options={"device": device},

@@ -10,7 +10,7 @@ from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from . import cli
 from .common import UserError, is_quiet, model_option, say, warn
-from .rescore import options_dict, rescore_options, table_progress
+from .rescore import MODELS_HELP, options_dict, rescore_options, table_progress
 
 
 @cli.command("moses-ini")
@@ -50,7 +50,9 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
     --working-dir. The added weight is only a starting point; its default is chosen so that the
     new feature weighs about as much as one of Moses' own phrase-table features, not the best
     value for your system. The new column is p(target|source), the direction of Moses' column 3
-    (p(e|f) in Moses' notation, where f is the source).
+    (p(e|f) in Moses' notation, where f is the source); an inverse network's is p(source|target).
+    A table rescored with several networks (rescore -m A -m B) has as many added columns, each
+    given the starting weight (or its own --weight).
 
     \b
     Examples:
@@ -79,7 +81,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
 
 @cli.command("moses-step")
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@model_option("model_path", required=False)
+@model_option("model_paths", required=False, multiple=True, help=MODELS_HELP)
 @click.option("--network", hidden=True, type=click.Path(dir_okay=False),
               help="Deprecated name of -m/--model.")
 @click.option("--ini", "ini_in", default=None, type=click.Path(exists=True, dir_okay=False),
@@ -99,7 +101,7 @@ def moses_ini(ctx: click.Context, in_ini: str, out_ini: str, table: str, binariz
               help="mert-moses.pl working directory [default: a fresh MODEL_DIR/../mert-work-rnn].")
 @rescore_options
 @click.pass_context
-def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, network: str | None,
+def moses_step(ctx: click.Context, model_dir: str, model_paths: tuple[str, ...], network: str | None,
                ini_in: str | None, name: str, weights: tuple[float, ...], moses_dir: str | None,
                moses_dir_old: str | None, dev_source: str, dev_reference: str, working_dir: str | None,
                **kw: Any) -> None:
@@ -107,13 +109,15 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     MODEL_DIR/phrase-table.gz) -> MODEL_DIR/phrase-table.rnn.gz, and MODEL_DIR/moses.ini ->
     MODEL_DIR/moses.rnn.ini; then print the mert-moses.pl command to tune it (stdout), in a
     fresh working directory. In an EMS model/ directory the newest moses.ini.N is followed and
-    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). The printed
-    command runs the decoder on this run's thread count (--threads / -threads)."""
+    the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). With -m given
+    more than once, one column per network (num-features grows by as many, each with its
+    starting weight). The printed command runs the decoder on this run's thread count
+    (--threads / -threads)."""
     from ..moses.model_dir import format_command
     from ..pipeline.model_dir import rescore_model_dir
     from ..threads import current_threads
 
-    model_path = _renamed(model_path, network, "-m/--model", "--network")
+    model_path = _renamed(model_paths[0] if model_paths else None, network, "-m/--model", "--network")
     moses_dir = _renamed(moses_dir, moses_dir_old, "--moses", "--moses-dir")
     if model_path is None:
         raise click.MissingParameter(ctx=ctx, param_hint="'-m' / '--model'", param_type="option")
@@ -124,7 +128,7 @@ def moses_step(ctx: click.Context, model_dir: str, model_path: str | None, netwo
     bar, tick = table_progress(quiet, "rescore")
     with bar:
         result = rescore_model_dir(
-            model_dir, model_path, ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
+            model_dir, list(model_paths) or [model_path], ini_in=ini_in, name=name, weights=weights or (START_WEIGHT,),
             moses_dir=moses_dir,
             dev_source=dev_source, dev_reference=dev_reference, working_dir=working_dir,
             threads=current_threads(), on_progress=tick, on_warning=warn, **options_dict(kw),

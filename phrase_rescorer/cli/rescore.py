@@ -56,7 +56,8 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--normalize",
                 is_flag=True,
-                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence). "
+                help="Divide log p(target|source) by the number of target tokens + 1 (end of sequence); "
+                "an inverse network's log p(source|target) by the source tokens + 1. "
                 "Default: the paper's unnormalized sum (MERT's word penalty compensates).",
             ),
             click.option(
@@ -65,6 +66,8 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 help="Also append the paper's \"WP\" feature: the number n of source and target "
                 "words outside the network's shortlist, written as exp(n) so that Moses sees n "
                 "(n capped at 88: exp(88) is near the largest float32, which Moses parses). "
+                "With several -m, one WP column, after all the networks' columns, counted with "
+                "the first network's shortlists. "
                 "With a subword model (train --subwords) no unit is ever "
                 "unknown: n is 0.",
             ),
@@ -155,16 +158,23 @@ def table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
 
 
 
+
+MODELS_HELP = ("The trained network (written by phrase-rescorer train); given more than once, one "
+               "column per network, in the order given, each in the network's direction (train "
+               "--direction: forward adds p(target|source), inverse p(source|target)).")
+
+
 @cli.command()
 # readable=False: the library reports an unreadable IN or OUT (exit 6), not click (exit 2)
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
-@model_option("model_path")
+@model_option("model_paths", multiple=True, help=MODELS_HELP)
 @rescore_options
 @click.pass_context
-def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **kw: Any) -> None:
+def rescore(ctx: click.Context, in_path: str, out_path: str, model_paths: tuple[str, ...], **kw: Any) -> None:
     """Append the RNN Encoder-Decoder's p(target|source) to every line of the Moses phrase table
-    IN, writing OUT (- for stdin/stdout). IN may be plain or gzip, bzip2, xz or zstd, told by
+    IN, writing OUT (- for stdin/stdout); with -m given more than once, one column per network,
+    in the order given, from one read of IN. IN may be plain or gzip, bzip2, xz or zstd, told by
     its content; OUT is compressed as its name says (.gz, .bz2, .xz, .zst; a name such as
     .lzma, .Z or .tgz is refused).
 
@@ -172,8 +182,9 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **
     and OUT written as OUT.gz.
 
     The new column is the direct direction, that of Moses' column 3: p(e|f) in Moses' notation,
-    where f is the source. It is written as a probability, exp(log p), since Moses takes the log
-    of every column: the decoder's feature is the network's log p(target|source).
+    where f is the source. A network trained with --direction inverse adds p(source|target)
+    instead, the direction of column 1. Each is written as a probability, exp(log p), since Moses
+    takes the log of every column: the decoder's feature is the network's log p.
 
     Every line is kept, in order and byte for byte, with the new column(s) at the end of its
     scores field; nothing is dropped or truncated, and memory does not grow with the table.
@@ -181,8 +192,9 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **
     that changes the numbers. Then point moses.ini at OUT with `phrase-rescorer moses-ini`.
 
     \b
-    Example:
+    Examples:
       rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn.gz --model rnn.pt
+      rescore-phrase-table model/phrase-table.gz model/phrase-table.rnn2.gz -m rnn.pt -m rnn-inverse.pt
 
     \b
     Under torchrun every process rescores one part of IN and the parts are joined into OUT
@@ -198,6 +210,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **
     in_path, out_path = paths.input, paths.output
     if paths.note and not quiet and distributed.Launch.from_env() is None:
         say(ctx, paths.note)
+    model_path = list(model_paths)
     if distributed.Launch.from_env() is not None:
         summary = _rescore_sharded(ctx, in_path, out_path, model_path, quiet, options)
         if summary is not None and not quiet:
@@ -212,7 +225,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_path: str, **
         click.echo(summary.closing_line(), err=True)
 
 
-def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: str,
+def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: list[str],
                      quiet: bool, options: dict[str, Any]) -> RescoreSummary | None:
     """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
     from ..parallel.rescoring import rescore_sharded

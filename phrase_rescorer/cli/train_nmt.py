@@ -31,16 +31,10 @@ NMT_DEFAULTS = TrainConfig(optimizer="adam", lr=1e-3, batch_tokens=1000, max_len
 @click.argument("source", type=click.Path(allow_dash=True))
 @click.argument("target", type=click.Path(allow_dash=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
-@click.option("--direction", type=click.Choice(["forward", "inverse"]), default="forward", show_default=True,
-              help="forward: p(TARGET sentence | SOURCE sentence), the feature of a SOURCE-to-TARGET "
-                   "system; inverse: p(SOURCE | TARGET), the same system's other direction (the "
-                   "network then reads TARGET; --source-lang and --target-lang still name SOURCE's "
-                   "and TARGET's languages).")
 @training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch",
                   preset="small")
 @click.pass_context
-def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, direction: str,
-              **options: Any) -> None:
+def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **options: Any) -> None:
     """Train a network on the sentence pairs of a parallel corpus: SOURCE and TARGET hold one
     tokenized sentence per line, line i of TARGET the translation of line i of SOURCE (plain or
     compressed; one of them may be - for stdin). The best network by held-out likelihood goes to
@@ -57,16 +51,11 @@ def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, dire
       phrase-rescorer train-nmt train.tok.lc.en train.tok.lc.fr nmt.pt --max-time 1800 --threads 2
     """
 
-    inverse = direction == "inverse"
-    if inverse:  # the network reads TARGET and predicts SOURCE
-        options["source_lang"], options["target_lang"] = options["target_lang"], options["source_lang"]
-
     def load() -> tuple[PairSet, str]:
         with progress(ctx, "reading", " line pairs") as bar:
-            corpus = load_sentence_pairs(*((target, source) if inverse else (source, target)),
-                                         on_progress=bar.update_to)
+            corpus = load_sentence_pairs(source, target, on_progress=bar.update_to)
         skipped = f" ({corpus.empty:,} with an empty side skipped)" if corpus.empty else ""
         return corpus.pairs, f"{source} + {target}: {corpus.lines:,} line pairs{skipped}"
 
     run_training(ctx, inputs=(source, target), load=load, model_out=model_out, trained_on="sentence pairs",
-                 direction=direction, **options)
+                 **options)

@@ -11,6 +11,7 @@ import click
 from ..model.architectures import ARCH_NAMES
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
+from ..model.checkpoint import DIRECTIONS
 from ..model.decoders import ATTENTION_FROM
 from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..training.setup import OPTIMIZERS, TrainConfig
@@ -122,6 +123,13 @@ def training_options(*, data: str, inputs: str, defaults: TrainConfig, arch: str
                       help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]"),
         click.option("--log-every", type=click.IntRange(1), default=defaults.log_every, show_default=True,
                       help="Steps between training-loss log lines."),
+        click.option("--direction", type=click.Choice(DIRECTIONS), default="forward", show_default=True,
+                     help=f"forward: p(target | source), the {data}'s own direction; inverse: p(source | "
+                          f"target), on the same unique pairs read the other way (the network reads the "
+                          f"target side and predicts the source side; the same held-out pairs), the "
+                          f"feature of the system's other direction. --source-lang and --target-lang "
+                          f"still name the {data}'s sides; the model file records the languages as its "
+                          f"network reads them."),
         language_option("source", f"Language of the {data}'s source side (en), recorded in the model file: "
                                   "the analysis commands tokenize typed phrases with it."),
         language_option("target", f"Language of the {data}'s target side (fr), recorded in the model file "

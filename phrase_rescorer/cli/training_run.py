@@ -29,6 +29,9 @@ from .progress import Progress
 from .training_options import ARCH as _ARCH
 from .training_options import SIZES as _SIZES
 
+#: What a network of each direction scores, in the data's own names of its sides.
+_DIRECTION_SAYS = {"forward": "p(target|source)", "inverse": "p(source|target)"}
+
 
 def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[[], tuple[PairSet, str]],
                  model_out: str, trained_on: str, direction: str = "forward",
@@ -37,7 +40,9 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
                  log_path: str | None, source_lang: str | None, target_lang: str | None,
                  **options: Any) -> None:
     """Train and report. ``load()`` reads the data: (the pairs, "what was read" for the summary
-    line); ``inputs`` are the files it reads (never overwritten by an output)."""
+    line); ``inputs`` are the files it reads (never overwritten by an output). ``direction``
+    inverse trains on the pairs read the other way (``PairSet.swapped``), with the languages
+    swapped as well: a model file's source language is the one its network reads."""
     sizes = {k: options.pop(k) for k in _SIZES}
     try:
         arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
@@ -66,7 +71,12 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
 
+    inverse = direction == "inverse"
+    if inverse:  # the network reads the target side: its own source language is the target's
+        source_lang, target_lang = target_lang, source_lang
     pairs, read_summary = load()
+    if inverse:
+        pairs = pairs.swapped()
     try:
         data = prepare_data(pairs, requested_vocab, cfg, subwords)
         config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
@@ -82,7 +92,8 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
              f"({data.skipped_long:,} longer than {cfg.max_length} tokens skipped), {data.heldout:,} held out "
              f"({len(data.valid_idx):,} scored per validation)")
     vocabularies = "subword vocabularies" if data.subwords else "shortlists"
-    say(ctx, f"model: {preset} preset, {vocabularies} {len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
+    say(ctx, f"model: {_DIRECTION_SAYS[direction]}, {preset} preset, {vocabularies} "
+             f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
              + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
              + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
              + ("" if arch_options is None else
@@ -124,7 +135,7 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
     if p.best is not None:
         say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
                  f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-                 f"{unigram:.2f}; mean log p(target|source) {p.best['mean_logp']:.3f}")
+                 f"{unigram:.2f}; mean log {_DIRECTION_SAYS[direction]} {p.best['mean_logp']:.3f}")
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")

@@ -100,6 +100,22 @@ class PairSet(_Lengths):
         threshold = np.uint64(int(fraction * _HASH_SPACE))
         return (self.hashes >> np.uint64(32)) < threshold
 
+    def swapped(self) -> PairSet:
+        """The same pairs read the other way: each target becomes the source and each source
+        the target (``train --direction inverse``: a network of p(source | target)). The hashes
+        stay each pair's own, so the inverse network holds out the same pairs as the forward one."""
+        return PairSet(
+            src_tokens=self.tgt_tokens,
+            src_offsets=self.tgt_offsets,
+            tgt_tokens=self.src_tokens,
+            tgt_offsets=self.src_offsets,
+            hashes=self.hashes,
+            src_types=self.tgt_types,
+            tgt_types=self.src_types,
+            lines_read=self.lines_read,
+            duplicates=self.duplicates,
+        )
+
     def encode(self, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> EncodedPairs:
         """The same pairs with shortlist ids (out-of-shortlist tokens become UNK)."""
         src_lut = src_vocab.lookup_table(self.src_types)

@@ -122,7 +122,8 @@ def inspect_table(
     return stats
 
 
-def format_report(s: TableStats) -> str:
+def format_report(s: TableStats, added: tuple[str, ...] | None = None) -> str:
+    """The report for people; ``added`` names the appended columns (``moses.columns.describe``)."""
     def hist(h: list[int]) -> str:
         labels = [str(i + 1) for i in range(LENGTH_BINS - 1)] + [f"{LENGTH_BINS}+"]
         return "  ".join(f"{lab}:{n}" for lab, n in zip(labels, h, strict=True))
@@ -141,7 +142,7 @@ def format_report(s: TableStats) -> str:
         f"target lengths     {hist(s.tgt_length_hist)}",
         f"source types       {s.src_types}  (shortlist {s.shortlist_size}: {100 * s.src_coverage:.2f}% of tokens)",
         f"target types       {s.tgt_types}  (shortlist {s.shortlist_size}: {100 * s.tgt_coverage:.2f}% of tokens)",
-        *_score_lines(s.scores_per_line),
+        *_score_lines(s.scores_per_line, added),
     ]
     if s.malformed_count:
         more = " (first ones:)" if s.malformed_count > len(s.malformed) else ":"
@@ -150,12 +151,12 @@ def format_report(s: TableStats) -> str:
     return "\n".join(out)
 
 
-def _score_lines(per_line: dict[int, int]) -> list[str]:
+def _score_lines(per_line: dict[int, int], added: tuple[str, ...] | None = None) -> list[str]:
     """The score count(s) and, for the usual one, what each column is."""
     if not per_line:
         return []
     counts = "  ".join(f"{n} ({lines} lines)" for n, lines in per_line.items())
     out = [f"scores per line    {counts if len(per_line) > 1 else next(iter(per_line))}"]
     n = max(per_line, key=lambda k: per_line[k])
-    out += [f"{'  score ' + str(c):<19}{describe(c, n)}" for c in range(1, n + 1)]
+    out += [f"{'  score ' + str(c):<19}{describe(c, n, added)}" for c in range(1, n + 1)]
     return out

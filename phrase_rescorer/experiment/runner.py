@@ -59,6 +59,7 @@ class Settings:
     test: tuple[str, str]
     out_dir: str
     model: str | None = None
+    inverse_model: str | None = None  # a network of the inverse direction: the "+ RNN both directions" row
     lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
     nmt: str | None = None  # a translation network on sentences: reranked "+ NMT" systems
     rerank_nbest: int = 1000
@@ -85,6 +86,7 @@ class Settings:
             "model": os.path.abspath(self.model) if self.model else None,
             "lm": os.path.abspath(self.lm) if self.lm else None,
             **({"nmt": os.path.abspath(self.nmt)} if self.nmt else {}),
+            **({"inverse_model": os.path.abspath(self.inverse_model)} if self.inverse_model else {}),
             "rerank_nbest": self.rerank_nbest,
             "unk_feature": self.unk_feature,
             "max_iterations": self.max_iterations,
@@ -113,7 +115,8 @@ def _target_lang(settings: Settings) -> str:
         except ValueError as e:
             raise ExperimentError(f"--target-lang: {e}", EXIT_USAGE) from None
     if settings.model:
-        recorded = load_checkpoint(settings.model).target_lang
+        ckpt = load_checkpoint(settings.model)  # an inverse network reads the table's target language
+        recorded = ckpt.source_lang if ckpt.inverse else ckpt.target_lang
         if recorded:
             return recorded
     raise ExperimentError(
@@ -126,7 +129,8 @@ def _describe_model(path: str) -> dict:
     """What the report says about the network: its hash, size and training facts."""
     checkpoint = load_checkpoint(path)
     info = checkpoint.info
-    return {"fingerprint": checkpoint.fingerprint(), "config": checkpoint.config.to_dict(),
+    return {"fingerprint": checkpoint.fingerprint(), "direction": checkpoint.direction,
+            "config": checkpoint.config.to_dict(),
             **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info}}
 
 
@@ -149,7 +153,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
     prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model,
-                          settings.lm, settings.nmt)
+                          settings.lm, settings.nmt, settings.inverse_model)
     if not os.path.exists(path):
         _write_json(path, {**identity, "fingerprints": prints})
         return
@@ -167,7 +171,7 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         return
     names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test,
              "test_raw_reference": settings.test_raw_reference, "model": settings.model, "lm": settings.lm,
-             "nmt": settings.nmt}
+             "nmt": settings.nmt, "inverse_model": settings.inverse_model}
     files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
     if files:
         raise ExperimentError(
@@ -243,10 +247,10 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
 
 def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str, say: EventCallback) -> dict:
     _check_resume(settings, say)
-    if settings.model:
-        src, tgt = check_coverage(table, settings.model, settings.min_coverage)
-        say(f"model vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
-    decoders = systems_for(settings.model is not None, settings.unk_feature)
+    for network in filter(None, (settings.model, settings.inverse_model)):
+        src, tgt = check_coverage(table, network, settings.min_coverage)
+        say(f"{network}: vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
+    decoders = systems_for(settings.model is not None, settings.unk_feature, settings.inverse_model is not None)
     models = SentenceModels(settings.lm, settings.nmt)
     combinations = models.combinations()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
@@ -255,7 +259,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     starts = {
         s.key: prepare_system(s, settings.ini, table, settings.model, settings.out_dir,
                               start_weights=settings.start_weights, rescore_options=settings.rescore_options,
-                              on_progress=say)
+                              on_progress=say, inverse_model=settings.inverse_model)
         for s in decoders
     }
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
@@ -263,8 +267,8 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                         else bleu.detokenize(refs["test"], lang))
     scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
-    if settings.model:
-        described["network"] = _describe_model(settings.model)
+    for key, path in (("network", settings.model), ("inverse_network", settings.inverse_model)):
+        described.update({key: _describe_model(path)} if path else {})
     if settings.lm:
         described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
     if settings.nmt:

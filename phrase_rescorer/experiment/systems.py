@@ -5,6 +5,9 @@
   :func:`~phrase_rescorer.rescoring.engine.rescore_table`) and the ini patched for it
   (:func:`~phrase_rescorer.moses.ini_file.patch_moses_ini_file`).
 * ``rnn-wp`` (``--unk-feature``): the paper's "+ WP" system, a table with both columns.
+* ``rnn-both`` (``--inverse-model``): "+ RNN both directions", the network's column and an
+  inverse network's (``train --direction inverse``, p(source | target)): two columns, as Moses
+  has each of its phrase probabilities in both directions.
 
 Every system starts MERT from the same point: train-model.perl's starting weights
 (:func:`~phrase_rescorer.moses.ini_weights.reset_weights`: 0.2 per phrase-table score, the added
@@ -45,17 +48,19 @@ class System:
     label: str  # row label of the table
     columns: int  # columns added to the phrase table
     reranks: str | None = None  # a reranked system: the key of the decoder system whose runs it reranks
+    inverse: bool = False  # the inverse network's column follows the network's
 
 
 BASELINE = System("baseline", "baseline", 0)
 RNN = System("rnn", "+ RNN", 1)
 RNN_WP = System("rnn-wp", "+ RNN + WP", 2)
+RNN_BOTH = System("rnn-both", "+ RNN both directions", 2, inverse=True)
 
 
-def systems_for(with_model: bool, unk_feature: bool) -> list[System]:
+def systems_for(with_model: bool, unk_feature: bool, inverse: bool = False) -> list[System]:
     if not with_model:
         return [BASELINE]
-    return [BASELINE, RNN, RNN_WP] if unk_feature else [BASELINE, RNN]
+    return [BASELINE, RNN, *([RNN_WP] if unk_feature else []), *([RNN_BOTH] if inverse else [])]
 
 
 def check_ini(ini: str, name: str = "TranslationModel0") -> str:
@@ -109,15 +114,16 @@ def check_parallel(what: str, *paths: str) -> int:
 
 def vocabulary_coverage(table: str, model: str) -> tuple[float, float]:
     """Share of the table's source and target token occurrences (over all lines) that the
-    network's shortlists know."""
+    network's shortlists know (an inverse network's source shortlist is the table's target side)."""
     checkpoint = load_checkpoint(model)
+    vocabularies = (checkpoint.src_vocab, checkpoint.tgt_vocab)
     counts: list[Counter[str]] = [Counter(), Counter()]
     with InputTable(table, check_scores=False) as entries:
         for entry in entries:
             counts[0].update(entry.source.split())
             counts[1].update(entry.target.split())
     shares = []
-    for vocab, c in zip((checkpoint.src_vocab, checkpoint.tgt_vocab), counts, strict=True):
+    for vocab, c in zip(vocabularies[::-1] if checkpoint.inverse else vocabularies, counts, strict=True):
         total = sum(c.values())
         shares.append(sum(n for t, n in c.items() if t in vocab) / total if total else 0.0)
     return shares[0], shares[1]
@@ -158,8 +164,9 @@ def _every_tenth(say: Callable[[str], None] | None) -> Callable[[int, int, int |
 
 def prepare_system(system: System, ini: str, table: str, model: str | None, out_dir: str, *,
                    start_weights: str = "moses-defaults", rescore_options: dict | None = None,
-                   on_progress: Callable[[str], None] | None = None) -> str:
-    """The starting moses.ini of ``system`` (rescoring its table first when needed): kept as
+                   on_progress: Callable[[str], None] | None = None, inverse_model: str | None = None) -> str:
+    """The starting moses.ini of ``system`` (rescoring its table first when needed, with
+    ``inverse_model``'s column after ``model``'s for a system of both directions): kept as
     ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused."""
     directory = os.path.join(out_dir, "systems", system.key)
     os.makedirs(directory, exist_ok=True)
@@ -171,13 +178,17 @@ def prepare_system(system: System, ini: str, table: str, model: str | None, out_
     name = "TranslationModel0"
     if system.columns:
         assert model is not None
+        models = [model]
+        if system.inverse:
+            assert inverse_model is not None
+            models.append(inverse_model)
         tables = os.path.join(out_dir, "tables")
         os.makedirs(tables, exist_ok=True)
         new_table = os.path.join(tables, f"phrase-table.{system.key}.gz")
         if not os.path.exists(new_table):  # written atomically: present means complete
             if on_progress:
                 on_progress(f"rescoring {table} -> {new_table}")
-            summary = rescore_table(table, new_table, model, unk_feature=system.columns == 2,
+            summary = rescore_table(table, new_table, models, unk_feature=system.columns > len(models),
                                     on_progress=_every_tenth(on_progress), **(rescore_options or {}))
             if on_progress:
                 on_progress(summary.closing_line())

@@ -97,14 +97,17 @@ def ini_files(ini: str) -> dict[str, list[int]]:
 
 
 def fingerprints(ini: str, dev: tuple[str, str], test: tuple[str, str], raw_reference: str | None,
-                 model: str | None, lm: str | None = None, nmt: str | None = None) -> dict:
+                 model: str | None, lm: str | None = None, nmt: str | None = None,
+                 inverse_model: str | None = None) -> dict:
     """What a restart must find unchanged (module docstring); ``lm`` and ``nmt``: the sentence-level
-    models of the reranked rows (``nmt`` recorded only when given, as experiments before it had none)."""
+    models of the reranked rows, ``inverse_model`` the second column's network (``nmt`` and
+    ``inverse_model`` recorded only when given, as experiments before them had none)."""
     return {"ini": sha256_of(ini), "ini_files": ini_files(ini),
             "dev": [sha256_of(p) for p in dev], "test": [sha256_of(p) for p in test],
             "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
             "model": sha256_of(model) if model else None, "lm": sha256_of(lm) if lm else None,
-            **({"nmt": sha256_of(nmt)} if nmt else {})}
+            **({"nmt": sha256_of(nmt)} if nmt else {}),
+            **({"inverse_model": sha256_of(inverse_model)} if inverse_model else {})}
 
 
 def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:

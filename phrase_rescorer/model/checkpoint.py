@@ -16,7 +16,11 @@ A checkpoint holds everything needed to score with a network and to know where i
     state_dict      the weights
     info            training facts: seed, steps, best validation figures, argv, table hash ...
                     and source_lang / target_lang (``train --source-lang``; None or absent:
-                    not recorded, as in files written before they were)
+                    not recorded, as in files written before they were): the languages the
+                    network reads and writes; direction ("forward": p(target | source) of the
+                    data trained on, "inverse": p(source | target), the network reading the
+                    data's target side; absent: forward) and trained_on ("phrase pairs",
+                    "sentence pairs")
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
 
 A cho2014 model is written exactly as before the other architectures existed (version 1, no
@@ -57,6 +61,9 @@ READ_VERSIONS = (1, 2)
 class CheckpointError(ModelError):
     """A model file that cannot be used; the message names the file and what is wrong."""
 
+#: What ``info["direction"]`` may say (``train --direction``).
+DIRECTIONS = ("forward", "inverse")
+
 
 @dataclass
 class Checkpoint:
@@ -78,13 +85,25 @@ class Checkpoint:
         return tokens if self.subwords is None else self.subwords[side].split(tokens)
 
     @property
+    def direction(self) -> str:
+        """"forward" (p(target | source) of the data it was trained on) or "inverse"
+        (p(source | target): the network reads the data's target side)."""
+        return "inverse" if self.info.get("direction") == "inverse" else "forward"
+
+    @property
+    def inverse(self) -> bool:
+        return self.direction == "inverse"
+
+    @property
     def source_lang(self) -> str | None:
-        """The language of the table's source side (``en``), if the model file records it."""
+        """The language the network reads (``en``; that of the table's source side for a
+        forward network, of its target side for an inverse one), if the model file records it."""
         return _language(self.info.get("source_lang"))
 
     @property
     def target_lang(self) -> str | None:
-        """The language of the table's target side (``fr``), if the model file records it."""
+        """The language the network writes (``fr`` for a forward network), if the model file
+        records it."""
         return _language(self.info.get("target_lang"))
 
     def build_model(self, device: torch.device | str = "cpu") -> Network:

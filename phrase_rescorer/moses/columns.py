@@ -16,6 +16,9 @@ this on the bundled sample.)
 The network's column is p(target|source): the *direct* direction, that of column 3, i.e. p(e|f)
 in Moses' notation. (The paper writes the same probability p(f|e), with e the source: that
 notation is not used in this project's messages, since a Moses user reads p(f|e) as column 1.)
+An inverse network (``train --direction inverse``) gives p(source|target), the direction of
+column 1. ``rescore -m A -m B`` appends one column per network in the order given, then the
+WP count when asked.
 """
 
 from __future__ import annotations
@@ -27,10 +30,18 @@ MOSES_COLUMNS = {
     3: ("p(target|source)", "p(e|f), direct"),
     4: ("lex(target|source)", "lex(e|f), direct"),
 }
-#: The columns rescoring appends.
+#: The columns rescoring appends: a network's, by its direction (its name by side, Moses' name).
+DIRECTION_COLUMNS = {"forward": ("p(target|source)", "p(e|f), direct"),
+                     "inverse": ("p(source|target)", "p(f|e), inverse")}
 RNN_SCORE = "RNN p(target|source)"
 RNN_SCORE_MOSES = "p(e|f), direct"
 RNN_COUNT = "RNN out-of-shortlist words n, as exp(n)"
+
+
+def network_column(direction: str) -> str:
+    """The name of the column a network of ``direction`` adds, with Moses' name."""
+    name, moses = DIRECTION_COLUMNS[direction]
+    return f"RNN {name} (Moses' {moses})"
 
 #: The starting weight ``moses-ini`` gives each added column (MERT retunes it). Measured on the
 #: bundled sample with a ``small`` network trained 25 minutes on the whole en-fr table
@@ -49,15 +60,20 @@ RNN_COUNT = "RNN out-of-shortlist words n, as exp(n)"
 START_WEIGHT = 0.02
 
 
-def describe(column: int, columns: int | None = None) -> str:
+def describe(column: int, columns: int | None = None, added: tuple[str, ...] | None = None) -> str:
     """``column`` (1-based) of a table with ``columns`` scores per line: its name, with Moses'
-    name where it has one. Columns 5 and 6 of a 5- or 6-score table are taken to be the ones
-    rescoring appends."""
+    name where it has one. ``added`` names the appended columns (the last ones), in order: each
+    network's direction ("forward", "inverse"), then "wp" for the count column; without it,
+    columns 5 and 6 of a 5- or 6-score table are taken to be the ones one forward network
+    appends."""
+    if added is not None and columns is not None and column > columns - len(added):
+        kind = added[column - (columns - len(added)) - 1]
+        return RNN_COUNT if kind == "wp" else network_column(kind)
     if column in MOSES_COLUMNS:
         name, moses = MOSES_COLUMNS[column]
         return f"{name} (Moses' {moses})"
-    if columns in (5, 6) and column == 5:
+    if added is None and columns in (5, 6) and column == 5:
         return f"{RNN_SCORE} (Moses' {RNN_SCORE_MOSES})"
-    if columns == 6 and column == 6:
+    if added is None and columns == 6 and column == 6:
         return RNN_COUNT
     return "unknown"

@@ -75,12 +75,18 @@ def format_columns(
     logps: Sequence[float], fmt: str = "prob", unk_counts: Sequence[int] | None = None
 ) -> list[bytes]:
     """The appended column text of each line: the score, then exp(n) when counts are given."""
-    if unk_counts is None:
-        return [format_number(score_value(lp, fmt)).encode() for lp in logps]
-    return [
-        f"{format_number(score_value(lp, fmt))} {format_number(count_value(n))}".encode()
-        for lp, n in zip(logps, unk_counts, strict=True)
-    ]
+    return format_lines([logps], fmt, unk_counts)
+
+
+def format_lines(
+    columns: Sequence[Sequence[float]], fmt: str = "prob", unk_counts: Sequence[int] | None = None
+) -> list[bytes]:
+    """The appended text of each line for several networks' columns (``columns[k][i]``: network
+    k's log p on line i), in that order, then exp(n) when counts are given."""
+    texts = [[format_number(score_value(lp, fmt)) for lp in column] for column in columns]
+    if unk_counts is not None:
+        texts.append([format_number(count_value(n)) for n in unk_counts])
+    return [" ".join(values).encode() for values in zip(*texts, strict=True)]
 
 
 def feature_from_column(text: str) -> float:

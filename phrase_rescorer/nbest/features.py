@@ -48,7 +48,7 @@ class TranslationFeature:
                  scorer: str = "prefix"):
         self.name, self.path = name, checkpoint.path or ""
         self.checkpoint, self.sources = checkpoint, sources
-        self.inverse = checkpoint.info.get("direction") == "inverse"
+        self.inverse = checkpoint.inverse
         self.scorer = make_scorer(scorer, checkpoint.build_model(device), device)
 
     def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:

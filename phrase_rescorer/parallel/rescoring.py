@@ -22,15 +22,14 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
 from ..compression import format_of_name
-from ..model.checkpoint import load_checkpoint
 from ..moses.phrase_table import PhraseTableError
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
-from ..rescoring.engine import TableRescorer
+from ..rescoring.engine import TableRescorer, load_checkpoints
 from ..rescoring.options import ProgressCallback, RescoreOptions, RescoreSummary
 from .distributed import Group, portable
 from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, plan_parts
@@ -39,7 +38,7 @@ from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, pl
 def rescore_sharded(
     in_path: str,
     out_path: str,
-    model_path: str,
+    model_path: str | Sequence[str],
     group: Group,
     *,
     on_progress: ProgressCallback | None = None,
@@ -56,7 +55,8 @@ def rescore_sharded(
         if path == "-":
             raise PhraseTableError(path, None, "under torchrun, IN and OUT must be files (each "
                                    "process reads its own part of IN; the parts are joined into OUT)")
-    check_distinct_paths(in_path, out_path, model=model_path)
+    for model in [model_path] if isinstance(model_path, str) else model_path:
+        check_distinct_paths(in_path, out_path, model=model)
     check_output_path(out_path)  # the same refusals, and words, as one process
     opts = RescoreOptions(**options)
     directory, name = os.path.split(os.path.abspath(out_path))
@@ -119,7 +119,7 @@ def rescore_sharded(
     return RescoreSummary(
         lines=sum(s.lines for s in done),
         seconds=time.perf_counter() - started,
-        columns=opts.columns,
+        columns=done[0].columns,
         signature=done[0].signature,
         first_unsorted_line=min(unsorted) if unsorted else None,
         device=f"{device.type} x {group.world_size} processes",
@@ -127,7 +127,7 @@ def rescore_sharded(
     )
 
 
-def _rescore_part(in_path: str, in_size: int, part: Part, part_path: str, model_path: str,
+def _rescore_part(in_path: str, in_size: int, part: Part, part_path: str, model_path: str | Sequence[str],
                   opts: RescoreOptions, on_progress: ProgressCallback | None,
                   on_warning: Callable[[str], None]) -> RescoreSummary:
     if not os.path.isdir(os.path.dirname(part_path)):
@@ -136,7 +136,7 @@ def _rescore_part(in_path: str, in_size: int, part: Part, part_path: str, model_
     if os.path.getsize(in_path) != in_size:
         raise PhraseTableError(in_path, None, "not the file that process 0 indexed (on several "
                                "machines the input must be on a shared file system)")
-    engine = TableRescorer(load_checkpoint(model_path), opts, on_progress=on_progress,
+    engine = TableRescorer(load_checkpoints(model_path), opts, on_progress=on_progress,
                            on_warning=on_warning)
     previous = None if part.previous_source is None else part.previous_source.decode(errors="replace")
     with TablePart(in_path, part) as table, AtomicOutput(part_path) as out:

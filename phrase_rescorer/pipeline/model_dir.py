@@ -9,7 +9,7 @@ to run next, in a working directory that does not exist yet.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..moses.columns import START_WEIGHT
@@ -31,7 +31,7 @@ class StepResult:
 
 def rescore_model_dir(
     model_dir: str,
-    network: str,
+    network: str | Sequence[str],
     *,
     table_in: str | None = None,
     ini_in: str | None = None,
@@ -48,7 +48,8 @@ def rescore_model_dir(
     on_warning: Callable[[str], None] | None = None,
     **rescore_options,
 ) -> StepResult:
-    """Rescore ``model_dir``'s phrase table with ``network`` and write the patched moses.ini;
+    """Rescore ``model_dir``'s phrase table with ``network`` (or the networks, one column each,
+    in order) and write the patched moses.ini, num-features grown by the added columns;
     the mert-moses.pl command returned runs the decoder on ``threads`` threads (the step's own
     thread count, as the CLI passes it)."""
     model_dir = os.path.abspath(model_dir)

@@ -16,7 +16,10 @@
   always the trace of an earlier step that failed, and an empty output would hide it.
 * Every line's scores field is checked (``moses.score_fields``): the first line's score count,
   no negative score, and no table whose last column(s) already are the ones to be added.
-* Numbers are formatted by ``moses.numbers.format_columns`` only.
+* Numbers are formatted by ``moses.numbers.format_lines`` only.
+* Several networks (``rescore -m A -m B``): one column each, in the order given, from one read
+  of the table; each in its own direction (``network_column``: an inverse network's distinct
+  targets are encoded once per window). The WP count, when asked, comes once, after them all.
 
 ``rescore_table`` is the one-call entry point for Python pipelines; ``TableRescorer`` is the
 engine for callers that bring their own scorer or progress reporting. Its settings, its summary
@@ -31,7 +34,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import BinaryIO
 
@@ -41,47 +44,60 @@ import torch
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from ..moses.numbers import ScoreError, format_columns
+from ..moses.numbers import ScoreError, format_lines
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.table_kind import checked_entries
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
 from .model_fit import fit_warning
-from .options import OptionError, ProgressCallback, RescoreOptions, RescoreSummary, signature
+from .network_column import NetworkColumn, WindowInputs, per_token
+from .options import OptionError, ProgressCallback, RescoreOptions, RescoreSummary, added_columns, signature
 from .scorers import WindowScorer, make_scorer
 
 
 class TableRescorer:
-    """Stream tables through a scorer; one instance can rescore many tables.
+    """Stream tables through one or more networks' scorers; one instance can rescore many tables.
 
-    ``on_progress(lines, position, size)`` is called after every window; ``on_warning(text)``
-    at most once per table (input not sorted by source).
+    ``checkpoint`` is one network or a sequence of them: one column each, in that order, in
+    each network's direction (``network_column``), then the WP count (``unk_feature``: words
+    outside the first network's shortlists). ``scorer`` (one per network) replaces the ones
+    built from the options. ``on_progress(lines, position, size)`` is called after every window;
+    ``on_warning(text)`` at most once per table and warning (input not sorted by source, a
+    network foreign to the table).
     """
 
     def __init__(
         self,
-        checkpoint: Checkpoint,
+        checkpoint: Checkpoint | Sequence[Checkpoint],
         options: RescoreOptions | None = None,
         *,
-        scorer: WindowScorer | None = None,
+        scorer: WindowScorer | Sequence[WindowScorer] | None = None,
         on_progress: ProgressCallback | None = None,
         on_warning: Callable[[str], None] | None = None,
     ):
-        self.checkpoint = checkpoint
+        checkpoints = [checkpoint] if isinstance(checkpoint, Checkpoint) else list(checkpoint)
+        if not checkpoints:
+            raise OptionError("no network to rescore with")
+        scorers = [scorer] if scorer is None or isinstance(scorer, WindowScorer) else list(scorer)
+        if scorer is not None and len(scorers) != len(checkpoints):
+            raise OptionError(f"{len(scorers)} scorers for {len(checkpoints)} networks")
         self.options = options = options or RescoreOptions()
         self.device = resolve_device(options.device)
-        if options.dtype != "float32" and checkpoint.arch is not None:
-            raise OptionError(f"{checkpoint.path or 'model'}: --dtype {options.dtype} is for the cho2014 network's "
-                              f"prefix scorer only; this is a {checkpoint.arch.name} network: score it in float32")
-        if scorer is None:
-            model = checkpoint.build_model(self.device)
-            scorer = make_scorer(options.scorer, model, self.device, options.batch_size,
-                                 getattr(torch, options.dtype))
-        self.scorer = scorer
+        self.networks: list[NetworkColumn] = []
+        for ckpt, given in zip(checkpoints, scorers if scorer is not None else [None] * len(checkpoints),
+                               strict=True):
+            if options.dtype != "float32" and ckpt.arch is not None:
+                raise OptionError(f"{ckpt.path or 'model'}: --dtype {options.dtype} is for the cho2014 network's "
+                                  f"prefix scorer only; this is a {ckpt.arch.name} network: score it in float32")
+            if given is None:
+                given = make_scorer(options.scorer, ckpt.build_model(self.device), self.device, options.batch_size,
+                                    getattr(torch, options.dtype))
+            self.networks.append(NetworkColumn(ckpt, given))
+        self.checkpoint, self.scorer = checkpoints[0], self.networks[0].scorer  # the first network's
         self.on_progress = on_progress
         self.on_warning = on_warning
-        self.signature = signature(checkpoint, options, scorer, self.device)
+        self.signature = signature(checkpoints, options, self.scorer, self.device)
         self._unsorted_at: int | None = None
         self._previous_key: bytes | None = None
         self._in_path = ""
@@ -89,8 +105,14 @@ class TableRescorer:
         self._fields = ScoreFieldCheck("")
         self._first_window = True
 
+    @property
+    def columns(self) -> int:
+        """How many columns are appended to every line."""
+        return added_columns(len(self.networks), self.options)
+
     def rescore(self, in_path: str, out_path: str) -> RescoreSummary:
-        check_distinct_paths(in_path, out_path, model=self.checkpoint.path)
+        for network in self.networks:
+            check_distinct_paths(in_path, out_path, model=network.checkpoint.path)
         with InputTable(in_path) as table, AtomicOutput(out_path, on_warning=self.on_warning) as out:
             summary = self.rescore_stream(table, out, in_path)
             if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
@@ -121,7 +143,7 @@ class TableRescorer:
         return RescoreSummary(
             lines=lines,
             seconds=time.perf_counter() - started,
-            columns=self.options.columns,
+            columns=self.columns,
             signature=self.signature,
             first_unsorted_line=self._unsorted_at,
             device=str(self.device),
@@ -163,76 +185,68 @@ class TableRescorer:
 
     # --- one window ----------------------------------------------------------------------------
 
-    def _check_fit(self, window: list[Entry], sources: list[list[int]], targets: list[list[int]],
+    def _check_fit(self, window: list[Entry], network: NetworkColumn, inputs: WindowInputs,
                    logps: np.ndarray, in_path: str) -> None:
-        """Warn (once per table) when the first window looks foreign to the network (``model_fit``)."""
-        self._fit_checked = True
+        """Warn (once per table and network) when the first window looks foreign to the network
+        (``model_fit``)."""
         if self.on_warning is None:
             return
-        coverage = shortlist_coverage(_flat(sources), _flat(targets))
+        coverage = shortlist_coverage(_flat([inputs.reads[j] for j in inputs.index]), _flat(inputs.predicts))
         where = f"{in_path}:{window[0].line_no}-{window[-1].line_no}"
-        warning = fit_warning(self.checkpoint.info, coverage, float(logps.mean()), where)
+        warning = fit_warning(network.checkpoint.info, coverage, float(logps.mean()), where)
         if warning is not None:
             self.on_warning(warning)
 
     def _rescore_window(self, window: list[Entry], in_path: str) -> bytes:
-        ckpt, opts = self.checkpoint, self.options
-        src_vocab, tgt_vocab = ckpt.src_vocab, ckpt.tgt_vocab
-        position: dict[str, int] = {}
-        sources: list[list[int]] = []
-        source_unknown: list[int] = []
-        source_index = np.empty(len(window), dtype=np.int64)
-        targets: list[list[int]] = []
-        target_unknown: list[int] = []
-        for i, entry in enumerate(window):
-            j = position.get(entry.source)
-            if j is None:
-                j = position[entry.source] = len(sources)
-                tokens = ckpt.split(entry.source, 0)
-                sources.append(src_vocab.encode(tokens))
-                source_unknown.append(src_vocab.count_unknown(tokens) if opts.unk_feature else 0)
-            source_index[i] = j
-            tokens = ckpt.split(entry.target, 1)
-            targets.append(tgt_vocab.encode(tokens))
-            if opts.unk_feature:
-                target_unknown.append(tgt_vocab.count_unknown(tokens))
-        logps = np.asarray(self.scorer.score(sources, targets, source_index), dtype=np.float64)
-        if logps.shape != (len(window),):
-            raise ValueError(f"scorer returned {logps.shape} scores for {len(window)} lines")
-        if not self._fit_checked:
-            self._check_fit(window, [sources[j] for j in source_index], targets, logps, in_path)
-        if opts.normalize:
-            logps = logps / np.fromiter((len(t) + 1 for t in targets), dtype=np.float64, count=len(targets))
+        opts = self.options
+        columns: list[list[float]] = []
         unk = None
-        if opts.unk_feature:
-            unk = [source_unknown[int(j)] + n for j, n in zip(source_index, target_unknown, strict=True)]
+        for k, network in enumerate(self.networks):
+            inputs = network.inputs(window, count_unknown=opts.unk_feature and k == 0)
+            logps = network.log_probs(inputs)
+            if not self._fit_checked:
+                self._check_fit(window, network, inputs, logps, in_path)
+            if opts.normalize:
+                logps = per_token(logps, inputs)
+            unk = inputs.unknown if k == 0 else unk
+            columns.append(logps.tolist())
+        self._fit_checked = True
         try:
-            columns = format_columns(logps.tolist(), opts.score_format, unk)
+            text = format_lines(columns, opts.score_format, unk)
         except ScoreError:
-            bad = int(np.flatnonzero(~np.isfinite(logps) | (logps > 1e-6))[0])
+            k, bad = next((k, i) for k, column in enumerate(columns) for i, lp in enumerate(column)
+                          if not (np.isfinite(lp) and lp <= 1e-6))
+            ckpt = self.networks[k].checkpoint
             raise CheckpointError(
-                f"{ckpt.path or 'model'}: the network gave log p = {float(logps[bad])!r} for "
+                f"{ckpt.path or 'model'}: the network gave log p = {columns[k][bad]!r} for "
                 f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
             ) from None
         if self._first_window:
             self._first_window = False
-            if already_rescored(window, columns):
+            if already_rescored(window, text):
+                which = "this network" if len(self.networks) == 1 else "these networks"
                 raise PhraseTableError(
                     in_path, None, f"already rescored: on lines {window[0].line_no}-{window[-1].line_no} the "
-                    f"last {len(columns[0].split())} score(s) are exactly the column(s) this network "
+                    f"last {len(text[0].split())} score(s) are exactly the column(s) {which} "
                     "would add; rescore the original table, not this one")
-        return b"".join(with_appended(e, c) for e, c in zip(window, columns, strict=True))
+        return b"".join(with_appended(e, c) for e, c in zip(window, text, strict=True))
+
+
+def load_checkpoints(model_path: str | Sequence[str]) -> list[Checkpoint]:
+    """The network(s) of a run, loaded in the order given."""
+    return [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
 
 
 def _flat(id_lists: list[list[int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
 
 
-def check_paths(in_path: str, out_path: str, model_path: str | None = None) -> None:
+def check_paths(in_path: str, out_path: str, model_path: str | Sequence[str] | None = None) -> None:
     """Refuse, before the model is loaded, an input that cannot be opened and an output that
-    cannot be written or is the input or the model file itself (``PhraseTableOSError``,
+    cannot be written or is the input or a model file itself (``PhraseTableOSError``,
     ``OutputError``)."""
-    check_distinct_paths(in_path, out_path, model=model_path)
+    for model in [model_path] if model_path is None or isinstance(model_path, str) else model_path:
+        check_distinct_paths(in_path, out_path, model=model)
     check_output_path(out_path)
     if in_path == "-":
         if sys.stdin is None:
@@ -256,14 +270,15 @@ def check_paths(in_path: str, out_path: str, model_path: str | None = None) -> N
 def rescore_table(
     in_path: str,
     out_path: str,
-    model_path: str,
+    model_path: str | Sequence[str],
     *,
     on_progress: ProgressCallback | None = None,
     on_warning: Callable[[str], None] | None = None,
     **options,
 ) -> RescoreSummary:
     """Rescore ``in_path`` (a Moses table, .gz or ``-``) into ``out_path`` with the network at
-    ``model_path``. ``options`` are the fields of :class:`RescoreOptions`. Example::
+    ``model_path`` (or the networks, one column each, in order). ``options`` are the fields of
+    :class:`RescoreOptions`. Example::
 
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")
         print(summary.closing_line())
@@ -271,7 +286,7 @@ def rescore_table(
     check_paths(in_path, out_path, model_path)
     started = time.perf_counter()
     engine = TableRescorer(
-        load_checkpoint(model_path),
+        load_checkpoints(model_path),
         RescoreOptions(**options),
         on_progress=on_progress,
         on_warning=on_warning,

@@ -4,7 +4,7 @@ setting that changes the output's bytes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +31,7 @@ class OptionError(UsageError):
 class RescoreOptions:
     score_format: str = "prob"  # prob (what Moses needs), logprob or neglogprob
     normalize: bool = False  # divide log p by (target tokens + 1)
-    unk_feature: bool = False  # append the paper's "WP" count column, as exp(n)
+    unk_feature: bool = False  # append the paper's "WP" count column, as exp(n), after the networks' columns
     batch_size: int | None = None  # pairs per batch; None: the scorer's default
     window: int = DEFAULT_WINDOW  # lines per window (sorted and batched together)
     window_cap: int = WINDOW_EXTENSION * DEFAULT_WINDOW  # a run of one source longer than this is split
@@ -55,8 +55,13 @@ class RescoreOptions:
 
     @property
     def columns(self) -> int:
-        """How many columns are appended to every line."""
-        return 2 if self.unk_feature else 1
+        """How many columns are appended to every line by one network."""
+        return added_columns(1, self)
+
+
+def added_columns(networks: int, options: RescoreOptions) -> int:
+    """How many columns are appended to every line: one per network, and the WP count."""
+    return networks + (1 if options.unk_feature else 0)
 
 
 @dataclass
@@ -81,18 +86,21 @@ class RescoreSummary:
         )
 
 
-def signature(checkpoint: Checkpoint, options: RescoreOptions, scorer: object, device: torch.device) -> str:
-    """sacrebleu-style: every setting that changes the bytes of the output column.
+def signature(checkpoints: Checkpoint | Sequence[Checkpoint], options: RescoreOptions, scorer: object,
+              device: torch.device) -> str:
+    """sacrebleu-style: every setting that changes the bytes of the output column(s).
 
-    The model, the number format, normalisation, the extra column, precision and version change
-    the numbers; the scorer, its batch size, the window, the CPU thread count and the device
-    change only the order of float sums, and with it the last digit of a few values in ten
-    thousand (docs/reproducibility.md): the same signature on the same machine gives the same
-    bytes."""
+    The networks (each column's, in order) and their directions, the number format,
+    normalisation, the extra column, precision and version change the numbers; the scorer, its
+    batch size, the window, the CPU thread count and the device change only the order of float
+    sums, and with it the last digit of a few values in ten thousand (docs/reproducibility.md):
+    the same signature on the same machine gives the same bytes."""
+    networks = [checkpoints] if isinstance(checkpoints, Checkpoint) else list(checkpoints)
     scorer_name = next((name for name, cls in SCORERS.items() if type(scorer) is cls), type(scorer).__name__)
     return "|".join(
         (
-            f"model:{checkpoint.fingerprint()}",
+            f"model:{'+'.join(c.fingerprint() for c in networks)}",
+            f"direction:{'+'.join(c.direction for c in networks)}",
             f"format:{options.score_format}",
             f"norm:{'tokens+eos' if options.normalize else 'none'}",
             f"wp:{'yes' if options.unk_feature else 'no'}",

@@ -129,6 +129,8 @@ def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> Non
         diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
     if saved.get("subwords") != now.get("subwords"):
         diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
+    if saved.get("direction", "forward") != now.get("direction", "forward"):
+        diff.append(f"direction was {saved.get('direction', 'forward')}, now {now.get('direction', 'forward')}")
     if saved.get("arch") != now.get("arch"):
         diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
     if diff:

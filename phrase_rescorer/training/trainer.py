@@ -104,6 +104,8 @@ class Trainer:
                     **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
         if arch is not None:  # None: cho2014, whose run record stays as it was
             self.run["arch"] = arch.to_dict()
+        if (record or {}).get("direction", "forward") != "forward":  # forward runs stay as they were
+            self.run["direction"] = (record or {})["direction"]
         if data.subwords is not None:
             self.run["subwords"] = [len(m.units) for m in data.subwords]
         torch.manual_seed(cfg.seed)
