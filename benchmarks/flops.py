@@ -23,7 +23,7 @@ import numpy as np
 
 from phrase_rescorer.data.batching import flat_store
 from phrase_rescorer.data.vocab import EOS_ID
-from phrase_rescorer.model.encoder_decoder import ModelConfig
+from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.rescoring.trie import build_trie
 
 

@@ -59,7 +59,7 @@ from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
 from phrase_rescorer.nbest.features import TranslationFeature, read_source_text
 from phrase_rescorer.nbest.stream import append_features

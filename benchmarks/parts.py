@@ -29,12 +29,12 @@ from phrase_rescorer.data.batching import epoch_plan, trainable
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig, RNNEncoderDecoder
+from phrase_rescorer.model.cho2014 import PRESETS, ModelConfig, RNNEncoderDecoder
 from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer
-from phrase_rescorer.training.setup import TrainConfig, TrainingData
+from phrase_rescorer.training.run_settings import TrainConfig, TrainingData
 from phrase_rescorer.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -48,7 +48,7 @@ _LAZY = {
     "BatchedScorer": "rescoring.scorers",
     "ReferenceScorer": "rescoring.scorers",
     "patch_moses_ini": "moses.ini",
-    "rescore_model_dir": "pipeline.model_dir",
+    "rescore_model_dir": "pipeline.moses_step",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -17,7 +17,7 @@ so identical input gives identical bytes in every format.
 
 Concatenated streams (gzip members, bzip2 and xz streams, zstd frames) are read as one, as
 ``gzip -d``, ``bzip2 -d``, ``xz -d`` and ``zstd -d`` read them: sharded rescoring writes one
-stream per part (``parallel.rescoring``).
+stream per part (``parallel.sharded_rescoring``).
 
 Not ``xopen``: it opens files by name (or pipes through an external pigz/igzip process), where
 the writers here must compress into ``AtomicOutput``'s exclusive temporary through its checked

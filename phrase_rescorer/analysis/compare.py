@@ -22,10 +22,10 @@ import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import Vocabulary, tokenize_phrase
-from ..model.encoder_decoder import sequence_log_probs
+from ..model.cho2014 import sequence_log_probs
 from ..model.network import Network
 from ..moses.columns import MOSES_COLUMNS
-from ..moses.text import Display
+from ..moses.tokenizer import Display
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
 
 #: Column 3 of a train-model.perl table, p(target|source) (Moses' direct p(e|f); moses/columns.py).

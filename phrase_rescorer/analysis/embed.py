@@ -13,7 +13,7 @@ Spaces: ``source-words`` and ``target-words`` (rows of ``src_embed`` / ``tgt_emb
 token id i, special symbols included) and ``phrases``: ``model.representation`` of chosen
 source phrases, for cho2014 the summary c, the paper's "phrase representation". :func:`draw_maps` draws them as
 t-SNE maps (Figs. 4 and 5). Labels are for people: ``show`` turns a table token or phrase into its
-label (``moses.text.unescape``: ``&apos;s`` -> ``'s``); rows stay one per token id.
+label (``moses.tokenizer.unescape``: ``&apos;s`` -> ``'s``); rows stay one per token id.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For each source phrase: the best candidates of beam search and the best distinct ones of a
 seeded sample (see :mod:`.search`), each with its log p(target | source) and, when a phrase table
 is given, whether the table already pairs it with that source. Phrases are looked up and reported
-in the table's form; :func:`format_text` shows them to people through a ``moses.text.Display``.
+in the table's form; :func:`format_text` shows them to people through a ``moses.tokenizer.Display``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from ..data.vocab import Vocabulary, tokenize_phrase
 from ..model.architectures import Network
-from ..moses.text import Display
+from ..moses.tokenizer import Display
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
 from .table_groups import normalize, phrase_groups, pick_groups
 

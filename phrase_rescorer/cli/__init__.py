@@ -1,6 +1,6 @@
 """The ``phrase-rescorer`` command line: option parsing only, the work is done by the library.
 
-Subcommands live in one module per family (``data``, ``train``, ``rescore``, ``moses``,
+Subcommands live in one module per family (``inspect_table``, ``train``, ``rescore``, ``moses``,
 ``analysis``, ``experiment``) and register themselves on the group below. Errors a user can fix
 (bad input, a wrong model file, a moses.ini that does not match its table, a full disk) end the
 run with one clear line on stderr and the exit code of ``errors.EXIT_CODES``, never a traceback.
@@ -36,7 +36,7 @@ def cli(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from . import data  # noqa: F401  (each module adds its commands to ``cli``)
+    from . import inspect_table  # noqa: F401  (each module adds its commands to ``cli``)
 
     for name in ("train", "train_nmt", "rescore", "moses", "analysis", "translate", "experiment", "lm", "nbest",
                  "rerank"):

@@ -113,8 +113,8 @@ def moses_step(ctx: click.Context, model_dir: str, model_paths: tuple[str, ...],
     more than once, one column per network (num-features grows by as many, each with its
     starting weight). The printed command runs the decoder on this run's thread count
     (--threads / -threads)."""
-    from ..moses.model_dir import format_command
-    from ..pipeline.model_dir import rescore_model_dir
+    from ..moses.step_files import format_command
+    from ..pipeline.moses_step import rescore_model_dir
     from ..threads import current_threads
 
     model_path = _renamed(model_paths[0] if model_paths else None, network, "-m/--model", "--network")

@@ -11,7 +11,7 @@ import click
 import torch
 
 from ..cpu_features import cpu_features
-from ..moses.numbers import SCORE_FORMATS
+from ..moses.score_format import SCORE_FORMATS
 from ..parallel import distributed
 from ..rescoring.options import DTYPES, WINDOW_EXTENSION, RescoreOptions
 from ..rescoring.scorers import SCORERS
@@ -228,7 +228,7 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_paths: tuple[
 def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: list[str],
                      quiet: bool, options: dict[str, Any]) -> RescoreSummary | None:
     """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
-    from ..parallel.rescoring import rescore_sharded
+    from ..parallel.sharded_rescoring import rescore_sharded
 
     try:
         group, device = distributed.start(torch.device(options["device"]), backend="gloo",

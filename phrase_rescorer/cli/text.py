@@ -1,6 +1,6 @@
 """Options of the commands where text passes between a person and a Moses table.
 
-Phrases typed by a person are put into the table's form (``moses.text.table_form``: tokenized,
+Phrases typed by a person are put into the table's form (``moses.tokenizer.table_form``: tokenized,
 escaped, lowercased for a lowercased table) in the language the model file records, and the
 phrases printed for people are unescaped (``--detok``: detokenized). ``--raw`` speaks the
 table's own form both ways.
@@ -15,7 +15,7 @@ import click
 
 from ..data.vocab import tokenize_phrase
 from ..model.checkpoint import Checkpoint
-from ..moses import text
+from ..moses import tokenizer
 from .common import UserError
 
 
@@ -23,7 +23,7 @@ def _language(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     if value is None:
         return None
     try:
-        return text.check_language(value)
+        return tokenizer.check_language(value)
     except ValueError as e:
         raise click.BadParameter(str(e), ctx=ctx, param=param) from e
 
@@ -68,30 +68,30 @@ class TypedPhrases:
                  lowercase: bool | None):
         self.raw = raw
         self.lang = None if raw else (source_lang or ckpt.source_lang)
-        self.lowercase = text.is_lowercased(ckpt.src_vocab.tokens) if lowercase is None else lowercase
+        self.lowercase = tokenizer.is_lowercased(ckpt.src_vocab.tokens) if lowercase is None else lowercase
         self._model = model
 
     def table_form(self, typed: str) -> str:
         """``typed`` as the table writes it; with --raw, its tokens joined by single spaces."""
         if self.raw:
             return " ".join(tokenize_phrase(typed))
-        if text.has_escapes(typed):
+        if tokenizer.has_escapes(typed):
             click.echo(f"warning: {typed!r} holds Moses escapes (&apos;, &amp; ...) that will be escaped "
                        "once more; use --raw to look up text in the table's own form", err=True)
         lang = _need(self.lang, "source", self._model, "to Moses-tokenize typed phrases",
                      "--raw to look them up exactly as typed")
-        return text.table_form(typed, lang, self.lowercase)
+        return tokenizer.table_form(typed, lang, self.lowercase)
 
 
 def display(ckpt: Checkpoint, model: str, raw: bool, detok: bool = False, source_lang: str | None = None,
-            target_lang: str | None = None) -> text.Display:
+            target_lang: str | None = None) -> tokenizer.Display:
     """How phrases are printed for people (--raw: as in the table; --detok: detokenized)."""
     if raw:
         if detok:
             raise UserError("--detok and --raw exclude each other: --raw prints the table's own form")
-        return text.AS_IN_TABLE
+        return tokenizer.AS_IN_TABLE
     if not detok:
-        return text.Display()
+        return tokenizer.Display()
     why, instead = "to detokenize phrases", "leave out --detok"
-    return text.Display(source_lang=_need(source_lang or ckpt.source_lang, "source", model, why, instead),
+    return tokenizer.Display(source_lang=_need(source_lang or ckpt.source_lang, "source", model, why, instead),
                         target_lang=_need(target_lang or ckpt.target_lang, "target", model, why, instead))

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..data.pairs import PairSet, load_pairs
-from ..training.setup import TrainConfig
+from ..training.run_settings import TrainConfig
 from . import cli
 from .common import progress
 from .training_options import training_options

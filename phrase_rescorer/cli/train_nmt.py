@@ -16,7 +16,7 @@ import click
 
 from ..data.corpus import load_sentence_pairs
 from ..data.pairs import PairSet
-from ..training.setup import TrainConfig
+from ..training.run_settings import TrainConfig
 from . import cli
 from .common import progress
 from .training_options import training_options

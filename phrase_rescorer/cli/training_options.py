@@ -12,9 +12,9 @@ from ..model.architectures import ARCH_NAMES
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
 from ..model.checkpoint import DIRECTIONS
+from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
-from ..model.encoder_decoder import CELLS, PRESETS, SUMMARIES, ModelConfig
-from ..training.setup import OPTIMIZERS, TrainConfig
+from ..training.run_settings import OPTIMIZERS, TrainConfig
 from .common import device_option, threads_option
 from .text import language_option
 
@@ -26,7 +26,7 @@ _MODEL_DEFAULTS = ModelConfig()
 
 def training_options(*, data: str, inputs: str, defaults: TrainConfig, arch: str,
                      preset: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The shared options as one decorator. ``data`` names what trains ("table", "corpus"),
+    """The shared options as one decorator. ``inspect_table`` names what trains ("table", "corpus"),
     ``inputs`` the arguments --resume needs unchanged; ``defaults``, ``arch`` and ``preset``
     are the command's defaults."""
     options = [

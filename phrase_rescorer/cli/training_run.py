@@ -19,10 +19,10 @@ from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import arch_config
-from ..model.encoder_decoder import ModelConfig
+from ..model.cho2014 import ModelConfig
 from ..output import check_distinct_paths
 from ..parallel import distributed
-from ..training.setup import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
+from ..training.run_settings import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
 from ..training.trainer import Interrupted, Trainer
 from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .progress import Progress

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from ..moses import text
+from ..moses import tokenizer
 
 MAX_ORDER = 4
 #: Columns of a statistics row: hyp_len, ref_len, correct_1..4, total_1..4 (sacrebleu's order).
@@ -44,7 +44,7 @@ class BleuScore:
 
 def detokenize(lines: Sequence[str], lang: str) -> list[str]:
     """Moses-tokenized, escaped lines as running text (sacremoses' ``MosesDetokenizer``)."""
-    return [text.detokenize(line, lang) for line in lines]
+    return [tokenizer.detokenize(line, lang) for line in lines]
 
 
 def _metric(tokenize: str, lowercase: bool, effective_order: bool = False) -> BLEU:

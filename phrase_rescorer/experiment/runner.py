@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
-from ..moses.text import check_language
+from ..moses.tokenizer import check_language
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import bleu

@@ -2,7 +2,7 @@
 (``architectures.NETWORKS`` names every family; ``architectures.arch_config`` reads the options).
 
 ========== ============================================================================
-cho2014    Cho et al. (2014): ``encoder_decoder.RNNEncoderDecoder``, the paper's model,
+cho2014    Cho et al. (2014): ``cho2014.RNNEncoderDecoder``, the paper's model,
            unchanged (the default). One GRU layer each side, a fixed summary c.
 rnnsearch  Bahdanau et al. (2015): bidirectional GRU encoder, additive attention from
            the previous decoder state, the context fed to the decoder GRU and to the

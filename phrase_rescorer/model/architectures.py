@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from .arch_options import ARCHITECTURES, ArchConfig
-from .encoder_decoder import ModelConfig, RNNEncoderDecoder
+from .cho2014 import ModelConfig, RNNEncoderDecoder
 from .network import Network
 from .stacked import StackedEncoderDecoder
 

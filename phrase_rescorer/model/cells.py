@@ -12,7 +12,7 @@ GRU (Cho et al. 2014), ``reset_before`` as the paper writes it::
     h~  = tanh (W x + U (r * h_{t-1}))        # reset_after (cuDNN): tanh(W x + r * (U h_{t-1}))
     h_t = z * h_{t-1} + (1 - z) * h~
 
-The GRU arithmetic is the one of ``encoder_decoder.GRU`` (this class only adds the common cell
+The GRU arithmetic is the one of ``cho2014.GRU`` (this class only adds the common cell
 interface), so a GRU here computes exactly what the paper's model computes.
 
 LSTM (Hochreiter and Schmidhuber 1997, with the forget gate of Gers et al. 2000; GNMT's cell)::
@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .encoder_decoder import GRU, _orthogonal
+from .cho2014 import GRU, _orthogonal
 
 CELL_TYPES = ("gru", "lstm")
 

@@ -51,7 +51,7 @@ from ..data.vocab import Vocabulary, tokenize_phrase
 from ..errors import ModelError
 from ..output import AtomicOutput
 from .architectures import ArchConfig, Network, build_model
-from .encoder_decoder import ModelConfig
+from .cho2014 import ModelConfig
 
 FORMAT = "phrase_rescorer.checkpoint"
 FORMAT_VERSION = 2  # the newest; files are written with the lowest version that holds them

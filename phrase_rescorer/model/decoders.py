@@ -1,6 +1,6 @@
 """Decoders: stacked cells, one context vector per step, the maxout deep output.
 
-Predicting ``y_1 .. y_M </s>`` with no begin symbol (e(y_0) = 0, as in ``encoder_decoder``).
+Predicting ``y_1 .. y_M </s>`` with no begin symbol (e(y_0) = 0, as in ``cho2014``).
 With L layers of cells f_1 .. f_L (H units each) and the encoder's ``final`` summary::
 
     s^l_0 = tanh(W_init^l final)                                 every layer (LSTM: c^l_0 = 0)

@@ -15,7 +15,7 @@ source's rows. ``step`` also gives the attention weights ``a`` over the source p
 without attention: the coverage penalty of the beam search reads them). ``decode_outputs`` runs
 the steps under teacher forcing (the network may compute them faster, all steps' input
 projections at once) and ``forward(src, src_len, tgt)`` gives the teacher-forced logits that
-``encoder_decoder.sequence_log_probs``, the one definition of the score, reads.
+``cho2014.sequence_log_probs``, the one definition of the score, reads.
 
 A network may offer more than this interface for a faster exact path of its own; a caller asks
 by capability, never by class: ``SummaryNetwork`` (cho2014's single left-to-right GRU summary)
@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from .encoder_decoder import GRU, ModelConfig
+from .cho2014 import GRU, ModelConfig
 
 #: (new decoder state, top output, context, attention weights or None): what ``Network.step``
 #: gives; the top output and the context go to ``Network.readout``.

@@ -4,7 +4,7 @@
 It implements ``network.Network``: ``encode`` gives an ``Encoded`` (memory, attention keys,
 mask, summary); ``start`` / ``step`` / ``readout`` are the decoder's (its state packs every
 layer's); ``forward(src, src_len, tgt)`` gives teacher-forced logits (B, T, V) for
-``encoder_decoder.sequence_log_probs`` (training, validation, the reference scorer).
+``cho2014.sequence_log_probs`` (training, validation, the reference scorer).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arch_options import ArchConfig
+from .cho2014 import ModelConfig
 from .decoders import Decoder, Encoded
-from .encoder_decoder import ModelConfig
 from .encoders import Encoder
 
 

@@ -40,7 +40,7 @@ def binarized_path(text_table: str, kind: str) -> str:
 
 
 def planned_form(text: TableForm, kind: str) -> TableForm:
-    """The table that binarizing ``text`` as ``kind`` will make (for the checks made before)."""
+    """The table that binarizing ``tokenizer`` as ``kind`` will make (for the checks made before)."""
     return TableForm(kind, binarized_path(text.path, kind), text.scores)
 
 
@@ -63,7 +63,7 @@ def _move_into_place(made: str, final: str, scratch: str) -> None:
 
 
 def binarize_table(toolkit: MosesToolkit, text: TableForm, kind: str) -> TableForm:
-    """Binarize the text table ``text`` as ``kind`` with ``toolkit``'s binarizer; the table made."""
+    """Binarize the text table ``tokenizer`` as ``kind`` with ``toolkit``'s binarizer; the table made."""
     target = binarized_path(text.path, kind)
     final = target + ".minphr" if kind == "compact" else target
     scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.", suffix=".tmp",

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ..errors import IniError
 from .binarized import binarize_command
 from .columns import START_WEIGHT
-from .numbers import format_number
+from .score_format import format_number
 from .stems import table_candidates
 from .table_files import table_columns
 from .table_forms import FEATURE_TYPES, FORM_OF_TYPE, TableForm, TableFormError, table_form
@@ -193,7 +193,7 @@ def patch_moses_ini(
     ini: str = "moses.ini",
     form: TableForm | None = None,
 ) -> PatchResult:
-    """``text`` (a moses.ini) with phrase dictionary ``name`` pointing at ``table`` and carrying
+    """``tokenizer`` (a moses.ini) with phrase dictionary ``name`` pointing at ``table`` and carrying
     ``features`` more scores (read off ``table`` when None), each weighted ``weights`` (one
     value for all, or one per added feature). The line's type becomes the one that loads
     ``table`` (:mod:`.table_forms`; ``form``: as if ``table`` were that)."""

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .ini import _SECTION, MosesIniError, _content, _sections
-from .numbers import format_number
+from .score_format import format_number
 
 #: train-model.perl's starting weight per score, by feature type (or type prefix).
 DEFAULT_WEIGHTS = {
@@ -86,7 +86,7 @@ def default_weight(feature_type: str) -> float | None:
 
 def reset_weights(text: str, ini: str = "moses.ini", *, added: dict[str, int] | None = None,
                   added_weight: float = 0.2) -> tuple[str, list[str]]:
-    """``text`` with every known feature's weights set to train-model.perl's starting values;
+    """``tokenizer`` with every known feature's weights set to train-model.perl's starting values;
     the last ``added[name]`` weights of a feature (columns added to a table) get
     ``added_weight``. Returns the new text and the names of the features left as they were."""
     lines = text.splitlines(keepends=True)

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import UsageError
 from ..moses.ini import MosesIniError
 from ..moses.ini_weights import read_weights
-from ..moses.numbers import format_number
+from ..moses.score_format import format_number
 from ..output import AtomicOutput
 
 

@@ -16,7 +16,7 @@
   always the trace of an earlier step that failed, and an empty output would hide it.
 * Every line's scores field is checked (``moses.score_fields``): the first line's score count,
   no negative score, and no table whose last column(s) already are the ones to be added.
-* Numbers are formatted by ``moses.numbers.format_lines`` only.
+* Numbers are formatted by ``moses.score_format.format_lines`` only.
 * Several networks (``rescore -m A -m B``): one column each, in the order given, from one read
   of the table; each in its own direction (``network_column``: an inverse network's distinct
   targets are encoded once per window). The WP count, when asked, comes once, after them all.
@@ -44,9 +44,9 @@ import torch
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from ..moses.numbers import ScoreError, format_lines
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
+from ..moses.score_format import ScoreError, format_lines
 from ..moses.table_kind import checked_entries
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput, check_distinct_paths, check_output_path

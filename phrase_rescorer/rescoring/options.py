@@ -12,7 +12,7 @@ import torch
 from .. import __version__
 from ..errors import UsageError
 from ..model.checkpoint import Checkpoint
-from ..moses.numbers import SCORE_FORMATS
+from ..moses.score_format import SCORE_FORMATS
 from .scorers import SCORERS
 
 DTYPES = ("float32", "bfloat16")  # bfloat16: the prefix scorer only, approximate

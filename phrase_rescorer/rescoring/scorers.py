@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ..data.batching import flat_store, pad_sequences, sequences_batch
-from ..model.encoder_decoder import Summary, sequence_log_probs, token_log_probs
+from ..model.cho2014 import Summary, sequence_log_probs, token_log_probs
 from ..model.network import Network, SummaryNetwork
 from .prefix import PrefixScorer
 from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_batches

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..data.batching import flat_store, pad_sequences
-from ..model.encoder_decoder import token_log_probs
+from ..model.cho2014 import token_log_probs
 from ..model.network import EncodedSource, Network
 from .scorer_base import READOUT_ELEMENTS, _ModelScorer, length_batches
 from .window_threads import WindowThreads

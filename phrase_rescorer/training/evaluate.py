@@ -24,7 +24,7 @@ import torch
 from ..data.batching import collate, fixed_batches
 from ..data.pairs import EncodedPairs
 from ..data.vocab import EOS_ID, PAD_ID, shortlist_coverage
-from ..model.encoder_decoder import sequence_log_probs
+from ..model.cho2014 import sequence_log_probs
 from ..model.network import Network
 
 

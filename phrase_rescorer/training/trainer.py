@@ -4,8 +4,8 @@ Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless o
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
 the original code: loss = -(sum of log p(target|source) over the batch) / batch size, log p
 computed as ``sequence_log_probs`` defines it, for the paper's network without the padding work
-(``packed``; Adadelta in cache-sized pieces: ``optim``). ``bf16`` autocasts the products to bfloat16. Pairs longer
-than ``max_length`` tokens on either side do not train; held-out pairs
+(``packed_log_probs``; Adadelta in cache-sized pieces: ``optim``). ``bf16`` autocasts the products
+to bfloat16. Pairs longer than ``max_length`` tokens on either side do not train; held-out pairs
 (``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
 scored every ``valid_every`` steps and at the end.
 
@@ -42,13 +42,13 @@ from ..data.batching import collate, epoch_plan
 from ..errors import signal_exit
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
-from ..model.encoder_decoder import ModelConfig
+from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
 from .log import EventLog
 from .optim import ChunkedAdadelta
-from .packed import training_log_probs
-from .setup import RUN_KEYS, TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
+from .packed_log_probs import training_log_probs
+from .run_settings import RUN_KEYS, TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
@@ -113,7 +113,7 @@ class Trainer:
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
-        # (``packed``), under torchrun in its DDP wrapper (same call).
+        # (``packed_log_probs``), under torchrun in its DDP wrapper (same call).
         self.net = self.group.wrap(training_log_probs(self.model))
         # The paper's Adadelta: torch's, bit for bit, in cache-sized pieces (``optim``); or Adam,
         # the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.flops import StepFlops, TrieCounter, pair_flops
-from phrase_rescorer.model.encoder_decoder import PRESETS, ModelConfig
+from phrase_rescorer.model.cho2014 import PRESETS, ModelConfig
 from tests.helpers.paths import PYTHON, cli_env
 
 

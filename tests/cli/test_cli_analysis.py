@@ -16,7 +16,7 @@ from phrase_rescorer.analysis.table_groups import pick_groups, source_groups
 from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from tests.helpers.paths import PYTHON, cli_env
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

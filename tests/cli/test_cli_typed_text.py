@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from phrase_rescorer.analysis import suggest as sug
 from phrase_rescorer.cli import cli
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.moses.text import AS_IN_TABLE
+from phrase_rescorer.moses.tokenizer import AS_IN_TABLE
 
 # Phrases of the bundled table (lowercased, escaped) as a person types them.
 MANS_PICTURE = ("A man's picture", "a man &apos;s picture")  # targets: (l&apos;) image d&apos; un homme

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.moses.numbers import format_number
+from phrase_rescorer.moses.score_format import format_number
 from tests.helpers.cli_run import run_cli
 from tests.helpers.golden import GOLDEN, LINES, MODEL, MODELS, VARIANTS, expected_path, main, model_path, rescore
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from phrase_rescorer.moses.numbers import COUNT_CAP, count_value, feature_from_column, format_number
+from phrase_rescorer.moses.score_format import COUNT_CAP, count_value, feature_from_column, format_number
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, REPO, cli_env
 from tests.helpers.rescore_data import appended_columns, tiny_checkpoint

@@ -11,7 +11,7 @@ from phrase_rescorer.data.batching import collate, epoch_plan, trainable
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.checkpoint import save_checkpoint
-from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 
 
 def train_tiny(

@@ -22,7 +22,7 @@ from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.data.subwords import learn_pair_subwords
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
 from tests.helpers.paths import REAL_TABLE, SAMPLE
 

@@ -2,7 +2,7 @@
 
 The bundled en-fr system was prepared with ``tokenizer.perl -l L -q | lowercase.perl`` and its
 output detokenized with ``detokenizer.perl -l fr`` (../shared/data/moses-en-fr/README.txt).
-``moses.text`` does both with sacremoses; here it meets the real scripts on the system's dev and
+``moses.tokenizer`` does both with sacremoses; here it meets the real scripts on the system's dev and
 test sentences: the tokenized corpus is detokenized by detokenizer.perl (and must come out of
 ``detokenize`` identically), then tokenized again by tokenizer.perl + lowercase.perl (and by
 ``table_form``).
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from phrase_rescorer.moses.text import detokenize, table_form
+from phrase_rescorer.moses.tokenizer import detokenize, table_form
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import SHARED
 

@@ -23,9 +23,9 @@ from phrase_rescorer.analysis.table_groups import (
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import EOS_ID, PAD_ID, UNK_ID, tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.phrase_table import PhraseTableError
-from phrase_rescorer.moses.text import unescape
+from phrase_rescorer.moses.tokenizer import unescape
 
 SOURCES = ["looking at", "in a black shirt", "the side of a", "sit at a table", "a zebra qwxyz"]
 TOL = 1e-4

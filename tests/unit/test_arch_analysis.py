@@ -19,7 +19,7 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import read_lines, tiny_arch_checkpoint
 

@@ -14,7 +14,7 @@ from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.architectures import ArchConfig, arch_config, build_model
 from phrase_rescorer.model.attention import Attention
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import ModelConfig, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
 from phrase_rescorer.model.encoders import Encoder, _run
 from phrase_rescorer.rescoring.scorers import ReferenceScorer, make_scorer
 from phrase_rescorer.rescoring.stacked_scorer import StackedScorer

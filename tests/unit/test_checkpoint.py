@@ -17,8 +17,8 @@ from phrase_rescorer.model.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from phrase_rescorer.model.encoder_decoder import ModelConfig, sequence_log_probs
-from phrase_rescorer.training.setup import TrainConfig, prepare_data
+from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
+from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 

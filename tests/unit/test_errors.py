@@ -49,7 +49,7 @@ EXPECTED = {
     "moses.ems_script.EmsScriptError": 2,
     "moses.ini.MosesIniError": 5,
     "moses.nbest.NbestError": 3,
-    "moses.numbers.ScoreError": 4,
+    "moses.score_format.ScoreError": 4,
     "moses.phrase_table.PhraseTableError": 3,
     "moses.phrase_table.PhraseTableOSError": 6,
     "moses.phrase_table.PhraseTableStreamError": 3,
@@ -63,7 +63,7 @@ EXPECTED = {
     "reranking.weights.WeightsError": 2,
     "rescoring.options.OptionError": 2,
     "training.log.TrainingLogError": 3,
-    "training.setup.TrainingError": 2,
+    "training.run_settings.TrainingError": 2,
     "training.trainer.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
 }
 

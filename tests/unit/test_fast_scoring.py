@@ -19,7 +19,7 @@ import torch
 
 from phrase_rescorer.data.batching import flat_store, sequences_batch
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
-from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.rescoring.packed_linear import onednn_available, pack_linears
 from phrase_rescorer.rescoring.prefix import PrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie

@@ -20,7 +20,7 @@ from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import SAMPLE

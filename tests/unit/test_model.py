@@ -12,7 +12,7 @@ import torch
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import EOS_ID
-from phrase_rescorer.model.encoder_decoder import (
+from phrase_rescorer.model.cho2014 import (
     GRU,
     ModelConfig,
     RNNEncoderDecoder,

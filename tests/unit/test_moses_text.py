@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.moses.text import (
+from phrase_rescorer.moses.tokenizer import (
     AS_IN_TABLE,
     Display,
     check_language,

@@ -21,7 +21,7 @@ from phrase_rescorer.analysis.search import beam_search, greedy
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.architectures import NETWORKS, build_model
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.model.network import Network, SummaryNetwork
 from phrase_rescorer.rescoring.scorers import ReferenceScorer, make_scorer
 from phrase_rescorer.rescoring.stacked_prefix import StackedPrefixScorer

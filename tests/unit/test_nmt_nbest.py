@@ -12,7 +12,7 @@ import torch
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.nbest import NbestError, dense_features, parse_nbest_line, read_nbest
 from phrase_rescorer.nbest.features import TranslationFeature, load_feature
 from phrase_rescorer.nbest.stream import append_features

@@ -1,4 +1,4 @@
-"""The training computation (``training.packed``, ``training.optim``) against the plain one
+"""The training computation (``training.packed_log_probs``, ``training.optim``) against the plain one
 (``sequence_log_probs``, torch's Adadelta): the same log p and gradients within float32
 rounding, the same optimizer update bit for bit, and a training run whose first losses are those
 of the plain computation with the plain optimizer."""
@@ -13,10 +13,10 @@ import torch
 
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.optim import ChunkedAdadelta
-from phrase_rescorer.training.packed import PackedLogProbs, _active_counts
-from phrase_rescorer.training.setup import TrainConfig, prepare_data
+from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts
+from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.checkpoint import Checkpoint, load_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.rescoring.scorers import SCORERS

@@ -21,7 +21,7 @@ import torch
 from phrase_rescorer.data.batching import flat_store, sequences_batch
 from phrase_rescorer.model.architectures import Network
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import sequence_log_probs
+from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.rescoring.scorers import make_scorer
 from phrase_rescorer.rescoring.stacked_prefix import StackedPrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from phrase_rescorer.cli import cli
 from phrase_rescorer.data.pairs import EncodedPairs
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.model.encoder_decoder import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.evaluate import UnigramBaseline, evaluate
 from phrase_rescorer.training.log import read_log
 from phrase_rescorer.training.trainer import Trainer

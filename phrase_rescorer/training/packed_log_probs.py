@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.encoder_decoder import GRU, sequence_log_probs
+from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork
 
 

@@ -1,5 +1,5 @@
 """The Moses side of the drop-in step for a model directory: which ini and table, the output
-names, the mert-moses.pl command (the step itself, which runs the network: ``pipeline.model_dir``).
+names, the mert-moses.pl command (the step itself, which runs the network: ``pipeline.moses_step``).
 
 The step starts from the directory's moses.ini and follows it: the table it rescores is the
 ``path=`` of the phrase dictionary (``TranslationModel0``), with the ``.gz`` fallback of

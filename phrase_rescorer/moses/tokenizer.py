@@ -72,14 +72,14 @@ def _detokenizer(lang: str) -> Any:
 
 
 def table_form(text: str, lang: str, lowercase: bool) -> str:
-    """``text`` as tokenizer.perl -l ``lang`` (then lowercase.perl if ``lowercase``) writes it:
+    """``tokenizer`` as tokenizer.perl -l ``lang`` (then lowercase.perl if ``lowercase``) writes it:
     space-separated, escaped tokens. Whitespace alone gives ""."""
     tokens = _tokenizer(lang).tokenize(text, aggressive_dash_splits=False, escape=True, return_str=True)
     return tokens.lower() if lowercase else tokens
 
 
 def has_escapes(text: str) -> bool:
-    """Whether ``text`` holds a Moses escape (``&apos;``, ``&amp;`` ...): then it was probably
+    """Whether ``tokenizer`` holds a Moses escape (``&apos;``, ``&amp;`` ...): then it was probably
     copied from a table, and tokenizing it would escape its ampersands once more."""
     return _ESCAPE.search(text) is not None
 

@@ -1,6 +1,6 @@
 """The drop-in step for a Moses model directory: rescore, patch moses.ini, say how to tune.
 
-It follows the directory's moses.ini to the phrase table (``moses.model_dir``: train-model.perl's
+It follows the directory's moses.ini to the phrase table (``moses.step_files``: train-model.perl's
 ``MODEL_DIR/moses.ini`` or EMS's newest ``moses.ini.N``), rescores that table with the network
 (``rescoring.engine``), writes the patched ini beside it, and returns the mert-moses.pl command
 to run next, in a working directory that does not exist yet.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..moses.columns import START_WEIGHT
 from ..moses.ini import PatchResult, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
-from ..moses.model_dir import find_ini, fresh_directory, mert_command, rnn_name, table_of
+from ..moses.step_files import find_ini, fresh_directory, mert_command, rnn_name, table_of
 from ..rescoring.engine import rescore_table
 from ..rescoring.options import ProgressCallback, RescoreSummary
 
@@ -48,7 +48,7 @@ def rescore_model_dir(
     on_warning: Callable[[str], None] | None = None,
     **rescore_options,
 ) -> StepResult:
-    """Rescore ``model_dir``'s phrase table with ``network`` (or the networks, one column each,
+    """Rescore ``moses_step``'s phrase table with ``network`` (or the networks, one column each,
     in order) and write the patched moses.ini, num-features grown by the added columns;
     the mert-moses.pl command returned runs the decoder on ``threads`` threads (the step's own
     thread count, as the CLI passes it)."""

@@ -16,7 +16,7 @@ from ..data.pairs import EncodedPairs, PairSet
 from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
-from ..model.encoder_decoder import PRESETS
+from ..model.cho2014 import PRESETS
 
 
 class TrainingError(UsageError):
