@@ -22,7 +22,7 @@ from .common import progress
 from .training_options import training_options
 from .training_run import run_training
 
-#: Sentence-level defaults, from the measurements in the README ("The sentence-level feature").
+#: Sentence-level defaults, from the measurements in docs/nmt.md ("The README's measurement").
 NMT_DEFAULTS = TrainConfig(optimizer="adam", lr=1e-3, batch_tokens=1000, max_length=80, init_std=0.05,
                            clip_norm=5.0, valid_fraction=0.03, valid_every=200, patience=5)
 
