@@ -58,37 +58,87 @@ def _median_range(xs: list[float]) -> str:
 
 @parts.command
 @parts.table_option
-@click.option("--lines", type=click.IntRange(min=0), default=20000, show_default=True,
-              help="Lines timed (the head of the table); 0 for all.")
+@click.option(
+    "--lines",
+    type=click.IntRange(min=0),
+    default=20000,
+    show_default=True,
+    help="Lines timed (the head of the table); 0 for all.",
+)
 @click.option("--preset", type=click.Choice(["paper", "small"]), default="paper", show_default=True)
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Interleaved timed runs of each scorer.")
+@click.option(
+    "--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Interleaved timed runs of each scorer."
+)
 @parts.threads_option
-@click.option("--copies", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Peak RSS also on this many renamed copies of the timed lines (0: skip memory).")
+@click.option(
+    "--copies",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Peak RSS also on this many renamed copies of the timed lines (0: skip memory).",
+)
 @click.option("--whole-table", is_flag=True, help="Also rescore the whole table with the prefix scorer (long).")
 @click.option("--train-batches", default="64,256", show_default=True, help="Training batch sizes timed ('' to skip).")
 @click.option("--train-steps", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--gpu-lines", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Lines timed on the GPU; 0 for the whole table.")
+@click.option(
+    "--gpu-lines",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Lines timed on the GPU; 0 for the whole table.",
+)
 @click.option("--gpu-train-batch", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--cpu-bf16/--no-cpu-bf16", default=None,
-              help="Also time bfloat16 on the CPU (the approximate prefix scorer, bf16 training)  [default: "
-              "where the CPU has AMX-BF16 or AVX512-BF16, and with --quick; elsewhere bfloat16 is emulated, "
-              "tens of times slower, and only its matrix-product rate is measured].")
-@click.option("--arch-lines", type=click.IntRange(min=0), default=2000, show_default=True,
-              help="Lines timed per architecture with a small network (0: skip).")
+@click.option(
+    "--cpu-bf16/--no-cpu-bf16",
+    default=None,
+    help="Also time bfloat16 on the CPU (the approximate prefix scorer, bf16 training)  [default: "
+    "where the CPU has AMX-BF16 or AVX512-BF16, and with --quick; elsewhere bfloat16 is emulated, "
+    "tens of times slower, and only its matrix-product rate is measured].",
+)
+@click.option(
+    "--arch-lines",
+    type=click.IntRange(min=0),
+    default=2000,
+    show_default=True,
+    help="Lines timed per architecture with a small network (0: skip).",
+)
 @nbest.nbest_option
-@click.option("--nbest-lines", type=click.IntRange(min=0), default=10000, show_default=True,
-              help="Hypotheses of the n-best list timed with the CSLM (0: skip; --nbest: 0 for all of it).")
-@click.option("--nmt-lines", type=click.IntRange(min=0), default=2000, show_default=True,
-              help="Hypotheses of a synthetic n-best list timed with the NMT feature (0: skip).")
+@click.option(
+    "--nbest-lines",
+    type=click.IntRange(min=0),
+    default=10000,
+    show_default=True,
+    help="Hypotheses of the n-best list timed with the CSLM (0: skip; --nbest: 0 for all of it).",
+)
+@click.option(
+    "--nmt-lines",
+    type=click.IntRange(min=0),
+    default=2000,
+    show_default=True,
+    help="Hypotheses of a synthetic n-best list timed with the NMT feature (0: skip).",
+)
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @parts.json_option
-def main(table: str | None, lines: int, preset: str, repeats: int, threads: int | None, copies: int,
-         whole_table: bool, train_batches: str, train_steps: int, gpu_lines: int, gpu_train_batch: int,
-         cpu_bf16: bool | None, arch_lines: int, nbest_path: str | None, nbest_lines: int, nmt_lines: int,
-         quick: bool, json_path: str | None) -> None:
+def main(
+    table: str | None,
+    lines: int,
+    preset: str,
+    repeats: int,
+    threads: int | None,
+    copies: int,
+    whole_table: bool,
+    train_batches: str,
+    train_steps: int,
+    gpu_lines: int,
+    gpu_train_batch: int,
+    cpu_bf16: bool | None,
+    arch_lines: int,
+    nbest_path: str | None,
+    nbest_lines: int,
+    nmt_lines: int,
+    quick: bool,
+    json_path: str | None,
+) -> None:
     """Measure rescoring and training throughput and print the figures (``make bench``)."""
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
@@ -112,22 +162,37 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         parts.rescore(checkpoint, head, work / "count.gz", counter, "cpu")
         work_count = counter.count
         unshared, shared = work_count.unshared_flops(config), work_count.prefix_flops(config)
-        report.update(table=table, lines=n, sources=work_count.sources, preset=preset, model=config.to_dict(),
-                      mflop_per_pair=unshared / n / 1e6, prefix_work_share=shared / unshared,
-                      encoder_step_share=work_count.encoder_nodes / work_count.source_steps,
-                      decoder_step_share=work_count.decoder_nodes / work_count.target_steps)
+        report.update(
+            table=table,
+            lines=n,
+            sources=work_count.sources,
+            preset=preset,
+            model=config.to_dict(),
+            mflop_per_pair=unshared / n / 1e6,
+            prefix_work_share=shared / unshared,
+            encoder_step_share=work_count.encoder_nodes / work_count.source_steps,
+            decoder_step_share=work_count.decoder_nodes / work_count.target_steps,
+        )
         m = report["machine"]
         say(f"phrase_rescorer benchmark, {report['date']}")
-        say(f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']}, {m['threads']} threads, "
-            f"oneDNN {'yes' if m['onednn'] else 'no'}, load average {m['load_average']:.1f} at start")
-        say(f"CPU features: {m['cpu_features']}; torch kernels: {m['torch_cpu_capability']}; bf16 units: "
-            f"{m['bf16_units'] or 'none (bfloat16 is emulated: slower than float32)'}")
+        say(
+            f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']}, {m['threads']} threads, "
+            f"oneDNN {'yes' if m['onednn'] else 'no'}, load average {m['load_average']:.1f} at start"
+        )
+        say(
+            f"CPU features: {m['cpu_features']}; torch kernels: {m['torch_cpu_capability']}; bf16 units: "
+            f"{m['bf16_units'] or 'none (bfloat16 is emulated: slower than float32)'}"
+        )
         say(f"table: {table}: first {n:,} lines, {work_count.sources:,} distinct sources (per window)")
-        say(f"network: {preset} size (H={config.hidden_dim}, E={config.embed_dim}, M={config.maxout_dim}, "
-            f"R={config.output_rank}, V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), random weights, float32")
-        say(f"work: {report['mflop_per_pair']:.1f} MFLOP per pair unshared (matrix products); the prefix scorer "
+        say(
+            f"network: {preset} size (H={config.hidden_dim}, E={config.embed_dim}, M={config.maxout_dim}, "
+            f"R={config.output_rank}, V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), random weights, float32"
+        )
+        say(
+            f"work: {report['mflop_per_pair']:.1f} MFLOP per pair unshared (matrix products); the prefix scorer "
             f"computes {100 * shared / unshared:.1f}% of it ({100 * report['encoder_step_share']:.1f}% of the "
-            f"encoder steps, {100 * report['decoder_step_share']:.1f}% of the decoder steps)")
+            f"encoder steps, {100 * report['decoder_step_share']:.1f}% of the decoder steps)"
+        )
         cpu_rate = parts.matmul_gflops(torch.device("cpu"))
         report["cpu_matmul_gflops"] = cpu_rate
         say(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
@@ -135,14 +200,18 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         if cpu_bf16 is None:
             cpu_bf16 = bool(units) or quick
         size = 2048 if units else (256 if quick else 512)  # an emulated 2048^3 bf16 product takes minutes
-        report["cpu_matmul_gflops_bf16"] = bf16_rate = parts.matmul_gflops(torch.device("cpu"), torch.bfloat16, n=size,
-                                                                           repeats=5 if units else 1)
-        say(f"machine bf16 matrix product ({size}^3): {bf16_rate:.1f} GFLOP/s ({bf16_rate / cpu_rate:.2f}x fp32)"
-            + ("" if cpu_bf16 else "; bfloat16 scoring and training not timed (--cpu-bf16 times them)"))
+        report["cpu_matmul_gflops_bf16"] = bf16_rate = parts.matmul_gflops(
+            torch.device("cpu"), torch.bfloat16, n=size, repeats=5 if units else 1
+        )
+        say(
+            f"machine bf16 matrix product ({size}^3): {bf16_rate:.1f} GFLOP/s ({bf16_rate / cpu_rate:.2f}x fp32)"
+            + ("" if cpu_bf16 else "; bfloat16 scoring and training not timed (--cpu-bf16 times them)")
+        )
 
         # --- rescoring, interleaved ------------------------------------------------------------
-        report["cpu_rescoring"] = rescoring = _cpu_rescoring(checkpoint, head, work, n, repeats, unshared, shared,
-                                                                  cpu_rate, cpu_bf16)
+        report["cpu_rescoring"] = rescoring = _cpu_rescoring(
+            checkpoint, head, work, n, repeats, unshared, shared, cpu_rate, cpu_bf16
+        )
         scores_ok = rescoring["scores_equal"]
 
         # --- memory ----------------------------------------------------------------------------
@@ -152,42 +221,63 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
             say("\npeak RSS of a rescoring process (prefix scorer, whole process; own process each)")
             report["peak_rss_mb"] = {}
             for what, path in ((f"first {n:,} lines", head), (f"{copies} renamed copies", big)):
-                lines_done, secs, rss = parts.rescore_process(path, work / "rss.gz", model_path,
-                                                              torch.get_num_threads())
+                lines_done, secs, rss = parts.rescore_process(
+                    path, work / "rss.gz", model_path, torch.get_num_threads()
+                )
                 report["peak_rss_mb"][lines_done] = rss
                 say(f"  {lines_done:>10,} lines ({what}): {rss:,.0f} MB ({lines_done / secs:,.0f} pairs/s)")
         if whole_table:
-            lines_done, secs, rss = parts.rescore_process(Path(table), work / "whole.gz", model_path,
-                                                          torch.get_num_threads())
+            lines_done, secs, rss = parts.rescore_process(
+                Path(table), work / "whole.gz", model_path, torch.get_num_threads()
+            )
             report["whole_table"] = {"lines": lines_done, "pairs_per_s": lines_done / secs, "peak_rss_mb": rss}
-            say(f"\nthe whole table, prefix scorer, own process: {lines_done:,} lines in {secs:,.0f} s, "
-                f"{lines_done / secs:,.0f} pairs/s, peak RSS {rss:,.0f} MB")
+            say(
+                f"\nthe whole table, prefix scorer, own process: {lines_done:,} lines in {secs:,.0f} s, "
+                f"{lines_done / secs:,.0f} pairs/s, peak RSS {rss:,.0f} MB"
+            )
 
         if arch_lines:
             report["arch_rescoring"] = archs = architectures.arch_rescoring(
-                table, arch_lines, "quick" if quick else "small", work, repeats)
+                table, arch_lines, "quick" if quick else "small", work, repeats
+            )
             scores_ok = scores_ok and archs["scores_equal"]
 
         if nbest_lines or nbest_path:
-            report["nbest"] = nb = nbest.nbest_part(nbest_path, nbest_lines, ["quick"] if quick else ["small", "paper"],
-                                                    repeats, 20 if quick else 200, cpu_rate, work)
+            report["nbest"] = nb = nbest.nbest_part(
+                nbest_path,
+                nbest_lines,
+                ["quick"] if quick else ["small", "paper"],
+                repeats,
+                20 if quick else 200,
+                cpu_rate,
+                work,
+            )
             scores_ok = scores_ok and nb["scores_equal"]
         if nmt_lines:
-            report["nbest_nmt"] = nmt = nbest_nmt.nmt_part(nmt_lines, ["quick" if quick else "small"], repeats,
-                                                           20 if quick else 100, 20 if quick else 100, cpu_rate, work)
+            report["nbest_nmt"] = nmt = nbest_nmt.nmt_part(
+                nmt_lines,
+                ["quick" if quick else "small"],
+                repeats,
+                20 if quick else 100,
+                20 if quick else 100,
+                cpu_rate,
+                work,
+            )
             scores_ok = scores_ok and nmt["scores_equal"]
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]
         if batches:
-            report["cpu_training"] = training.cpu_training(load_pairs(str(head)), preset, src_vocab, tgt_vocab,
-                                                           batches, train_steps, work, cpu_rate, cpu_bf16)
+            report["cpu_training"] = training.cpu_training(
+                load_pairs(str(head)), preset, src_vocab, tgt_vocab, batches, train_steps, work, cpu_rate, cpu_bf16
+            )
 
         # --- GPU -------------------------------------------------------------------------------
         say("")
         if torch.cuda.is_available():
-            report["gpu"] = accelerator_figures(checkpoint, table, gpu_lines, work, config, src_vocab, tgt_vocab,
-                                                gpu_train_batch, torch.device("cuda"))
+            report["gpu"] = accelerator_figures(
+                checkpoint, table, gpu_lines, work, config, src_vocab, tgt_vocab, gpu_train_batch, torch.device("cuda")
+            )
         else:
             report["gpu"] = None
             say("no CUDA device: GPU figures not measured")
@@ -199,8 +289,9 @@ def main(table: str | None, lines: int, preset: str, repeats: int, threads: int 
         raise SystemExit(EXIT_INTERNAL)  # the scores differ from the reference: a bug
 
 
-def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int, shared: int,
-                   cpu_rate: float, bf16: bool) -> dict[str, Any]:
+def _cpu_rescoring(
+    checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int, shared: int, cpu_rate: float, bf16: bool
+) -> dict[str, Any]:
     """Interleaved timed runs of the prefix scorer and of the reference scorer (with torch's
     threads and, on a multi-core machine, with one thread: on a busy machine the plain path can
     be faster on one thread, and the ratio is taken against its faster setting)."""
@@ -216,7 +307,7 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
     outs = {label: work / f"{label}.gz" for label in runs}
     labels = list(runs)
     for r in range(repeats):
-        for label in labels[r % len(labels):] + labels[: r % len(labels)]:
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             name, t = runs[label]
             torch.set_num_threads(t)
             scorer = bf16_scorer if label == "prefix-bf16" else name
@@ -235,36 +326,65 @@ def _cpu_rescoring(checkpoint, head: Path, work: Path, n: int, repeats: int, uns
     for label, secs in seconds.items():
         rates = [n / s for s in secs]
         useful = unshared / statistics.median(secs) / 1e9
-        out[label] = {"pairs_per_s": statistics.median(rates), "runs": rates, "useful_gflops": useful,
-                      "threads": runs[label][1]}
+        out[label] = {
+            "pairs_per_s": statistics.median(rates),
+            "runs": rates,
+            "useful_gflops": useful,
+            "threads": runs[label][1],
+        }
         what = f"{runs[label][0]} ({runs[label][1]} thread{'s' if runs[label][1] > 1 else ''})"
         say(f"  {what:<28} {_median_range(rates):<28} {useful:>15.1f} {100 * useful / cpu_rate:>11.0f}%")
     ratio = statistics.median(ratios)
     say(f"  prefix / {best}: {ratio:.2f}x (median of the per-run ratios {', '.join(f'{x:.2f}' for x in ratios)})")
-    say(f"  scores: max |prefix - reference| = {diff.max():.2e} (allowed 1e-4 + 1e-5 |log p|): "
-        f"{'equal' if scores_ok else 'DIFFERENT'}")
+    say(
+        f"  scores: max |prefix - reference| = {diff.max():.2e} (allowed 1e-4 + 1e-5 |log p|): "
+        f"{'equal' if scores_ok else 'DIFFERENT'}"
+    )
     if bf16:
         d = np.abs(parts.log_probs(outs["prefix-bf16"]) - got)
         out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
-        say(f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
-            "(log p; this random network's outputs are near uniform, a trained network's error is larger)")
+        say(
+            f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
+            "(log p; this random network's outputs are near uniform, a trained network's error is larger)"
+        )
     # The bound: the reference's products at its measured fraction of the machine's rate, the
     # prefix scorer's (a share of them) at the full rate: ratio <= 1 / (fraction x share).
     reference_fraction = out[best]["useful_gflops"] / cpu_rate
     bound = 1 / (reference_fraction * (shared / unshared))
-    say(f"  bound for prefix / {best}: 1 / ({100 * reference_fraction:.0f}% of matmul x {100 * shared / unshared:.1f}%"
-        f" of the FLOPs) = {bound:.2f}x; reached {100 * ratio / bound:.0f}% of it")
+    say(
+        f"  bound for prefix / {best}: 1 / ({100 * reference_fraction:.0f}% of matmul x {100 * shared / unshared:.1f}%"
+        f" of the FLOPs) = {bound:.2f}x; reached {100 * ratio / bound:.0f}% of it"
+    )
     executed = out["prefix"]["useful_gflops"] * shared / unshared
     out["prefix"]["computed_gflops"] = executed
-    say(f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
-        f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)")
-    return {**out, "ratio": ratio, "ratio_against": best, "bound": bound, "bound_fraction": ratio / bound,
-            "ratios": ratios, "max_abs_diff": float(diff.max()),
-            "scores_equal": scores_ok}
+    say(
+        f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
+        f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)"
+    )
+    return {
+        **out,
+        "ratio": ratio,
+        "ratio_against": best,
+        "bound": bound,
+        "bound_fraction": ratio / bound,
+        "ratios": ratios,
+        "max_abs_diff": float(diff.max()),
+        "scores_equal": scores_ok,
+    }
 
 
-def accelerator_figures(checkpoint, table, lines, work, config, src_vocab, tgt_vocab, train_batch,
-                        device: torch.device, matmul_n: int = 8192) -> dict[str, Any]:
+def accelerator_figures(
+    checkpoint,
+    table,
+    lines,
+    work,
+    config,
+    src_vocab,
+    tgt_vocab,
+    train_batch,
+    device: torch.device,
+    matmul_n: int = 8192,
+) -> dict[str, Any]:
     """Rescoring in float32 and bfloat16 (and their score difference), training at batch 64 and
     ``train_batch``, and the matrix product rate, on ``device`` (a CUDA device in ``main``; the
     tests run it on the CPU, since the machines this was developed on had no GPU)."""
@@ -272,11 +392,18 @@ def accelerator_figures(checkpoint, table, lines, work, config, src_vocab, tgt_v
     gpu_table = work / "gpu.gz"
     n = parts.head_of_table(table, lines or None, gpu_table)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-    out: dict[str, Any] = {"device": name, "lines": n,
-                           "matmul_gflops": {"float32": parts.matmul_gflops(device, n=matmul_n),
-                                             "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=matmul_n)}}
-    say(f"{name}: matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
-        f"{out['matmul_gflops']['bfloat16']:,.0f} bfloat16")
+    out: dict[str, Any] = {
+        "device": name,
+        "lines": n,
+        "matmul_gflops": {
+            "float32": parts.matmul_gflops(device, n=matmul_n),
+            "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=matmul_n),
+        },
+    }
+    say(
+        f"{name}: matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
+        f"{out['matmul_gflops']['bfloat16']:,.0f} bfloat16"
+    )
     model = checkpoint.build_model(device)
     scores = {}
     for dname, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):

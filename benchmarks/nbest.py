@@ -126,8 +126,9 @@ def variants(tokens: Sequence[str], k: int, rng: np.random.Generator, pool: int 
     return out
 
 
-def synthetic_nbest(sentences: Sequence[Sequence[str]], lines: int, out: Path, seed: int = 1,
-                    per_sentence: int = VARIANTS) -> tuple[int, int]:
+def synthetic_nbest(
+    sentences: Sequence[Sequence[str]], lines: int, out: Path, seed: int = 1, per_sentence: int = VARIANTS
+) -> tuple[int, int]:
     """An n-best list of at least ``lines`` lines (or of every sentence's variants, when there
     are too few) in Moses' format; (lines, sentences)."""
     rng = np.random.default_rng(seed)
@@ -135,8 +136,10 @@ def synthetic_nbest(sentences: Sequence[Sequence[str]], lines: int, out: Path, s
     used = 0
     for used, tokens in enumerate(sentences, 1):
         for rank, hyp in enumerate(variants(tokens, per_sentence, rng)):
-            rows.append(f"{used - 1} ||| {' '.join(hyp)}  ||| LM0= {-2.5 * len(hyp):.1f} "
-                        f"WordPenalty0= -{len(hyp)} ||| {-0.01 * rank:.2f}\n")
+            rows.append(
+                f"{used - 1} ||| {' '.join(hyp)}  ||| LM0= {-2.5 * len(hyp):.1f} "
+                f"WordPenalty0= -{len(hyp)} ||| {-0.01 * rank:.2f}\n"
+            )
         if len(rows) >= lines:
             break
     out.write_text("".join(rows), encoding="utf-8")
@@ -158,11 +161,13 @@ def context_counts(nbest: Path, config: LMConfig, vocab: Vocabulary) -> tuple[in
     windows, fed to a counter instead of the network."""
     counts = [0, 0, 0, 0]
 
-    def count(model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]],
-              device: object = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    def count(
+        model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: object = "cpu"
+    ) -> tuple[np.ndarray, np.ndarray]:
         contexts, _ = ngrams(config.order, [sentence_ids(vocab, s) for s in sentences])
-        for i, c in enumerate((len(sentences), sum(len(s) for s in sentences), len(contexts),
-                               len(np.unique(contexts, axis=0)))):
+        for i, c in enumerate(
+            (len(sentences), sum(len(s) for s in sentences), len(contexts), len(np.unique(contexts, axis=0)))
+        ):
             counts[i] += c
         return np.zeros(len(sentences)), np.zeros(len(sentences), dtype=np.int64)
 
@@ -186,15 +191,18 @@ def appended_scores(path: Path, limit: int | None = None) -> tuple[list[list[str
     return tokens, np.array(values)
 
 
-def nbest_figures(nbest: Path, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float,
-                  work: Path) -> dict[str, Any]:
+def nbest_figures(
+    nbest: Path, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float, work: Path
+) -> dict[str, Any]:
     """Time ``append_features`` on ``nbest`` per network size; print and return the figures (with
     ``scores_equal``: batched and plain agree for every size)."""
     say = click.echo
     threads = torch.get_num_threads()
     out: dict[str, Any] = {"scores_equal": True}
-    say(f"  {'network':<8} {'order':>5} {'shortlist':>9} {'contexts/hyp':>12} {'distinct':>8} "
-        f"{'hypotheses/s: median [min-max]':<31} {'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}")
+    say(
+        f"  {'network':<8} {'order':>5} {'shortlist':>9} {'contexts/hyp':>12} {'distinct':>8} "
+        f"{'hypotheses/s: median [min-max]':<31} {'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}"
+    )
     for size in sizes:
         vocab = shortlist(size)
         config = replace(config_of(size), vocab_size=len(vocab))
@@ -215,33 +223,55 @@ def nbest_figures(nbest: Path, sizes: Sequence[str], repeats: int, check: int, c
         equal = diff <= TOLERANCE
         rates = [hyps / s for s in seconds]
         useful = distinct * context_flops(config) * statistics.median(rates) / hyps / 1e9
-        out[size] = {"order": config.order, "shortlist": len(vocab), "hypotheses": hyps, "words": words,
-                     "ngrams": grams, "distinct_contexts": distinct, "contexts_per_hypothesis": distinct / hyps,
-                     "hypotheses_per_s": statistics.median(rates), "runs": rates, "useful_gflops": useful,
-                     "matmul_fraction": useful / cpu_rate, "checked": len(want), "max_abs_diff": diff,
-                     "scores_equal": equal, "threads": threads}
+        out[size] = {
+            "order": config.order,
+            "shortlist": len(vocab),
+            "hypotheses": hyps,
+            "words": words,
+            "ngrams": grams,
+            "distinct_contexts": distinct,
+            "contexts_per_hypothesis": distinct / hyps,
+            "hypotheses_per_s": statistics.median(rates),
+            "runs": rates,
+            "useful_gflops": useful,
+            "matmul_fraction": useful / cpu_rate,
+            "checked": len(want),
+            "max_abs_diff": diff,
+            "scores_equal": equal,
+            "threads": threads,
+        }
         out["scores_equal"] = out["scores_equal"] and equal
-        say(f"  {size:<8} {config.order:>5} {len(vocab):>9,} {distinct / hyps:>12.2f} {100 * distinct / grams:>7.1f}% "
+        say(
+            f"  {size:<8} {config.order:>5} {len(vocab):>9,} {distinct / hyps:>12.2f} {100 * distinct / grams:>7.1f}% "
             f"{f'{statistics.median(rates):,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]':<31} {useful:>14.1f} "
-            f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}")
-    say(f"  batched scores against the plain computation (scoring.plain_sentence_log_probs, first {check:,} "
-        f"hypotheses, allowed {TOLERANCE:g}): {'equal' if out['scores_equal'] else 'DIFFERENT'}")
+            f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}"
+        )
+    say(
+        f"  batched scores against the plain computation (scoring.plain_sentence_log_probs, first {check:,} "
+        f"hypotheses, allowed {TOLERANCE:g}): {'equal' if out['scores_equal'] else 'DIFFERENT'}"
+    )
     return out
 
 
-def nbest_part(nbest: str | None, lines: int, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float,
-               work: Path) -> dict[str, Any]:
+def nbest_part(
+    nbest: str | None, lines: int, sizes: Sequence[str], repeats: int, check: int, cpu_rate: float, work: Path
+) -> dict[str, Any]:
     """The whole part: the list (``nbest``, else a synthetic one of ``lines`` lines), its
     description, the figures."""
     say = click.echo
     if nbest is None:
         text = ONE_BEST if ONE_BEST.exists() else None
-        sentences = (list(read_sentences(str(text))) if text else
-                     [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))])
+        sentences = (
+            list(read_sentences(str(text)))
+            if text
+            else [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))]
+        )
         path = work / "synthetic.nbest"
         n, used = synthetic_nbest(sentences, lines or len(sentences) * VARIANTS, path)
-        what = (f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of "
-                f"{text or 'the bundled tiny system'} (benchmarks/nbest.py says how), {n:,} hypotheses")
+        what = (
+            f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of "
+            f"{text or 'the bundled tiny system'} (benchmarks/nbest.py says how), {n:,} hypotheses"
+        )
     else:
         path, what = Path(nbest), f"{nbest}"
         if lines:
@@ -252,8 +282,10 @@ def nbest_part(nbest: str | None, lines: int, sizes: Sequence[str], repeats: int
                         break
                     w.write(line.raw + b"\n")
             what += f", first {lines:,} lines"
-    say(f"\nn-best scoring with the CSLM (append_features: read, score, write; random weights, float32; "
-        f"{_threads()}; {repeats} run{'s' if repeats > 1 else ''} each)\n  list: {what}")
+    say(
+        f"\nn-best scoring with the CSLM (append_features: read, score, write; random weights, float32; "
+        f"{_threads()}; {repeats} run{'s' if repeats > 1 else ''} each)\n  list: {what}"
+    )
     return {"list": what, **nbest_figures(path, sizes, repeats, check, cpu_rate, work)}
 
 
@@ -262,23 +294,38 @@ def _threads() -> str:
     return f"{n} thread{'s' if n > 1 else ''}"
 
 
-nbest_option = click.option("--nbest", "nbest_path", type=click.Path(exists=True, dir_okay=False), default=None,
-                            help="A Moses n-best list to time  [default: a synthetic 200-best list].")
+nbest_option = click.option(
+    "--nbest",
+    "nbest_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A Moses n-best list to time  [default: a synthetic 200-best list].",
+)
 
 
 @parts.command
 @nbest_option
-@click.option("--lines", type=click.IntRange(min=0), default=10000, show_default=True,
-              help="Hypotheses timed (synthetic list: whole sentences, at least this many; --nbest: its first "
-                   "lines; 0 for all).")
+@click.option(
+    "--lines",
+    type=click.IntRange(min=0),
+    default=10000,
+    show_default=True,
+    help="Hypotheses timed (synthetic list: whole sentences, at least this many; --nbest: its first lines; 0 for all).",
+)
 @click.option("--sizes", default="small,paper", show_default=True, help="CSLM presets timed (small, paper, quick).")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per network.")
-@click.option("--check", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Hypotheses also scored the plain way, one n-gram at a time.")
+@click.option(
+    "--check",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Hypotheses also scored the plain way, one n-gram at a time.",
+)
 @parts.threads_option
 @parts.json_option
-def main(nbest_path: str | None, lines: int, sizes: str, repeats: int, check: int, threads: int | None,
-         json_path: str | None) -> None:
+def main(
+    nbest_path: str | None, lines: int, sizes: str, repeats: int, check: int, threads: int | None, json_path: str | None
+) -> None:
     """Time n-best scoring with the CSLM and print the figures."""
     names = [s.strip() for s in sizes.split(",") if s.strip()]
     for s in names:

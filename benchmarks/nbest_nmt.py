@@ -92,8 +92,13 @@ def random_network(path: Path, size: str) -> Checkpoint:
     src, tgt = shortlists(size)
     torch.manual_seed(1)
     model = build_model(parts.model_config(size, src, tgt), arch_config(ARCH))
-    save_checkpoint(str(path), model, src, tgt, info={"purpose": "benchmark (random weights)",
-                                                       "trained_on": "sentence pairs", "direction": "forward"})
+    save_checkpoint(
+        str(path),
+        model,
+        src,
+        tgt,
+        info={"purpose": "benchmark (random weights)", "trained_on": "sentence pairs", "direction": "forward"},
+    )
     return load_checkpoint(str(path))
 
 
@@ -103,8 +108,10 @@ def plain_scores(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]]) -> tu
     model = checkpoint.build_model()
     scores, flops = np.zeros(len(pairs)), np.zeros(len(pairs), dtype=np.int64)
     for i, (src, hyp) in enumerate(pairs):
-        batch = sequences_batch([checkpoint.src_vocab.encode(checkpoint.split(src, 0))],
-                                [checkpoint.tgt_vocab.encode(checkpoint.split(hyp, 1))])
+        batch = sequences_batch(
+            [checkpoint.src_vocab.encode(checkpoint.split(src, 0))],
+            [checkpoint.tgt_vocab.encode(checkpoint.split(hyp, 1))],
+        )
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             scores[i] = float(sequence_log_probs(model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)[0])
         flops[i] = counter.get_total_flops()
@@ -113,34 +120,49 @@ def plain_scores(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]]) -> tu
 
 def scored_lines(path: Path) -> list[tuple[int, str, float]]:
     """(sentence ID, hypothesis, the appended ``NAME`` value) of every line of a scored list."""
-    return [(line.sentence, " ".join(line.tokens), [v for n, v in dense_features(line.features) if n == NAME][-1][0])
-            for line in read_nbest(str(path))]
+    return [
+        (line.sentence, " ".join(line.tokens), [v for n, v in dense_features(line.features) if n == NAME][-1][0])
+        for line in read_nbest(str(path))
+    ]
 
 
-def timed_runs(checkpoint: Checkpoint, nbest: Path, sources: Sequence[str], source_path: str, repeats: int,
-               work: Path) -> tuple[dict[str, list[float]], dict[str, str]]:
+def timed_runs(
+    checkpoint: Checkpoint, nbest: Path, sources: Sequence[str], source_path: str, repeats: int, work: Path
+) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Seconds of each scorer's ``append_features`` runs, interleaved; the scorers' classes."""
     seconds: dict[str, list[float]] = {name: [] for name in SCORERS}
     used: dict[str, str] = {}
     for r in range(repeats):
-        for name in SCORERS[r % 2:] + SCORERS[: r % 2]:
+        for name in SCORERS[r % 2 :] + SCORERS[: r % 2]:
             start = time.perf_counter()
             feature = TranslationFeature(checkpoint, NAME, sources, "cpu", scorer=name)
-            append_features(str(nbest), str(work / f"scored-{name}"), [feature], sources=sources,
-                            source_path=source_path)
+            append_features(
+                str(nbest), str(work / f"scored-{name}"), [feature], sources=sources, source_path=source_path
+            )
             seconds[name].append(time.perf_counter() - start)
             used[name] = type(feature.scorer).__name__
     return seconds, used
 
 
-def nmt_figures(nbest: Path, sources: Sequence[str], source_path: str, sizes: Sequence[str], repeats: int,
-                check: int, flop_sample: int, cpu_rate: float, work: Path) -> dict[str, Any]:
+def nmt_figures(
+    nbest: Path,
+    sources: Sequence[str],
+    source_path: str,
+    sizes: Sequence[str],
+    repeats: int,
+    check: int,
+    flop_sample: int,
+    cpu_rate: float,
+    work: Path,
+) -> dict[str, Any]:
     """Time ``append_features`` on ``nbest`` per network size and scorer; print and return the
     figures (with ``scores_equal``: every scorer agrees with the plain computation)."""
     say = click.echo
     out: dict[str, Any] = {"scores_equal": True, "threads": torch.get_num_threads()}
-    say(f"  {'network':<8} {'scorer':<28} {'MFLOP/hyp':>9} {'hypotheses/s: median [min-max]':<31} "
-        f"{'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}")
+    say(
+        f"  {'network':<8} {'scorer':<28} {'MFLOP/hyp':>9} {'hypotheses/s: median [min-max]':<31} "
+        f"{'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}"
+    )
     for size in sizes:
         checkpoint = random_network(work / f"nmt-{size}.pt", size)
         seconds, used = timed_runs(checkpoint, nbest, sources, source_path, repeats, work)
@@ -151,34 +173,50 @@ def nmt_figures(nbest: Path, sources: Sequence[str], source_path: str, sizes: Se
         first = lines[:check]
         want, _ = plain_scores(checkpoint, [(sources[s], h) for s, h, _ in first])
         per_hyp = float(flops.mean())
-        figures: dict[str, Any] = {"shortlists": [len(checkpoint.src_vocab), len(checkpoint.tgt_vocab)],
-                                   "hypotheses": hyps, "flop_sample": len(spread),
-                                   "mflop_per_hypothesis": per_hyp / 1e6, "checked": len(first), "scores_equal": True}
+        figures: dict[str, Any] = {
+            "shortlists": [len(checkpoint.src_vocab), len(checkpoint.tgt_vocab)],
+            "hypotheses": hyps,
+            "flop_sample": len(spread),
+            "mflop_per_hypothesis": per_hyp / 1e6,
+            "checked": len(first),
+            "scores_equal": True,
+        }
         for name in SCORERS:
             got = np.array([v for _, _, v in scored_lines(work / f"scored-{name}")[:check]])
             diff = float(np.abs(got - want).max()) if len(want) else 0.0
             rates = [hyps / s for s in seconds[name]]
             rate = statistics.median(rates)
             useful = per_hyp * rate / 1e9
-            figures[name] = {"scorer": used[name], "hypotheses_per_s": rate, "runs": rates, "useful_gflops": useful,
-                             "matmul_fraction": useful / cpu_rate, "max_abs_diff": diff,
-                             "scores_equal": diff <= TOLERANCE}
+            figures[name] = {
+                "scorer": used[name],
+                "hypotheses_per_s": rate,
+                "runs": rates,
+                "useful_gflops": useful,
+                "matmul_fraction": useful / cpu_rate,
+                "max_abs_diff": diff,
+                "scores_equal": diff <= TOLERANCE,
+            }
             figures["scores_equal"] = figures["scores_equal"] and diff <= TOLERANCE
-            say(f"  {size:<8} {f'{name} ({used[name]})':<28} {per_hyp / 1e6:>9.1f} "
+            say(
+                f"  {size:<8} {f'{name} ({used[name]})':<28} {per_hyp / 1e6:>9.1f} "
                 f"{f'{rate:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]':<31} {useful:>14.1f} "
-                f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}")
+                f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}"
+            )
         ratios = [b / p for p, b in zip(seconds["prefix"], seconds["batched"], strict=True)]
         figures["ratio"] = statistics.median(ratios)
         say(f"  {size:<8} prefix / batched: {figures['ratio']:.2f}x (median of the per-run ratios)")
         out[size] = figures
         out["scores_equal"] = out["scores_equal"] and figures["scores_equal"]
-    say(f"  appended values against the plain computation (sequence_log_probs one hypothesis at a time, first "
-        f"{check:,} hypotheses, allowed {TOLERANCE:g}): {'equal' if out['scores_equal'] else 'DIFFERENT'}")
+    say(
+        f"  appended values against the plain computation (sequence_log_probs one hypothesis at a time, first "
+        f"{check:,} hypotheses, allowed {TOLERANCE:g}): {'equal' if out['scores_equal'] else 'DIFFERENT'}"
+    )
     return out
 
 
-def nmt_part(lines: int, sizes: Sequence[str], repeats: int, check: int, flop_sample: int, cpu_rate: float,
-             work: Path) -> dict[str, Any]:
+def nmt_part(
+    lines: int, sizes: Sequence[str], repeats: int, check: int, flop_sample: int, cpu_rate: float, work: Path
+) -> dict[str, Any]:
     """The whole part: the synthetic list of at least ``lines`` hypotheses, its description, the
     figures."""
     shared = ONE_BEST.exists() and SOURCE_TEXT.exists()
@@ -187,33 +225,57 @@ def nmt_part(lines: int, sizes: Sequence[str], repeats: int, check: int, flop_sa
     path = work / "nmt-synthetic.nbest"
     n, used = synthetic_nbest(base, lines or len(base) * VARIANTS, path)
     sources = read_source_text(str(source_path))[:used]
-    what = (f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of {text} "
-            f"(benchmarks/nbest.py says how), {n:,} hypotheses; sources: {source_path} "
-            f"({sum(len(s.split()) for s in sources) / max(1, used):.1f} words each)")
+    what = (
+        f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of {text} "
+        f"(benchmarks/nbest.py says how), {n:,} hypotheses; sources: {source_path} "
+        f"({sum(len(s.split()) for s in sources) / max(1, used):.1f} words each)"
+    )
     threads = torch.get_num_threads()
-    click.echo(f"\nn-best scoring with the NMT feature (append_features with TranslationFeature: read, score, "
-               f"write; {ARCH}, random weights, float32; {threads} thread{'s' if threads > 1 else ''}; {repeats} "
-               f"interleaved run{'s' if repeats > 1 else ''} per scorer)\n  list: {what}\n  useful work: the "
-               f"matrix products of the plain computation, one hypothesis at a time (FlopCounterMode on up to "
-               f"{flop_sample:,} hypotheses spread over the list)")
-    return {"list": what, "arch": ARCH, **nmt_figures(path, sources, str(source_path), sizes, repeats, check,
-                                                      flop_sample, cpu_rate, work)}
+    click.echo(
+        f"\nn-best scoring with the NMT feature (append_features with TranslationFeature: read, score, "
+        f"write; {ARCH}, random weights, float32; {threads} thread{'s' if threads > 1 else ''}; {repeats} "
+        f"interleaved run{'s' if repeats > 1 else ''} per scorer)\n  list: {what}\n  useful work: the "
+        f"matrix products of the plain computation, one hypothesis at a time (FlopCounterMode on up to "
+        f"{flop_sample:,} hypotheses spread over the list)"
+    )
+    return {
+        "list": what,
+        "arch": ARCH,
+        **nmt_figures(path, sources, str(source_path), sizes, repeats, check, flop_sample, cpu_rate, work),
+    }
 
 
 @parts.command
-@click.option("--lines", type=click.IntRange(min=0), default=2000, show_default=True,
-              help="Hypotheses timed (whole sentences, at least this many; 0 for every sentence's).")
+@click.option(
+    "--lines",
+    type=click.IntRange(min=0),
+    default=2000,
+    show_default=True,
+    help="Hypotheses timed (whole sentences, at least this many; 0 for every sentence's).",
+)
 @click.option("--sizes", default="small", show_default=True, help="Network sizes timed (quick, small, paper).")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Timed runs per network and scorer.")
-@click.option("--check", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Hypotheses also scored the plain way, one at a time.")
-@click.option("--flop-sample", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Hypotheses whose plain computation's FLOPs are counted.")
+@click.option(
+    "--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per network and scorer."
+)
+@click.option(
+    "--check",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Hypotheses also scored the plain way, one at a time.",
+)
+@click.option(
+    "--flop-sample",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Hypotheses whose plain computation's FLOPs are counted.",
+)
 @parts.threads_option
 @parts.json_option
-def main(lines: int, sizes: str, repeats: int, check: int, flop_sample: int, threads: int | None,
-         json_path: str | None) -> None:
+def main(
+    lines: int, sizes: str, repeats: int, check: int, flop_sample: int, threads: int | None, json_path: str | None
+) -> None:
     """Time n-best scoring with a translation network and print the figures."""
     names = [s.strip() for s in sizes.split(",") if s.strip()]
     for s in names:

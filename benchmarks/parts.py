@@ -44,13 +44,23 @@ SAMPLE = REPO / "tests" / "data" / "sample.en-fr.phrase-table.gz"
 #: What every benchmark command shares: its help options, ``--table`` (and its default),
 #: ``--threads`` and ``--json``.
 command = click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-threads_option = click.option("--threads", "-threads", type=ThreadCount(), metavar="N|all", default=None,
-                              help="CPU threads, a number or 'all'  [default: torch's].")
-json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-                           help="Also write the figures here.")
+threads_option = click.option(
+    "--threads",
+    "-threads",
+    type=ThreadCount(),
+    metavar="N|all",
+    default=None,
+    help="CPU threads, a number or 'all'  [default: torch's].",
+)
+json_option = click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the figures here."
+)
 table_option = click.option(
-    "--table", type=click.Path(exists=True, dir_okay=False), default=None,
-    help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, else the bundled sample].")
+    "--table",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Moses phrase table  [default: ../shared/data/moses-en-fr/phrase-table.gz, else the bundled sample].",
+)
 
 
 def default_table(table: str | None) -> str:
@@ -144,8 +154,12 @@ def shortlists(table: str, size: int) -> tuple[Vocabulary, Vocabulary]:
 def model_config(preset: str, src: Vocabulary, tgt: Vocabulary) -> ModelConfig:
     sizes = QUICK_SIZES if preset == "quick" else PRESETS[preset]
     return ModelConfig(
-        src_vocab_size=len(src), tgt_vocab_size=len(tgt), embed_dim=sizes["embed_dim"],
-        hidden_dim=sizes["hidden_dim"], maxout_dim=sizes["maxout_dim"], output_rank=sizes["output_rank"],
+        src_vocab_size=len(src),
+        tgt_vocab_size=len(tgt),
+        embed_dim=sizes["embed_dim"],
+        hidden_dim=sizes["hidden_dim"],
+        maxout_dim=sizes["maxout_dim"],
+        output_rank=sizes["output_rank"],
     )
 
 
@@ -192,8 +206,9 @@ print(summary.lines, summary.seconds, kb)
 """
 
 
-def rescore_process(table: Path, out: Path, checkpoint: Path, threads: int,
-                    scorer: str = "prefix") -> tuple[int, float, float]:
+def rescore_process(
+    table: Path, out: Path, checkpoint: Path, threads: int, scorer: str = "prefix"
+) -> tuple[int, float, float]:
     """Rescore ``table`` in a process of its own: (lines, engine seconds, peak resident memory in
     MB of the whole process: Python, torch, the network, the engine)."""
     env = dict(os.environ)
@@ -206,8 +221,15 @@ def rescore_process(table: Path, out: Path, checkpoint: Path, threads: int,
 
 
 def training_figures(
-    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
-    device: torch.device, work: Path, bf16: bool = False,
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    steps: int,
+    device: torch.device,
+    work: Path,
+    bf16: bool = False,
 ) -> tuple[float, float]:
     """(pairs/s, useful GFLOP/s) of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta)
     on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
@@ -217,8 +239,9 @@ def training_figures(
     return timed_steps(trainer, plan, steps, config, device)
 
 
-def timed_steps(trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig,
-                device: torch.device) -> tuple[float, float]:
+def timed_steps(
+    trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device
+) -> tuple[float, float]:
     """(pairs/s, useful GFLOP/s) of ``steps`` steps over ``plan`` after one warm-up step."""
     encoded = trainer.data.encoded
     done, flops, elapsed = 0, 0, 0.0
@@ -235,23 +258,44 @@ def timed_steps(trainer: Trainer, plan: list[np.ndarray], steps: int, config: Mo
 
 
 def benchmark_trainer(
-    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int,
-    device: torch.device, work: Path, bf16: bool = False,
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    device: torch.device,
+    work: Path,
+    bf16: bool = False,
 ) -> tuple[Trainer, list[np.ndarray]]:
     """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
     as training draws them (``epoch_plan``)."""
     encoded = pairs.encode(src, tgt)
     idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
-    data = TrainingData(src, tgt, encoded, idx, np.zeros(0, dtype=np.int64), unique_pairs=len(pairs),
-                        heldout=0, skipped_long=len(pairs) - len(idx), table_hash="benchmark")
+    data = TrainingData(
+        src,
+        tgt,
+        encoded,
+        idx,
+        np.zeros(0, dtype=np.int64),
+        unique_pairs=len(pairs),
+        heldout=0,
+        skipped_long=len(pairs) - len(idx),
+        table_hash="benchmark",
+    )
     trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
     plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     return trainer, [b for b in plan if len(b) == batch_size] or plan
 
 
 def training_pairs_per_second(
-    config: ModelConfig, pairs: PairSet, src: Vocabulary, tgt: Vocabulary, batch_size: int, steps: int,
-    device: torch.device, work: Path,
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    steps: int,
+    device: torch.device,
+    work: Path,
 ) -> float:
     """Pairs/s of ``training_figures``."""
     return training_figures(config, pairs, src, tgt, batch_size, steps, device, work)[0]

@@ -27,16 +27,29 @@ def sizes_timed(preset: str) -> list[str]:
     return [preset, "small" if preset == "paper" else "paper"]
 
 
-def cpu_training(pairs: PairSet, preset: str, src: Vocabulary, tgt: Vocabulary, batches: list[int], steps: int,
-                 work: Path, cpu_rate: float, bf16: bool) -> dict[str, Any]:
+def cpu_training(
+    pairs: PairSet,
+    preset: str,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batches: list[int],
+    steps: int,
+    work: Path,
+    cpu_rate: float,
+    bf16: bool,
+) -> dict[str, Any]:
     """Time the training steps; print one line per setting; the figures by setting."""
     say = click.echo
     threads = torch.get_num_threads()
     out: dict[str, Any] = {}
-    say("\ntraining on the CPU (Trainer.step: log p, backward, clipping, Adadelta; useful GFLOP/s = 3x the "
-        "forward products of the pairs)")
-    say(f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
-        f"{'% of fp32 matmul':>17}")
+    say(
+        "\ntraining on the CPU (Trainer.step: log p, backward, clipping, Adadelta; useful GFLOP/s = 3x the "
+        "forward products of the pairs)"
+    )
+    say(
+        f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
+        f"{'% of fp32 matmul':>17}"
+    )
     for size in sizes_timed(preset):
         config, s, t = parts.size_variant(size, src, tgt)
         for dtype in ("float32", "bfloat16") if bf16 else ("float32",):
@@ -44,13 +57,15 @@ def cpu_training(pairs: PairSet, preset: str, src: Vocabulary, tgt: Vocabulary, 
                 torch.set_num_threads(n)
                 try:
                     for b in batches:
-                        rate, useful = parts.training_figures(config, pairs, s, t, b, steps, torch.device("cpu"),
-                                                              work, bf16=dtype == "bfloat16")
+                        rate, useful = parts.training_figures(
+                            config, pairs, s, t, b, steps, torch.device("cpu"), work, bf16=dtype == "bfloat16"
+                        )
                         key = f"{size} {dtype}, batch {b}, {n} thread{'s' if n > 1 else ''}"
-                        out[key] = {"pairs_per_s": rate, "useful_gflops": useful,
-                                    "matmul_fraction": useful / cpu_rate}
-                        say(f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
-                            f"{100 * useful / cpu_rate:>16.0f}%")
+                        out[key] = {"pairs_per_s": rate, "useful_gflops": useful, "matmul_fraction": useful / cpu_rate}
+                        say(
+                            f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
+                            f"{100 * useful / cpu_rate:>16.0f}%"
+                        )
                 finally:
                     torch.set_num_threads(threads)
     return out

@@ -45,12 +45,70 @@ MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv"
 _KINDS = (  # (kind, name fragments after "aten::"); the first match wins
     ("softmax and loss", ("softmax", "nll_loss", "cross_entropy")),
     ("reductions", ("sum", "norm", "mean", "amax", "max_all")),
-    ("copies and indexing", ("cat", "stack", "index", "embedding", "copy", "clone", "contiguous", "zero", "fill",
-                             "empty", "full", "arange", "gather", "scatter", "where", "to", "split", "unbind",
-                             "slice", "select", "narrow", "unsqueeze", "view", "reshape", "transpose", "permute",
-                             "expand", "as_strided", "t", "detach", "sort", "argsort", "alias", "resize")),
-    ("element-wise", ("sigmoid", "tanh", "mul", "add", "sub", "div", "sqrt", "neg", "max", "maximum", "clamp",
-                      "lerp", "pow", "exp", "log", "threshold", "reciprocal", "rsub", "addcmul", "addcdiv")),
+    (
+        "copies and indexing",
+        (
+            "cat",
+            "stack",
+            "index",
+            "embedding",
+            "copy",
+            "clone",
+            "contiguous",
+            "zero",
+            "fill",
+            "empty",
+            "full",
+            "arange",
+            "gather",
+            "scatter",
+            "where",
+            "to",
+            "split",
+            "unbind",
+            "slice",
+            "select",
+            "narrow",
+            "unsqueeze",
+            "view",
+            "reshape",
+            "transpose",
+            "permute",
+            "expand",
+            "as_strided",
+            "t",
+            "detach",
+            "sort",
+            "argsort",
+            "alias",
+            "resize",
+        ),
+    ),
+    (
+        "element-wise",
+        (
+            "sigmoid",
+            "tanh",
+            "mul",
+            "add",
+            "sub",
+            "div",
+            "sqrt",
+            "neg",
+            "max",
+            "maximum",
+            "clamp",
+            "lerp",
+            "pow",
+            "exp",
+            "log",
+            "threshold",
+            "reciprocal",
+            "rsub",
+            "addcmul",
+            "addcdiv",
+        ),
+    ),
 )
 KINDS = ("matrix products", *(k for k, _ in _KINDS), "autograd bookkeeping", "other operators")
 
@@ -67,7 +125,7 @@ def kind_of(name: str) -> str:
         return "matrix products"
     if name.startswith("autograd::") or "Backward" in name:
         return "autograd bookkeeping"
-    op = name[len("aten::"):].strip("_")
+    op = name[len("aten::") :].strip("_")
     for kind, fragments in _KINDS:
         if any(op == f or op.startswith(f + "_") or op.endswith("_" + f) or f"_{f}_" in op for f in fragments):
             return kind
@@ -91,7 +149,7 @@ def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
     phases: dict[str, dict[str, float]] = {}
     for e in prof.events():
         if e.name in PHASES:
-            p = phases.setdefault(e.name[len("train."):], {"ms": 0.0, "outside_operators_ms": 0.0})
+            p = phases.setdefault(e.name[len("train.") :], {"ms": 0.0, "outside_operators_ms": 0.0})
             p["ms"] += e.cpu_time_total * per_step
             p["outside_operators_ms"] += (e.cpu_time_total - _operator_time(e)) * per_step
     kinds: dict[str, float] = defaultdict(float)
@@ -108,8 +166,15 @@ def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
         if kind == "matrix products":
             mm_time += self_ms
             mm_flops += e.flops / steps
-            shapes.append({"op": e.key, "shapes": str(e.input_shapes), "ms": self_ms, "calls": e.count / steps,
-                           "gflops": e.flops / steps / (self_ms * 1e6) if self_ms else 0.0})
+            shapes.append(
+                {
+                    "op": e.key,
+                    "shapes": str(e.input_shapes),
+                    "ms": self_ms,
+                    "calls": e.count / steps,
+                    "gflops": e.flops / steps / (self_ms * 1e6) if self_ms else 0.0,
+                }
+            )
     in_ops = sum(kinds.values())
     return {
         "profiled_step_ms": wall_s * 1e3 / steps,
@@ -125,14 +190,18 @@ def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
 def report(fig: dict[str, Any], cpu_rate: float) -> None:
     say = click.echo
     step = fig["step_ms"]
-    say(f"\nstep without the profiler: {step:,.1f} ms ({fig['pairs_per_s']:,.1f} pairs/s, useful "
+    say(
+        f"\nstep without the profiler: {step:,.1f} ms ({fig['pairs_per_s']:,.1f} pairs/s, useful "
         f"{fig['useful_gflops']:.1f} GFLOP/s = {100 * fig['useful_gflops'] / cpu_rate:.0f}% of the fp32 matmul "
-        f"rate); with it: {fig['profiled_step_ms']:,.1f} ms")
+        f"rate); with it: {fig['profiled_step_ms']:,.1f} ms"
+    )
     say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
     for name, p in fig["phases"].items():
         say(f"  {name:<10} {p['ms']:>9,.1f}  between operators {p['outside_operators_ms']:>8,.1f}")
-    say("\noperators' own time by kind (ms per step, share of the profiled step; 'outside any operator' = "
-        "Python, dispatch and named ranges)")
+    say(
+        "\noperators' own time by kind (ms per step, share of the profiled step; 'outside any operator' = "
+        "Python, dispatch and named ranges)"
+    )
     prof = fig["profiled_step_ms"]
     for kind, ms in [*fig["kinds_ms"].items(), ("outside any operator", fig["outside_operators_ms"])]:
         extra = f"   {fig['matmul_gflops']:.1f} GFLOP/s" if kind == "matrix products" else ""
@@ -147,18 +216,41 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
 
 @parts.command
 @parts.table_option
-@click.option("--lines", type=click.IntRange(min=1), default=20000, show_default=True,
-              help="Pairs trained on: the head of the table.")
-@click.option("--preset", type=click.Choice(["paper", "small", "quick"]), default="paper", show_default=True,
-              help="Network size (quick: a tiny network, for a smoke run).")
+@click.option(
+    "--lines",
+    type=click.IntRange(min=1),
+    default=20000,
+    show_default=True,
+    help="Pairs trained on: the head of the table.",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["paper", "small", "quick"]),
+    default="paper",
+    show_default=True,
+    help="Network size (quick: a tiny network, for a smoke run).",
+)
 @click.option("--batch", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Steps timed, and then profiled (after one warm-up step each).")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Steps timed, and then profiled (after one warm-up step each).",
+)
 @click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
 @parts.threads_option
 @parts.json_option
-def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf16: bool, threads: int | None,
-         json_path: str | None) -> None:
+def main(
+    table: str | None,
+    lines: int,
+    preset: str,
+    batch: int,
+    steps: int,
+    bf16: bool,
+    threads: int | None,
+    json_path: str | None,
+) -> None:
     """Profile training steps on the CPU and print where their time goes."""
     if threads:
         torch.set_num_threads(threads)
@@ -166,9 +258,11 @@ def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf1
     machine = parts.machine()
     say = click.echo
     say(f"phrase_rescorer training profile, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-    say(f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
+    say(
+        f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
         f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
-        f"{machine['load_average']:.1f}")
+        f"{machine['load_average']:.1f}"
+    )
     cpu_rate = parts.matmul_gflops(torch.device("cpu"))
     say(f"machine fp32 matrix product (2048^3): {cpu_rate:.1f} GFLOP/s")
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-profile-") as tmp:
@@ -177,11 +271,14 @@ def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf1
         n = parts.head_of_table(table, lines, head)
         src, tgt = parts.shortlists(str(head), parts.preset_vocab_size(preset))
         config = parts.model_config(preset, src, tgt)
-        trainer, plan = parts.benchmark_trainer(config, load_pairs(str(head)), src, tgt, batch,
-                                                torch.device("cpu"), work, bf16)
-        say(f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
+        trainer, plan = parts.benchmark_trainer(
+            config, load_pairs(str(head)), src, tgt, batch, torch.device("cpu"), work, bf16
+        )
+        say(
+            f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
-            f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps")
+            f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps"
+        )
         pairs_per_s, useful_gflops = parts.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
         batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
         trainer.step(plan[0])  # warm-up again before the profile
@@ -192,8 +289,17 @@ def main(table: str | None, lines: int, preset: str, batch: int, steps: int, bf1
             wall = time.perf_counter() - t
     fig = analyse(prof, steps, wall)
     mean_batch = sum(map(len, batches)) / steps
-    fig.update(step_ms=mean_batch * 1e3 / pairs_per_s, pairs_per_s=pairs_per_s, useful_gflops=useful_gflops,
-               cpu_matmul_gflops=cpu_rate, machine=machine, preset=preset, batch=batch, bf16=bf16, lines=n)
+    fig.update(
+        step_ms=mean_batch * 1e3 / pairs_per_s,
+        pairs_per_s=pairs_per_s,
+        useful_gflops=useful_gflops,
+        cpu_matmul_gflops=cpu_rate,
+        machine=machine,
+        preset=preset,
+        batch=batch,
+        bf16=bf16,
+        lines=n,
+    )
     report(fig, cpu_rate)
     if json_path:
         Path(json_path).write_text(json.dumps(fig, indent=2, default=str) + "\n")

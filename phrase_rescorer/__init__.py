@@ -33,7 +33,8 @@ def _started_as_program() -> bool:
 # line, a signal is Python's own business (its start-up: site, runpy).
 _STARTUP_MASK: set[int] | None = (
     _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP})
-    if _started_as_program() else None
+    if _started_as_program()
+    else None
 )
 
 __version__ = "0.1.0"

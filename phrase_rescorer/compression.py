@@ -73,7 +73,11 @@ HEAD_BYTES = 10
 #: What a truncated or corrupt stream raises (bz2 also raises a plain ``OSError`` without an
 #: errno, "Invalid data stream": :func:`is_stream_error` tells it from a real read error).
 STREAM_ERRORS: tuple[type[Exception], ...] = (
-    EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError,
+    EOFError,
+    zlib.error,
+    gzip.BadGzipFile,
+    lzma.LZMAError,
+    zstandard.ZstdError,
 )
 
 
@@ -98,8 +102,10 @@ def format_of_name(path: str) -> str | None:
     :class:`CompressionError`."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix in REFUSED_SUFFIXES:
-        raise CompressionError(f"{suffix} names {REFUSED_SUFFIXES[suffix]}, which is not written: "
-                               f"name the output {', '.join(SUFFIXES)} or plain")
+        raise CompressionError(
+            f"{suffix} names {REFUSED_SUFFIXES[suffix]}, which is not written: "
+            f"name the output {', '.join(SUFFIXES)} or plain"
+        )
     return SUFFIXES.get(suffix)
 
 
@@ -111,8 +117,10 @@ def format_of_head(head: bytes) -> str | None:
             return name
     for name, magic in _NOT_READ.items():
         if magic.match(head):
-            raise CompressionError(f"{name}-compressed input: gzip, bzip2, xz, zstd and plain text "
-                                   "are read; decompress it into a pipe (... | rescore-phrase-table - OUT ...)")
+            raise CompressionError(
+                f"{name}-compressed input: gzip, bzip2, xz, zstd and plain text "
+                "are read; decompress it into a pipe (... | rescore-phrase-table - OUT ...)"
+            )
     return None
 
 
@@ -146,8 +154,9 @@ def open_writer(fmt: str, sink: BinaryIO) -> BinaryIO:
     if fmt == "xz":
         return cast(BinaryIO, lzma.LZMAFile(sink, mode="wb", preset=6))
     if fmt == "zstd":
-        return cast(BinaryIO, zstandard.ZstdCompressor(level=3).stream_writer(
-            sink, closefd=False, write_return_read=True))
+        return cast(
+            BinaryIO, zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False, write_return_read=True)
+        )
     raise ValueError(f"unknown compression format {fmt!r}")
 
 

@@ -42,8 +42,10 @@ class CpuFeatures:
         """The warning for a bf16 request on this CPU, None where it has bf16 units (or unknown)."""
         if not self.known or self.bf16_units:
             return None
-        return (f"this CPU ({self.model}) has no bf16 units (neither AMX-BF16 nor AVX512-BF16): torch "
-                "emulates bfloat16 here, which is usually slower than float32, and less exact")
+        return (
+            f"this CPU ({self.model}) has no bf16 units (neither AMX-BF16 nor AVX512-BF16): torch "
+            "emulates bfloat16 here, which is usually slower than float32, and less exact"
+        )
 
 
 def cpu_features(cpuinfo: str | Path = "/proc/cpuinfo") -> CpuFeatures:

@@ -41,14 +41,7 @@ from typing import BinaryIO
 
 from .compression import format_of_name, open_writer
 from .output_paths import OutputError, ReaderGone, check_distinct_paths, check_output_path
-from .output_targets import (
-    fd_of_link,
-    fsync_directory,
-    is_special,
-    mode_for,
-    stale_temporaries,
-    temporary_stem,
-)
+from .output_targets import fd_of_link, fsync_directory, is_special, mode_for, stale_temporaries, temporary_stem
 from .signals import stop_signals_held
 
 __all__ = ["AtomicOutput", "OutputError", "ReaderGone", "check_distinct_paths", "check_output_path"]
@@ -148,8 +141,10 @@ class AtomicOutput:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(directory, stale))
                     if self.on_warning is not None:
-                        self.on_warning(f"removed {os.path.join(directory, stale)}: the temporary of an "
-                                        "earlier run that was killed before it could clean up")
+                        self.on_warning(
+                            f"removed {os.path.join(directory, stale)}: the temporary of an "
+                            "earlier run that was killed before it could clean up"
+                        )
             try:
                 with stop_signals_held():  # the file, its name and its descriptor, all known to abort()
                     fd, self.temporary = tempfile.mkstemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=directory)
@@ -252,4 +247,3 @@ class _Sink(io.RawIOBase):
             with contextlib.suppress(OSError):
                 os.close(self.fd)
         self.fd = -1
-

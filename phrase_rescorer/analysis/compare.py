@@ -183,7 +183,7 @@ def format_text(report: ComparisonReport, width: int = 36, display: Display | No
     display = display or Display()
     lines = [
         f"Top targets by the phrase table ({column_name(report.column)}) and by the network "
-        "(log p(target|source), </s> included).",
+        "(log p(target|source), </s> included)."
     ]
     for i, c in enumerate(report.comparisons, 1):
         count = f", source count {c.count:g}" if c.count is not None else ""
@@ -225,16 +225,7 @@ def tsv_rows(report: ComparisonReport) -> list[tuple[str, ...]]:
     for c in report.comparisons:
         for by, ranked in (("table", c.by_table), ("network", c.by_network)):
             for k, r in enumerate(ranked, 1):
-                rows.append(
-                    (
-                        c.source,
-                        by,
-                        str(k),
-                        r.target,
-                        f"{r.table_score:.6g}",
-                        f"{r.network_logp:.6f}",
-                    )
-                )
+                rows.append((c.source, by, str(k), r.target, f"{r.table_score:.6g}", f"{r.network_logp:.6f}"))
     return rows
 
 

@@ -57,14 +57,10 @@ def word_spaces(
 ) -> list[Space]:
     return [
         Space(
-            "source-words",
-            model.src_embed.weight.detach().cpu().float().numpy(),
-            [show(t) for t in src_vocab.tokens],
+            "source-words", model.src_embed.weight.detach().cpu().float().numpy(), [show(t) for t in src_vocab.tokens]
         ),
         Space(
-            "target-words",
-            model.tgt_embed.weight.detach().cpu().float().numpy(),
-            [show(t) for t in tgt_vocab.tokens],
+            "target-words", model.tgt_embed.weight.detach().cpu().float().numpy(), [show(t) for t in tgt_vocab.tokens]
         ),
     ]
 
@@ -72,7 +68,7 @@ def word_spaces(
 REPRESENTATION = {
     "cho2014": "the summary c = tanh(V h_N) of the encoder (the paper's phrase representation)",
     "attention": "the mean of the encoder states over the phrase's positions (its </s> included): "
-                 "an attention model has no single summary, the decoder reads every state",
+    "an attention model has no single summary, the decoder reads every state",
 }
 
 
@@ -118,9 +114,7 @@ def _clean(label: str) -> str:
 def write_space(out_dir: str, space: Space) -> tuple[str, str]:
     """Write the space's vectors and metadata files; return their paths."""
     if len(space.labels) != len(space.vectors):
-        raise ValueError(
-            f"{space.name}: {len(space.vectors)} vectors but {len(space.labels)} labels"
-        )
+        raise ValueError(f"{space.name}: {len(space.vectors)} vectors but {len(space.labels)} labels")
     vec_path = os.path.join(out_dir, space.vectors_file)
     meta_path = os.path.join(out_dir, space.metadata_file)
     with AtomicOutput(vec_path) as f:
@@ -184,7 +178,6 @@ def draw_maps(
         points = plots.tsne(space.vectors[order], seed=seed, perplexity=perplexity)
         path = os.path.join(out_dir, f"{space.name}.tsne.png")
         labels = [space.labels[i] for i in order]
-        plots.label_map(points, labels, path, title, max_labels, colors,
-                        "words" if colors is not None else None)
+        plots.label_map(points, labels, path, title, max_labels, colors, "words" if colors is not None else None)
         written.append(path)
     return written

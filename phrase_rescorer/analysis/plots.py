@@ -57,12 +57,7 @@ def _save(fig: Any, path: str, dpi: int) -> str:
 
 
 def score_scatter(
-    table_log: np.ndarray,
-    network_logp: np.ndarray,
-    path: str,
-    xlabel: str,
-    title: str,
-    dpi: int = 100,
+    table_log: np.ndarray, network_logp: np.ndarray, path: str, xlabel: str, title: str, dpi: int = 100
 ) -> str:
     """Network log p against ln(table score), one dot per sampled phrase pair (Fig. 3)."""
     plt = _pyplot()

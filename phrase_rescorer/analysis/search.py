@@ -39,8 +39,18 @@ from ..data.vocab import EOS_ID
 from ..model.network import Network
 from .stepping import Choosing, Stepper, banned_tokens
 
-__all__ = ["Candidate", "Choosing", "banned_tokens", "beam_search", "default_max_length", "gnmt_score", "greedy",
-           "make_stepper", "sample", "top_unique"]
+__all__ = [
+    "Candidate",
+    "Choosing",
+    "banned_tokens",
+    "beam_search",
+    "default_max_length",
+    "gnmt_score",
+    "greedy",
+    "make_stepper",
+    "sample",
+    "top_unique",
+]
 
 
 @dataclass(frozen=True)
@@ -79,12 +89,7 @@ def _check_max_length(max_length: int | None, src_ids: list[int]) -> int:
 
 
 @torch.no_grad()
-def greedy(
-    model: Network,
-    src_ids: list[int],
-    max_length: int | None = None,
-    allow_unk: bool = False,
-) -> Candidate:
+def greedy(model: Network, src_ids: list[int], max_length: int | None = None, allow_unk: bool = False) -> Candidate:
     """The most probable token at every step until </s>."""
     max_length = _check_max_length(max_length, src_ids)
     step = make_stepper(model, src_ids, allow_unk)
@@ -98,9 +103,7 @@ def greedy(
             return Candidate(tuple(tokens), total, truncated=t == max_length)
         tokens.append(token)
         device = logp.device
-        step.advance(
-            torch.zeros(1, dtype=torch.long, device=device), torch.tensor([token], device=device)
-        )
+        step.advance(torch.zeros(1, dtype=torch.long, device=device), torch.tensor([token], device=device))
     raise AssertionError("unreachable: </s> is forced at the length limit")
 
 
@@ -149,9 +152,7 @@ def beam_search(
         live = new_live
         scores = scores.new_tensor(keep_scores)
         device = scores.device
-        step.advance(
-            torch.tensor(keep_rows, device=device), torch.tensor(keep_tokens, device=device)
-        )
+        step.advance(torch.tensor(keep_rows, device=device), torch.tensor(keep_tokens, device=device))
     return sorted(finished, key=lambda c: -(c.logp if c.rank_score is None else c.rank_score))
 
 

@@ -92,14 +92,13 @@ def suggest(
 
     methods = []
     if settings.beam_size:
-        found = beam_search(model, src_ids, settings.beam_size, limit, settings.allow_unk,
-                            settings.alpha, settings.beta)
+        found = beam_search(
+            model, src_ids, settings.beam_size, limit, settings.allow_unk, settings.alpha, settings.beta
+        )
         methods.append(MethodResult("beam search", f"beam {settings.beam_size}", report(found[: settings.top])))
     if settings.samples:
         generator = torch.Generator(device=next(model.parameters()).device).manual_seed(settings.seed)
-        drawn = sample(
-            model, src_ids, settings.samples, settings.temperature, generator, limit, settings.allow_unk
-        )
+        drawn = sample(model, src_ids, settings.samples, settings.temperature, generator, limit, settings.allow_unk)
         best = top_unique(drawn, settings.top)
         detail = (
             f"{settings.samples} at temperature {settings.temperature:g}, "
@@ -107,7 +106,10 @@ def suggest(
         )
         methods.append(MethodResult("sampling", detail, report(best)))
     return SourceSuggestions(
-        source, src_vocab.count_unknown(tokens), None if known is None else source in known, methods,
+        source,
+        src_vocab.count_unknown(tokens),
+        None if known is None else source in known,
+        methods,
         typed if typed is not None and normalize(typed) != source else None,
     )
 
@@ -130,9 +132,7 @@ def format_text(results: list[SourceSuggestions], display: Display | None = None
         for m in r.methods:
             lines.append(f"  {m.method} ({m.detail})")
             for c in m.candidates:
-                flags = ("  [in table]" if c.in_table else "") + (
-                    "  [cut at max length]" if c.truncated else ""
-                )
+                flags = ("  [in table]" if c.in_table else "") + ("  [cut at max length]" if c.truncated else "")
                 lines.append(f"    {c.logp:9.3f}  {display.target(c.target)}{flags}")
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -147,8 +147,9 @@ def tsv_rows(results: list[SourceSuggestions]) -> list[tuple[str, ...]]:
     for r in results:
         for m in r.methods:
             for k, c in enumerate(m.candidates, 1):
-                rows.append((r.source, m.method, str(k), f"{c.logp:.6f}", c.target,
-                             yes_no[c.in_table], yes_no[c.truncated]))
+                rows.append(
+                    (r.source, m.method, str(k), f"{c.logp:.6f}", c.target, yes_no[c.in_table], yes_no[c.truncated])
+                )
     return rows
 
 

@@ -48,9 +48,7 @@ def score_column(entry: Entry, column: int, path: str) -> float:
     """The ``column``-th (1-based) number of the entry's scores field."""
     field_ = score_fields.scores(entry)
     if not 1 <= column <= len(field_):
-        raise PhraseTableError(
-            path, entry.line_no, f"has {len(field_)} scores, so there is no score column {column}"
-        )
+        raise PhraseTableError(path, entry.line_no, f"has {len(field_)} scores, so there is no score column {column}")
     return float(field_[column - 1])
 
 
@@ -137,9 +135,7 @@ class GroupFilter:
     max_count: float | None = None
 
     def __call__(self, g: SourceGroup) -> bool:
-        if g.length < self.min_length or (
-            self.max_length is not None and g.length > self.max_length
-        ):
+        if g.length < self.min_length or (self.max_length is not None and g.length > self.max_length):
             return False
         if len(g.targets) < self.min_targets:
             return False

@@ -17,9 +17,16 @@ from ..model.checkpoint import Checkpoint
 from .search import beam_search
 
 
-def translate(checkpoint: Checkpoint, sentences: Iterable[str], *, beam_size: int = 5, alpha: float = 0.6,
-              max_length: int | None = None, device: torch.device | str = "cpu",
-              on_sentence: Callable[[int], None] | None = None) -> Iterator[str]:
+def translate(
+    checkpoint: Checkpoint,
+    sentences: Iterable[str],
+    *,
+    beam_size: int = 5,
+    alpha: float = 0.6,
+    max_length: int | None = None,
+    device: torch.device | str = "cpu",
+    on_sentence: Callable[[int], None] | None = None,
+) -> Iterator[str]:
     """The best translation of each sentence (tokens joined by one space), in order."""
     model = checkpoint.build_model(device)
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]

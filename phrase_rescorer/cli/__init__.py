@@ -38,8 +38,18 @@ def cli(ctx: click.Context) -> None:
 def _register() -> None:
     from . import inspect_table  # noqa: F401  (each module adds its commands to ``cli``)
 
-    for name in ("train", "train_nmt", "rescore", "moses", "analysis", "translate", "experiment", "lm", "nbest",
-                 "rerank"):
+    for name in (
+        "train",
+        "train_nmt",
+        "rescore",
+        "moses",
+        "analysis",
+        "translate",
+        "experiment",
+        "lm",
+        "nbest",
+        "rerank",
+    ):
         try:
             __import__(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

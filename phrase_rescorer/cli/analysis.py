@@ -34,10 +34,10 @@ FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_defa
 #: The line each analysis command says about the network's direction (``train --direction``).
 DIRECTION_LINES = {
     "forward": "direction: forward, p(target|source): the network reads the table's source phrases "
-               "and predicts its targets",
+    "and predicts its targets",
     "inverse": "direction: inverse, p(source|target): the network reads the table's target phrases "
-               "and predicts its sources (typed phrases are target phrases; a table's groups are "
-               "those of one target)",
+    "and predicts its sources (typed phrases are target phrases; a table's groups are "
+    "those of one target)",
 }
 
 
@@ -45,8 +45,9 @@ def _load(path: str, device: str) -> tuple[Checkpoint, Network, Vocabulary, Voca
     """The network of ``path``, after saying its direction on stderr."""
     ckpt = load_checkpoint(path)
     if ckpt.subwords is not None:
-        raise UserError(f"{path}: a subword model; suggest, compare and embed read word models "
-                        "only (rescore reads both)")
+        raise UserError(
+            f"{path}: a subword model; suggest, compare and embed read word models only (rescore reads both)"
+        )
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         say(ctx, DIRECTION_LINES[ckpt.direction])
@@ -93,35 +94,84 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @cli.command()
 @click.argument("phrases", nargs=-1)
 @MODEL
-@click.option("--beam-size", default=10, show_default=True, type=click.IntRange(min=0),
-              help="Beam width (0: no beam search; 1: greedy decoding).")
-@click.option("--samples", default=50, show_default=True, type=click.IntRange(min=0),
-              help="How many phrases to sample (0: no sampling).")
-@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Sampling temperature (log p is always reported at temperature 1).")
-@click.option("--top", default=5, show_default=True, type=click.IntRange(min=1),
-              help="Candidates to print per method: the best distinct ones by log p.")
+@click.option(
+    "--beam-size",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Beam width (0: no beam search; 1: greedy decoding).",
+)
+@click.option(
+    "--samples",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many phrases to sample (0: no sampling).",
+)
+@click.option(
+    "--temperature",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Sampling temperature (log p is always reported at temperature 1).",
+)
+@click.option(
+    "--top",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Candidates to print per method: the best distinct ones by log p.",
+)
 @click.option("--seed", default=1, show_default=True, help="Seed of the sampler (the same for every phrase).")
-@click.option("--max-length", type=click.IntRange(min=1),
-              help="Longest target, in tokens, before </s> is forced [default: 2 x source length + 10].")
+@click.option(
+    "--max-length",
+    type=click.IntRange(min=1),
+    help="Longest target, in tokens, before </s> is forced [default: 2 x source length + 10].",
+)
 @click.option("--allow-unk", is_flag=True, help="Let the network propose <unk>.")
-@click.option("--length-alpha", default=0.0, show_default=True, type=click.FloatRange(min=0),
-              help="GNMT's length normalisation: rank beam candidates by log p / ((5+|Y|)^a / 6^a); "
-                   "GNMT used 0.2. 0 ranks by log p, as the paper.")
-@click.option("--coverage-beta", default=0.0, show_default=True, type=click.FloatRange(min=0),
-              help="GNMT's coverage penalty b * sum_i log(min(sum_j attention_ij, 1)), added to the "
-                   "rank of beam candidates (attention models); GNMT used 0.2.")
+@click.option(
+    "--length-alpha",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="GNMT's length normalisation: rank beam candidates by log p / ((5+|Y|)^a / 6^a); "
+    "GNMT used 0.2. 0 ranks by log p, as the paper.",
+)
+@click.option(
+    "--coverage-beta",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="GNMT's coverage penalty b * sum_i log(min(sum_j attention_ij, 1)), added to the "
+    "rank of beam candidates (attention models); GNMT used 0.2.",
+)
 @click.option("--table", type=click.Path(), help="Phrase table: mark the candidates it already has for the source.")
 @typed_options
 @detok_options
 @FORMAT
 @device_option
 @threads_option
-def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, temperature: float, top: int,
-            seed: int, max_length: int | None, allow_unk: bool, length_alpha: float,
-            coverage_beta: float, table: str | None, raw: bool,
-            source_lang: str | None, lowercase: bool | None, detok: bool, target_lang: str | None, fmt: str,
-            device: str) -> None:
+def suggest(
+    phrases: tuple[str, ...],
+    model: str,
+    beam_size: int,
+    samples: int,
+    temperature: float,
+    top: int,
+    seed: int,
+    max_length: int | None,
+    allow_unk: bool,
+    length_alpha: float,
+    coverage_beta: float,
+    table: str | None,
+    raw: bool,
+    source_lang: str | None,
+    lowercase: bool | None,
+    detok: bool,
+    target_lang: str | None,
+    fmt: str,
+    device: str,
+) -> None:
     """Target phrases the network generates for each source PHRASE (or each line of stdin), by
     beam search and by sampling, each with its log p(target | source): </s> included, the number
     `rescore` gives the pair. The paper's Table 3.
@@ -146,11 +196,11 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
     if not items:
         raise UserError("no phrases given (as arguments or on stdin, one per line)")
     known = sug.table_targets(table, [form for _, form in items], ckpt.inverse) if table is not None else None
-    settings = sug.Settings(beam_size, samples, temperature, top, seed, max_length, allow_unk,
-                            length_alpha, coverage_beta)
+    settings = sug.Settings(
+        beam_size, samples, temperature, top, seed, max_length, allow_unk, length_alpha, coverage_beta
+    )
     results = [sug.suggest(net, src_vocab, tgt_vocab, form, settings, known, typed=p) for p, form in items]
-    _print_report(fmt, sug.format_text(results, show), sug.TSV_HEADER, sug.tsv_rows(results),
-                  sug.to_json(results))
+    _print_report(fmt, sug.format_text(results, show), sug.TSV_HEADER, sug.tsv_rows(results), sug.to_json(results))
 
 
 # --- compare ------------------------------------------------------------------------------------
@@ -159,40 +209,89 @@ def suggest(phrases: tuple[str, ...], model: str, beam_size: int, samples: int, 
 @cli.command()
 @MODEL
 @click.option("-t", "--table", required=True, type=click.Path(allow_dash=True), help="Phrase table (.gz or -).")
-@click.option("--tm-column", type=click.IntRange(min=1),
-              help="1-based score column of the table to rank by. A train-model.perl table holds "
-              "p(f|e) lex(f|e) p(e|f) lex(e|f) with f the source and e the target, so column 3 is the "
-              "direct translation probability p(target|source), the one the paper compares  [default: "
-              f"{cmp.DEFAULT_TM_COLUMN}; 1, p(source|target), for an inverse network, whose groups are "
-              "those of one target phrase].")
-@click.option("--source", "sources", multiple=True,
-              help="Compare this source phrase (repeatable); overrides the selection options.")
-@click.option("--min-length", default=4, show_default=True, type=click.IntRange(min=1),
-              help="Select sources of at least this many words (the paper: 4).")
+@click.option(
+    "--tm-column",
+    type=click.IntRange(min=1),
+    help="1-based score column of the table to rank by. A train-model.perl table holds "
+    "p(f|e) lex(f|e) p(e|f) lex(e|f) with f the source and e the target, so column 3 is the "
+    "direct translation probability p(target|source), the one the paper compares  [default: "
+    f"{cmp.DEFAULT_TM_COLUMN}; 1, p(source|target), for an inverse network, whose groups are "
+    "those of one target phrase].",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    help="Compare this source phrase (repeatable); overrides the selection options.",
+)
+@click.option(
+    "--min-length",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Select sources of at least this many words (the paper: 4).",
+)
 @click.option("--max-length", type=click.IntRange(min=1), help="... and at most this many.")
-@click.option("--min-targets", default=6, show_default=True, type=click.IntRange(min=1),
-              help="Select sources with at least this many targets in the table.")
-@click.option("--min-count", type=float,
-              help="Frequency band: sources seen at least this often (count(source) of the counts field).")
+@click.option(
+    "--min-targets",
+    default=6,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Select sources with at least this many targets in the table.",
+)
+@click.option(
+    "--min-count",
+    type=float,
+    help="Frequency band: sources seen at least this often (count(source) of the counts field).",
+)
 @click.option("--max-count", type=float, help="Frequency band: ... and at most this often.")
-@click.option("--max-sources", default=10, show_default=True, type=click.IntRange(min=1),
-              help="How many of the qualifying sources to compare (a seeded uniform sample).")
+@click.option(
+    "--max-sources",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many of the qualifying sources to compare (a seeded uniform sample).",
+)
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1), help="Targets per ranking.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the samples.")
 @typed_options
 @detok_options
 @FORMAT
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the score scatter plot into this PNG.")
-@click.option("--scatter-pairs", default=2000, show_default=True, type=click.IntRange(min=0),
-              help="Pairs of qualifying sources sampled for the scatter, the correlation and the source gain.")
+@click.option(
+    "--scatter-pairs",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Pairs of qualifying sources sampled for the scatter, the correlation and the source gain.",
+)
 @device_option
 @threads_option
 @click.pass_context
-def compare(ctx: click.Context, model: str, table: str, tm_column: int | None, sources: tuple[str, ...],
-            min_length: int, max_length: int | None, min_targets: int, min_count: float | None, max_count: float | None,
-            max_sources: int, top: int, seed: int, raw: bool, source_lang: str | None, lowercase: bool | None,
-            detok: bool, target_lang: str | None, fmt: str, plot: str | None, scatter_pairs: int,
-            device: str) -> None:
+def compare(
+    ctx: click.Context,
+    model: str,
+    table: str,
+    tm_column: int | None,
+    sources: tuple[str, ...],
+    min_length: int,
+    max_length: int | None,
+    min_targets: int,
+    min_count: float | None,
+    max_count: float | None,
+    max_sources: int,
+    top: int,
+    seed: int,
+    raw: bool,
+    source_lang: str | None,
+    lowercase: bool | None,
+    detok: bool,
+    target_lang: str | None,
+    fmt: str,
+    plot: str | None,
+    scatter_pairs: int,
+    device: str,
+) -> None:
     """The top targets of source phrases by the phrase table's own score next to the top targets
     by the network (the paper's Table 2); the rank correlation of the two scores and the
     network's source gain over a sample of pairs, and with --plot their scatter (Fig. 3).
@@ -214,20 +313,25 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int | None, s
     given = [form for _, form in _looked_up(ctx, sources, reader)] or None
     with progress(ctx, "compare", " sources") as bar:
         groups = _counted(phrase_groups(table, tm_column, ckpt.inverse), bar)
-        report = cmp.compare(groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top,
-                             scatter_pairs, seed)
+        report = cmp.compare(
+            groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top, scatter_pairs, seed
+        )
     if not report.comparisons:
         why = "none of the --source phrases is in it" if given else "no source qualifies (see the selection options)"
         raise UserError(f"{table}: {why}", EXIT_INPUT)
-    _print_report(fmt, cmp.format_text(report, display=show), cmp.TSV_HEADER, cmp.tsv_rows(report),
-                  cmp.to_json(report))
+    _print_report(fmt, cmp.format_text(report, display=show), cmp.TSV_HEADER, cmp.tsv_rows(report), cmp.to_json(report))
     if plot:
         rho = report.spearman
         title = f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}"
         title += f"; Spearman {rho:.2f}" if rho is not None else ""
         with _pictures():
-            plots.score_scatter(report.scatter_table, report.scatter_network, plot,
-                                f"ln table score ({cmp.column_name(tm_column)})", title)
+            plots.score_scatter(
+                report.scatter_table,
+                report.scatter_network,
+                plot,
+                f"ln table score ({cmp.column_name(tm_column)})",
+                title,
+            )
         say(ctx, f"scatter plot: {plot}")
 
 
@@ -237,27 +341,66 @@ def compare(ctx: click.Context, model: str, table: str, tm_column: int | None, s
 @cli.command()
 @MODEL
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder (created).")
-@click.option("-t", "--table", type=click.Path(allow_dash=True),
-              help="Phrase table to sample source phrases from (for the phrase representations).")
+@click.option(
+    "-t",
+    "--table",
+    type=click.Path(allow_dash=True),
+    help="Phrase table to sample source phrases from (for the phrase representations).",
+)
 @click.option("--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable).")
-@click.option("--num-phrases", default=1000, show_default=True, type=click.IntRange(min=0),
-              help="How many sources to sample from --table (seeded, uniform).")
-@click.option("--min-length", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Sample only sources of at least this many words.")
+@click.option(
+    "--num-phrases",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many sources to sample from --table (seeded, uniform).",
+)
+@click.option(
+    "--min-length",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Sample only sources of at least this many words.",
+)
 @click.option("--seed", default=1, show_default=True, help="Seed of the phrase sample and of t-SNE.")
 @click.option("--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra).")
-@click.option("--plot-words", default=1000, show_default=True, type=click.IntRange(min=3),
-              help="The most frequent words of each side to put on the word maps.")
-@click.option("--labels", default=120, show_default=True, type=click.IntRange(min=0),
-              help="At most this many labels per map (frequent words / short phrases first, none overlapping).")
+@click.option(
+    "--plot-words",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=3),
+    help="The most frequent words of each side to put on the word maps.",
+)
+@click.option(
+    "--labels",
+    default=120,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="At most this many labels per map (frequent words / short phrases first, none overlapping).",
+)
 @click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
 @typed_options
 @device_option
 @threads_option
 @click.pass_context
-def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: tuple[str, ...], num_phrases: int,
-          min_length: int, seed: int, plot: bool, plot_words: int, labels: int, perplexity: float, raw: bool,
-          source_lang: str | None, lowercase: bool | None, device: str) -> None:
+def embed(
+    ctx: click.Context,
+    model: str,
+    out: str,
+    table: str | None,
+    phrases: tuple[str, ...],
+    num_phrases: int,
+    min_length: int,
+    seed: int,
+    plot: bool,
+    plot_words: int,
+    labels: int,
+    perplexity: float,
+    raw: bool,
+    source_lang: str | None,
+    lowercase: bool | None,
+    device: str,
+) -> None:
     """Export the source and target word embeddings and the phrase representations c of chosen
     source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
     --plot also draw them as t-SNE maps. Prints the paths written. --phrase is typed as it reads
@@ -290,8 +433,15 @@ def embed(ctx: click.Context, model: str, out: str, table: str | None, phrases: 
     written.append(emb.write_projector_config(out, spaces))
     if plot:
         with _pictures():
-            written += emb.draw_maps(spaces, out, plot_words, labels, perplexity, seed,
-                                     on_space=lambda name, n: say(ctx, f"t-SNE of {n} {name} ..."))
+            written += emb.draw_maps(
+                spaces,
+                out,
+                plot_words,
+                labels,
+                perplexity,
+                seed,
+                on_space=lambda name, n: say(ctx, f"t-SNE of {n} {name} ..."),
+            )
     for path in written:
         click.echo(path)
 

@@ -15,15 +15,7 @@ import click
 import torch
 
 from .. import __version__, devices
-from ..errors import (
-    EXIT_SIGINT,
-    EXIT_SIGPIPE,
-    EXIT_USAGE,
-    ProgramError,
-    Terminated,
-    exit_code,
-    signal_words,
-)
+from ..errors import EXIT_SIGINT, EXIT_SIGPIPE, EXIT_USAGE, ProgramError, Terminated, exit_code, signal_words
 from ..output import OutputError, ReaderGone
 from ..threads import default_threads, limit_threads, usable_cores
 from .progress import Progress
@@ -126,10 +118,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 device_option: Callable[..., Any] = click.option(
-    "--device",
-    default="auto",
-    show_default=True,
-    help="auto (CUDA when present), cpu, cuda or cuda:N.",
+    "--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda or cuda:N."
 )
 
 
@@ -153,9 +142,11 @@ class ThreadCount(click.ParamType):
         return n
 
 
-THREADS_HELP = ("Compute threads, a number or 'all' (every core); -threads N as in Moses  [default: 1, as "
-                "Moses' decoder, or OMP_NUM_THREADS when set: a pipeline (EMS, train-model.perl) runs "
-                "steps side by side].")
+THREADS_HELP = (
+    "Compute threads, a number or 'all' (every core); -threads N as in Moses  [default: 1, as "
+    "Moses' decoder, or OMP_NUM_THREADS when set: a pipeline (EMS, train-model.perl) runs "
+    "steps side by side]."
+)
 
 
 def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int:
@@ -166,8 +157,16 @@ def _set_threads(ctx: click.Context, param: click.Parameter, value: int | None) 
 
 
 def _threads_option(expose_value: bool, help: str) -> Callable[..., Any]:
-    return click.option("--threads", "-threads", type=ThreadCount(), metavar="N|all", default=None,
-                        expose_value=expose_value, callback=_set_threads, help=help)
+    return click.option(
+        "--threads",
+        "-threads",
+        type=ThreadCount(),
+        metavar="N|all",
+        default=None,
+        expose_value=expose_value,
+        callback=_set_threads,
+        help=help,
+    )
 
 
 threads_option: Callable[..., Any] = _threads_option(False, THREADS_HELP)
@@ -206,18 +205,36 @@ def add_common_options(command: click.Command) -> click.Command:
     command.context_settings = {**CONTEXT_SETTINGS, **command.context_settings}
     if any("--quiet" in p.opts for p in command.params):
         return command
-    command.params.append(click.Option(
-        ["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_quiet,
-        help="No progress bars or summaries on stderr (errors and warnings still)."))
-    command.params.append(click.Option(
-        ["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
-        help="Show the version and exit."))
+    command.params.append(
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_set_quiet,
+            help="No progress bars or summaries on stderr (errors and warnings still).",
+        )
+    )
+    command.params.append(
+        click.Option(
+            ["--version"],
+            is_flag=True,
+            expose_value=False,
+            is_eager=True,
+            callback=_show_version,
+            help="Show the version and exit.",
+        )
+    )
     return command
 
 
-def model_option(dest: str = "model", required: bool = True, multiple: bool = False,
-                 help: str = "The trained network (written by phrase-rescorer train).") -> Callable[..., Any]:
+def model_option(
+    dest: str = "model",
+    required: bool = True,
+    multiple: bool = False,
+    help: str = "The trained network (written by phrase-rescorer train).",
+) -> Callable[..., Any]:
     """``-m/--model``: the trained network, the same option in every command (``multiple``: the
     networks, one per -m, in the order given)."""
-    return click.option("-m", "--model", dest, required=required, multiple=multiple,
-                        type=click.Path(dir_okay=False), help=help)
+    return click.option(
+        "-m", "--model", dest, required=required, multiple=multiple, type=click.Path(dir_okay=False), help=help
+    )

@@ -19,66 +19,164 @@ _FILE = click.Path(exists=True, dir_okay=False)
 
 
 @cli.command("experiment")
-@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), envvar="MOSES", show_envvar=True,
-              help="The Moses directory (bin/moses, bin/mert, scripts/training/mert-moses.pl). "
-              "Default: $MOSES.")
-@click.option("--ini", required=True, type=_FILE,
-              help="The baseline moses.ini (absolute paths; its TranslationModel0 a text phrase table).")
-@click.option("--dev", nargs=2, required=True, type=_FILE, metavar="SRC REF",
-              help="Tuning set: source and reference, tokenized and cased like the table.")
-@click.option("--test", nargs=2, required=True, type=_FILE, metavar="SRC REF",
-              help="Test set: source and tokenized reference.")
-@click.option("--test-raw-ref", type=_FILE, default=None,
-              help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
-              "Default: the tokenized reference, detokenized like the output.")
+@click.option(
+    "--moses",
+    "moses_dir",
+    type=click.Path(file_okay=False),
+    envvar="MOSES",
+    show_envvar=True,
+    help="The Moses directory (bin/moses, bin/mert, scripts/training/mert-moses.pl). Default: $MOSES.",
+)
+@click.option(
+    "--ini",
+    required=True,
+    type=_FILE,
+    help="The baseline moses.ini (absolute paths; its TranslationModel0 a text phrase table).",
+)
+@click.option(
+    "--dev",
+    nargs=2,
+    required=True,
+    type=_FILE,
+    metavar="SRC REF",
+    help="Tuning set: source and reference, tokenized and cased like the table.",
+)
+@click.option(
+    "--test", nargs=2, required=True, type=_FILE, metavar="SRC REF", help="Test set: source and tokenized reference."
+)
+@click.option(
+    "--test-raw-ref",
+    type=_FILE,
+    default=None,
+    help="The test reference as running text, for the detokenized score (sacrebleu's standard). "
+    "Default: the tokenized reference, detokenized like the output.",
+)
 @model_option(required=False)
-@click.option("--inverse-model", type=_FILE, default=None,
-              help="A network of the other direction (train --direction inverse, p(source|target)): adds "
-              "the \"+ RNN both directions\" system, the table with -m's column then this one's.")
-@click.option("--lm", "lm", type=_FILE, default=None,
-              help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
-              "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
-              "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked.")
-@click.option("--nmt", "nmt", type=_FILE, default=None,
-              help="A translation network trained on sentence pairs (train-nmt): adds \"+ NMT\" rows built "
-              "like the CSLM's (the feature ln p(hypothesis | source)); with --lm also \"+ CSLM + NMT\" "
-              "(and + RNN ones).")
-@click.option("--rerank-nbest", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Size of the distinct n-best lists reranked with --lm or --nmt.")
+@click.option(
+    "--inverse-model",
+    type=_FILE,
+    default=None,
+    help="A network of the other direction (train --direction inverse, p(source|target)): adds "
+    "the \"+ RNN both directions\" system, the table with -m's column then this one's.",
+)
+@click.option(
+    "--lm",
+    "lm",
+    type=_FILE,
+    default=None,
+    help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
+    "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
+    "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked.",
+)
+@click.option(
+    "--nmt",
+    "nmt",
+    type=_FILE,
+    default=None,
+    help='A translation network trained on sentence pairs (train-nmt): adds "+ NMT" rows built '
+    'like the CSLM\'s (the feature ln p(hypothesis | source)); with --lm also "+ CSLM + NMT" '
+    "(and + RNN ones).",
+)
+@click.option(
+    "--rerank-nbest",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Size of the distinct n-best lists reranked with --lm or --nmt.",
+)
 @click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
-@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
-              help="MERT runs per system, each with its own working directory and seed.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory for everything (tuned inis, 1-best outputs, experiment.json). "
-              "Rerun the same command to continue an interrupted experiment (refused if the ini, "
-              "data or model changed since it started). One run at a time per directory.")
-@click.option("--maximum-iterations", type=click.IntRange(min=1), default=None,
-              help="mert-moses.pl's iteration cap (its default: 25).")
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="MERT runs per system, each with its own working directory and seed.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for everything (tuned inis, 1-best outputs, experiment.json). "
+    "Rerun the same command to continue an interrupted experiment (refused if the ini, "
+    "data or model changed since it started). One run at a time per directory.",
+)
+@click.option(
+    "--maximum-iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="mert-moses.pl's iteration cap (its default: 25).",
+)
 @click.option("--nbest", type=click.IntRange(min=1), default=100, show_default=True, help="n-best list size for MERT.")
-@threads_value_option("Threads of the decoder (Moses' -threads) and of the network while it rescores the table: "
-                      "a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).")
-@click.option("--target-lang", default=None,
-              help="Target language for the detokenizer (e.g. fr). Default: the one the model file records.")
+@threads_value_option(
+    "Threads of the decoder (Moses' -threads) and of the network while it rescores the table: "
+    "a number or 'all'  [default: 1, or OMP_NUM_THREADS when set]."
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Base of the MERT seeds (run r of system s gets seed + 1000·s + r).",
+)
+@click.option(
+    "--target-lang",
+    default=None,
+    help="Target language for the detokenizer (e.g. fr). Default: the one the model file records.",
+)
 @click.option("--lowercase", "--lc", "lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
-@click.option("--start-weights", type=click.Choice(["moses-defaults", "ini"]), default="moses-defaults",
-              show_default=True,
-              help="Where every system's MERT starts: train-model.perl's starting weights "
-              f"({DEFAULT_WEIGHTS['PhraseDictionary']} for each added column, as for every phrase-table score), "
-              f"or the ini's own weights with {START_WEIGHT} for each added column (moses-ini's and "
-              "moses-step's starting weight: the scale of a tuned ini).")
-@click.option("--trials", type=click.IntRange(min=100), default=10000, show_default=True,
-              help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).")
-@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Refuse a model whose shortlists cover less of the table's tokens (either side).")
+@click.option(
+    "--start-weights",
+    type=click.Choice(["moses-defaults", "ini"]),
+    default="moses-defaults",
+    show_default=True,
+    help="Where every system's MERT starts: train-model.perl's starting weights "
+    f"({DEFAULT_WEIGHTS['PhraseDictionary']} for each added column, as for every phrase-table score), "
+    f"or the ini's own weights with {START_WEIGHT} for each added column (moses-ini's and "
+    "moses-step's starting weight: the scale of a tuned ini).",
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(min=100),
+    default=10000,
+    show_default=True,
+    help="Approximate-randomization trials (the bootstrap draws a tenth as many samples).",
+)
+@click.option(
+    "--min-coverage",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Refuse a model whose shortlists cover less of the table's tokens (either side).",
+)
 @device_option
 @click.pass_context
-def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[str, str], test: tuple[str, str],
-               test_raw_ref: str | None, model: str | None, inverse_model: str | None, lm: str | None,
-               nmt: str | None, rerank_nbest: int, unk_feature: bool, runs: int, out_dir: str,
-               maximum_iterations: int | None, nbest: int, threads: int, seed: int, target_lang: str | None,
-               lowercase: bool, start_weights: str, trials: int, min_coverage: float, device: str) -> None:
+def experiment(
+    ctx: click.Context,
+    moses_dir: str | None,
+    ini: str,
+    dev: tuple[str, str],
+    test: tuple[str, str],
+    test_raw_ref: str | None,
+    model: str | None,
+    inverse_model: str | None,
+    lm: str | None,
+    nmt: str | None,
+    rerank_nbest: int,
+    unk_feature: bool,
+    runs: int,
+    out_dir: str,
+    maximum_iterations: int | None,
+    nbest: int,
+    threads: int,
+    seed: int,
+    target_lang: str | None,
+    lowercase: bool,
+    start_weights: str,
+    trials: int,
+    min_coverage: float,
+    device: str,
+) -> None:
     """Does the RNN column help this Moses system? Tune the baseline and the baseline + the
     network's column (and + WP) RUNS times each with mert-moses.pl, decode the test set with
     every tuned ini, and compare BLEU with a significance test over test sentences and runs.
@@ -108,11 +206,28 @@ def experiment(ctx: click.Context, moses_dir: str | None, ini: str, dev: tuple[s
     if inverse_model and model is None:
         raise UserError("--inverse-model needs --model (the system of both directions adds both columns)")
     settings = Settings(
-        ini=ini, dev=dev, test=test, out_dir=out_dir, model=model, inverse_model=inverse_model, lm=lm, nmt=nmt,
-        rerank_nbest=rerank_nbest, test_raw_reference=test_raw_ref,
-        unk_feature=unk_feature, runs=runs, max_iterations=maximum_iterations, threads=threads, seed=seed,
-        target_lang=target_lang, lowercase=lowercase, nbest=nbest, start_weights=start_weights, trials=trials,
-        min_coverage=min_coverage, rescore_options={"device": device},
+        ini=ini,
+        dev=dev,
+        test=test,
+        out_dir=out_dir,
+        model=model,
+        inverse_model=inverse_model,
+        lm=lm,
+        nmt=nmt,
+        rerank_nbest=rerank_nbest,
+        test_raw_reference=test_raw_ref,
+        unk_feature=unk_feature,
+        runs=runs,
+        max_iterations=maximum_iterations,
+        threads=threads,
+        seed=seed,
+        target_lang=target_lang,
+        lowercase=lowercase,
+        nbest=nbest,
+        start_weights=start_weights,
+        trials=trials,
+        min_coverage=min_coverage,
+        rescore_options={"device": device},
     )
     quiet = is_quiet(ctx)
 

@@ -16,21 +16,38 @@ from .common import UserError, model_option, progress, threads_option
 
 @cli.command()
 @click.argument("table", type=click.Path(allow_dash=True))
-@click.option("--vocab-size", default=15000, show_default=True,
-              help="Shortlist size (per side, special symbols included) to report coverage for.")
+@click.option(
+    "--vocab-size",
+    default=15000,
+    show_default=True,
+    help="Shortlist size (per side, special symbols included) to report coverage for.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--max-reported", default=100, show_default=True,
-              help="How many malformed lines to list (all are counted).")
+@click.option(
+    "--max-reported", default=100, show_default=True, help="How many malformed lines to list (all are counted)."
+)
 @click.option("--strict", is_flag=True, help="Exit with status 3 if any line is malformed.")
-@model_option("model_paths", required=False, multiple=True,
-              help="A network TABLE was rescored with, in the order given to rescore (repeatable): names "
-                   "each added column and its direction [default: a 5th (and 6th) score is taken to be "
-                   "one forward network's (and its WP count)].")
+@model_option(
+    "model_paths",
+    required=False,
+    multiple=True,
+    help="A network TABLE was rescored with, in the order given to rescore (repeatable): names "
+    "each added column and its direction [default: a 5th (and 6th) score is taken to be "
+    "one forward network's (and its WP count)].",
+)
 @click.option("--unk-feature", is_flag=True, help="TABLE was rescored with --unk-feature: its last column is WP.")
 @threads_option
 @click.pass_context
-def inspect(ctx: click.Context, table: str, vocab_size: int, as_json: bool, max_reported: int, strict: bool,
-            model_paths: tuple[str, ...], unk_feature: bool) -> None:
+def inspect(
+    ctx: click.Context,
+    table: str,
+    vocab_size: int,
+    as_json: bool,
+    max_reported: int,
+    strict: bool,
+    model_paths: tuple[str, ...],
+    unk_feature: bool,
+) -> None:
     """Report on TABLE (a Moses phrase table; .gz or - for stdin): lines, unique pairs and
     sources, targets per source, phrase lengths, shortlist coverage and every malformed line
     (file:line and why). Unlike the other commands it does not stop at the first bad line; it

@@ -31,48 +31,93 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @cli.command("train-lm")
 @click.argument("text", type=click.Path(allow_dash=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
-@click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default="small", show_default=True,
-              help="paper: the paper's 7-gram CSLM (512-d embeddings, rectified layers 1536 and 1024); "
-                   "small: a 5-gram with 256-d embeddings, layers 1024 and 512, dropout 0.2 (about 20 "
-                   "minutes to its best held-out perplexity on 400k words and two cores). The options "
-                   "below override.")
+@click.option(
+    "--preset",
+    "preset_name",
+    type=click.Choice(sorted(PRESETS)),
+    default="small",
+    show_default=True,
+    help="paper: the paper's 7-gram CSLM (512-d embeddings, rectified layers 1536 and 1024); "
+    "small: a 5-gram with 256-d embeddings, layers 1024 and 512, dropout 0.2 (about 20 "
+    "minutes to its best held-out perplexity on 400k words and two cores). The options "
+    "below override.",
+)
 @click.option("--order", type=click.IntRange(2), help="n of the n-gram model (n - 1 context words).")
 @click.option("--embed-dim", type=click.IntRange(1), help="Embedding size of each context word.")
 @click.option("--hidden", callback=_hidden, help="Rectified layer sizes, comma-separated (e.g. 1536,1024).")
 @click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), help="Dropout after each layer.")
-@click.option("--vocab-size", type=click.IntRange(5), default=15000, show_default=True,
-              help="Shortlist size, the 4 special symbols included; other words are <unk>.")
-@click.option("--valid", "valid_path", type=click.Path(allow_dash=False),
-              help="Held-out text (e.g. the dev set's reference) [default: 1% of TEXT's sentences, "
-                   "chosen by a hash of the sentence, left out of training].")
-@click.option("--test", "test_path", type=click.Path(allow_dash=False),
-              help="After training, also report the best network's perplexity on this text (e.g. the "
-                   "test set's reference), next to KenLM's with --kenlm.")
+@click.option(
+    "--vocab-size",
+    type=click.IntRange(5),
+    default=15000,
+    show_default=True,
+    help="Shortlist size, the 4 special symbols included; other words are <unk>.",
+)
+@click.option(
+    "--valid",
+    "valid_path",
+    type=click.Path(allow_dash=False),
+    help="Held-out text (e.g. the dev set's reference) [default: 1% of TEXT's sentences, "
+    "chosen by a hash of the sentence, left out of training].",
+)
+@click.option(
+    "--test",
+    "test_path",
+    type=click.Path(allow_dash=False),
+    help="After training, also report the best network's perplexity on this text (e.g. the "
+    "test set's reference), next to KenLM's with --kenlm.",
+)
 @click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True, help="n-grams per step.")
-@click.option("--lr", type=click.FloatRange(0, min_open=True), default=1e-3, show_default=True,
-              help="Adam's learning rate.")
-@click.option("--patience", type=click.IntRange(1), default=3, show_default=True,
-              help="Stop after this many epochs without a better held-out perplexity (the paper: 10).")
+@click.option(
+    "--lr", type=click.FloatRange(0, min_open=True), default=1e-3, show_default=True, help="Adam's learning rate."
+)
+@click.option(
+    "--patience",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Stop after this many epochs without a better held-out perplexity (the paper: 10).",
+)
 @click.option("--max-epochs", type=click.IntRange(1), help="Stop after this many epochs.")
 @click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps.")
 @click.option("--max-time", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
-@click.option("--valid-every", type=click.IntRange(1), default=1000, show_default=True,
-              help="Also measure (and save the latest state) every N steps, not only after each epoch.")
+@click.option(
+    "--valid-every",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="Also measure (and save the latest state) every N steps, not only after each epoch.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the run saved in MODEL_OUT's .last.pt.")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False),
-              help="JSON-lines training log [default: MODEL_OUT with .log].")
+@click.option(
+    "--log", "log_path", type=click.Path(dir_okay=False), help="JSON-lines training log [default: MODEL_OUT with .log]."
+)
 @click.option("--language", help="The text's language (recorded in the model file).")
-@click.option("--kenlm", "kenlm_path", type=click.Path(),
-              help="Also report this KenLM model's perplexity on the held-out text (ARPA or binary; "
-                   "through bin/query of --moses / $MOSES), with the same OOV convention.")
+@click.option(
+    "--kenlm",
+    "kenlm_path",
+    type=click.Path(),
+    help="Also report this KenLM model's perplexity on the held-out text (ARPA or binary; "
+    "through bin/query of --moses / $MOSES), with the same OOV convention.",
+)
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @threads_option
 @click.pass_context
-def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, valid_path: str | None,
-             test_path: str | None,
-             resume: bool, log_path: str | None, language: str | None, kenlm_path: str | None,
-             moses_dir: str | None, **kw: Any) -> None:
+def train_lm(
+    ctx: click.Context,
+    text: str,
+    model_out: str,
+    preset_name: str,
+    valid_path: str | None,
+    test_path: str | None,
+    resume: bool,
+    log_path: str | None,
+    language: str | None,
+    kenlm_path: str | None,
+    moses_dir: str | None,
+    **kw: Any,
+) -> None:
     """Train the CSLM on TEXT (tokenized target-language text, one sentence a line: the text
     the n-gram LM was built from; plain, .gz or -) and write MODEL_OUT.
 
@@ -118,56 +163,117 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
     if not train_sentences or not valid_sentences:
         raise UserError(f"{text}: too few sentences to train and hold some out", EXIT_INPUT)
     vocab = build_vocabulary(train_sentences, kw["vocab_size"])
-    config = preset(preset_name, order=kw["order"], embed_dim=kw["embed_dim"], hidden=kw["hidden"],
-                    dropout=kw["dropout"], vocab_size=len(vocab))
+    config = preset(
+        preset_name,
+        order=kw["order"],
+        embed_dim=kw["embed_dim"],
+        hidden=kw["hidden"],
+        dropout=kw["dropout"],
+        vocab_size=len(vocab),
+    )
     train = ngrams(config.order, (sentence_ids(vocab, s) for s in train_sentences))
     valid = ngrams(config.order, (sentence_ids(vocab, s) for s in valid_sentences))
-    settings = LMTrainConfig(batch_size=kw["batch_size"], lr=kw["lr"], max_epochs=kw["max_epochs"],
-                             max_steps=kw["max_steps"], max_time=kw["max_time"], patience=kw["patience"],
-                             valid_every=kw["valid_every"], seed=kw["seed"])
-    say(ctx, f"{text}: {len(train_sentences):,} sentences, {len(train[1]):,} predicted tokens; held out "
-             f"{len(valid_sentences):,} sentences, {len(valid[1]):,} tokens; shortlist {len(vocab):,}")
-    say(ctx, f"CSLM: {config.order}-gram, embeddings {config.embed_dim}, layers "
-             f"{','.join(map(str, config.hidden))}, dropout {config.dropout}")
-    info = {"argv": sys.argv[1:], "seed": kw["seed"], "language": language, "preset": preset_name,
-            "train_sentences": len(train_sentences)}
+    settings = LMTrainConfig(
+        batch_size=kw["batch_size"],
+        lr=kw["lr"],
+        max_epochs=kw["max_epochs"],
+        max_steps=kw["max_steps"],
+        max_time=kw["max_time"],
+        patience=kw["patience"],
+        valid_every=kw["valid_every"],
+        seed=kw["seed"],
+    )
+    say(
+        ctx,
+        f"{text}: {len(train_sentences):,} sentences, {len(train[1]):,} predicted tokens; held out "
+        f"{len(valid_sentences):,} sentences, {len(valid[1]):,} tokens; shortlist {len(vocab):,}",
+    )
+    say(
+        ctx,
+        f"CSLM: {config.order}-gram, embeddings {config.embed_dim}, layers "
+        f"{','.join(map(str, config.hidden))}, dropout {config.dropout}",
+    )
+    info = {
+        "argv": sys.argv[1:],
+        "seed": kw["seed"],
+        "language": language,
+        "preset": preset_name,
+        "train_sentences": len(train_sentences),
+    }
     bars: list[Progress] = []
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(EventLog(log_path or _companion(model_out, ".log"), append=resume))
         caught = stack.enter_context(deferred_signals())
         try:
-            trainer = LMTrainer(model_out, config, vocab, train, valid, settings, info=info, log=log,
-                                resume=resume, on_progress=lambda text: bars[0].write(text),
-                                stop=lambda: caught[0] if caught else None,
-                                on_step=lambda step, loss, rate: _show_step(bars[0], step, loss, rate))
-            bars.append(stack.enter_context(progress(ctx, "train-lm", " steps", total=kw["max_steps"],
-                                                     initial=trainer.state.step)))
+            trainer = LMTrainer(
+                model_out,
+                config,
+                vocab,
+                train,
+                valid,
+                settings,
+                info=info,
+                log=log,
+                resume=resume,
+                on_progress=lambda text: bars[0].write(text),
+                stop=lambda: caught[0] if caught else None,
+                on_step=lambda step, loss, rate: _show_step(bars[0], step, loss, rate),
+            )
+            bars.append(
+                stack.enter_context(
+                    progress(ctx, "train-lm", " steps", total=kw["max_steps"], initial=trainer.state.step)
+                )
+            )
             if resume:
                 bars[0].write(f"resumed at step {trainer.state.step:,}, epoch {trainer.state.epoch}")
-            log.write({"event": "start", "step": trainer.state.step, "epoch": trainer.state.epoch,
-                       "resumed": resume, "train_tokens": len(train[1]), "valid_tokens": len(valid[1]),
-                       "argv": sys.argv[1:]})
+            log.write(
+                {
+                    "event": "start",
+                    "step": trainer.state.step,
+                    "epoch": trainer.state.epoch,
+                    "resumed": resume,
+                    "train_tokens": len(train[1]),
+                    "valid_tokens": len(valid[1]),
+                    "argv": sys.argv[1:],
+                }
+            )
             reason = trainer.run()
-            log.write({"event": "end", "step": trainer.state.step, "epoch": trainer.state.epoch,
-                       "reason": reason, "elapsed": trainer.state.elapsed})
+            log.write(
+                {
+                    "event": "end",
+                    "step": trainer.state.step,
+                    "epoch": trainer.state.epoch,
+                    "reason": reason,
+                    "elapsed": trainer.state.elapsed,
+                }
+            )
         except LMTrainingError as e:
             raise UserError(str(e), e.exit_code) from e
         except Interrupted as e:
-            raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
-                            "the same command with --resume to continue", e.exit_code) from e
+            raise UserError(
+                f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
+                "the same command with --resume to continue",
+                e.exit_code,
+            ) from e
     best = trainer.info.get("valid", {})
     say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
     nan = float("nan")
-    say(ctx, f"held-out perplexity (best, step {trainer.info.get('steps', 0):,}): CSLM "
-             f"{best.get('ppl', nan):.2f} over {best.get('tokens', 0) - best.get('oovs', 0):,} tokens, "
-             f"{best.get('oovs', 0):,} OOVs left out ({best.get('ppl_with_unk', nan):.2f} with OOVs scored as <unk>)")
+    say(
+        ctx,
+        f"held-out perplexity (best, step {trainer.info.get('steps', 0):,}): CSLM "
+        f"{best.get('ppl', nan):.2f} over {best.get('tokens', 0) - best.get('oovs', 0):,} tokens, "
+        f"{best.get('oovs', 0):,} OOVs left out ({best.get('ppl_with_unk', nan):.2f} with OOVs scored as <unk>)",
+    )
     evaluated = [("held-out", valid_sentences)]
     if test_path is not None:
         test_sentences = list(read_sentences(test_path))
         best_net = load_lm(model_out).build()
         figures = perplexity(best_net, *ngrams(config.order, (sentence_ids(vocab, s) for s in test_sentences)))
-        say(ctx, f"{test_path}: CSLM perplexity {figures.ppl:.2f} over {figures.tokens - figures.oovs:,} tokens, "
-                 f"{figures.oovs:,} OOVs left out ({figures.ppl_with_unk:.2f} with OOVs scored as <unk>)")
+        say(
+            ctx,
+            f"{test_path}: CSLM perplexity {figures.ppl:.2f} over {figures.tokens - figures.oovs:,} tokens, "
+            f"{figures.oovs:,} OOVs left out ({figures.ppl_with_unk:.2f} with OOVs scored as <unk>)",
+        )
         evaluated.append((test_path, test_sentences))
     if query is not None and kenlm_path is not None:
         for name, texts in evaluated:
@@ -175,8 +281,11 @@ def train_lm(ctx: click.Context, text: str, model_out: str, preset_name: str, va
                 k = query_perplexity(query, kenlm_path, "".join(" ".join(s) + "\n" for s in texts))
             except KenLMError as e:
                 raise UserError(str(e), e.exit_code) from e
-            say(ctx, f"{name}: KenLM {kenlm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
-                     f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)")
+            say(
+                ctx,
+                f"{name}: KenLM {kenlm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
+                f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)",
+            )
     say(ctx, f"wrote {model_out} (best), {last_path(model_out)} (latest, for --resume)")
 
 

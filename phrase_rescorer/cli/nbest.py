@@ -11,21 +11,43 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
 @cli.command("nbest")
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
-@click.option("-m", "--model", "model_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
-              help="A CSLM (train-lm) or a translation network (train-nmt); repeat for several "
-                   "features, appended in the order given.")
-@click.option("--name", "names", multiple=True,
-              help="The features' names in the n-best list, one per -m in the same order (Moses' "
-                   "style: a name and an index)  [default: CSLM0, CSLM1, ... for CSLMs, NMT0, "
-                   "NMT1, ... for translation networks]")
-@click.option("--source", "source_path", type=click.Path(dir_okay=False, allow_dash=False),
-              help="The tokenized source text the n-best list translates (line i for sentence ID "
-                   "i, as given to the decoder); needed by translation networks.")
+@click.option(
+    "-m",
+    "--model",
+    "model_paths",
+    required=True,
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A CSLM (train-lm) or a translation network (train-nmt); repeat for several "
+    "features, appended in the order given.",
+)
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    help="The features' names in the n-best list, one per -m in the same order (Moses' "
+    "style: a name and an index)  [default: CSLM0, CSLM1, ... for CSLMs, NMT0, "
+    "NMT1, ... for translation networks]",
+)
+@click.option(
+    "--source",
+    "source_path",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    help="The tokenized source text the n-best list translates (line i for sentence ID "
+    "i, as given to the decoder); needed by translation networks.",
+)
 @device_option
 @threads_option
 @click.pass_context
-def nbest(ctx: click.Context, in_path: str, out_path: str, model_paths: tuple[str, ...], names: tuple[str, ...],
-          source_path: str | None, device: str) -> None:
+def nbest(
+    ctx: click.Context,
+    in_path: str,
+    out_path: str,
+    model_paths: tuple[str, ...],
+    names: tuple[str, ...],
+    source_path: str | None,
+    device: str,
+) -> None:
     """Append sentence-level features to the Moses n-best list IN, writing OUT (compressed by
     name; - for stdin/stdout).
 
@@ -76,10 +98,20 @@ def nbest(ctx: click.Context, in_path: str, out_path: str, model_paths: tuple[st
     if len({f.name for f in features}) != len(features):
         raise UserError("two features with the same name: give --name for each -m")
     with progress(ctx, "nbest", " lines") as bar:
-        summary = append_features(in_path, out_path, features, sources=sources, source_path=source_path or "",
-                                  on_progress=bar.update_to, on_warning=warn)
+        summary = append_features(
+            in_path,
+            out_path,
+            features,
+            sources=sources,
+            source_path=source_path or "",
+            on_progress=bar.update_to,
+            on_warning=warn,
+        )
         bar.update_to(summary.lines)
-    say(ctx, f"{in_path}: {summary.lines:,} hypotheses of {summary.sentences:,} sentences scored in "
-             f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
-             f"{summary.unknown:,} of {summary.words:,} words outside the shortlist; "
-             f"feature{'s' if len(features) > 1 else ''} {', '.join(f.name for f in features)}")
+    say(
+        ctx,
+        f"{in_path}: {summary.lines:,} hypotheses of {summary.sentences:,} sentences scored in "
+        f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
+        f"{summary.unknown:,} of {summary.words:,} words outside the shortlist; "
+        f"feature{'s' if len(features) > 1 else ''} {', '.join(f.name for f in features)}",
+    )

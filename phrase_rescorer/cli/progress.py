@@ -53,9 +53,19 @@ class Progress:
     instead. ``stream`` (default stderr) and ``clock`` are parameters for the tests.
     """
 
-    def __init__(self, desc: str, unit: str = "", *, total: float | None = None, initial: int = 0,
-                 quiet: bool = False, in_bytes: bool = False, stream: IO[str] | None = None,
-                 interval: float | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        desc: str,
+        unit: str = "",
+        *,
+        total: float | None = None,
+        initial: int = 0,
+        quiet: bool = False,
+        in_bytes: bool = False,
+        stream: IO[str] | None = None,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.desc, self.unit, self.total = desc, unit, total
         self.n: float = initial
         self.initial, self.quiet, self.in_bytes = initial, quiet, in_bytes
@@ -131,10 +141,14 @@ class Progress:
 
     def _terminal_bar(self) -> tqdm:
         if self._bar is None:
-            scale = {"unit": "B", "unit_scale": True, "unit_divisor": 1024} if self.in_bytes else \
-                {"unit": self.unit, "unit_scale": True}
-            self._bar = tqdm(file=self.stream, dynamic_ncols=True, desc=self.desc, total=self.total,
-                             initial=self.initial, **scale)
+            scale = (
+                {"unit": "B", "unit_scale": True, "unit_divisor": 1024}
+                if self.in_bytes
+                else {"unit": self.unit, "unit_scale": True}
+            )
+            self._bar = tqdm(
+                file=self.stream, dynamic_ncols=True, desc=self.desc, total=self.total, initial=self.initial, **scale
+            )
             if self.postfix:
                 self._bar.set_postfix_str(self.postfix, refresh=False)
         return self._bar

@@ -16,16 +16,7 @@ from ..parallel import distributed
 from ..rescoring.options import DTYPES, WINDOW_EXTENSION, RescoreOptions
 from ..rescoring.scorers import SCORERS
 from . import cli
-from .common import (
-    UserError,
-    device_option,
-    is_quiet,
-    model_option,
-    resolve_device,
-    say,
-    threads_option,
-    warn,
-)
+from .common import UserError, device_option, is_quiet, model_option, resolve_device, say, threads_option, warn
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -63,7 +54,7 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--unk-feature",
                 is_flag=True,
-                help="Also append the paper's \"WP\" feature: the number n of source and target "
+                help='Also append the paper\'s "WP" feature: the number n of source and target '
                 "words outside the network's shortlist, written as exp(n) so that Moses sees n "
                 "(n capped at 88: exp(88) is near the largest float32, which Moses parses). "
                 "With several -m, one WP column, after all the networks' columns, counted with "
@@ -157,11 +148,11 @@ def table_progress(quiet: bool, desc: str) -> tuple[Progress, ProgressCallback]:
     return bar, tick
 
 
-
-
-MODELS_HELP = ("The trained network (written by phrase-rescorer train); given more than once, one "
-               "column per network, in the order given, each in the network's direction (train "
-               "--direction: forward adds p(target|source), inverse p(source|target)).")
+MODELS_HELP = (
+    "The trained network (written by phrase-rescorer train); given more than once, one "
+    "column per network, in the order given, each in the network's direction (train "
+    "--direction: forward adds p(target|source), inverse p(source|target))."
+)
 
 
 @cli.command()
@@ -218,21 +209,21 @@ def rescore(ctx: click.Context, in_path: str, out_path: str, model_paths: tuple[
         return
     bar, tick = table_progress(quiet, "rescore")
     with bar:
-        summary = rescore_table(
-            in_path, out_path, model_path, on_progress=tick, on_warning=warn, **options
-        )
+        summary = rescore_table(in_path, out_path, model_path, on_progress=tick, on_warning=warn, **options)
     if not quiet:
         click.echo(summary.closing_line(), err=True)
 
 
-def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path: list[str],
-                     quiet: bool, options: dict[str, Any]) -> RescoreSummary | None:
+def _rescore_sharded(
+    ctx: click.Context, in_path: str, out_path: str, model_path: list[str], quiet: bool, options: dict[str, Any]
+) -> RescoreSummary | None:
     """``rescore`` as one of the processes of a torchrun job; the summary on rank 0."""
     from ..parallel.sharded_rescoring import rescore_sharded
 
     try:
-        group, device = distributed.start(torch.device(options["device"]), backend="gloo",
-                                          timeout=distributed.RESCORE_TIMEOUT)
+        group, device = distributed.start(
+            torch.device(options["device"]), backend="gloo", timeout=distributed.RESCORE_TIMEOUT
+        )
     except distributed.DistributedError as e:
         raise UserError(str(e), e.exit_code) from e
     ctx.call_on_close(group.close)
@@ -246,9 +237,16 @@ def _rescore_sharded(ctx: click.Context, in_path: str, out_path: str, model_path
 
     bar, tick = table_progress(quiet, f"rescore (part 1 of {group.world_size})")
     with index_bar, bar:
-        summary = rescore_sharded(in_path, out_path, model_path, group, on_progress=tick,
-                                  on_warning=warn, on_index=on_index,
-                                  **{**options, "device": str(device)})
+        summary = rescore_sharded(
+            in_path,
+            out_path,
+            model_path,
+            group,
+            on_progress=tick,
+            on_warning=warn,
+            on_index=on_index,
+            **{**options, "device": str(device)},
+        )
     return summary if group.is_main else None
 
 

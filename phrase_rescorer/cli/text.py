@@ -34,38 +34,53 @@ def language_option(side: str, help: str) -> Callable[..., Any]:
 
 def typed_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--raw, --source-lang, --lowercase/--keep-case."""
-    f = click.option("--lowercase/--keep-case", "lowercase", default=None,
-                     help="Lowercase typed phrases (as lowercase.perl)  [default: when the model's "
-                          "source vocabulary has no uppercase letters]")(f)
-    f = language_option("source", "Language of typed phrases, for Moses tokenization "
-                                  "(tokenizer.perl -l LANG)  [default: the one the model file records]")(f)
-    return click.option("--raw", is_flag=True,
-                        help="Phrases in and out in the table's own form: typed phrases are looked up "
-                             "exactly as given (tokens split at spaces, no escaping, no lowercasing) "
-                             "and phrases are printed escaped, as in the table.")(f)
+    f = click.option(
+        "--lowercase/--keep-case",
+        "lowercase",
+        default=None,
+        help="Lowercase typed phrases (as lowercase.perl)  [default: when the model's "
+        "source vocabulary has no uppercase letters]",
+    )(f)
+    f = language_option(
+        "source",
+        "Language of typed phrases, for Moses tokenization "
+        "(tokenizer.perl -l LANG)  [default: the one the model file records]",
+    )(f)
+    return click.option(
+        "--raw",
+        is_flag=True,
+        help="Phrases in and out in the table's own form: typed phrases are looked up "
+        "exactly as given (tokens split at spaces, no escaping, no lowercasing) "
+        "and phrases are printed escaped, as in the table.",
+    )(f)
 
 
 def detok_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--detok, --target-lang (after typed_options, which gives --source-lang)."""
-    f = language_option("target", "Language of target phrases, for --detok  "
-                                  "[default: the one the model file records]")(f)
-    return click.option("--detok", is_flag=True,
-                        help="Print phrases detokenized (detokenizer.perl -l LANG) rather than as "
-                             "unescaped tokens (text report only; tsv and json keep the table's form).")(f)
+    f = language_option("target", "Language of target phrases, for --detok  [default: the one the model file records]")(
+        f
+    )
+    return click.option(
+        "--detok",
+        is_flag=True,
+        help="Print phrases detokenized (detokenizer.perl -l LANG) rather than as "
+        "unescaped tokens (text report only; tsv and json keep the table's form).",
+    )(f)
 
 
 def _need(lang: str | None, side: str, model: str, why: str, instead: str) -> str:
     if lang is None:
-        raise UserError(f"{model} does not record the language of its {side} side (train with --{side}-lang "
-                        f"to record it): give --{side}-lang LANG (e.g. en, fr) {why}, or {instead}")
+        raise UserError(
+            f"{model} does not record the language of its {side} side (train with --{side}-lang "
+            f"to record it): give --{side}-lang LANG (e.g. en, fr) {why}, or {instead}"
+        )
     return lang
 
 
 class TypedPhrases:
     """Phrases typed by a person, put into the table's form of the model's source side."""
 
-    def __init__(self, ckpt: Checkpoint, model: str, raw: bool, source_lang: str | None,
-                 lowercase: bool | None):
+    def __init__(self, ckpt: Checkpoint, model: str, raw: bool, source_lang: str | None, lowercase: bool | None):
         self.raw = raw
         self.lang = None if raw else (source_lang or ckpt.source_lang)
         self.lowercase = tokenizer.is_lowercased(ckpt.src_vocab.tokens) if lowercase is None else lowercase
@@ -76,15 +91,29 @@ class TypedPhrases:
         if self.raw:
             return " ".join(tokenize_phrase(typed))
         if tokenizer.has_escapes(typed):
-            click.echo(f"warning: {typed!r} holds Moses escapes (&apos;, &amp; ...) that will be escaped "
-                       "once more; use --raw to look up text in the table's own form", err=True)
-        lang = _need(self.lang, "source", self._model, "to Moses-tokenize typed phrases",
-                     "--raw to look them up exactly as typed")
+            click.echo(
+                f"warning: {typed!r} holds Moses escapes (&apos;, &amp; ...) that will be escaped "
+                "once more; use --raw to look up text in the table's own form",
+                err=True,
+            )
+        lang = _need(
+            self.lang,
+            "source",
+            self._model,
+            "to Moses-tokenize typed phrases",
+            "--raw to look them up exactly as typed",
+        )
         return tokenizer.table_form(typed, lang, self.lowercase)
 
 
-def display(ckpt: Checkpoint, model: str, raw: bool, detok: bool = False, source_lang: str | None = None,
-            target_lang: str | None = None) -> tokenizer.Display:
+def display(
+    ckpt: Checkpoint,
+    model: str,
+    raw: bool,
+    detok: bool = False,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+) -> tokenizer.Display:
     """How phrases are printed for people (--raw: as in the table; --detok: detokenized)."""
     if raw:
         if detok:
@@ -93,5 +122,7 @@ def display(ckpt: Checkpoint, model: str, raw: bool, detok: bool = False, source
     if not detok:
         return tokenizer.Display()
     why, instead = "to detokenize phrases", "leave out --detok"
-    return tokenizer.Display(source_lang=_need(source_lang or ckpt.source_lang, "source", model, why, instead),
-                        target_lang=_need(target_lang or ckpt.target_lang, "target", model, why, instead))
+    return tokenizer.Display(
+        source_lang=_need(source_lang or ckpt.source_lang, "source", model, why, instead),
+        target_lang=_need(target_lang or ckpt.target_lang, "target", model, why, instead),
+    )

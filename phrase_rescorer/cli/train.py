@@ -17,8 +17,9 @@ from .training_run import run_training
 @cli.command()
 @click.argument("table", type=click.Path(allow_dash=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
-@click.option("--extract", is_flag=True,
-              help="TABLE is a Moses extract file (src ||| tgt ||| alignment), not a phrase table.")
+@click.option(
+    "--extract", is_flag=True, help="TABLE is a Moses extract file (src ||| tgt ||| alignment), not a phrase table."
+)
 @training_options(data="table", inputs="TABLE", defaults=TrainConfig(), arch="cho2014", preset="paper")
 @click.pass_context
 def train(ctx: click.Context, table: str, model_out: str, extract: bool, **options: Any) -> None:

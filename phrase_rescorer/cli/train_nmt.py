@@ -23,16 +23,24 @@ from .training_options import training_options
 from .training_run import run_training
 
 #: Sentence-level defaults, from the measurements in docs/nmt.md ("The README's measurement").
-NMT_DEFAULTS = TrainConfig(optimizer="adam", lr=1e-3, batch_tokens=1000, max_length=80, init_std=0.05,
-                           clip_norm=5.0, valid_fraction=0.03, valid_every=200, patience=5)
+NMT_DEFAULTS = TrainConfig(
+    optimizer="adam",
+    lr=1e-3,
+    batch_tokens=1000,
+    max_length=80,
+    init_std=0.05,
+    clip_norm=5.0,
+    valid_fraction=0.03,
+    valid_every=200,
+    patience=5,
+)
 
 
 @cli.command("train-nmt")
 @click.argument("source", type=click.Path(allow_dash=True))
 @click.argument("target", type=click.Path(allow_dash=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
-@training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch",
-                  preset="small")
+@training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch", preset="small")
 @click.pass_context
 def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **options: Any) -> None:
     """Train a network on the sentence pairs of a parallel corpus: SOURCE and TARGET hold one
@@ -57,5 +65,4 @@ def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **op
         skipped = f" ({corpus.empty:,} with an empty side skipped)" if corpus.empty else ""
         return corpus.pairs, f"{source} + {target}: {corpus.lines:,} line pairs{skipped}"
 
-    run_training(ctx, inputs=(source, target), load=load, model_out=model_out, trained_on="sentence pairs",
-                 **options)
+    run_training(ctx, inputs=(source, target), load=load, model_out=model_out, trained_on="sentence pairs", **options)

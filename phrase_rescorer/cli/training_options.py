@@ -24,116 +24,241 @@ ARCH = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "a
 _MODEL_DEFAULTS = ModelConfig()
 
 
-def training_options(*, data: str, inputs: str, defaults: TrainConfig, arch: str,
-                     preset: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def training_options(
+    *, data: str, inputs: str, defaults: TrainConfig, arch: str, preset: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The shared options as one decorator. ``inspect_table`` names what trains ("table", "corpus"),
     ``inputs`` the arguments --resume needs unchanged; ``defaults``, ``arch`` and ``preset``
     are the command's defaults."""
     options = [
-        click.option("--preset", type=click.Choice(sorted(PRESETS)), default=preset, show_default=True,
-                      help="Model sizes: paper (15k shortlists, 100-d embeddings, 1000 hidden, 500 maxout, "
-                           "rank 100) or small (8k, 64, 256, 128, 64). Each size option below overrides."),
-        click.option("--vocab-size", type=click.IntRange(4),
-                      help="Shortlist size per side, special symbols included."),
+        click.option(
+            "--preset",
+            type=click.Choice(sorted(PRESETS)),
+            default=preset,
+            show_default=True,
+            help="Model sizes: paper (15k shortlists, 100-d embeddings, 1000 hidden, 500 maxout, "
+            "rank 100) or small (8k, 64, 256, 128, 64). Each size option below overrides.",
+        ),
+        click.option("--vocab-size", type=click.IntRange(4), help="Shortlist size per side, special symbols included."),
         click.option("--embed-dim", type=click.IntRange(1), help="Word embedding size (both sides)."),
         click.option("--hidden-dim", type=click.IntRange(1), help="GRU units of encoder and decoder."),
         click.option("--maxout-dim", type=click.IntRange(1), help="Readout units after maxout."),
         click.option("--output-rank", type=click.IntRange(1), help="Rank of the factorised output matrix."),
-        click.option("--cell", type=click.Choice(CELLS), default=_MODEL_DEFAULTS.cell, show_default=True,
-                      help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant."),
-        click.option("--summary", type=click.Choice(SUMMARIES), default=_MODEL_DEFAULTS.summary, show_default=True,
-                      help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code."),
-        click.option("--arch", type=click.Choice(ARCH_NAMES), default=arch, show_default=True,
-                      help="cho2014: the paper's network (Cho et al. 2014); rnnsearch: Bahdanau et al. 2015 "
-                           "(bidirectional GRU encoder, additive attention); gnmt: Wu et al. 2016 scaled "
-                           "to phrases (LSTM, bidirectional bottom layer, residual from layer 3, attention "
-                           "from the bottom decoder layer; 4 layers). The options below override an "
-                           "architecture's own (docs/architectures.md); cho2014 takes none."),
+        click.option(
+            "--cell",
+            type=click.Choice(CELLS),
+            default=_MODEL_DEFAULTS.cell,
+            show_default=True,
+            help="reset_before: the paper's GRU; reset_after: the cuDNN-style variant.",
+        ),
+        click.option(
+            "--summary",
+            type=click.Choice(SUMMARIES),
+            default=_MODEL_DEFAULTS.summary,
+            show_default=True,
+            help="tanh: c = tanh(V h_N) as in the paper; last: c = h_N as in the original code.",
+        ),
+        click.option(
+            "--arch",
+            type=click.Choice(ARCH_NAMES),
+            default=arch,
+            show_default=True,
+            help="cho2014: the paper's network (Cho et al. 2014); rnnsearch: Bahdanau et al. 2015 "
+            "(bidirectional GRU encoder, additive attention); gnmt: Wu et al. 2016 scaled "
+            "to phrases (LSTM, bidirectional bottom layer, residual from layer 3, attention "
+            "from the bottom decoder layer; 4 layers). The options below override an "
+            "architecture's own (docs/architectures.md); cho2014 takes none.",
+        ),
         click.option("--layers", type=click.IntRange(1), help="Encoder and decoder layers [rnnsearch 1, gnmt 4]."),
-        click.option("--cell-type", type=click.Choice(CELL_TYPES),
-                      help="Recurrent cell [rnnsearch gru, gnmt lstm]; --cell picks the GRU variant."),
-        click.option("--attention", type=click.Choice(ATTENTIONS),
-                      help="none (a fixed summary, as cho2014), additive (Bahdanau), dot or general "
-                           "(Luong) [additive]."),
-        click.option("--attention-from", type=click.Choice(ATTENTION_FROM),
-                      help="Decoder layer whose previous output queries the attention [rnnsearch top, gnmt bottom]."),
-        click.option("--bidirectional/--unidirectional", default=None,
-                      help="Bidirectional bottom encoder layer [yes for both]."),
-        click.option("--residual-from", type=click.IntRange(0),
-                      help="Residual connections from this layer up, 0 for none [rnnsearch 0, gnmt 3]."),
-        click.option("--subwords", type=click.IntRange(300),
-                      help="Split every token into subword units: learn at most this many units per side "
-                           f"on the {data}'s own text (SentencePiece BPE with byte fallback, stored in "
-                           "MODEL_OUT); a pair then scores as the sum of log p over its target's units plus "
-                           "</s>. Tables and n-best lists are read and written unchanged. No unit is ever "
-                           "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
-                           "such a model. Replaces --vocab-size."),
+        click.option(
+            "--cell-type",
+            type=click.Choice(CELL_TYPES),
+            help="Recurrent cell [rnnsearch gru, gnmt lstm]; --cell picks the GRU variant.",
+        ),
+        click.option(
+            "--attention",
+            type=click.Choice(ATTENTIONS),
+            help="none (a fixed summary, as cho2014), additive (Bahdanau), dot or general (Luong) [additive].",
+        ),
+        click.option(
+            "--attention-from",
+            type=click.Choice(ATTENTION_FROM),
+            help="Decoder layer whose previous output queries the attention [rnnsearch top, gnmt bottom].",
+        ),
+        click.option(
+            "--bidirectional/--unidirectional", default=None, help="Bidirectional bottom encoder layer [yes for both]."
+        ),
+        click.option(
+            "--residual-from",
+            type=click.IntRange(0),
+            help="Residual connections from this layer up, 0 for none [rnnsearch 0, gnmt 3].",
+        ),
+        click.option(
+            "--subwords",
+            type=click.IntRange(300),
+            help="Split every token into subword units: learn at most this many units per side "
+            f"on the {data}'s own text (SentencePiece BPE with byte fallback, stored in "
+            "MODEL_OUT); a pair then scores as the sum of log p over its target's units plus "
+            "</s>. Tables and n-best lists are read and written unchanged. No unit is ever "
+            "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
+            "such a model. Replaces --vocab-size.",
+        ),
         click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all."),
-        click.option("--max-time", type=click.FloatRange(0, min_open=True),
-                      help="Stop after this many seconds of this run."),
+        click.option(
+            "--max-time", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds of this run."
+        ),
         click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all."),
-        click.option("--batch-size", type=click.IntRange(1), default=defaults.batch_size, show_default=True,
-                      help="Unique pairs per minibatch (unless --batch-tokens). Under torchrun, per "
-                           "process: the global batch is --batch-size x processes."),
-        click.option("--batch-tokens", type=click.IntRange(1), default=defaults.batch_tokens,
-                     show_default=defaults.batch_tokens is not None,
-                     help="Cut minibatches by size instead: as many pairs as keep the padded target "
-                          "(pairs x longest target) within this many tokens, as sentence-level "
-                          "toolkits do. Under torchrun, per process."),
-        click.option("--seed", type=int, default=defaults.seed, show_default=True,
-                      help="Initialisation and data order (same seed and data: same model)."),
-        click.option("--max-length", type=click.IntRange(1), default=defaults.max_length, show_default=True,
-                      help="Pairs with a longer source or target do not train (scoring keeps every pair)."),
-        click.option("--valid-fraction", type=click.FloatRange(0, 0.5), default=defaults.valid_fraction,
-                      show_default=True,
-                      help="Share of the unique pairs held out (chosen by the pair's hash)."),
-        click.option("--valid-max", type=click.IntRange(0), default=defaults.valid_max, show_default=True,
-                      help="Held-out pairs scored at each validation (the first ones in table order)."),
-        click.option("--valid-every", type=click.IntRange(1), default=defaults.valid_every, show_default=True,
-                      help="Steps between validations."),
-        click.option("--patience", type=click.IntRange(0), default=defaults.patience, show_default=True,
-                      help="Stop after this many validations without improvement (0: never)."),
-        click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=defaults.optimizer, show_default=True,
-                     help="adadelta: the paper's (--rho, --eps); adam: Kingma and Ba 2015, as "
-                          "sentence-level NMT toolkits train (give its --lr, e.g. 0.001)."),
-        click.option("--lr", type=click.FloatRange(0, min_open=True), default=defaults.lr, show_default=True,
-                      help="Learning rate."),
-        click.option("--rho", type=click.FloatRange(0, 1, max_open=True), default=defaults.rho, show_default=True,
-                      help="Adadelta decay."),
-        click.option("--eps", type=click.FloatRange(0, min_open=True), default=defaults.eps, show_default=True,
-                      help="Adadelta epsilon."),
-        click.option("--clip-norm", type=click.FloatRange(0, min_open=True), default=defaults.clip_norm,
-                      show_default=True, help="Gradient-norm clipping threshold."),
-        click.option("--init-std", type=click.FloatRange(0, min_open=True), default=defaults.init_std,
-                      show_default=True,
-                      help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
-                           "briefly use their source sooner from about 0.05)."),
+        click.option(
+            "--batch-size",
+            type=click.IntRange(1),
+            default=defaults.batch_size,
+            show_default=True,
+            help="Unique pairs per minibatch (unless --batch-tokens). Under torchrun, per "
+            "process: the global batch is --batch-size x processes.",
+        ),
+        click.option(
+            "--batch-tokens",
+            type=click.IntRange(1),
+            default=defaults.batch_tokens,
+            show_default=defaults.batch_tokens is not None,
+            help="Cut minibatches by size instead: as many pairs as keep the padded target "
+            "(pairs x longest target) within this many tokens, as sentence-level "
+            "toolkits do. Under torchrun, per process.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=defaults.seed,
+            show_default=True,
+            help="Initialisation and data order (same seed and data: same model).",
+        ),
+        click.option(
+            "--max-length",
+            type=click.IntRange(1),
+            default=defaults.max_length,
+            show_default=True,
+            help="Pairs with a longer source or target do not train (scoring keeps every pair).",
+        ),
+        click.option(
+            "--valid-fraction",
+            type=click.FloatRange(0, 0.5),
+            default=defaults.valid_fraction,
+            show_default=True,
+            help="Share of the unique pairs held out (chosen by the pair's hash).",
+        ),
+        click.option(
+            "--valid-max",
+            type=click.IntRange(0),
+            default=defaults.valid_max,
+            show_default=True,
+            help="Held-out pairs scored at each validation (the first ones in table order).",
+        ),
+        click.option(
+            "--valid-every",
+            type=click.IntRange(1),
+            default=defaults.valid_every,
+            show_default=True,
+            help="Steps between validations.",
+        ),
+        click.option(
+            "--patience",
+            type=click.IntRange(0),
+            default=defaults.patience,
+            show_default=True,
+            help="Stop after this many validations without improvement (0: never).",
+        ),
+        click.option(
+            "--optimizer",
+            type=click.Choice(OPTIMIZERS),
+            default=defaults.optimizer,
+            show_default=True,
+            help="adadelta: the paper's (--rho, --eps); adam: Kingma and Ba 2015, as "
+            "sentence-level NMT toolkits train (give its --lr, e.g. 0.001).",
+        ),
+        click.option(
+            "--lr",
+            type=click.FloatRange(0, min_open=True),
+            default=defaults.lr,
+            show_default=True,
+            help="Learning rate.",
+        ),
+        click.option(
+            "--rho",
+            type=click.FloatRange(0, 1, max_open=True),
+            default=defaults.rho,
+            show_default=True,
+            help="Adadelta decay.",
+        ),
+        click.option(
+            "--eps",
+            type=click.FloatRange(0, min_open=True),
+            default=defaults.eps,
+            show_default=True,
+            help="Adadelta epsilon.",
+        ),
+        click.option(
+            "--clip-norm",
+            type=click.FloatRange(0, min_open=True),
+            default=defaults.clip_norm,
+            show_default=True,
+            help="Gradient-norm clipping threshold.",
+        ),
+        click.option(
+            "--init-std",
+            type=click.FloatRange(0, min_open=True),
+            default=defaults.init_std,
+            show_default=True,
+            help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
+            "briefly use their source sooner from about 0.05).",
+        ),
         device_option,
-        click.option("--bf16", is_flag=True,
-                      help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
-                           "Costs exactness: products keep 8 significant bits (2-3 decimal digits); a small "
-                           "network after 400 steps had a 9-12 % higher held-out perplexity than the same "
-                           "run in float32 (docs/performance.md). Fast "
-                           "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
-                           "slower than float32 (a warning says so)."),
+        click.option(
+            "--bf16",
+            is_flag=True,
+            help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
+            "Costs exactness: products keep 8 significant bits (2-3 decimal digits); a small "
+            "network after 400 steps had a 9-12 % higher held-out perplexity than the same "
+            "run in float32 (docs/performance.md). Fast "
+            "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
+            "slower than float32 (a warning says so).",
+        ),
         threads_option,
-        click.option("--resume", is_flag=True,
-                      help=f"Continue the run saved in MODEL_OUT's .last.pt (same {inputs} and settings)."),
-        click.option("--log", "log_path", type=click.Path(dir_okay=False),
-                      help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]"),
-        click.option("--log-every", type=click.IntRange(1), default=defaults.log_every, show_default=True,
-                      help="Steps between training-loss log lines."),
-        click.option("--direction", type=click.Choice(DIRECTIONS), default="forward", show_default=True,
-                     help=f"forward: p(target | source), the {data}'s own direction; inverse: p(source | "
-                          f"target), on the same unique pairs read the other way (the network reads the "
-                          f"target side and predicts the source side; the same held-out pairs), the "
-                          f"feature of the system's other direction. --source-lang and --target-lang "
-                          f"still name the {data}'s sides; the model file records the languages as its "
-                          f"network reads them."),
-        language_option("source", f"Language of the {data}'s source side (en), recorded in the model file: "
-                                  "the analysis commands tokenize typed phrases with it."),
-        language_option("target", f"Language of the {data}'s target side (fr), recorded in the model file "
-                                  "(--detok)."),
+        click.option(
+            "--resume",
+            is_flag=True,
+            help=f"Continue the run saved in MODEL_OUT's .last.pt (same {inputs} and settings).",
+        ),
+        click.option(
+            "--log",
+            "log_path",
+            type=click.Path(dir_okay=False),
+            help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]",
+        ),
+        click.option(
+            "--log-every",
+            type=click.IntRange(1),
+            default=defaults.log_every,
+            show_default=True,
+            help="Steps between training-loss log lines.",
+        ),
+        click.option(
+            "--direction",
+            type=click.Choice(DIRECTIONS),
+            default="forward",
+            show_default=True,
+            help=f"forward: p(target | source), the {data}'s own direction; inverse: p(source | "
+            f"target), on the same unique pairs read the other way (the network reads the "
+            f"target side and predicts the source side; the same held-out pairs), the "
+            f"feature of the system's other direction. --source-lang and --target-lang "
+            f"still name the {data}'s sides; the model file records the languages as its "
+            f"network reads them.",
+        ),
+        language_option(
+            "source",
+            f"Language of the {data}'s source side (en), recorded in the model file: "
+            "the analysis commands tokenize typed phrases with it.",
+        ),
+        language_option("target", f"Language of the {data}'s target side (fr), recorded in the model file (--detok)."),
     ]
 
     def apply(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -33,12 +33,27 @@ from .training_options import SIZES as _SIZES
 _DIRECTION_SAYS = {"forward": "p(target|source)", "inverse": "p(source|target)"}
 
 
-def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[[], tuple[PairSet, str]],
-                 model_out: str, trained_on: str, direction: str = "forward",
-                 preset: str, arch: str, vocab_size: int | None,
-                 subwords: int | None, cell: str, summary: str, device: str, resume: bool,
-                 log_path: str | None, source_lang: str | None, target_lang: str | None,
-                 **options: Any) -> None:
+def run_training(
+    ctx: click.Context,
+    *,
+    inputs: tuple[str, ...],
+    load: Callable[[], tuple[PairSet, str]],
+    model_out: str,
+    trained_on: str,
+    direction: str = "forward",
+    preset: str,
+    arch: str,
+    vocab_size: int | None,
+    subwords: int | None,
+    cell: str,
+    summary: str,
+    device: str,
+    resume: bool,
+    log_path: str | None,
+    source_lang: str | None,
+    target_lang: str | None,
+    **options: Any,
+) -> None:
     """Train and report. ``load()`` reads the data: (the pairs, "what was read" for the summary
     line); ``inputs`` are the files it reads (never overwritten by an output). ``direction``
     inverse trains on the pairs read the other way (``PairSet.swapped``), with the languages
@@ -79,37 +94,65 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
         pairs = pairs.swapped()
     try:
         data = prepare_data(pairs, requested_vocab, cfg, subwords)
-        config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
-                             cell=cell, summary=summary, **model_sizes)
-        trainer = Trainer(data, config, cfg, model_out, dev, argv=sys.argv, group=group,
-                          languages=(source_lang, target_lang), arch=arch_options,
-                          record={"trained_on": trained_on, "direction": direction})
+        config = ModelConfig(
+            src_vocab_size=len(data.src_vocab),
+            tgt_vocab_size=len(data.tgt_vocab),
+            cell=cell,
+            summary=summary,
+            **model_sizes,
+        )
+        trainer = Trainer(
+            data,
+            config,
+            cfg,
+            model_out,
+            dev,
+            argv=sys.argv,
+            group=group,
+            languages=(source_lang, target_lang),
+            arch=arch_options,
+            record={"trained_on": trained_on, "direction": direction},
+        )
         if resume:
             trainer.resume()
     except (TrainingError, SubwordError) as e:
         raise UserError(str(e), e.exit_code) from e
-    say(ctx, f"{read_summary}, {data.unique_pairs:,} unique pairs; training on {len(data.train_idx):,} "
-             f"({data.skipped_long:,} longer than {cfg.max_length} tokens skipped), {data.heldout:,} held out "
-             f"({len(data.valid_idx):,} scored per validation)")
+    say(
+        ctx,
+        f"{read_summary}, {data.unique_pairs:,} unique pairs; training on {len(data.train_idx):,} "
+        f"({data.skipped_long:,} longer than {cfg.max_length} tokens skipped), {data.heldout:,} held out "
+        f"({len(data.valid_idx):,} scored per validation)",
+    )
     vocabularies = "subword vocabularies" if data.subwords else "shortlists"
-    say(ctx, f"model: {_DIRECTION_SAYS[direction]}, {preset} preset, {vocabularies} "
-             f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
-             + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
-             + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
-             + ("" if arch_options is None else
-                f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)")
-             + f"; device {dev}" + (" (bf16)" if cfg.bf16 else ""))
+    say(
+        ctx,
+        f"model: {_DIRECTION_SAYS[direction]}, {preset} preset, {vocabularies} "
+        f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
+        + ", ".join(f"{k} {v}" for k, v in model_sizes.items())
+        + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
+        + (
+            ""
+            if arch_options is None
+            else f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)"
+        )
+        + f"; device {dev}"
+        + (" (bf16)" if cfg.bf16 else ""),
+    )
     if group.distributed:
-        say(ctx, f"{group.world_size} processes ({group.backend}): global batch "
-                 f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}")
+        say(
+            ctx,
+            f"{group.world_size} processes ({group.backend}): global batch "
+            f"{trainer.global_batch} = {cfg.batch_size} pairs x {group.world_size}",
+        )
 
     bars: list[Progress] = []
     postfix: dict[str, str] = {}
 
     def report(kind: str, event: dict[str, Any]) -> None:
         if kind == "start":
-            bars.append(stack.enter_context(progress(
-                ctx, "train", " steps", total=cfg.max_steps, initial=event["step"])))
+            bars.append(
+                stack.enter_context(progress(ctx, "train", " steps", total=cfg.max_steps, initial=event["step"]))
+            )
             if event["step"]:
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
         elif kind == "step":
@@ -124,22 +167,30 @@ def run_training(ctx: click.Context, *, inputs: tuple[str, ...], load: Callable[
     stack = contextlib.ExitStack()
     try:
         with stack, deferred_signals() as caught:
-            reason = trainer.fit(log_path or companion_path(model_out, ".log"), append_log=resume,
-                                 report=report, stop=lambda: caught[0] if caught else None)
+            reason = trainer.fit(
+                log_path or companion_path(model_out, ".log"),
+                append_log=resume,
+                report=report,
+                stop=lambda: caught[0] if caught else None,
+            )
     except Interrupted as e:
-        raise UserError(f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
-                        "the same command with --resume to continue",
-                        e.exit_code) from e
+        raise UserError(
+            f"interrupted at step {e.step}; the state is saved in {e.last_path}: run "
+            "the same command with --resume to continue",
+            e.exit_code,
+        ) from e
     p, unigram = trainer.p, trainer.info["unigram_token_ppl"]
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:
-        say(ctx, f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
-                 f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-                 f"{unigram:.2f}; mean log {_DIRECTION_SAYS[direction]} {p.best['mean_logp']:.3f}")
+        say(
+            ctx,
+            f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
+            f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
+            f"{unigram:.2f}; mean log {_DIRECTION_SAYS[direction]} {p.best['mean_logp']:.3f}",
+        )
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")
-
 
 
 @contextlib.contextmanager

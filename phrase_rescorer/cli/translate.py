@@ -13,15 +13,28 @@ from .common import device_option, model_option, progress, resolve_device, say, 
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
 @model_option()
 @click.option("--beam", "beam_size", type=click.IntRange(1), default=5, show_default=True, help="Beam size.")
-@click.option("--alpha", type=click.FloatRange(0), default=0.6, show_default=True,
-              help="GNMT's length normalisation ((5 + length) / 6) ^ alpha of the final ranking; 0 ranks "
-                   "by log p alone, which favours short output.")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0),
+    default=0.6,
+    show_default=True,
+    help="GNMT's length normalisation ((5 + length) / 6) ^ alpha of the final ranking; 0 ranks "
+    "by log p alone, which favours short output.",
+)
 @click.option("--max-length", type=click.IntRange(1), help="Longest output, in units  [default: 2 x source + 10]")
 @device_option
 @threads_option
 @click.pass_context
-def translate(ctx: click.Context, in_path: str, out_path: str, model: str, beam_size: int, alpha: float,
-              max_length: int | None, device: str) -> None:
+def translate(
+    ctx: click.Context,
+    in_path: str,
+    out_path: str,
+    model: str,
+    beam_size: int,
+    alpha: float,
+    max_length: int | None,
+    device: str,
+) -> None:
     """Translate IN (tokenized text, one sentence a line; - for stdin) with the network alone and
     write OUT (one line per line of IN, compressed by name; - for stdout).
 
@@ -45,8 +58,15 @@ def translate(ctx: click.Context, in_path: str, out_path: str, model: str, beam_
     lines = 0
     with progress(ctx, "translate", " sentences") as bar, AtomicOutput(out_path) as out:
         sentences = (" ".join(tokens) for tokens in read_sentences(in_path))
-        for text in run(checkpoint, sentences, beam_size=beam_size, alpha=alpha, max_length=max_length, device=dev,
-                        on_sentence=bar.update_to):
+        for text in run(
+            checkpoint,
+            sentences,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_length=max_length,
+            device=dev,
+            on_sentence=bar.update_to,
+        ):
             out.write(text.encode("utf-8") + b"\n")
             lines += 1
     say(ctx, f"{in_path}: {lines:,} sentences translated with {model} (beam {beam_size}, alpha {alpha:g})")

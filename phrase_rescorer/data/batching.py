@@ -90,7 +90,12 @@ def trainable(pairs: EncodedPairs, candidates: np.ndarray, max_len: int) -> np.n
 
 
 def epoch_plan(
-    pairs: EncodedPairs, indices: np.ndarray, batch_size: int, seed: int, epoch: int, window: int = 20,
+    pairs: EncodedPairs,
+    indices: np.ndarray,
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    window: int = 20,
     max_tokens: int | None = None,
 ) -> list[np.ndarray]:
     """The batches of one epoch, each an array of pair indices; a function of (seed, epoch) only.

@@ -51,9 +51,7 @@ class CorpusPairs:
     empty: int  # line pairs skipped for an empty side
 
 
-def load_sentence_pairs(
-    src_path: str, tgt_path: str, on_progress: Callable[[int], None] | None = None
-) -> CorpusPairs:
+def load_sentence_pairs(src_path: str, tgt_path: str, on_progress: Callable[[int], None] | None = None) -> CorpusPairs:
     """The unique (source, target) sentence pairs of two line-aligned files.
 
     ``on_progress(lines)`` is called every 65,536 line pairs. Raises :class:`PhraseTableError`
@@ -67,8 +65,12 @@ def load_sentence_pairs(
     for s_toks in sources:
         t_toks = next(targets, None)
         if t_toks is None:
-            raise PhraseTableError(tgt_path, lines + 1, f"ends here, but {src_path} goes on: the two "
-                                   "files of a parallel corpus must have the same number of lines")
+            raise PhraseTableError(
+                tgt_path,
+                lines + 1,
+                f"ends here, but {src_path} goes on: the two "
+                "files of a parallel corpus must have the same number of lines",
+            )
         lines += 1
         if not s_toks or not t_toks:
             empty += 1
@@ -77,8 +79,11 @@ def load_sentence_pairs(
         if on_progress is not None and lines % 65536 == 0:
             on_progress(lines)
     if next(targets, None) is not None:
-        raise PhraseTableError(src_path, lines + 1, f"ends here, but {tgt_path} goes on: the two "
-                               "files of a parallel corpus must have the same number of lines")
+        raise PhraseTableError(
+            src_path,
+            lines + 1,
+            f"ends here, but {tgt_path} goes on: the two files of a parallel corpus must have the same number of lines",
+        )
     if on_progress is not None:
         on_progress(lines)
     return CorpusPairs(builder.build(lines), lines, empty)

@@ -189,10 +189,7 @@ class PairBuilder:
 
 
 def load_pairs(
-    path: str,
-    *,
-    extract: bool = False,
-    on_progress: Callable[[int, int | None], None] | None = None,
+    path: str, *, extract: bool = False, on_progress: Callable[[int, int | None], None] | None = None
 ) -> PairSet:
     """Read the unique pairs of a phrase table (or of a Moses extract file with ``extract``).
 
@@ -220,9 +217,9 @@ def _offsets(lengths: array) -> np.ndarray:
 
 def _same_pair(p: PairSet, i: int, j: int) -> bool:
     so, to = p.src_offsets, p.tgt_offsets
-    return np.array_equal(
-        p.src_tokens[so[i] : so[i + 1]], p.src_tokens[so[j] : so[j + 1]]
-    ) and np.array_equal(p.tgt_tokens[to[i] : to[i + 1]], p.tgt_tokens[to[j] : to[j + 1]])
+    return np.array_equal(p.src_tokens[so[i] : so[i + 1]], p.src_tokens[so[j] : so[j + 1]]) and np.array_equal(
+        p.tgt_tokens[to[i] : to[i + 1]], p.tgt_tokens[to[j] : to[j + 1]]
+    )
 
 
 def deduplicate(p: PairSet) -> PairSet:

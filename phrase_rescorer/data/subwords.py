@@ -61,15 +61,28 @@ class Subwords:
         out = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(phrases), model_writer=out, vocab_size=size, model_type="bpe",
-                character_coverage=1.0, byte_fallback=True, normalization_rule_name="identity",
-                hard_vocab_limit=False, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-                input_sentence_size=MAX_LEARN_PHRASES, shuffle_input_sentence=True,
-                num_threads=threads, minloglevel=2,
+                sentence_iterator=iter(phrases),
+                model_writer=out,
+                vocab_size=size,
+                model_type="bpe",
+                character_coverage=1.0,
+                byte_fallback=True,
+                normalization_rule_name="identity",
+                hard_vocab_limit=False,
+                unk_id=0,
+                bos_id=-1,
+                eos_id=-1,
+                pad_id=-1,
+                input_sentence_size=MAX_LEARN_PHRASES,
+                shuffle_input_sentence=True,
+                num_threads=threads,
+                minloglevel=2,
             )
         except RuntimeError as e:
-            raise SubwordError(f"--subwords {size}: SentencePiece could not learn the units: {e} "
-                               "(byte fallback needs at least 256 units plus the distinct characters)") from e
+            raise SubwordError(
+                f"--subwords {size}: SentencePiece could not learn the units: {e} "
+                "(byte fallback needs at least 256 units plus the distinct characters)"
+            ) from e
         return cls(out.getvalue())
 
     @property
@@ -108,8 +121,10 @@ def learn_pair_subwords(pairs: PairSet, size: int) -> tuple[Subwords, Subwords]:
     phrases of each side of ``pairs``."""
     return tuple(  # type: ignore[return-value]
         Subwords.learn(sorted(_phrases(tokens, offsets, types)), size)
-        for tokens, offsets, types in ((pairs.src_tokens, pairs.src_offsets, pairs.src_types),
-                                       (pairs.tgt_tokens, pairs.tgt_offsets, pairs.tgt_types))
+        for tokens, offsets, types in (
+            (pairs.src_tokens, pairs.src_offsets, pairs.src_types),
+            (pairs.tgt_tokens, pairs.tgt_offsets, pairs.tgt_types),
+        )
     )
 
 
@@ -118,16 +133,26 @@ def segment_pairs(pairs: PairSet, src: Subwords, tgt: Subwords) -> PairSet:
     units; the type inventories become the units."""
     s_tokens, s_offsets, s_types = _expand(pairs.src_tokens, pairs.src_offsets, pairs.src_types, src)
     t_tokens, t_offsets, t_types = _expand(pairs.tgt_tokens, pairs.tgt_offsets, pairs.tgt_types, tgt)
-    return PairSet(s_tokens, s_offsets, t_tokens, t_offsets, pairs.hashes, s_types, t_types,
-                   lines_read=pairs.lines_read, duplicates=pairs.duplicates)
+    return PairSet(
+        s_tokens,
+        s_offsets,
+        t_tokens,
+        t_offsets,
+        pairs.hashes,
+        s_types,
+        t_types,
+        lines_read=pairs.lines_read,
+        duplicates=pairs.duplicates,
+    )
 
 
 def _phrases(tokens: np.ndarray, offsets: np.ndarray, types: list[str]) -> set[str]:
     return {" ".join(types[j] for j in tokens[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)}
 
 
-def _expand(tokens: np.ndarray, offsets: np.ndarray, types: list[str], model: Subwords
-            ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _expand(
+    tokens: np.ndarray, offsets: np.ndarray, types: list[str], model: Subwords
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Token ids -> unit ids through each type's units (every type split once)."""
     units = model.units
     unit_id = {u: i for i, u in enumerate(units)}

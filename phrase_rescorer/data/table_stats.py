@@ -124,6 +124,7 @@ def inspect_table(
 
 def format_report(s: TableStats, added: tuple[str, ...] | None = None) -> str:
     """The report for people; ``added`` names the appended columns (``moses.columns.describe``)."""
+
     def hist(h: list[int]) -> str:
         labels = [str(i + 1) for i in range(LENGTH_BINS - 1)] + [f"{LENGTH_BINS}+"]
         return "  ".join(f"{lab}:{n}" for lab, n in zip(labels, h, strict=True))

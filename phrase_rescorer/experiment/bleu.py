@@ -50,12 +50,12 @@ def detokenize(lines: Sequence[str], lang: str) -> list[str]:
 def _metric(tokenize: str, lowercase: bool, effective_order: bool = False) -> BLEU:
     # force: tokenized text is scored as such on purpose (without it sacrebleu warns that the
     # lines "end in a tokenized period")
-    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order,
-                force=tokenize == "none")
+    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order, force=tokenize == "none")
 
 
-def sentence_stats(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = "none",
-                   lowercase: bool = False) -> np.ndarray:
+def sentence_stats(
+    hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = "none", lowercase: bool = False
+) -> np.ndarray:
     """Per-sentence sufficient statistics, shape (sentences, 10)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
@@ -107,8 +107,7 @@ def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str], *, lowercase: bool 
     return score(hyps, refs, tokenize="none", lowercase=lowercase)
 
 
-def detokenized_bleu(hyps: Sequence[str], raw_refs: Sequence[str], lang: str, *,
-                     lowercase: bool = False) -> BleuScore:
+def detokenized_bleu(hyps: Sequence[str], raw_refs: Sequence[str], lang: str, *, lowercase: bool = False) -> BleuScore:
     """Detokenized output against a raw reference, sacrebleu's standard 13a tokenization."""
     return score(detokenize(hyps, lang), raw_refs, tokenize="13a", lowercase=lowercase)
 

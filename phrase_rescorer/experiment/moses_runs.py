@@ -46,8 +46,18 @@ def _tail(path: str, lines: int = 15) -> str:
         return ""
 
 
-def mert_argv(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, working_dir: str, *,
-              seed: int, threads: int = 1, max_iterations: int | None = None, nbest: int = 100) -> list[str]:
+def mert_argv(
+    toolkit: MosesToolkit,
+    ini: str,
+    dev_source: str,
+    dev_reference: str,
+    working_dir: str,
+    *,
+    seed: int,
+    threads: int = 1,
+    max_iterations: int | None = None,
+    nbest: int = 100,
+) -> list[str]:
     argv = [
         toolkit.mert_script,
         os.path.abspath(dev_source),
@@ -65,24 +75,51 @@ def mert_argv(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: s
     return argv
 
 
-def tune(toolkit: MosesToolkit, ini: str, dev_source: str, dev_reference: str, run_dir: str, *,
-         seed: int, threads: int = 1, max_iterations: int | None = None, nbest: int = 100,
-         on_iteration: IterationCallback | None = None) -> tuple[str, list[float]]:
+def tune(
+    toolkit: MosesToolkit,
+    ini: str,
+    dev_source: str,
+    dev_reference: str,
+    run_dir: str,
+    *,
+    seed: int,
+    threads: int = 1,
+    max_iterations: int | None = None,
+    nbest: int = 100,
+    on_iteration: IterationCallback | None = None,
+) -> tuple[str, list[float]]:
     """Tune ``ini`` on the dev set in ``run_dir/mert-work`` (removed first if a previous attempt
     left it); return the tuned moses.ini and the dev BLEU (0-100) MERT reported per iteration."""
     work = os.path.join(run_dir, "mert-work")
     if os.path.exists(work):
         shutil.rmtree(work)  # an interrupted attempt: mert-moses.pl needs a fresh directory
-    argv = mert_argv(toolkit, ini, dev_source, dev_reference, work, seed=seed, threads=threads,
-                     max_iterations=max_iterations, nbest=nbest)
+    argv = mert_argv(
+        toolkit,
+        ini,
+        dev_source,
+        dev_reference,
+        work,
+        seed=seed,
+        threads=threads,
+        max_iterations=max_iterations,
+        nbest=nbest,
+    )
     out_path, err_path = os.path.join(run_dir, "mert.out"), os.path.join(run_dir, "mert.err")
     bleus: list[float] = []
     with open(out_path, "w", encoding="utf-8") as out, open(err_path, "wb") as err:
         out.write("# " + " ".join(argv) + "\n")
         out.flush()
         # its own process group: on an interruption the decoder mert-moses.pl started goes too
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=run_dir, start_new_session=True,
-                                   text=True, encoding="utf-8", errors="replace")
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=run_dir,
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
         assert process.stdout is not None
         try:
             for line in process.stdout:
@@ -117,8 +154,15 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
     with open(source, "rb") as f:
         expected = sum(1 for _ in f)
     log = f"{output}.log"
-    argv = [toolkit.decoder, "-f", os.path.abspath(ini), "-input-file", os.path.abspath(source),
-            "-threads", str(threads)]
+    argv = [
+        toolkit.decoder,
+        "-f",
+        os.path.abspath(ini),
+        "-input-file",
+        os.path.abspath(source),
+        "-threads",
+        str(threads),
+    ]
     with open(log, "wb") as err:
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
@@ -141,8 +185,19 @@ def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size
     writes a temporary beside it, renamed once it exits cleanly)."""
     log = f"{output}.log"
     partial = f"{output}.partial"
-    argv = [toolkit.decoder, "-f", os.path.abspath(ini), "-input-file", os.path.abspath(source),
-            "-threads", str(threads), "-n-best-list", os.path.abspath(partial), str(size), "distinct"]
+    argv = [
+        toolkit.decoder,
+        "-f",
+        os.path.abspath(ini),
+        "-input-file",
+        os.path.abspath(source),
+        "-threads",
+        str(threads),
+        "-n-best-list",
+        os.path.abspath(partial),
+        str(size),
+        "distinct",
+    ]
     with open(log, "wb") as err:
         result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
     if result.returncode != 0 or not os.path.isfile(partial):

@@ -24,28 +24,45 @@ class RunScores:
 
 def _summary(values: Sequence[float]) -> dict:
     a = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(a.mean()), 4), "sd": round(float(a.std(ddof=1)) if len(a) > 1 else 0.0, 4),
-            "runs": len(a)}
+    return {
+        "mean": round(float(a.mean()), 4),
+        "sd": round(float(a.std(ddof=1)) if len(a) > 1 else 0.0, 4),
+        "runs": len(a),
+    }
 
 
-def build_report(systems: Sequence[System], scores: dict[str, list[RunScores]], *, settings_json: dict,
-                 raw_reference: bool, trials: int = 10000, seed: int = 0) -> dict:
+def build_report(
+    systems: Sequence[System],
+    scores: dict[str, list[RunScores]],
+    *,
+    settings_json: dict,
+    raw_reference: bool,
+    trials: int = 10000,
+    seed: int = 0,
+) -> dict:
     """The JSON report of whatever runs are finished (a system without runs is listed empty)."""
     out: dict = {"settings": settings_json, "systems": {}, "comparisons": {}, "signatures": {}}
     for system in systems:
         runs = scores.get(system.key, [])
         entry: dict = {"label": system.label, "runs": []}
         for r in runs:
-            entry["runs"].append({**r.meta, "dev": r.dev.to_json()["bleu"], "test": r.test.to_json()["bleu"],
-                                  "test_detok": r.test_detok.to_json()["bleu"]})
+            entry["runs"].append(
+                {
+                    **r.meta,
+                    "dev": r.dev.to_json()["bleu"],
+                    "test": r.test.to_json()["bleu"],
+                    "test_detok": r.test_detok.to_json()["bleu"],
+                }
+            )
         if runs:
             for key in ("dev", "test", "test_detok"):
                 entry[key] = _summary([getattr(r, key).score for r in runs])
             out["signatures"] = {
                 "tokenized": runs[0].test.signature,
                 "detokenized": runs[0].test_detok.signature,
-                "detokenized_reference": "raw reference" if raw_reference else
-                "tokenized reference, detokenized with sacremoses",
+                "detokenized_reference": "raw reference"
+                if raw_reference
+                else "tokenized reference, detokenized with sacremoses",
             }
         out["systems"][system.key] = entry
     base = scores.get(systems[0].key, [])
@@ -73,8 +90,10 @@ def _cell(summary: dict | None) -> str:
 
 def format_table(report: dict) -> str:
     """Systems × (dev, test, detokenized test), mean ± sd over runs, Δ test and p vs the baseline."""
-    header = (f"{'system':<18} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
-              f"{'Δ test':>7}  {'p':>7}")
+    header = (
+        f"{'system':<18} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
+        f"{'Δ test':>7}  {'p':>7}"
+    )
     lines = [header, "-" * len(header)]
     for key, entry in report["systems"].items():
         comparison = report["comparisons"].get(key)
@@ -83,8 +102,10 @@ def format_table(report: dict) -> str:
             ar = comparison["test"]["approximate_randomization"]
             delta, p = f"{ar['difference']:+.2f}", f"{ar['p_value']:.4f}"
         runs = len(entry["runs"])
-        lines.append(f"{entry['label']:<18} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
-                     f"{_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}")
+        lines.append(
+            f"{entry['label']:<18} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
+            f"{_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}"
+        )
     signatures = report.get("signatures") or {}
     trials = next((c["test"]["approximate_randomization"]["trials"] for c in report["comparisons"].values()), None)
     lines.append("")

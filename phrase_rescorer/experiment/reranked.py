@@ -95,8 +95,17 @@ def _load(models: SentenceModels, sources: Sequence[str], device: str) -> list[F
     return out
 
 
-def score_lists(toolkit: MosesToolkit, run_dir: str, models: SentenceModels, dev: tuple[str, str],
-                test: tuple[str, str], *, nbest: int, threads: int, say: Callable[[str], None]) -> float:
+def score_lists(
+    toolkit: MosesToolkit,
+    run_dir: str,
+    models: SentenceModels,
+    dev: tuple[str, str],
+    test: tuple[str, str],
+    *,
+    nbest: int,
+    threads: int,
+    say: Callable[[str], None],
+) -> float:
     """The run's dev and test n-best lists with every feature (kept when already written);
     the seconds it took."""
     work = rerank_dir(run_dir)
@@ -117,9 +126,21 @@ def score_lists(toolkit: MosesToolkit, run_dir: str, models: SentenceModels, dev
     return time.time() - t0
 
 
-def rerank_run(toolkit: MosesToolkit, run_dir: str, system: System, features: Sequence[tuple[str, str, str]],
-               all_features: Sequence[tuple[str, str, str]], dev: tuple[str, str], test: tuple[str, str], *,
-               nbest: int, seed: int, threads: int, score_seconds: float, say: Callable[[str], None]) -> None:
+def rerank_run(
+    toolkit: MosesToolkit,
+    run_dir: str,
+    system: System,
+    features: Sequence[tuple[str, str, str]],
+    all_features: Sequence[tuple[str, str, str]],
+    dev: tuple[str, str],
+    test: tuple[str, str],
+    *,
+    nbest: int,
+    seed: int,
+    threads: int,
+    score_seconds: float,
+    say: Callable[[str], None],
+) -> None:
     """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``."""
     work = os.path.join(rerank_dir(run_dir), system.key)
     if os.path.exists(os.path.join(work, "result.json")):
@@ -156,7 +177,12 @@ def rerank_run(toolkit: MosesToolkit, run_dir: str, system: System, features: Se
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     shutil.rmtree(os.path.join(work, "mert"), ignore_errors=True)
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
-        meta = {"seed": seed, "nbest": nbest, "features": [f[0] for f in features],
-                "mert_dev_bleu": round(result.dev_bleu, 2), "decode_and_score_seconds": round(score_seconds, 1),
-                "rerank_seconds": round(time.time() - t1, 1)}
+        meta = {
+            "seed": seed,
+            "nbest": nbest,
+            "features": [f[0] for f in features],
+            "mert_dev_bleu": round(result.dev_bleu, 2),
+            "decode_and_score_seconds": round(score_seconds, 1),
+            "rerank_seconds": round(time.time() - t1, 1),
+        }
         out.write((json.dumps(meta, indent=2) + "\n").encode("utf-8"))

@@ -38,15 +38,7 @@ from . import bleu
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
-from .systems import (
-    ExperimentError,
-    System,
-    check_coverage,
-    check_ini,
-    check_parallel,
-    prepare_system,
-    systems_for,
-)
+from .systems import ExperimentError, System, check_coverage, check_ini, check_parallel, prepare_system, systems_for
 from .workdir import changed_files, check_out_dir, fingerprints, locked_out_dir
 
 EventCallback = Callable[[str], None]
@@ -121,7 +113,8 @@ def _target_lang(settings: Settings) -> str:
             return recorded
     raise ExperimentError(
         "the target language is unknown (the model file does not record it): give --target-lang, "
-        "e.g. --target-lang fr, for the detokenizer", EXIT_USAGE
+        "e.g. --target-lang fr, for the detokenizer",
+        EXIT_USAGE,
     )
 
 
@@ -129,9 +122,12 @@ def _describe_model(path: str) -> dict:
     """What the report says about the network: its hash, size and training facts."""
     checkpoint = load_checkpoint(path)
     info = checkpoint.info
-    return {"fingerprint": checkpoint.fingerprint(), "direction": checkpoint.direction,
-            "config": checkpoint.config.to_dict(),
-            **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info}}
+    return {
+        "fingerprint": checkpoint.fingerprint(),
+        "direction": checkpoint.direction,
+        "config": checkpoint.config.to_dict(),
+        **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info},
+    }
 
 
 def _read_settings(path: str) -> dict:
@@ -139,11 +135,17 @@ def _read_settings(path: str) -> dict:
         with open(path, encoding="utf-8") as f:
             old = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ExperimentError(f"{path}: not an experiment's settings ({e}); give another --out, "
-                              "or remove the file to start this one afresh", EXIT_USAGE) from None
+        raise ExperimentError(
+            f"{path}: not an experiment's settings ({e}); give another --out, "
+            "or remove the file to start this one afresh",
+            EXIT_USAGE,
+        ) from None
     if not isinstance(old, dict):
-        raise ExperimentError(f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
-                              "object); give another --out, or remove the file to start this one afresh", EXIT_USAGE)
+        raise ExperimentError(
+            f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
+            "object); give another --out, or remove the file to start this one afresh",
+            EXIT_USAGE,
+        )
     return old
 
 
@@ -152,8 +154,16 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
     settings, or files that changed since the first start (``workdir.fingerprints``)."""
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
-    prints = fingerprints(settings.ini, settings.dev, settings.test, settings.test_raw_reference, settings.model,
-                          settings.lm, settings.nmt, settings.inverse_model)
+    prints = fingerprints(
+        settings.ini,
+        settings.dev,
+        settings.test,
+        settings.test_raw_reference,
+        settings.model,
+        settings.lm,
+        settings.nmt,
+        settings.inverse_model,
+    )
     if not os.path.exists(path):
         _write_json(path, {**identity, "fingerprints": prints})
         return
@@ -163,21 +173,30 @@ def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> No
         details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
         raise ExperimentError(
             f"{settings.out_dir} holds an experiment with other settings ({details}); "
-            "give another --out, or the same settings to continue it", EXIT_USAGE
+            "give another --out, or the same settings to continue it",
+            EXIT_USAGE,
         )
     if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
         say(f"{path}: recording the fingerprints of the experiment's files now")
         _write_json(path, {**old, "fingerprints": prints})
         return
-    names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test,
-             "test_raw_reference": settings.test_raw_reference, "model": settings.model, "lm": settings.lm,
-             "nmt": settings.nmt, "inverse_model": settings.inverse_model}
+    names = {
+        "ini": settings.ini,
+        "dev": settings.dev,
+        "test": settings.test,
+        "test_raw_reference": settings.test_raw_reference,
+        "model": settings.model,
+        "lm": settings.lm,
+        "nmt": settings.nmt,
+        "inverse_model": settings.inverse_model,
+    }
     files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
     if files:
         raise ExperimentError(
             f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "
             "its finished runs, rescored tables and start inis come from the old ones; give another --out, "
-            "or restore the files to continue it", EXIT_USAGE
+            "or restore the files to continue it",
+            EXIT_USAGE,
         )
 
 
@@ -207,8 +226,9 @@ def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: st
     )
 
 
-def _one_run(toolkit: MosesToolkit, settings: Settings, system: System, start_ini: str, run: int,
-             seed: int, say: EventCallback) -> None:
+def _one_run(
+    toolkit: MosesToolkit, settings: Settings, system: System, start_ini: str, run: int, seed: int, say: EventCallback
+) -> None:
     run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
     os.makedirs(run_dir, exist_ok=True)
     t0 = time.time()
@@ -217,20 +237,36 @@ def _one_run(toolkit: MosesToolkit, settings: Settings, system: System, start_in
         if dev_bleu is None:
             say(f"{system.key} run {run}: MERT iteration {n} decoding the dev set")
         else:
-            say(f"{system.key} run {run}: MERT iteration {n} done, dev BLEU {dev_bleu:.2f} "
-                f"({time.time() - t0:.0f} s)")
+            say(f"{system.key} run {run}: MERT iteration {n} done, dev BLEU {dev_bleu:.2f} ({time.time() - t0:.0f} s)")
 
-    tuned, bleus = tune(toolkit, start_ini, *settings.dev, run_dir, seed=seed, threads=settings.threads,
-                        max_iterations=settings.max_iterations, nbest=settings.nbest, on_iteration=iteration)
+    tuned, bleus = tune(
+        toolkit,
+        start_ini,
+        *settings.dev,
+        run_dir,
+        seed=seed,
+        threads=settings.threads,
+        max_iterations=settings.max_iterations,
+        nbest=settings.nbest,
+        on_iteration=iteration,
+    )
     shutil.copyfile(tuned, os.path.join(run_dir, "moses.ini"))
     t1 = time.time()
     say(f"{system.key} run {run}: decoding dev and test with the tuned weights")
     decode(toolkit, tuned, settings.dev[0], os.path.join(run_dir, "dev.1best"), threads=settings.threads)
     decode(toolkit, tuned, settings.test[0], os.path.join(run_dir, "test.1best"), threads=settings.threads)
-    _write_json(os.path.join(run_dir, "result.json"), {
-        "system": system.key, "run": run, "seed": seed, "mert_dev_bleu": [round(b, 2) for b in bleus],
-        "iterations": len(bleus), "tune_seconds": round(t1 - t0, 1), "decode_seconds": round(time.time() - t1, 1),
-    })
+    _write_json(
+        os.path.join(run_dir, "result.json"),
+        {
+            "system": system.key,
+            "run": run,
+            "seed": seed,
+            "mert_dev_bleu": [round(b, 2) for b in bleus],
+            "iterations": len(bleus),
+            "tune_seconds": round(t1 - t0, 1),
+            "decode_seconds": round(time.time() - t1, 1),
+        },
+    )
 
 
 def _prefixed(say: EventCallback, where: str) -> EventCallback:
@@ -254,17 +290,27 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     models = SentenceModels(settings.lm, settings.nmt)
     combinations = models.combinations()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
-    systems = decoders + [r for features in range(len(combinations)) for r in
-                          (group[features] for group in rerankers)]
+    systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     starts = {
-        s.key: prepare_system(s, settings.ini, table, settings.model, settings.out_dir,
-                              start_weights=settings.start_weights, rescore_options=settings.rescore_options,
-                              on_progress=say, inverse_model=settings.inverse_model)
+        s.key: prepare_system(
+            s,
+            settings.ini,
+            table,
+            settings.model,
+            settings.out_dir,
+            start_weights=settings.start_weights,
+            rescore_options=settings.rescore_options,
+            on_progress=say,
+            inverse_model=settings.inverse_model,
+        )
         for s in decoders
     }
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
-    refs["test_raw"] = (bleu.read_lines(settings.test_raw_reference) if settings.test_raw_reference
-                        else bleu.detokenize(refs["test"], lang))
+    refs["test_raw"] = (
+        bleu.read_lines(settings.test_raw_reference)
+        if settings.test_raw_reference
+        else bleu.detokenize(refs["test"], lang)
+    )
     scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
     for key, path in (("network", settings.model), ("inverse_network", settings.inverse_model)):
@@ -275,9 +321,14 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
         described["nmt"] = _describe_model(settings.nmt)
 
     def report() -> dict:
-        data = build_report(systems, scores, settings_json=described,
-                            raw_reference=settings.test_raw_reference is not None, trials=settings.trials,
-                            seed=settings.seed)
+        data = build_report(
+            systems,
+            scores,
+            settings_json=described,
+            raw_reference=settings.test_raw_reference is not None,
+            trials=settings.trials,
+            seed=settings.seed,
+        )
         _write_json(os.path.join(settings.out_dir, "experiment.json"), data)
         return data
 
@@ -294,13 +345,33 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             report()
             if not combinations:
                 continue
-            seconds = score_lists(toolkit, run_dir, models, settings.dev, settings.test, nbest=settings.rerank_nbest,
-                                  threads=settings.threads, say=_prefixed(say, f"{system.key} run {run}"))
+            seconds = score_lists(
+                toolkit,
+                run_dir,
+                models,
+                settings.dev,
+                settings.test,
+                nbest=settings.rerank_nbest,
+                threads=settings.threads,
+                say=_prefixed(say, f"{system.key} run {run}"),
+            )
             for features, reranker in zip(combinations, rerankers[index], strict=True):
-                rerank_run(toolkit, run_dir, reranker, features, models.features(), settings.dev, settings.test,
-                           nbest=settings.rerank_nbest, seed=seed, threads=settings.threads, score_seconds=seconds,
-                           say=_prefixed(say, f"{reranker.key} run {run}"))
-                scores[reranker.key].append(_score_run(os.path.join(rerank_dir(run_dir), reranker.key), settings,
-                                                       lang, refs, kind="best"))
+                rerank_run(
+                    toolkit,
+                    run_dir,
+                    reranker,
+                    features,
+                    models.features(),
+                    settings.dev,
+                    settings.test,
+                    nbest=settings.rerank_nbest,
+                    seed=seed,
+                    threads=settings.threads,
+                    score_seconds=seconds,
+                    say=_prefixed(say, f"{reranker.key} run {run}"),
+                )
+                scores[reranker.key].append(
+                    _score_run(os.path.join(rerank_dir(run_dir), reranker.key), settings, lang, refs, kind="best")
+                )
                 report()
     return report()

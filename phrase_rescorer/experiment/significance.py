@@ -38,8 +38,12 @@ class TestResult:
     interval: tuple[float, float] | None = None  # 95 % bootstrap interval of the difference
 
     def to_json(self) -> dict:
-        out = {"method": self.method, "difference": round(self.difference, 4),
-               "p_value": round(self.p_value, 6), "trials": self.trials}
+        out = {
+            "method": self.method,
+            "difference": round(self.difference, 4),
+            "p_value": round(self.p_value, 6),
+            "trials": self.trials,
+        }
         if self.interval is not None:
             out["interval_95"] = [round(self.interval[0], 4), round(self.interval[1], 4)]
         return out
@@ -70,8 +74,9 @@ def _mean_bleu_batch(totals: np.ndarray) -> np.ndarray:
     return bleu_from_stats(totals).mean(axis=-1)
 
 
-def approximate_randomization(a: np.ndarray, b: np.ndarray, *, trials: int = 10000, seed: int = 0,
-                              chunk: int = 1000) -> TestResult:
+def approximate_randomization(
+    a: np.ndarray, b: np.ndarray, *, trials: int = 10000, seed: int = 0, chunk: int = 1000
+) -> TestResult:
     a, b = _check(a, b)
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"approximate randomization pairs runs: {a.shape[0]} runs vs {b.shape[0]}")
@@ -91,8 +96,9 @@ def approximate_randomization(a: np.ndarray, b: np.ndarray, *, trials: int = 100
     return TestResult("approximate randomization", observed, (hits + 1) / (trials + 1), trials)
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, samples: int = 1000, seed: int = 0,
-                     chunk: int = 500) -> TestResult:
+def paired_bootstrap(
+    a: np.ndarray, b: np.ndarray, *, samples: int = 1000, seed: int = 0, chunk: int = 500
+) -> TestResult:
     a, b = _check(a, b)
     sentences = a.shape[1]
     observed = mean_bleu(b) - mean_bleu(a)
@@ -112,5 +118,4 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, samples: int = 1000, seed:
         done += n
     d = np.concatenate(diffs)
     low, high = np.percentile(d, [2.5, 97.5])
-    return TestResult("paired bootstrap", observed, float(np.mean(d <= 0.0)), samples,
-                      (float(low), float(high)))
+    return TestResult("paired bootstrap", observed, float(np.mean(d <= 0.0)), samples, (float(low), float(high)))

@@ -80,10 +80,13 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
         if not os.path.isabs(path):
             raise ExperimentError(
                 f"{ini}:{feature.index + 1}: {feature.name} has the relative path {path}: mert-moses.pl runs "
-                "the decoder in its own working directory; give the ini absolute paths", EXIT_INI)
+                "the decoder in its own working directory; give the ini absolute paths",
+                EXIT_INI,
+            )
         if not os.access(existing_table(path), os.R_OK):
-            raise ExperimentError(f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be "
-                                  "read", EXIT_INI)
+            raise ExperimentError(
+                f"{ini}:{feature.index + 1}: {feature.name} points at {path}, which cannot be read", EXIT_INI
+            )
     pd = check_moses_ini(text, name, ini)  # the table carries num-features scores
     if pd.type not in TEXT_TABLE_TYPES or pd.path is None:
         raise MosesIniError(
@@ -162,9 +165,18 @@ def _every_tenth(say: Callable[[str], None] | None) -> Callable[[int, int, int |
     return progress
 
 
-def prepare_system(system: System, ini: str, table: str, model: str | None, out_dir: str, *,
-                   start_weights: str = "moses-defaults", rescore_options: dict | None = None,
-                   on_progress: Callable[[str], None] | None = None, inverse_model: str | None = None) -> str:
+def prepare_system(
+    system: System,
+    ini: str,
+    table: str,
+    model: str | None,
+    out_dir: str,
+    *,
+    start_weights: str = "moses-defaults",
+    rescore_options: dict | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    inverse_model: str | None = None,
+) -> str:
     """The starting moses.ini of ``system`` (rescoring its table first when needed, with
     ``inverse_model``'s column after ``model``'s for a system of both directions): kept as
     ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused."""
@@ -188,8 +200,14 @@ def prepare_system(system: System, ini: str, table: str, model: str | None, out_
         if not os.path.exists(new_table):  # written atomically: present means complete
             if on_progress:
                 on_progress(f"rescoring {table} -> {new_table}")
-            summary = rescore_table(table, new_table, models, unk_feature=system.columns > len(models),
-                                    on_progress=_every_tenth(on_progress), **(rescore_options or {}))
+            summary = rescore_table(
+                table,
+                new_table,
+                models,
+                unk_feature=system.columns > len(models),
+                on_progress=_every_tenth(on_progress),
+                **(rescore_options or {}),
+            )
             if on_progress:
                 on_progress(summary.closing_line())
         patched = os.path.join(directory, "patched.ini")

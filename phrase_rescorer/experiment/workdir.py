@@ -36,8 +36,9 @@ def check_out_dir(path: str) -> None:
     if path == "":
         raise ExperimentError("--out '': an empty path names no directory", EXIT_OS)
     if os.path.islink(path) and not os.path.exists(path):
-        raise ExperimentError(f"{path}: --out is a symbolic link to {os.readlink(path)!r}, which does not exist",
-                              EXIT_OS)
+        raise ExperimentError(
+            f"{path}: --out is a symbolic link to {os.readlink(path)!r}, which does not exist", EXIT_OS
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise ExperimentError(f"{path}: --out exists and is not a directory", EXIT_OS)
 
@@ -61,7 +62,9 @@ def locked_out_dir(path: str) -> Iterator[None]:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             raise ExperimentError(
                 f"{path}: another experiment (PID {holder}) is running in this directory; wait for it "
-                "to end, or give another --out", EXIT_OS) from None
+                "to end, or give another --out",
+                EXIT_OS,
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -96,18 +99,30 @@ def ini_files(ini: str) -> dict[str, list[int]]:
     return found
 
 
-def fingerprints(ini: str, dev: tuple[str, str], test: tuple[str, str], raw_reference: str | None,
-                 model: str | None, lm: str | None = None, nmt: str | None = None,
-                 inverse_model: str | None = None) -> dict:
+def fingerprints(
+    ini: str,
+    dev: tuple[str, str],
+    test: tuple[str, str],
+    raw_reference: str | None,
+    model: str | None,
+    lm: str | None = None,
+    nmt: str | None = None,
+    inverse_model: str | None = None,
+) -> dict:
     """What a restart must find unchanged (module docstring); ``lm`` and ``nmt``: the sentence-level
     models of the reranked rows, ``inverse_model`` the second column's network (``nmt`` and
     ``inverse_model`` recorded only when given, as experiments before them had none)."""
-    return {"ini": sha256_of(ini), "ini_files": ini_files(ini),
-            "dev": [sha256_of(p) for p in dev], "test": [sha256_of(p) for p in test],
-            "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
-            "model": sha256_of(model) if model else None, "lm": sha256_of(lm) if lm else None,
-            **({"nmt": sha256_of(nmt)} if nmt else {}),
-            **({"inverse_model": sha256_of(inverse_model)} if inverse_model else {})}
+    return {
+        "ini": sha256_of(ini),
+        "ini_files": ini_files(ini),
+        "dev": [sha256_of(p) for p in dev],
+        "test": [sha256_of(p) for p in test],
+        "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
+        "model": sha256_of(model) if model else None,
+        "lm": sha256_of(lm) if lm else None,
+        **({"nmt": sha256_of(nmt)} if nmt else {}),
+        **({"inverse_model": sha256_of(inverse_model)} if inverse_model else {}),
+    }
 
 
 def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:

@@ -46,5 +46,9 @@ def query_perplexity(query: str, lm: str, text: str) -> KenLMPerplexity:
     if result.returncode != 0 or len(values) != 4:
         detail = (result.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
         raise KenLMError(f"{query} {lm} failed (exit {result.returncode}): {detail}")
-    return KenLMPerplexity(float(values["Perplexity including OOVs"]), float(values["Perplexity excluding OOVs"]),
-                           int(values["OOVs"]), int(values["Tokens"]))
+    return KenLMPerplexity(
+        float(values["Perplexity including OOVs"]),
+        float(values["Perplexity excluding OOVs"]),
+        int(values["OOVs"]),
+        int(values["Tokens"]),
+    )

@@ -51,8 +51,13 @@ class LMFile:
         return value if isinstance(value, str) and value else None
 
 
-def save_lm(path: str, model: CSLM, vocab: Vocabulary, info: dict[str, Any] | None = None,
-            training_state: dict[str, Any] | None = None) -> None:
+def save_lm(
+    path: str,
+    model: CSLM,
+    vocab: Vocabulary,
+    info: dict[str, Any] | None = None,
+    training_state: dict[str, Any] | None = None,
+) -> None:
     payload = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -74,13 +79,16 @@ def load_lm(path: str) -> LMFile:
     """Read and check a CSLM file; every problem is a ``CheckpointError`` naming the file."""
     payload = read_torch_file(path)
     if isinstance(payload, dict) and payload.get("format") == "phrase_rescorer.checkpoint":
-        raise CheckpointError(f"{path}: a phrase network (phrase-rescorer train), not a CSLM "
-                              "(phrase-rescorer train-lm)")
+        raise CheckpointError(
+            f"{path}: a phrase network (phrase-rescorer train), not a CSLM (phrase-rescorer train-lm)"
+        )
     if not is_lm_file(payload):
         raise CheckpointError(f"{path}: not a phrase_rescorer CSLM file")
     if payload.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: CSLM file format version {payload.get('format_version')}; this "
-                              f"phrase_rescorer {__version__} reads version {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{path}: CSLM file format version {payload.get('format_version')}; this "
+            f"phrase_rescorer {__version__} reads version {FORMAT_VERSION}"
+        )
     try:
         config = LMConfig.from_dict(payload["config"])
         vocab = Vocabulary(payload["vocab"])

@@ -43,8 +43,9 @@ def _unique_rows(contexts: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.
 
 
 @torch.no_grad()
-def sentence_log_probs(model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]],
-                       device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+def sentence_log_probs(
+    model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: torch.device | str = "cpu"
+) -> tuple[np.ndarray, np.ndarray]:
     """(log p of each sentence + </s> as float64, count of its words outside the shortlist)."""
     ids = [sentence_ids(vocab, tokens) for tokens in sentences]
     lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
@@ -57,9 +58,9 @@ def sentence_log_probs(model: CSLM, vocab: Vocabulary, sentences: Sequence[Seque
         starts = np.append(np.arange(0, len(rows), ROWS_PER_CALL), len(rows))
         bounds = np.searchsorted(inverse[order], starts)
         for chunk, start in enumerate(range(0, len(rows), ROWS_PER_CALL)):
-            batch = torch.from_numpy(rows[start:start + ROWS_PER_CALL]).to(device)
+            batch = torch.from_numpy(rows[start : start + ROWS_PER_CALL]).to(device)
             table = model.log_probs(batch).float().cpu()
-            members = order[bounds[chunk]:bounds[chunk + 1]]
+            members = order[bounds[chunk] : bounds[chunk + 1]]
             local = torch.from_numpy(inverse[members] - start)
             logp[members] = table[local, row_targets[members]].double().numpy()
     owner = np.repeat(np.arange(len(ids)), lengths)

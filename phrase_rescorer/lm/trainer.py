@@ -74,10 +74,10 @@ def perplexity(model: CSLM, contexts: np.ndarray, targets: np.ndarray, batch: in
     model.eval()
     total = np.zeros(len(targets), dtype=np.float64)
     for start in range(0, len(targets), batch):
-        c = torch.from_numpy(contexts[start:start + batch])
-        t = torch.from_numpy(targets[start:start + batch])
+        c = torch.from_numpy(contexts[start : start + batch])
+        t = torch.from_numpy(targets[start : start + batch])
         logp = model.log_probs(c).gather(1, t[:, None])[:, 0]
-        total[start:start + batch] = logp.double().numpy()
+        total[start : start + batch] = logp.double().numpy()
     model.train(was_training)
     oov = oov_mask(targets)
     known = total[~oov]
@@ -109,12 +109,22 @@ class _State:
 class LMTrainer:
     """One training run; ``run()`` returns why it stopped."""
 
-    def __init__(self, model_path: str, config: LMConfig, vocab: Vocabulary, train: tuple[np.ndarray, np.ndarray],
-                 valid: tuple[np.ndarray, np.ndarray], settings: LMTrainConfig, *, info: dict[str, Any],
-                 log: EventLog | None = None, resume: bool = False,
-                 on_progress: Callable[[str], None] | None = None,
-                 stop: Callable[[], int | None] | None = None,
-                 on_step: Callable[[int, float, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        config: LMConfig,
+        vocab: Vocabulary,
+        train: tuple[np.ndarray, np.ndarray],
+        valid: tuple[np.ndarray, np.ndarray],
+        settings: LMTrainConfig,
+        *,
+        info: dict[str, Any],
+        log: EventLog | None = None,
+        resume: bool = False,
+        on_progress: Callable[[str], None] | None = None,
+        stop: Callable[[], int | None] | None = None,
+        on_step: Callable[[int, float, float], None] | None = None,
+    ) -> None:
         self.model_path, self.vocab, self.settings, self.info = model_path, vocab, settings, info
         self.train_contexts, self.train_targets = train
         self.valid_contexts, self.valid_targets = valid
@@ -130,8 +140,10 @@ class LMTrainer:
     def _restore(self, last: LMFile) -> None:
         ts = last.training_state or {}
         if ts.get("data") != self.data_key:
-            raise LMTrainingError(f"{last.path}: trained on other data or settings; --resume continues a run "
-                                  "with the same text, held-out set and sizes")
+            raise LMTrainingError(
+                f"{last.path}: trained on other data or settings; --resume continues a run "
+                "with the same text, held-out set and sizes"
+            )
         if last.config != self.model.config:
             raise LMTrainingError(f"{last.path}: network sizes differ from this run's")
         self.model.load_state_dict(last.state_dict)
@@ -140,8 +152,12 @@ class LMTrainer:
         self.state = _State(**ts["state"])
 
     def _training_state(self) -> dict[str, Any]:
-        return {"data": self.data_key, "optimizer": self.optimizer.state_dict(), "rng": torch.get_rng_state(),
-                "state": asdict(self.state)}
+        return {
+            "data": self.data_key,
+            "optimizer": self.optimizer.state_dict(),
+            "rng": torch.get_rng_state(),
+            "state": asdict(self.state),
+        }
 
     def _order(self, epoch: int) -> np.ndarray:
         return np.random.default_rng([self.settings.seed, epoch]).permutation(len(self.train_targets))
@@ -160,11 +176,20 @@ class LMTrainer:
             save_lm(self.model_path, self.model, self.vocab, dict(self.info))
         self.state.elapsed = self._elapsed(started)
         save_lm(last_path(self.model_path), self.model, self.vocab, dict(self.info), self._training_state())
-        self._event({"event": "valid", "valid_token_ppl": figures.ppl, "valid_ppl_with_unk": figures.ppl_with_unk,
-                     "elapsed": self.state.elapsed, "best": best})
+        self._event(
+            {
+                "event": "valid",
+                "valid_token_ppl": figures.ppl,
+                "valid_ppl_with_unk": figures.ppl_with_unk,
+                "elapsed": self.state.elapsed,
+                "best": best,
+            }
+        )
         if self.on_progress:
-            self.on_progress(f"step {self.state.step:,}, epoch {self.state.epoch}: held-out perplexity "
-                             f"{figures.ppl:.2f}{' (best)' if best else ''}")
+            self.on_progress(
+                f"step {self.state.step:,}, epoch {self.state.epoch}: held-out perplexity "
+                f"{figures.ppl:.2f}{' (best)' if best else ''}"
+            )
         return best
 
     def _elapsed(self, started: float) -> float:
@@ -185,7 +210,7 @@ class LMTrainer:
                 return "epochs"
             order = torch.from_numpy(self._order(st.epoch))
             while st.batch < batches:
-                idx = order[st.batch * s.batch_size:(st.batch + 1) * s.batch_size]
+                idx = order[st.batch * s.batch_size : (st.batch + 1) * s.batch_size]
                 logits = self.model(contexts[idx])
                 loss = torch.nn.functional.cross_entropy(logits, targets[idx])
                 self.optimizer.zero_grad(set_to_none=True)
@@ -197,9 +222,14 @@ class LMTrainer:
                 loss_n += len(idx)
                 if st.step % s.log_every == 0:
                     now = time.monotonic()
-                    self._event({"event": "train", "loss": loss_sum / loss_n,
-                                 "ngrams_per_s": loss_n / max(now - tick, 1e-9),
-                                 "elapsed": self._elapsed(started)})
+                    self._event(
+                        {
+                            "event": "train",
+                            "loss": loss_sum / loss_n,
+                            "ngrams_per_s": loss_n / max(now - tick, 1e-9),
+                            "elapsed": self._elapsed(started),
+                        }
+                    )
                     if self.on_step:
                         self.on_step(st.step, loss_sum / loss_n, loss_n / max(now - tick, 1e-9))
                     loss_sum, loss_n, tick = 0.0, 0, now

@@ -53,8 +53,11 @@ class ArchConfig:
             raise ValueError("layers must be at least 1")
         lowest = 3 if self.bidirectional else 2  # a residual needs equal sizes on both sides
         if self.residual_from and self.residual_from < lowest:
-            why = "the bidirectional bottom layer has twice the units" if self.bidirectional else \
-                "layer 1 reads embeddings"
+            why = (
+                "the bidirectional bottom layer has twice the units"
+                if self.bidirectional
+                else "layer 1 reads embeddings"
+            )
             raise ValueError(f"residual connections can start at layer {lowest} at the lowest ({why})")
         # Above the layer count a start means no residual connection. Only the architecture's own
         # start is kept there (gnmt's 3 in a 1- or 2-layer gnmt, as train writes it); train writes
@@ -62,8 +65,10 @@ class ArchConfig:
         # connections it removes (every line would score differently).
         own = globals().get("ARCHITECTURES", {}).get(self.name)
         if self.residual_from > self.layers and (own is None or self.residual_from != own.residual_from):
-            raise ValueError(f"residual connections from layer {self.residual_from} of {self.layers}: "
-                             "there is no such layer (0: none)")
+            raise ValueError(
+                f"residual connections from layer {self.residual_from} of {self.layers}: "
+                "there is no such layer (0: none)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

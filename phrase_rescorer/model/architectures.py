@@ -55,8 +55,10 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
     if name not in ARCHITECTURES:
         if given:
             why = "cho2014 is the paper's network and" if name == "cho2014" else f"{name}"
-            raise ValueError(f"{why} takes no architecture option ({', '.join(sorted(given))}); "
-                             f"choose --arch {' or '.join(ARCHITECTURES)}")
+            raise ValueError(
+                f"{why} takes no architecture option ({', '.join(sorted(given))}); "
+                f"choose --arch {' or '.join(ARCHITECTURES)}"
+            )
         return None
     return replace(ARCHITECTURES[name], **given)
 

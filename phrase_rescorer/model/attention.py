@@ -31,8 +31,10 @@ class Attention(nn.Module):
         if kind not in ATTENTIONS or kind == "none":
             raise ValueError(f"attention must be one of {ATTENTIONS[1:]}, not {kind!r}")
         if kind == "dot" and query_dim != memory_dim:
-            raise ValueError(f"dot attention needs decoder state and encoder memory of one size "
-                             f"({query_dim} != {memory_dim}); use general attention")
+            raise ValueError(
+                f"dot attention needs decoder state and encoder memory of one size "
+                f"({query_dim} != {memory_dim}); use general attention"
+            )
         self.kind = kind
         if kind == "additive":
             self.W_a = nn.Linear(query_dim, attention_dim)  # carries the bias of the sum
@@ -49,8 +51,9 @@ class Attention(nn.Module):
             return self.W_a(memory)
         return memory
 
-    def forward(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
-                real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, real: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(ctx (B, D), a (B, S)) for query (B, Q), keys, memory (B, S, D), real (B, S) bool."""
         if self.kind == "additive":
             e = self.v_a(torch.tanh(self.W_a(query).unsqueeze(1) + keys)).squeeze(2)

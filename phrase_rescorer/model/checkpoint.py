@@ -61,6 +61,7 @@ READ_VERSIONS = (1, 2)
 class CheckpointError(ModelError):
     """A model file that cannot be used; the message names the file and what is wrong."""
 
+
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
 
@@ -86,7 +87,7 @@ class Checkpoint:
 
     @property
     def direction(self) -> str:
-        """"forward" (p(target | source) of the data it was trained on) or "inverse"
+        """ "forward" (p(target | source) of the data it was trained on) or "inverse"
         (p(source | target): the network reads the data's target side)."""
         return "inverse" if self.info.get("direction") == "inverse" else "forward"
 
@@ -152,8 +153,9 @@ def save_checkpoint(
     if arch is not None:
         payload["arch"] = arch.to_dict()
     if subwords is not None:
-        payload["subwords"] = {side: torch.from_numpy(m.tensor().copy())
-                               for side, m in zip(("source", "target"), subwords, strict=True)}
+        payload["subwords"] = {
+            side: torch.from_numpy(m.tensor().copy()) for side, m in zip(("source", "target"), subwords, strict=True)
+        }
     write_torch_file(path, payload)
 
 
@@ -177,8 +179,14 @@ def read_torch_file(path: str) -> Any:
         raise CheckpointError(f"{path}: no such model file")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
-            ValueError) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        ValueError,
+    ) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
         # torch's own text runs to several sentences of advice: keep the first
         detail = str(e).split(". ")[0] or type(e).__name__
         raise CheckpointError(
@@ -216,8 +224,9 @@ def load_checkpoint(path: str) -> Checkpoint:
         # a network of the file's sizes is built (a tampered size would allocate gigabytes).
         check_weights(ckpt.config, ckpt.arch, ckpt.state_dict)
         if ckpt.subwords is not None:
-            for side, units, vocab in zip(("source", "target"), ckpt.subwords, (ckpt.src_vocab, ckpt.tgt_vocab),
-                                          strict=True):
+            for side, units, vocab in zip(
+                ("source", "target"), ckpt.subwords, (ckpt.src_vocab, ckpt.tgt_vocab), strict=True
+            ):
                 if units.vocabulary().tokens != vocab.tokens:
                     raise ValueError(f"its {side} subword units are not its {side} vocabulary")
     except SubwordError as e:
@@ -253,12 +262,14 @@ def check_weights(config: ModelConfig, arch: ArchConfig | None, state_dict: Any)
     expected = {k: tuple(v.shape) for k, v in build_model(config, arch).state_dict().items()}
     missing, unexpected = sorted(set(expected) - set(state_dict)), sorted(set(state_dict) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"its weights do not fit its configuration (missing: {missing[:3]}, "
-                         f"unexpected: {unexpected[:3]})")
+        raise ValueError(
+            f"its weights do not fit its configuration (missing: {missing[:3]}, unexpected: {unexpected[:3]})"
+        )
     for name, shape in expected.items():
         if tuple(state_dict[name].shape) != shape:
-            raise ValueError(f"weight {name} has shape {tuple(state_dict[name].shape)}, its configuration "
-                             f"gives {shape}")
+            raise ValueError(
+                f"weight {name} has shape {tuple(state_dict[name].shape)}, its configuration gives {shape}"
+            )
         if not state_dict[name].is_floating_point():
             raise ValueError(f"weight {name} is not a floating-point tensor")
 

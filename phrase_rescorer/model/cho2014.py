@@ -236,14 +236,14 @@ class RNNEncoderDecoder(nn.Module):
     def start(self, enc: Summary) -> torch.Tensor:
         return enc.h0
 
-    def step(self, y_prev: torch.Tensor, h: torch.Tensor, enc: Summary
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    def step(
+        self, y_prev: torch.Tensor, h: torch.Tensor, enc: Summary
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
         """(h'_t, h'_t, O_c c, no attention) from e(y_{t-1}) (B, E) and h'_{t-1} (B, H)."""
         h = self.decoder_step(self.decoder_inputs(y_prev, enc.ctx), h)
         return h, h, enc.oc, None
 
-    def decode_outputs(self, enc: Summary, tgt: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    def decode_outputs(self, enc: Summary, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
         """Teacher forcing over targets (B, T): (h'_1..h'_T, e(y_0)..e(y_{T-1}), O_c c per step,
         no attention), the decoder inputs of all steps computed at once."""
         h = enc.h0

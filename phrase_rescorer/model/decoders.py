@@ -60,8 +60,9 @@ class Encoded:
         ``width`` positions when given (at least the longest of them: only padding goes)."""
         if width is None:
             return Encoded(self.memory[which], self.keys[which], self.real[which], self.final[which])
-        return Encoded(self.memory[which, :width], self.keys[which, :width], self.real[which, :width],
-                       self.final[which])
+        return Encoded(
+            self.memory[which, :width], self.keys[which, :width], self.real[which, :width], self.final[which]
+        )
 
     @property
     def sources(self) -> int:
@@ -74,8 +75,9 @@ class Encoded:
     def padded(self, width: int) -> Encoded:
         """Padded to ``width`` positions (zero memory and keys, not real)."""
         pad = width - self.width
-        return Encoded(F.pad(self.memory, (0, 0, 0, pad)), F.pad(self.keys, (0, 0, 0, pad)),
-                       F.pad(self.real, (0, pad)), self.final)
+        return Encoded(
+            F.pad(self.memory, (0, 0, 0, pad)), F.pad(self.keys, (0, 0, 0, pad)), F.pad(self.real, (0, pad)), self.final
+        )
 
     def cat(self, others: Sequence[Encoded]) -> Encoded:
         parts = [self, *others]
@@ -83,9 +85,21 @@ class Encoded:
 
 
 class Decoder(nn.Module):
-    def __init__(self, cell: str, embed_dim: int, hidden_dim: int, memory_dim: int, vocab_size: int,
-                 maxout_dim: int, output_rank: int, layers: int = 1, attention: str = "additive",
-                 attention_from: str = "top", residual_from: int = 0, reset: str = "reset_before"):
+    def __init__(
+        self,
+        cell: str,
+        embed_dim: int,
+        hidden_dim: int,
+        memory_dim: int,
+        vocab_size: int,
+        maxout_dim: int,
+        output_rank: int,
+        layers: int = 1,
+        attention: str = "additive",
+        attention_from: str = "top",
+        residual_from: int = 0,
+        reset: str = "reset_before",
+    ):
         super().__init__()
         if attention_from not in ATTENTION_FROM:
             raise ValueError(f"attention_from must be one of {ATTENTION_FROM}, not {attention_from!r}")
@@ -94,10 +108,14 @@ class Decoder(nn.Module):
         self.residual_from, self.attention_from = residual_from, attention_from
         self.feeds_bottom = attention == "none" or attention_from == "top"
         self.init = nn.Linear(D, layers * H)
-        self.cells = nn.ModuleList([
-            make_cell(cell, (embed_dim if layer == 1 else H) + (D if layer > 1 or self.feeds_bottom else 0), H, reset)
-            for layer in range(1, layers + 1)
-        ])
+        self.cells = nn.ModuleList(
+            [
+                make_cell(
+                    cell, (embed_dim if layer == 1 else H) + (D if layer > 1 or self.feeds_bottom else 0), H, reset
+                )
+                for layer in range(1, layers + 1)
+            ]
+        )
         self.state_size = self.layer(0).state_size
         self.attention = None if attention == "none" else Attention(attention, H, D, H)
         self.O_h = nn.Linear(H, 2 * M)  # carries the readout bias
@@ -119,8 +137,9 @@ class Decoder(nn.Module):
     def layer_states(self, state: torch.Tensor) -> list[torch.Tensor]:
         return list(state.split(self.state_size, dim=1))
 
-    def step(self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def step(
+        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(new state, top output x^L_i (B, H), ctx_i (B, D), attention weights (B, S) or None)
         from e(y_{i-1}) (B, E) and the previous state."""
         states = self.layer_states(state)

@@ -34,8 +34,16 @@ from .cells import Cell, make_cell
 
 
 class Encoder(nn.Module):
-    def __init__(self, cell: str, embed_dim: int, hidden_dim: int, layers: int = 1,
-                 bidirectional: bool = False, residual_from: int = 0, reset: str = "reset_before"):
+    def __init__(
+        self,
+        cell: str,
+        embed_dim: int,
+        hidden_dim: int,
+        layers: int = 1,
+        bidirectional: bool = False,
+        residual_from: int = 0,
+        reset: str = "reset_before",
+    ):
         super().__init__()
         if layers < 1:
             raise ValueError("an encoder needs at least one layer")
@@ -50,7 +58,8 @@ class Encoder(nn.Module):
 
     def cells(self) -> list[Cell]:
         return [cast(Cell, c) for c in self.forward_cells] + (
-            [self.backward_cell] if self.backward_cell is not None else [])
+            [self.backward_cell] if self.backward_cell is not None else []
+        )
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(memory (B, S, D), final (B, D)) from embedded sources x (B, S, E) and lengths (B,)."""
@@ -77,7 +86,7 @@ def _run(cell: Cell, x: torch.Tensor, real: torch.Tensor, reverse: bool) -> tupl
     x_proj = cell.W(x)  # all steps at once
     state = x.new_zeros(B, cell.state_size)
     outputs: list[torch.Tensor] = [x.new_zeros(0)] * S
-    for t in (range(S - 1, -1, -1) if reverse else range(S)):
+    for t in range(S - 1, -1, -1) if reverse else range(S):
         state = torch.where(real[:, t : t + 1], cell.step(x_proj[:, t], state), state)
         outputs[t] = cell.output(state)
     return torch.stack(outputs, 1), cell.output(state)

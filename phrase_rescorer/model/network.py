@@ -99,8 +99,9 @@ class Network(Protocol):
         """e(y_{t-1}) for t = 1..T (B, T, E): a zero vector first, then the shifted targets."""
         ...
 
-    def decode_outputs(self, enc: Any, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                   torch.Tensor | None]:
+    def decode_outputs(
+        self, enc: Any, tgt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing over targets (B, T): (top outputs (B, T, H), e(y_{t-1}) (B, T, E),
         contexts (B, T, D), attention weights (B, T, S) or None), for ``readout``."""
         ...

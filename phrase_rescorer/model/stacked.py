@@ -26,11 +26,21 @@ class StackedEncoderDecoder(nn.Module):
         c, E, H = config, config.embed_dim, config.hidden_dim
         self.src_embed = nn.Embedding(c.src_vocab_size, E)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, E)
-        self.encoder = Encoder(arch.cell_type, E, H, arch.layers, arch.bidirectional,
-                               arch.residual_from, c.cell)
-        self.decoder = Decoder(arch.cell_type, E, H, self.encoder.memory_dim, c.tgt_vocab_size,
-                               c.maxout_dim, c.output_rank, arch.layers, arch.attention,
-                               arch.attention_from, arch.residual_from, c.cell)
+        self.encoder = Encoder(arch.cell_type, E, H, arch.layers, arch.bidirectional, arch.residual_from, c.cell)
+        self.decoder = Decoder(
+            arch.cell_type,
+            E,
+            H,
+            self.encoder.memory_dim,
+            c.tgt_vocab_size,
+            c.maxout_dim,
+            c.output_rank,
+            arch.layers,
+            arch.attention,
+            arch.attention_from,
+            arch.residual_from,
+            c.cell,
+        )
         self.reset_parameters()
 
     def reset_parameters(self, std: float = 0.01) -> None:
@@ -52,8 +62,9 @@ class StackedEncoderDecoder(nn.Module):
     def start(self, enc: Encoded) -> torch.Tensor:
         return self.decoder.start(enc)
 
-    def step(self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def step(
+        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         return self.decoder.step(y_prev, state, enc)
 
     def readout(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
@@ -69,8 +80,9 @@ class StackedEncoderDecoder(nn.Module):
         """e(y_{i-1}) for i = 1..T (B, T, E): a zero vector first, then the shifted targets."""
         return F.pad(self.tgt_embed(tgt[:, :-1]), (0, 0, 1, 0))
 
-    def decode_outputs(self, enc: Encoded, tgt: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def decode_outputs(
+        self, enc: Encoded, tgt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: (x^L (B, T, H), e(y_{i-1}) (B, T, E), ctx (B, T, D), attention
         weights (B, T, S) or None) for targets (B, T)."""
         y_prev = self.previous_word_embeddings(tgt)
@@ -82,8 +94,7 @@ class StackedEncoderDecoder(nn.Module):
             ctxs.append(ctx)
             if a is not None:
                 weights.append(a)
-        return (torch.stack(tops, 1), y_prev, torch.stack(ctxs, 1),
-                torch.stack(weights, 1) if weights else None)
+        return (torch.stack(tops, 1), y_prev, torch.stack(ctxs, 1), torch.stack(weights, 1) if weights else None)
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         tops, y_prev, ctxs, _ = self.decode_outputs(self.encode(src, src_len), tgt)

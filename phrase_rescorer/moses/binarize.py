@@ -21,11 +21,7 @@ from .table_forms import FEATURE_TYPES, TableForm, TableFormError, table_form
 from .toolkit import MosesToolkit
 
 #: What ``--binarize KIND`` runs, from the Moses directory.
-PROGRAMS = {
-    "compact": "bin/processPhraseTableMin",
-    "probing": "bin/CreateProbingPT",
-    "ondisk": "bin/CreateOnDiskPt",
-}
+PROGRAMS = {"compact": "bin/processPhraseTableMin", "probing": "bin/CreateProbingPT", "ondisk": "bin/CreateOnDiskPt"}
 KINDS = tuple(PROGRAMS)
 
 
@@ -66,14 +62,16 @@ def binarize_table(toolkit: MosesToolkit, text: TableForm, kind: str) -> TableFo
     """Binarize the text table ``tokenizer`` as ``kind`` with ``toolkit``'s binarizer; the table made."""
     target = binarized_path(text.path, kind)
     final = target + ".minphr" if kind == "compact" else target
-    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(final)))
+    scratch = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(final)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(final))
+    )
     try:
         out = os.path.join(scratch, "table")
         argv = _argv(toolkit, kind, os.path.abspath(text.path), out, text.scores)
         with open(os.path.join(scratch, "log"), "w+b") as log:
-            rc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=scratch, check=False).returncode
+            rc = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=scratch, check=False
+            ).returncode
             log.seek(0)
             said = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
         made = out + ".minphr" if kind == "compact" else out
@@ -87,8 +85,10 @@ def binarize_table(toolkit: MosesToolkit, text: TableForm, kind: str) -> TableFo
         except TableFormError as e:
             raise BinarizeError(f"{argv[0]} made no readable {FEATURE_TYPES[kind]} table: {e}") from None
         if got.kind != kind or got.scores != text.scores:
-            raise BinarizeError(f"{argv[0]} made a {got.feature_type} table with {got.scores} scores, "
-                                f"not a {FEATURE_TYPES[kind]} with {text.scores}")
+            raise BinarizeError(
+                f"{argv[0]} made a {got.feature_type} table with {got.scores} scores, "
+                f"not a {FEATURE_TYPES[kind]} with {text.scores}"
+            )
         _move_into_place(made, final, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

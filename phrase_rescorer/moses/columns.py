@@ -31,8 +31,10 @@ MOSES_COLUMNS = {
     4: ("lex(target|source)", "lex(e|f), direct"),
 }
 #: The columns rescoring appends: a network's, by its direction (its name by side, Moses' name).
-DIRECTION_COLUMNS = {"forward": ("p(target|source)", "p(e|f), direct"),
-                     "inverse": ("p(source|target)", "p(f|e), inverse")}
+DIRECTION_COLUMNS = {
+    "forward": ("p(target|source)", "p(e|f), direct"),
+    "inverse": ("p(source|target)", "p(f|e), inverse"),
+}
 RNN_SCORE = "RNN p(target|source)"
 RNN_SCORE_MOSES = "p(e|f), direct"
 RNN_COUNT = "RNN out-of-shortlist words n, as exp(n)"
@@ -42,6 +44,7 @@ def network_column(direction: str) -> str:
     """The name of the column a network of ``direction`` adds, with Moses' name."""
     name, moses = DIRECTION_COLUMNS[direction]
     return f"RNN {name} (Moses' {moses})"
+
 
 #: The starting weight ``moses-ini`` gives each added column (MERT retunes it). Measured on the
 #: bundled sample with a ``small`` network trained 25 minutes on the whole en-fr table

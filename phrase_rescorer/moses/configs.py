@@ -26,5 +26,6 @@ def configs_dir() -> Path:
             return candidate
     raise ConfigsNotFound(
         "moses_configs/ is not installed with this copy of phrase_rescorer (looked in "
-        + " and ".join(str(c) for c in _CANDIDATES) + "); reinstall it from a wheel or a checkout"
+        + " and ".join(str(c) for c in _CANDIDATES)
+        + "); reinstall it from a wheel or a checkout"
     )

@@ -108,7 +108,8 @@ def rewrite(args: Sequence[str]) -> tuple[list[str], list[str]]:
             raise EmsScriptError(
                 "TRAINING:mmsapt builds the phrase pairs from the corpus while decoding: there is "
                 "no phrase-table file for the RNN column (EMS skips custom-phrase-table-pruning "
-                "when mmsapt is set). Remove mmsapt to use the rescored table")
+                "when mmsapt is set). Remove mmsapt to use the rescored table"
+            )
         if opt and opt[0] == TABLE_OPTION:
             if opt[1] is None:
                 expect_table = True

@@ -216,14 +216,17 @@ def patch_moses_ini(
         raise MosesIniError(
             f"{ini}:{pd.index + 1}: {name} is a {pd.type}, which loads a binarized table, "
             f"but {form.path} is a text table; binarize it (--binarize "
-            f"{FORM_OF_TYPE[pd.type]}), or run\n  " + binarize_command(pd.type, form.path, form.scores)
+            f"{FORM_OF_TYPE[pd.type]}), or run\n  "
+            + binarize_command(pd.type, form.path, form.scores)
             + "\nthen pass the binarized table as --table"
         )
     table, new_columns = form.path, form.scores
     # EMS' create-config may already point the ini at the rescored table: then the table has
     # the new count, not the old one.
-    same_table = pd.path is not None and os.path.exists(table) and any(
-        os.path.exists(p) and same_file(p, table) for p in table_candidates(pd.path)
+    same_table = (
+        pd.path is not None
+        and os.path.exists(table)
+        and any(os.path.exists(p) and same_file(p, table) for p in table_candidates(pd.path))
     )
     if not same_table and (note := _check_current_table(pd, ini)):
         checked.append(note)
@@ -233,8 +236,7 @@ def patch_moses_ini(
         if features < 1:
             raise MosesIniError(
                 f"{table} has {new_columns} scores per line, not more than the "
-                f"{pd.num_features} that {name} already has: is it the rescored table?"
-                + _binarized_hint(form)
+                f"{pd.num_features} that {name} already has: is it the rescored table?" + _binarized_hint(form)
             )
     if features < 1:
         raise MosesIniError("the number of added features must be at least 1")
@@ -254,15 +256,18 @@ def patch_moses_ini(
     new_path = os.path.abspath(table)
     lines[pd.index] = _patch_feature_line(lines[pd.index], total, new_path, form.feature_type)
     lines[w] = _append_weights(lines[w], added)
-    return PatchResult("".join(lines), name, pd.type, pd.num_features, total, pd.path, new_path, checked,
-                       form.feature_type)
+    return PatchResult(
+        "".join(lines), name, pd.type, pd.num_features, total, pd.path, new_path, checked, form.feature_type
+    )
 
 
 def _binarized_hint(form: TableForm) -> str:
     if form.kind == "text":
         return ""
-    return (f" (it was binarized with that score count; binarize the rescored text table "
-            f"again with the new one: {binarize_command(form.feature_type, 'TABLE.gz', 'N')})")
+    return (
+        f" (it was binarized with that score count; binarize the rescored text table "
+        f"again with the new one: {binarize_command(form.feature_type, 'TABLE.gz', 'N')})"
+    )
 
 
 def _patch_feature_line(line: str, num_features: int, path: str, feature_type: str) -> str:
@@ -292,5 +297,4 @@ def _append_weights(line: str, weights: Sequence[float]) -> str:
     body = _content(line)
     kept = body.rstrip()
     extra = " ".join(format_number(float(w)) for w in weights)
-    return f"{kept} {extra}{body[len(kept):]}{line[len(body):]}"
-
+    return f"{kept} {extra}{body[len(kept) :]}{line[len(body) :]}"

@@ -12,8 +12,9 @@ from .table_forms import TableFormError, table_form
 from .toolkit import find_moses
 
 
-def patch_moses_ini_file(in_ini: str, out_ini: str, table: str, *, binarize: str | None = None,
-                         moses_dir: str | None = None, **options) -> PatchResult:
+def patch_moses_ini_file(
+    in_ini: str, out_ini: str, table: str, *, binarize: str | None = None, moses_dir: str | None = None, **options
+) -> PatchResult:
     """Read ``in_ini``, patch it (see :func:`.ini.patch_moses_ini`), write ``out_ini``
     atomically (``-``: standard output). With ``binarize`` (a key of :data:`.binarize.PROGRAMS`),
     ``table`` is the text table: every check is made first, then the Moses at ``moses_dir``
@@ -36,16 +37,16 @@ def patch_moses_ini_file(in_ini: str, out_ini: str, table: str, *, binarize: str
         except TableFormError as e:
             raise MosesIniError(str(e)) from None
         if source.kind != "text":
-            raise MosesIniError(f"--binarize takes the rescored text table; {table} is already a "
-                                f"{source.feature_type} table")
+            raise MosesIniError(
+                f"--binarize takes the rescored text table; {table} is already a {source.feature_type} table"
+            )
         patch_moses_ini(text, table, ini=in_ini, form=planned_form(source, binarize), **options)  # checks
         try:
             made = binarize_table(toolkit, source, binarize)
         except BinarizeError as e:
             raise MosesIniError(str(e)) from None
         result = patch_moses_ini(text, made.path, ini=in_ini, form=made, **options)
-        result.checked.insert(0, f"binarized {source.path} -> {made.path} ({made.feature_type}, "
-                                 f"{made.scores} scores)")
+        result.checked.insert(0, f"binarized {source.path} -> {made.path} ({made.feature_type}, {made.scores} scores)")
     with output as f:
         f.write(result.text.encode("utf-8"))
     return result

@@ -84,8 +84,9 @@ def default_weight(feature_type: str) -> float | None:
     return None
 
 
-def reset_weights(text: str, ini: str = "moses.ini", *, added: dict[str, int] | None = None,
-                  added_weight: float = 0.2) -> tuple[str, list[str]]:
+def reset_weights(
+    text: str, ini: str = "moses.ini", *, added: dict[str, int] | None = None, added_weight: float = 0.2
+) -> tuple[str, list[str]]:
     """``tokenizer`` with every known feature's weights set to train-model.perl's starting values;
     the last ``added[name]`` weights of a feature (columns added to a table) get
     ``added_weight``. Returns the new text and the names of the features left as they were."""
@@ -106,8 +107,8 @@ def reset_weights(text: str, ini: str = "moses.ini", *, added: dict[str, int] | 
             raise MosesIniError(f"{ini}:{i + 1}: {feature.name} has an empty weight line")
         extra = min((added or {}).get(feature.name, 0), count)
         weights = [value] * (count - extra) + [added_weight] * extra
-        trailing = body[len(body.rstrip()):]  # spaces before a comment, kept like the comment
-        lines[i] = f"{feature.name}= {' '.join(format_number(w) for w in weights)}{trailing}{lines[i][len(body):]}"
+        trailing = body[len(body.rstrip()) :]  # spaces before a comment, kept like the comment
+        lines[i] = f"{feature.name}= {' '.join(format_number(w) for w in weights)}{trailing}{lines[i][len(body) :]}"
     return "".join(lines), kept
 
 

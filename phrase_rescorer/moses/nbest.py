@@ -49,11 +49,11 @@ class NbestLine:
 
     @property
     def tokens(self) -> list[str]:
-        return self.raw[self.hyp_start:self.hyp_end].decode("utf-8").split()
+        return self.raw[self.hyp_start : self.hyp_end].decode("utf-8").split()
 
     @property
     def features(self) -> str:
-        return self.raw[self.hyp_end + len(SEPARATOR):self.features_end].decode("utf-8")
+        return self.raw[self.hyp_end + len(SEPARATOR) : self.features_end].decode("utf-8")
 
 
 def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> NbestLine:
@@ -66,9 +66,9 @@ def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> 
     if not sentence_field.strip().isdigit():
         raise NbestError(path, line_no, f"sentence ID {sentence_field[:40]!r} is not a number")
     end = raw.find(SEPARATOR, third + len(SEPARATOR))
-    total = raw[third + len(SEPARATOR): end if end >= 0 else len(raw)]
+    total = raw[third + len(SEPARATOR) : end if end >= 0 else len(raw)]
     try:
-        raw[first + len(SEPARATOR):third].decode("utf-8")
+        raw[first + len(SEPARATOR) : third].decode("utf-8")
         if not math.isfinite(float(total)):
             raise ValueError
     except UnicodeDecodeError as e:
@@ -100,8 +100,12 @@ def read_nbest(path: str) -> Iterator[NbestLine]:
         for line in cast(Iterator[NbestLine], iter(lines)):
             if line.sentence != current:
                 if line.sentence in seen:
-                    raise NbestError(path, line.line_no, f"sentence {line.sentence} again after other sentences: "
-                                     "an n-best list keeps each sentence's hypotheses together")
+                    raise NbestError(
+                        path,
+                        line.line_no,
+                        f"sentence {line.sentence} again after other sentences: "
+                        "an n-best list keeps each sentence's hypotheses together",
+                    )
                 seen.add(line.sentence)
                 current = line.sentence
             yield line
@@ -123,17 +127,17 @@ def with_feature(line: NbestLine, name: str, value: float) -> bytes:
 def with_features(line: NbestLine, features: list[tuple[str, float]]) -> bytes:
     """The line with ``" NAME= value"`` for each feature, in order, at the end of its features
     field, and its terminator."""
-    head = line.raw[:line.features_end]
+    head = line.raw[: line.features_end]
     space = b"" if head.endswith(b" ") else b" "
     added = b" ".join(b"".join((name.encode(), b"= ", format_value(value))) for name, value in features)
-    return b"".join((head, space, added, line.raw[line.features_end:], line.terminator))
+    return b"".join((head, space, added, line.raw[line.features_end :], line.terminator))
 
 
 def without_features(line: NbestLine, names: list[str]) -> bytes:
     """The line (and its terminator) with the dense features ``names`` and their values removed
     from its features field (the others kept in order, one space apart); the other fields
     unchanged."""
-    field = line.raw[line.hyp_end + len(SEPARATOR):line.features_end]
+    field = line.raw[line.hyp_end + len(SEPARATOR) : line.features_end]
     drop = {name.encode() + b"=" for name in names}
     kept: list[bytes] = []
     skipping = False
@@ -144,15 +148,17 @@ def without_features(line: NbestLine, names: list[str]) -> bytes:
             skipping = False
         if not skipping and token:
             kept.append(token)
-    return b"".join((line.raw[:line.hyp_end + len(SEPARATOR)], b" ".join(kept), line.raw[line.features_end:],
-                     line.terminator))
+    return b"".join(
+        (line.raw[: line.hyp_end + len(SEPARATOR)], b" ".join(kept), line.raw[line.features_end :], line.terminator)
+    )
 
 
 def check_feature_name(name: str) -> str:
     """A dense feature's name as Moses' tuning scripts read it (``LM0``, ``CSLM0``)."""
     if _NAME.match(name) is None:
-        raise ValueError(f"feature name {name!r}: a letter then letters and digits, as Moses' dense "
-                         "features (e.g. CSLM0)")
+        raise ValueError(
+            f"feature name {name!r}: a letter then letters and digits, as Moses' dense features (e.g. CSLM0)"
+        )
     return name
 
 

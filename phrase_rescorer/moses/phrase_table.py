@@ -57,6 +57,8 @@ _FAST_UNCHECKED = re.compile(_FAST_HEAD + rb"[^|]*" + _FAST_TAIL)
 _BLANKS = re.compile(rb"[ \t]+")
 #: What separates the tokens of a phrase (``vocab.tokenize_phrase``): a phrase of nothing else is empty.
 PHRASE_BLANKS = b" \t"
+
+
 class PhraseTableError(InputError):
     """Bad input; ``str(e)`` is ``"path:line_no: message"`` or ``"path: message"``.
 
@@ -109,9 +111,7 @@ def _score_problem(field: bytes) -> str | None:
     return None
 
 
-def parse_line(
-    raw: bytes, path: str, line_no: int, check_scores: bool = True
-) -> tuple[str, str, int]:
+def parse_line(raw: bytes, path: str, line_no: int, check_scores: bool = True) -> tuple[str, str, int]:
     """Parse one line (without terminator) into ``(source, target, scores_end)``.
 
     Raises :class:`PhraseTableError` (located at ``path:line_no``) if the line breaks a rule of
@@ -133,9 +133,7 @@ def _parse_general(raw: bytes, path: str, line_no: int, check_scores: bool) -> t
     """parse_line without the fast path: slower, handles every line and builds the errors."""
     fields = raw.count(_BARS) + 1
     if not 3 <= fields <= 7:
-        raise PhraseTableError(
-            path, line_no, f"expected 3 to 7 fields separated by ' ||| ', found {fields}"
-        )
+        raise PhraseTableError(path, line_no, f"expected 3 to 7 fields separated by ' ||| ', found {fields}")
     i1 = raw.find(_BARS)
     i2 = raw.find(_BARS, i1 + 3)
     if not raw[:i1].strip(PHRASE_BLANKS):

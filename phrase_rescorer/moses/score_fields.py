@@ -53,20 +53,23 @@ class ScoreFieldCheck:
             self.count, self.first_line = count, entry.line_no
         elif count != self.count:
             raise PhraseTableError(
-                self.path, entry.line_no,
+                self.path,
+                entry.line_no,
                 f"{count} scores, but line {self.first_line} has {self.count}: every line of a Moses "
-                "table carries the same number (its num-features), or the decoder refuses the table")
+                "table carries the same number (its num-features), or the decoder refuses the table",
+            )
         if b"-" in field:
             for token in field.split():
                 if token.startswith(b"-") and float(token) != 0.0:
                     raise PhraseTableError(
-                        self.path, entry.line_no,
+                        self.path,
+                        entry.line_no,
                         f"negative score {token.decode()}: Moses takes the log of every score, so "
                         "they must be probabilities (> 0); a table of log-probabilities must be "
-                        "turned back into probabilities (exp) first")
+                        "turned back into probabilities (exp) first",
+                    )
 
 
 def already_rescored(window: Sequence[Entry], columns: Sequence[bytes]) -> bool:
     """True when every line of ``window`` already ends its scores with its new ``columns``."""
-    return bool(window) and all(
-        e.raw[: e.scores_end].endswith(b" " + c) for e, c in zip(window, columns, strict=True))
+    return bool(window) and all(e.raw[: e.scores_end].endswith(b" " + c) for e, c in zip(window, columns, strict=True))

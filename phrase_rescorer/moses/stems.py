@@ -55,7 +55,9 @@ def resolve_stems(in_path: str, out_path: str) -> TablePaths:
     if existing_table(in_path) == in_path:
         return TablePaths(in_path, out_path, None)
     out = out_path if out_path == "-" or out_path.endswith(".gz") else out_path + ".gz"
-    note = (f"{in_path} does not exist: reading {in_path}.gz"
-            + (f" and writing {out}" if out != out_path else "")
-            + " (EMS names tables by their stem and reads STEM.gz)")
+    note = (
+        f"{in_path} does not exist: reading {in_path}.gz"
+        + (f" and writing {out}" if out != out_path else "")
+        + " (EMS names tables by their stem and reads STEM.gz)"
+    )
     return TablePaths(in_path + ".gz", out, note)

@@ -79,8 +79,9 @@ def _directory(path: str) -> TableForm:
 def _compact(path: str) -> TableForm:
     scores = compact_score_count(path)
     if scores is None:
-        raise TableFormError(f"{path}: not a Compact phrase table made by processPhraseTableMin "
-                             "(its header cannot be read)")
+        raise TableFormError(
+            f"{path}: not a Compact phrase table made by processPhraseTableMin (its header cannot be read)"
+        )
     return TableForm("compact", path, scores)
 
 
@@ -93,15 +94,15 @@ def table_form(path: str, prefer_compact: bool = False) -> TableForm:
     parent = os.path.dirname(os.path.abspath(path))
     inside = _directory_kind(parent)
     if inside is not None:
-        raise TableFormError(f"{path} is a file inside the {FEATURE_TYPES[inside]} table {parent}: "
-                             "give the directory")
+        raise TableFormError(f"{path} is a file inside the {FEATURE_TYPES[inside]} table {parent}: give the directory")
     if os.path.isfile(path):
         if path.endswith(".minphr"):
             return _compact(path)
         scores = table_columns(path, gz_fallback=False)
         if scores is None:
-            raise TableFormError(f"{path}: not a readable phrase table (text or gzip, "
-                                 "'source ||| target ||| scores' on its first line)")
+            raise TableFormError(
+                f"{path}: not a readable phrase table (text or gzip, 'source ||| target ||| scores' on its first line)"
+            )
         return TableForm("text", path, scores)
     if os.path.exists(path):
         raise TableFormError(f"{path}: not a regular file or a directory")

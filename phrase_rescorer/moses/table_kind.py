@@ -84,10 +84,12 @@ def _reordering_group(entries: Sequence[Entry]) -> int | None:
         if not scores or not all(0.0 < x < 1.0 for x in scores):  # smoothed: never 0 or 1
             return None
         fits = {
-            g for g in (2, 3, 4)
+            g
+            for g in (2, 3, 4)
             # four scores in two pairs (monotonicity-bidirectional) would also be a phrase
             # table's p(f|e) lex(f|e) p(e|f) lex(e|f) written 0.5 0.5 0.5 0.5: not told apart
-            if len(scores) % g == 0 and (g, len(scores)) != (2, 4)
+            if len(scores) % g == 0
+            and (g, len(scores)) != (2, 4)
             and all(abs(sum(scores[i : i + g]) - 1.0) <= _SUM_TOLERANCE for i in range(0, len(scores), g))
         }
         candidates = fits if candidates is None else candidates & fits
@@ -135,7 +137,8 @@ def refuse_other_kinds(entries: Sequence[Entry], path: str) -> None:
         return
     kind, evidence = found
     raise PhraseTableError(
-        path, None,
+        path,
+        None,
         f"this is {kind}, not a phrase-based phrase table: {evidence}. The RNN Encoder-Decoder "
         "scores plain word sequences; it would read non-terminals, factors or reordering "
         "probabilities as words. Give the phrase table (model/phrase-table.gz) of a "

@@ -27,13 +27,7 @@ from ..compression import (
     is_stream_error,
     open_reader,
 )
-from .phrase_table import (
-    Entry,
-    PhraseTableError,
-    PhraseTableOSError,
-    PhraseTableStreamError,
-    parse_line,
-)
+from .phrase_table import Entry, PhraseTableError, PhraseTableOSError, PhraseTableStreamError, parse_line
 
 _BUFFER_SIZE = 1 << 20
 #: The longest line read (bytes, newline excluded): far above any real line, it bounds the memory
@@ -87,8 +81,9 @@ class InputTable:
     can be iterated once; line numbers count from the start of the input.
     """
 
-    def __init__(self, path: str, *, check_scores: bool = True,
-                 parse: Callable[[bytes, bytes, int], Any] | None = None) -> None:
+    def __init__(
+        self, path: str, *, check_scores: bool = True, parse: Callable[[bytes, bytes, int], Any] | None = None
+    ) -> None:
         self.path = path
         self.check_scores = check_scores
         self._parse = parse
@@ -204,11 +199,15 @@ class InputTable:
             error: PhraseTableError
             if isinstance(exc, _LineTooLong):
                 error = PhraseTableStreamError(
-                    path, line_no + 1, f"line longer than {limit:,} bytes (a binary file, or no "
-                    "newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit")
+                    path,
+                    line_no + 1,
+                    f"line longer than {limit:,} bytes (a binary file, or no "
+                    "newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit",
+                )
             elif self.compression is not None and is_stream_error(exc):
-                error = PhraseTableStreamError(path, line_no + 1,
-                                               f"truncated or corrupt {self.compression} stream: {exc}")
+                error = PhraseTableStreamError(
+                    path, line_no + 1, f"truncated or corrupt {self.compression} stream: {exc}"
+                )
             else:
                 error = PhraseTableOSError(path, line_no + 1, f"read error: {exc}")
             if not lenient:
@@ -230,9 +229,7 @@ def read_phrase_table(path: str, *, check_scores: bool = True) -> Iterator[Entry
         yield from table
 
 
-def iter_lines_lenient(
-    path: str, *, check_scores: bool = True
-) -> Iterator[Entry | PhraseTableError]:
+def iter_lines_lenient(path: str, *, check_scores: bool = True) -> Iterator[Entry | PhraseTableError]:
     """Yield an Entry per good line and a PhraseTableError per bad one, going on after it.
 
     An unreadable file or stream (unopenable, truncated or corrupt compressed data) ends the iteration

@@ -42,8 +42,9 @@ class MosesToolkit:
         return self.path("scripts/training/mert-moses.pl")
 
 
-def find_moses(directory: str | None = None, *, needs: tuple[str, ...] = EXPERIMENT_NEEDS,
-               environ: dict[str, str] | None = None) -> MosesToolkit:
+def find_moses(
+    directory: str | None = None, *, needs: tuple[str, ...] = EXPERIMENT_NEEDS, environ: dict[str, str] | None = None
+) -> MosesToolkit:
     """The Moses at ``directory``, else at ``$MOSES``; :class:`MosesNotFound` when neither
     names a directory holding every path in ``needs`` (programs must be executable)."""
     env = os.environ if environ is None else environ

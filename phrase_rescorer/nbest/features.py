@@ -44,8 +44,14 @@ class CSLMFeature:
 class TranslationFeature:
     """ln p(hypothesis </s> | source) under a translation network (or the inverse direction)."""
 
-    def __init__(self, checkpoint: Checkpoint, name: str, sources: Sequence[str], device: torch.device | str = "cpu",
-                 scorer: str = "prefix"):
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        name: str,
+        sources: Sequence[str],
+        device: torch.device | str = "cpu",
+        scorer: str = "prefix",
+    ):
         self.name, self.path = name, checkpoint.path or ""
         self.checkpoint, self.sources = checkpoint, sources
         self.inverse = checkpoint.inverse
@@ -60,15 +66,17 @@ class TranslationFeature:
             distinct, index = src_texts, np.arange(len(lines), dtype=np.int64)
         else:
             position: dict[int, int] = {}
-            index = np.fromiter((position.setdefault(line.sentence, len(position)) for line in lines),
-                                dtype=np.int64, count=len(lines))
+            index = np.fromiter(
+                (position.setdefault(line.sentence, len(position)) for line in lines), dtype=np.int64, count=len(lines)
+            )
             distinct, tgt_texts = [self.sources[s] for s in position], hyps
         src_tokens = [ckpt.split(text, 0) for text in distinct]
         tgt_tokens = [ckpt.split(text, 1) for text in tgt_texts]
         unknown = sum(tgt_vocab.count_unknown(t) for t in tgt_tokens)
         unknown += sum(src_vocab.count_unknown(src_tokens[int(j)]) for j in index)
-        values = self.scorer.score([src_vocab.encode(t) for t in src_tokens],
-                                   [tgt_vocab.encode(t) for t in tgt_tokens], index)
+        values = self.scorer.score(
+            [src_vocab.encode(t) for t in src_tokens], [tgt_vocab.encode(t) for t in tgt_tokens], index
+        )
         return np.asarray(values, dtype=np.float64), unknown
 
 
@@ -77,17 +85,26 @@ def read_source_text(path: str) -> list[str]:
     return [" ".join(tokens) for tokens in read_sentences(path)]
 
 
-def load_feature(path: str, name: str, sources: Sequence[str] | None, device: torch.device | str = "cpu",
-                 on_warning: Callable[[str], None] | None = None) -> CSLMFeature | TranslationFeature:
+def load_feature(
+    path: str,
+    name: str,
+    sources: Sequence[str] | None,
+    device: torch.device | str = "cpu",
+    on_warning: Callable[[str], None] | None = None,
+) -> CSLMFeature | TranslationFeature:
     """The feature of the model file ``path``: a CSLM, or a translation network (which needs
     ``sources``; ValueError without them). Unreadable files raise ``CheckpointError``."""
     if is_lm_file(read_torch_file(path)):
         return CSLMFeature(load_lm(path), name, device)
     checkpoint = load_checkpoint(path)
     if sources is None:
-        raise ValueError(f"{path} is a translation network: it scores a hypothesis given its source "
-                         "sentence; give the source text with --source FILE")
+        raise ValueError(
+            f"{path} is a translation network: it scores a hypothesis given its source "
+            "sentence; give the source text with --source FILE"
+        )
     if checkpoint.info.get("trained_on") != "sentence pairs" and on_warning is not None:
-        on_warning(f"{path} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
-                   "(phrase-rescorer train-nmt): its sentence probabilities are those of a phrase model")
+        on_warning(
+            f"{path} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
+            "(phrase-rescorer train-nmt): its sentence probabilities are those of a phrase model"
+        )
     return TranslationFeature(checkpoint, name, sources, device)

@@ -50,11 +50,17 @@ class NbestSummary:
     seconds: float
 
 
-def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
-                    sources: Sequence[object] | None = None, window: int = WINDOW_LINES,
-                    on_progress: Callable[[int], None] | None = None,
-                    on_warning: Callable[[str], None] | None = None,
-                    source_path: str = "") -> NbestSummary:
+def append_features(
+    in_path: str,
+    out_path: str,
+    features: Sequence[Feature],
+    *,
+    sources: Sequence[object] | None = None,
+    window: int = WINDOW_LINES,
+    on_progress: Callable[[int], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    source_path: str = "",
+) -> NbestSummary:
     """Write ``in_path`` to ``out_path`` with every feature appended to every line.
 
     ``sources``: the source sentences (``source_path`` names their file), when a feature reads
@@ -66,9 +72,13 @@ def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
     if sources is not None and in_path != "-":
         counted = count_sentences(in_path)
         if counted != len(sources):
-            raise NbestError(source_path, None, f"{len(sources):,} source sentences, but {in_path} lists "
-                             f"{counted:,} sentences (IDs 0 to {counted - 1}): give the source text the "
-                             "n-best list was translated from")
+            raise NbestError(
+                source_path,
+                None,
+                f"{len(sources):,} source sentences, but {in_path} lists "
+                f"{counted:,} sentences (IDs 0 to {counted - 1}): give the source text the "
+                "n-best list was translated from",
+            )
     started = time.monotonic()
     lines = sentences = words = unknown = 0
     pending: list[NbestLine] = []
@@ -80,9 +90,12 @@ def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
             values, unknowns = feature.score(pending)
             columns.append(values)
             unknown += unknowns
-        out.write(b"".join(
-            with_features(line, [(f.name, float(c[i])) for f, c in zip(features, columns, strict=True)])
-            for i, line in enumerate(pending)))
+        out.write(
+            b"".join(
+                with_features(line, [(f.name, float(c[i])) for f, c in zip(features, columns, strict=True)])
+                for i, line in enumerate(pending)
+            )
+        )
         words += sum(len(line.tokens) for line in pending)
         pending.clear()
 
@@ -92,8 +105,11 @@ def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
         for line in read_nbest(in_path):
             if line.sentence != current:
                 if sources is not None and line.sentence >= len(sources):
-                    raise NbestError(in_path, line.line_no, f"sentence ID {line.sentence}, but {source_path} "
-                                     f"has {len(sources):,} sentences")
+                    raise NbestError(
+                        in_path,
+                        line.line_no,
+                        f"sentence ID {line.sentence}, but {source_path} has {len(sources):,} sentences",
+                    )
                 sentences += 1
                 current = last_id = line.sentence
                 if len(pending) >= window:
@@ -107,6 +123,10 @@ def append_features(in_path: str, out_path: str, features: Sequence[Feature], *,
         if pending:
             flush(out)
         if sources is not None and last_id + 1 != len(sources):
-            raise NbestError(in_path, None, f"lists {last_id + 1:,} sentences, but {source_path} has "
-                             f"{len(sources):,}: give the source text the n-best list was translated from")
+            raise NbestError(
+                in_path,
+                None,
+                f"lists {last_id + 1:,} sentences, but {source_path} has "
+                f"{len(sources):,}: give the source text the n-best list was translated from",
+            )
     return NbestSummary(lines, sentences, words, unknown, time.monotonic() - started)

@@ -68,12 +68,14 @@ def process_device(device: torch.device, launch: Launch) -> torch.device:
     if device.index is not None and device.index != launch.local_rank:
         raise DistributedError(
             f"under torchrun process {launch.rank} uses cuda:{launch.local_rank} (its LOCAL_RANK); "
-            f"pass --device cuda or auto, not {device}")
+            f"pass --device cuda or auto, not {device}"
+        )
     count = torch.cuda.device_count()
     if launch.local_rank >= count:
         raise DistributedError(
             f"this machine has {count} GPU(s) but torchrun started a process with LOCAL_RANK "
-            f"{launch.local_rank}: use --nproc-per-node {count} (or --device cpu)")
+            f"{launch.local_rank}: use --nproc-per-node {count} (or --device cpu)"
+        )
     return torch.device("cuda", launch.local_rank)
 
 
@@ -84,8 +86,7 @@ def backend_for(device: torch.device) -> str:
 class Group:
     """The processes of a job and the collectives used here. ``Group()`` is one process alone."""
 
-    def __init__(self, launch: Launch | None = None, device: torch.device | None = None,
-                 backend: str | None = None):
+    def __init__(self, launch: Launch | None = None, device: torch.device | None = None, backend: str | None = None):
         self.rank = launch.rank if launch else 0
         self.world_size = launch.world_size if launch else 1
         self.local_rank = launch.local_rank if launch else 0
@@ -165,8 +166,9 @@ class Group:
             dist.destroy_process_group()
 
 
-def start(device: torch.device, *, backend: str | None = None,
-          timeout: timedelta = TRAIN_TIMEOUT) -> tuple[Group, torch.device]:
+def start(
+    device: torch.device, *, backend: str | None = None, timeout: timedelta = TRAIN_TIMEOUT
+) -> tuple[Group, torch.device]:
     """The group of this process and its device. Under torchrun: joins the process group
     (``backend`` default: :func:`backend_for` the device) and maps CUDA to ``cuda:LOCAL_RANK``;
     otherwise the one-process group and ``device`` unchanged."""

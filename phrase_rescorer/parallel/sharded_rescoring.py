@@ -53,8 +53,12 @@ def rescore_sharded(
     started = time.perf_counter()
     for path in (in_path, out_path):
         if path == "-":
-            raise PhraseTableError(path, None, "under torchrun, IN and OUT must be files (each "
-                                   "process reads its own part of IN; the parts are joined into OUT)")
+            raise PhraseTableError(
+                path,
+                None,
+                "under torchrun, IN and OUT must be files (each "
+                "process reads its own part of IN; the parts are joined into OUT)",
+            )
     for model in [model_path] if isinstance(model_path, str) else model_path:
         check_distinct_paths(in_path, out_path, model=model)
     check_output_path(out_path)  # the same refusals, and words, as one process
@@ -85,8 +89,9 @@ def rescore_sharded(
     summary: RescoreSummary | None = None
     error: BaseException | None = None
     try:
-        summary = _rescore_part(in_path, in_size, parts[group.rank], part_paths[group.rank],
-                                model_path, opts, on_progress, warnings.append)
+        summary = _rescore_part(
+            in_path, in_size, parts[group.rank], part_paths[group.rank], model_path, opts, on_progress, warnings.append
+        )
     except Exception as e:
         error = portable(e)
     except BaseException:  # interrupted: leave nothing behind, let torchrun stop the others
@@ -127,17 +132,30 @@ def rescore_sharded(
     )
 
 
-def _rescore_part(in_path: str, in_size: int, part: Part, part_path: str, model_path: str | Sequence[str],
-                  opts: RescoreOptions, on_progress: ProgressCallback | None,
-                  on_warning: Callable[[str], None]) -> RescoreSummary:
+def _rescore_part(
+    in_path: str,
+    in_size: int,
+    part: Part,
+    part_path: str,
+    model_path: str | Sequence[str],
+    opts: RescoreOptions,
+    on_progress: ProgressCallback | None,
+    on_warning: Callable[[str], None],
+) -> RescoreSummary:
     if not os.path.isdir(os.path.dirname(part_path)):
-        raise PhraseTableError(part_path, None, "the output directory is not the same for every "
-                               "process (on several machines it must be a shared file system)")
+        raise PhraseTableError(
+            part_path,
+            None,
+            "the output directory is not the same for every "
+            "process (on several machines it must be a shared file system)",
+        )
     if os.path.getsize(in_path) != in_size:
-        raise PhraseTableError(in_path, None, "not the file that process 0 indexed (on several "
-                               "machines the input must be on a shared file system)")
-    engine = TableRescorer(load_checkpoints(model_path), opts, on_progress=on_progress,
-                           on_warning=on_warning)
+        raise PhraseTableError(
+            in_path,
+            None,
+            "not the file that process 0 indexed (on several machines the input must be on a shared file system)",
+        )
+    engine = TableRescorer(load_checkpoints(model_path), opts, on_progress=on_progress, on_warning=on_warning)
     previous = None if part.previous_source is None else part.previous_source.decode(errors="replace")
     with TablePart(in_path, part) as table, AtomicOutput(part_path) as out:
         return engine.rescore_stream(table, out, in_path, previous_source=previous)

@@ -119,9 +119,7 @@ class Index:
     lines: int
 
 
-def find_cuts(
-    path: str, window: int, window_cap: int, on_progress: IndexProgress | None = None
-) -> Index:
+def find_cuts(path: str, window: int, window_cap: int, on_progress: IndexProgress | None = None) -> Index:
     """Every line where the one-process engine starts a window at a change of source phrase.
     Replays ``TableRescorer._windows``: a window closes before line i when it holds ``window``
     lines or more and line i's source differs from line i-1's, or when it holds
@@ -199,8 +197,10 @@ def plan_parts(index: Index, parts: int) -> list[Part]:
         else:
             starts.append((index.size, index.lines + 1, None))
     ends = [s[0] for s in starts[1:]] + [index.size]
-    return [Part(k, start, end, line_no, prev)
-            for k, ((start, line_no, prev), end) in enumerate(zip(starts, ends, strict=True))]
+    return [
+        Part(k, start, end, line_no, prev)
+        for k, ((start, line_no, prev), end) in enumerate(zip(starts, ends, strict=True))
+    ]
 
 
 class TablePart(InputTable):
@@ -233,16 +233,18 @@ class TablePart(InputTable):
             while True:
                 chunk = self._decompressed.read(_CHUNK)
                 if not chunk:
-                    raise PhraseTableError(self.path, self.part.first_line,
-                                           "the table is shorter than when it was indexed")
+                    raise PhraseTableError(
+                        self.path, self.part.first_line, "the table is shorter than when it was indexed"
+                    )
                 if skipped + len(chunk) > start:
                     return chunk[start - skipped :]
                 skipped += len(chunk)
         except Exception as exc:
             if not is_stream_error(exc):
                 raise
-            raise PhraseTableStreamError(self.path, None,
-                                         f"truncated or corrupt {self.compression} stream: {exc}") from exc
+            raise PhraseTableStreamError(
+                self.path, None, f"truncated or corrupt {self.compression} stream: {exc}"
+            ) from exc
 
     def _read_part(self, size: int = _CHUNK) -> bytes:
         left = self.part.size - self._done

@@ -52,13 +52,23 @@ def _run(argv: list[str], cwd: str, log: str) -> str:
         text = f.read()
     if result.returncode != 0:
         tail = "".join(text.splitlines(keepends=True)[-5:])
-        raise RerankError(f"{os.path.basename(argv[0])} failed (exit {result.returncode}); see "
-                          f"{os.path.join(cwd, log)}:\n{tail}")
+        raise RerankError(
+            f"{os.path.basename(argv[0])} failed (exit {result.returncode}); see {os.path.join(cwd, log)}:\n{tail}"
+        )
     return text
 
 
-def tune(toolkit: MosesToolkit, nbest: str, references: list[str], start: np.ndarray, work_dir: str, *,
-         seed: int = 1, restarts: int = RESTARTS, threads: int = 1) -> TuneResult:
+def tune(
+    toolkit: MosesToolkit,
+    nbest: str,
+    references: list[str],
+    start: np.ndarray,
+    work_dir: str,
+    *,
+    seed: int = 1,
+    restarts: int = RESTARTS,
+    threads: int = 1,
+) -> TuneResult:
     """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files).
     ``nbest`` is read by extractor: plain text, or gzip named ``.gz`` (``nbest_features.read_matrix``
     writes such a copy of any list)."""
@@ -68,17 +78,49 @@ def tune(toolkit: MosesToolkit, nbest: str, references: list[str], start: np.nda
         if os.path.exists(with_path):
             os.remove(with_path)
     scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
-    _run([toolkit.path("bin/extractor"), *scorer, "--scfile", "scores.dat", "--ffile", "features.dat",
-          "-r", ",".join(os.path.abspath(r) for r in references), "-n", os.path.abspath(nbest)],
-         work_dir, "extractor.log")
+    _run(
+        [
+            toolkit.path("bin/extractor"),
+            *scorer,
+            "--scfile",
+            "scores.dat",
+            "--ffile",
+            "features.dat",
+            "-r",
+            ",".join(os.path.abspath(r) for r in references),
+            "-n",
+            os.path.abspath(nbest),
+        ],
+        work_dir,
+        "extractor.log",
+    )
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
         f.write(" ".join(repr(float(w)) for w in start) + "\n")
         f.write(" ".join(["0"] * dims) + "\n")
         f.write(" ".join(["1"] * dims) + "\n")
-    log = _run([toolkit.path("bin/mert"), "-d", str(dims), *scorer, "--ffile", "features.dat",
-                "--scfile", "scores.dat", "--ifile", "init.opt", "-n", str(restarts), "-r", str(seed),
-                "--threads", str(threads)], work_dir, "mert.log")
+    log = _run(
+        [
+            toolkit.path("bin/mert"),
+            "-d",
+            str(dims),
+            *scorer,
+            "--ffile",
+            "features.dat",
+            "--scfile",
+            "scores.dat",
+            "--ifile",
+            "init.opt",
+            "-n",
+            str(restarts),
+            "-r",
+            str(seed),
+            "--threads",
+            str(threads),
+        ],
+        work_dir,
+        "mert.log",
+    )
     found = _BEST.findall(log)
     if not found:
         raise RerankError(f"mert printed no 'Best point'; see {os.path.join(work_dir, 'mert.log')}")

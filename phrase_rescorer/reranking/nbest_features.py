@@ -64,11 +64,12 @@ def read_matrix(path: str, copy_to: str | None = None) -> NbestMatrix:
                 if not values:
                     raise NbestError(path, line.line_no, "no dense feature values in the features field")
             elif this != layout:
-                raise NbestError(path, line.line_no,
-                                 f"features {_show(this)} differ from the first line's {_show(layout)}")
+                raise NbestError(
+                    path, line.line_no, f"features {_show(this)} differ from the first line's {_show(layout)}"
+                )
             values_read.extend(values)
             sentences.append(line.sentence)
-            hypotheses.append(line.raw[line.hyp_start:line.hyp_end].decode("utf-8").strip(" "))
+            hypotheses.append(line.raw[line.hyp_start : line.hyp_end].decode("utf-8").strip(" "))
     if layout is None:
         raise NbestError(path, None, "empty n-best list")
     width = sum(count for _, count in layout)

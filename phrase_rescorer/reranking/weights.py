@@ -19,8 +19,13 @@ class WeightsError(UsageError):
     pass
 
 
-def vector(weights: dict[str, list[float]], layout: list[tuple[str, int]], *, missing: float | None = None,
-           source: str = "weights") -> np.ndarray:
+def vector(
+    weights: dict[str, list[float]],
+    layout: list[tuple[str, int]],
+    *,
+    missing: float | None = None,
+    source: str = "weights",
+) -> np.ndarray:
     """The weights in ``layout``'s order; a feature without weights gets ``missing`` (refused when
     None); a feature whose count differs is refused."""
     out: list[float] = []
@@ -61,7 +66,7 @@ def write_weights_file(path: str, layout: list[tuple[str, int]], values: np.ndar
     lines = [f"# {line}\n" for line in comment.splitlines()] + ["[weight]\n"]
     start = 0
     for name, count in layout:
-        chunk = values[start:start + count]
+        chunk = values[start : start + count]
         if not all(math.isfinite(v) for v in chunk):
             raise WeightsError(f"{path}: {name}: weights must be finite numbers")
         lines.append(f"{name}= {' '.join(format_number(float(v)) for v in chunk)}\n")

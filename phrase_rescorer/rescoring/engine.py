@@ -85,14 +85,20 @@ class TableRescorer:
         self.options = options = options or RescoreOptions()
         self.device = resolve_device(options.device)
         self.networks: list[NetworkColumn] = []
-        for ckpt, given in zip(checkpoints, scorers if scorer is not None else [None] * len(checkpoints),
-                               strict=True):
+        for ckpt, given in zip(checkpoints, scorers if scorer is not None else [None] * len(checkpoints), strict=True):
             if options.dtype != "float32" and ckpt.arch is not None:
-                raise OptionError(f"{ckpt.path or 'model'}: --dtype {options.dtype} is for the cho2014 network's "
-                                  f"prefix scorer only; this is a {ckpt.arch.name} network: score it in float32")
+                raise OptionError(
+                    f"{ckpt.path or 'model'}: --dtype {options.dtype} is for the cho2014 network's "
+                    f"prefix scorer only; this is a {ckpt.arch.name} network: score it in float32"
+                )
             if given is None:
-                given = make_scorer(options.scorer, ckpt.build_model(self.device), self.device, options.batch_size,
-                                    getattr(torch, options.dtype))
+                given = make_scorer(
+                    options.scorer,
+                    ckpt.build_model(self.device),
+                    self.device,
+                    options.batch_size,
+                    getattr(torch, options.dtype),
+                )
             self.networks.append(NetworkColumn(ckpt, given))
         self.checkpoint, self.scorer = checkpoints[0], self.networks[0].scorer  # the first network's
         self.on_progress = on_progress
@@ -185,8 +191,9 @@ class TableRescorer:
 
     # --- one window ----------------------------------------------------------------------------
 
-    def _check_fit(self, window: list[Entry], network: NetworkColumn, inputs: WindowInputs,
-                   logps: np.ndarray, in_path: str) -> None:
+    def _check_fit(
+        self, window: list[Entry], network: NetworkColumn, inputs: WindowInputs, logps: np.ndarray, in_path: str
+    ) -> None:
         """Warn (once per table and network) when the first window looks foreign to the network
         (``model_fit``)."""
         if self.on_warning is None:
@@ -214,8 +221,12 @@ class TableRescorer:
         try:
             text = format_lines(columns, opts.score_format, unk)
         except ScoreError:
-            k, bad = next((k, i) for k, column in enumerate(columns) for i, lp in enumerate(column)
-                          if not (np.isfinite(lp) and lp <= 1e-6))
+            k, bad = next(
+                (k, i)
+                for k, column in enumerate(columns)
+                for i, lp in enumerate(column)
+                if not (np.isfinite(lp) and lp <= 1e-6)
+            )
             ckpt = self.networks[k].checkpoint
             raise CheckpointError(
                 f"{ckpt.path or 'model'}: the network gave log p = {columns[k][bad]!r} for "
@@ -226,9 +237,12 @@ class TableRescorer:
             if already_rescored(window, text):
                 which = "this network" if len(self.networks) == 1 else "these networks"
                 raise PhraseTableError(
-                    in_path, None, f"already rescored: on lines {window[0].line_no}-{window[-1].line_no} the "
+                    in_path,
+                    None,
+                    f"already rescored: on lines {window[0].line_no}-{window[-1].line_no} the "
                     f"last {len(text[0].split())} score(s) are exactly the column(s) {which} "
-                    "would add; rescore the original table, not this one")
+                    "would add; rescore the original table, not this one",
+                )
         return b"".join(with_appended(e, c) for e, c in zip(window, text, strict=True))
 
 
@@ -286,10 +300,7 @@ def rescore_table(
     check_paths(in_path, out_path, model_path)
     started = time.perf_counter()
     engine = TableRescorer(
-        load_checkpoints(model_path),
-        RescoreOptions(**options),
-        on_progress=on_progress,
-        on_warning=on_warning,
+        load_checkpoints(model_path), RescoreOptions(**options), on_progress=on_progress, on_warning=on_warning
     )
     summary = engine.rescore(in_path, out_path)
     return replace(summary, seconds=time.perf_counter() - started, whole_run=True)

@@ -33,15 +33,24 @@ def fit_warning(info: dict[str, Any], coverage: float | None, mean_logp: float, 
     heldout_logp = best.get("mean_logp")
     heldout_coverage = info.get("valid_coverage")
     problems = []
-    if coverage is not None and heldout_coverage is not None and (
-            coverage < MIN_COVERAGE or coverage < heldout_coverage - COVERAGE_DROP):
-        problems.append(f"only {coverage:.1%} of its tokens are in the network's shortlists "
-                        f"(held-out pairs: {heldout_coverage:.1%})")
+    if (
+        coverage is not None
+        and heldout_coverage is not None
+        and (coverage < MIN_COVERAGE or coverage < heldout_coverage - COVERAGE_DROP)
+    ):
+        problems.append(
+            f"only {coverage:.1%} of its tokens are in the network's shortlists "
+            f"(held-out pairs: {heldout_coverage:.1%})"
+        )
     if heldout_logp is not None and mean_logp < heldout_logp - max(
-            LOGP_DROP_NATS, LOGP_DROP_FRACTION * abs(heldout_logp)):
-        problems.append(f"its mean log p(target|source) is {mean_logp:.2f} nats per pair "
-                        f"(held-out pairs: {heldout_logp:.2f})")
+        LOGP_DROP_NATS, LOGP_DROP_FRACTION * abs(heldout_logp)
+    ):
+        problems.append(
+            f"its mean log p(target|source) is {mean_logp:.2f} nats per pair (held-out pairs: {heldout_logp:.2f})"
+        )
     if not problems:
         return None
-    return (f"{what}: the network does not seem to fit this table: {'; '.join(problems)}. Was it trained "
-            "on this language pair, with the same source and target sides (and tokenization)?")
+    return (
+        f"{what}: the network does not seem to fit this table: {'; '.join(problems)}. Was it trained "
+        "on this language pair, with the same source and target sides (and tokenization)?"
+    )

@@ -86,8 +86,9 @@ class RescoreSummary:
         )
 
 
-def signature(checkpoints: Checkpoint | Sequence[Checkpoint], options: RescoreOptions, scorer: object,
-              device: torch.device) -> str:
+def signature(
+    checkpoints: Checkpoint | Sequence[Checkpoint], options: RescoreOptions, scorer: object, device: torch.device
+) -> str:
     """sacrebleu-style: every setting that changes the bytes of the output column(s).
 
     The networks (each column's, in order) and their directions, the number format,

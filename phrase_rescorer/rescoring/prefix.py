@@ -87,9 +87,7 @@ class PrefixScorer:
     def _tensor(self, a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(self.device)
 
-    def score(
-        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
-    ) -> np.ndarray:
+    def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         return self._threads.run(self._score, sources, targets, source_index)
 
     @torch.inference_mode()
@@ -103,9 +101,7 @@ class PrefixScorer:
 
     # --- encoder -------------------------------------------------------------------------------
 
-    def context_terms(
-        self, sources: list[list[int]]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def context_terms(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(h'_0, C.. c, O_c c) of every source, in ``sources`` order."""
         model = self.model
         tokens, offsets = flat_store(sources, end=EOS_ID)
@@ -123,9 +119,7 @@ class PrefixScorer:
 
     # --- decoder -------------------------------------------------------------------------------
 
-    def decode(
-        self, trie: PrefixTrie, h0: torch.Tensor, ctx: torch.Tensor, oc: torch.Tensor
-    ) -> torch.Tensor:
+    def decode(self, trie: PrefixTrie, h0: torch.Tensor, ctx: torch.Tensor, oc: torch.Tensor) -> torch.Tensor:
         """log p(target|source) (float64) of every sequence of ``trie``, whose roots index the sources."""
         lengths = trie.lengths
         totals = torch.zeros(len(lengths), dtype=torch.float64, device=self.device)
@@ -141,9 +135,7 @@ class PrefixScorer:
                 node_src = node_src[parent]
             # The edges leaving this depth: each active sequence's next token, or </s>.
             seqs, nodes, next_tok = trie.edges(depth, EOS_ID)
-            h_prev = self._decoder_level(
-                totals, h_prev, parent, token, node_src, ctx, oc, seqs, nodes, next_tok
-            )
+            h_prev = self._decoder_level(totals, h_prev, parent, token, node_src, ctx, oc, seqs, nodes, next_tok)
         return totals
 
     def _decoder_level(
@@ -191,9 +183,7 @@ class PrefixScorer:
         assert h_all is not None
         return h_all
 
-    def _encoder_level(
-        self, h_prev: torch.Tensor, parent: torch.Tensor, token: torch.Tensor
-    ) -> torch.Tensor:
+    def _encoder_level(self, h_prev: torch.Tensor, parent: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         """The encoder states of one depth's nodes, ``batch_size`` nodes at a time."""
         model = self.model
         n = len(parent)

@@ -25,9 +25,7 @@ READOUT_ELEMENTS = {"cpu": 1 << 21, "cuda": 1 << 26}
 class WindowScorer(Protocol):
     """What the engine needs of a scorer."""
 
-    def score(
-        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
-    ) -> np.ndarray:
+    def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         """log p(target|source) (float64, one per line, line order).
 
         ``sources``: the window's distinct source phrases as id lists without </s>;

@@ -47,8 +47,16 @@ from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_ba
 from .stacked_prefix import StackedPrefixScorer
 from .stacked_scorer import StackedScorer
 
-__all__ = ["READOUT_ELEMENTS", "SCORERS", "BatchedScorer", "ReferenceScorer", "WindowScorer", "length_batches",
-           "make_scorer"]
+__all__ = [
+    "READOUT_ELEMENTS",
+    "SCORERS",
+    "BatchedScorer",
+    "ReferenceScorer",
+    "WindowScorer",
+    "length_batches",
+    "make_scorer",
+]
+
 
 class BatchedScorer(_ModelScorer):
     """Sources encoded once, targets decoded in length-sorted batches, order restored."""
@@ -56,9 +64,7 @@ class BatchedScorer(_ModelScorer):
     default_batch_size = 256
 
     @torch.inference_mode()
-    def score(
-        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
-    ) -> np.ndarray:
+    def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         n = len(targets)
         out = np.empty(n, dtype=np.float64)
         if n == 0:
@@ -109,9 +115,7 @@ class ReferenceScorer(_ModelScorer):
     default_batch_size = 64
 
     @torch.inference_mode()
-    def score(
-        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
-    ) -> np.ndarray:
+    def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         out = np.empty(len(targets), dtype=np.float64)
         for start in range(0, len(targets), self.batch_size):
             stop = min(start + self.batch_size, len(targets))
@@ -123,18 +127,17 @@ class ReferenceScorer(_ModelScorer):
 
 
 #: Scorers selectable by name (``rescore-phrase-table --scorer``); the first is the default.
-SCORERS: dict[str, type] = {
-    "prefix": PrefixScorer,
-    "batched": BatchedScorer,
-    "reference": ReferenceScorer,
-}
+SCORERS: dict[str, type] = {"prefix": PrefixScorer, "batched": BatchedScorer, "reference": ReferenceScorer}
 
 #: The scorer that takes the place of one needing a ``SummaryNetwork`` on any other network.
 ANY_NETWORK: dict[type, type] = {PrefixScorer: StackedPrefixScorer, BatchedScorer: StackedScorer}
 
 
 def make_scorer(
-    name: str, model: Network, device: torch.device | str, batch_size: int | None = None,
+    name: str,
+    model: Network,
+    device: torch.device | str,
+    batch_size: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> WindowScorer:
     """A scorer by name; ``batch_size`` None keeps the scorer's own default.

@@ -53,8 +53,14 @@ from .trie import PrefixTrie, build_trie, edge_batches
 class StackedPrefixScorer(StackedScorer):
     """Sources encoded once per window, decoder steps shared by the targets' common prefixes."""
 
-    def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None,
-                 workers: int | None = None, onednn: bool = True):
+    def __init__(
+        self,
+        model: Network,
+        device: torch.device | str = "cpu",
+        batch_size: int | None = None,
+        workers: int | None = None,
+        onednn: bool = True,
+    ):
         if batch_size is None:
             batch_size = CPU_BATCH if torch.device(device).type == "cpu" else GPU_BATCH
         super().__init__(model, device, batch_size, workers)
@@ -98,9 +104,19 @@ class StackedPrefixScorer(StackedScorer):
             state = self._level(totals, state, parent, token, node_src, enc, widths, *trie.edges(depth, EOS_ID))
         return totals
 
-    def _level(self, totals: torch.Tensor, state_prev: torch.Tensor, parent: torch.Tensor,
-               token: torch.Tensor | None, node_src: np.ndarray, enc: EncodedSource, widths: np.ndarray,
-               seqs: np.ndarray, nodes: np.ndarray, next_tok: np.ndarray) -> torch.Tensor:
+    def _level(
+        self,
+        totals: torch.Tensor,
+        state_prev: torch.Tensor,
+        parent: torch.Tensor,
+        token: torch.Tensor | None,
+        node_src: np.ndarray,
+        enc: EncodedSource,
+        widths: np.ndarray,
+        seqs: np.ndarray,
+        nodes: np.ndarray,
+        next_tok: np.ndarray,
+    ) -> torch.Tensor:
         """The decoder states of one depth's nodes (one step from ``state_prev[parent]`` with
         e(token), or e(y_0) = 0 where ``token`` is None, attending to source ``node_src``), and
         totals[seqs[k]] += log p(next_tok[k]) at node nodes[k] for every k."""
@@ -121,8 +137,9 @@ class StackedPrefixScorer(StackedScorer):
             totals.index_add_(0, self._tensor(seqs[a:b]), picked.double())
         return state
 
-    def _step(self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: EncodedSource,
-              widths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _step(
+        self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: EncodedSource, widths: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One decoder step of a batch of nodes attending to sources ``src``: (new state, top
         output, context). Each piece of the batch attends over its own longest source, and the
         gathered memory is bounded as ``scorers.length_batches`` bounds a batch (``32 *
@@ -133,8 +150,11 @@ class StackedPrefixScorer(StackedScorer):
             longest = np.maximum.accumulate(widths[src[a:]])  # the width of each possible piece
             rows = max(1, int(np.count_nonzero(longest * np.arange(1, len(longest) + 1) <= budget)))
             which = self._tensor(src[a : a + rows])
-            outs.append(self.model.step(y_prev[a : a + rows], state[a : a + rows],
-                                        enc.select(which, int(longest[rows - 1])))[:3])
+            outs.append(
+                self.model.step(y_prev[a : a + rows], state[a : a + rows], enc.select(which, int(longest[rows - 1])))[
+                    :3
+                ]
+            )
             a += rows
         if len(outs) == 1:
             return outs[0]

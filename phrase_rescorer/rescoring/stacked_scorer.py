@@ -65,8 +65,13 @@ class StackedScorer(_ModelScorer):
 
     default_batch_size = 256
 
-    def __init__(self, model: Network, device: torch.device | str = "cpu", batch_size: int | None = None,
-                 workers: int | None = None):
+    def __init__(
+        self,
+        model: Network,
+        device: torch.device | str = "cpu",
+        batch_size: int | None = None,
+        workers: int | None = None,
+    ):
         super().__init__(model, device, batch_size)
         self._threads = WindowThreads(self.device, workers)
         self.workers = self._threads.workers
@@ -74,8 +79,9 @@ class StackedScorer(_ModelScorer):
     def score(self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray) -> np.ndarray:
         return self._threads.run(self._score_in_groups, sources, targets, source_index)
 
-    def _score_in_groups(self, sources: list[list[int]], targets: list[list[int]],
-                         source_index: np.ndarray) -> np.ndarray:
+    def _score_in_groups(
+        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
+    ) -> np.ndarray:
         """``_score`` on groups of sources whose padded encoding stays within the budget."""
         lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
         if not len(sources) or len(sources) * (int(lengths.max()) + 1) <= MAX_ENCODED_POSITIONS:
@@ -87,8 +93,9 @@ class StackedScorer(_ModelScorer):
             local[group] = np.arange(len(group))
             rows = np.flatnonzero(np.isin(source_index, group))
             if len(rows):
-                out[rows] = self._score([sources[i] for i in group], [targets[r] for r in rows],
-                                        local[source_index[rows]])
+                out[rows] = self._score(
+                    [sources[i] for i in group], [targets[r] for r in rows], local[source_index[rows]]
+                )
         return out
 
     @torch.inference_mode()

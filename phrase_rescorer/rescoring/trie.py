@@ -83,9 +83,7 @@ def edge_batches(
     return seqs, nodes, next_tok, np.searchsorted(nodes, np.arange(0, n + rows, rows))
 
 
-def build_trie(
-    tokens: np.ndarray, offsets: np.ndarray, roots: np.ndarray | None = None
-) -> PrefixTrie:
+def build_trie(tokens: np.ndarray, offsets: np.ndarray, roots: np.ndarray | None = None) -> PrefixTrie:
     """The prefix trie of the sequences ``tokens[offsets[i]:offsets[i + 1]]``.
 
     ``roots[i]`` is the depth-0 node of sequence i (all 0 when not given). Two sequences share a

@@ -25,8 +25,9 @@ class WindowThreads:
         self.workers = 1 if device.type != "cpu" else workers or torch.get_num_threads()
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
 
-    def run(self, score: PartScorer, sources: list[list[int]], targets: list[list[int]],
-            source_index: np.ndarray) -> np.ndarray:
+    def run(
+        self, score: PartScorer, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
+    ) -> np.ndarray:
         """``score`` over the whole window, split between the threads when it is large enough."""
         source_index = np.asarray(source_index, dtype=np.int64)
         if self._pool is None:

@@ -108,5 +108,6 @@ def heldout_coverage(pairs: EncodedPairs, indices: np.ndarray) -> float | None:
     """Fraction of the source and target tokens of the pairs ``indices`` in the shortlists."""
     chosen = np.zeros(len(pairs), dtype=bool)
     chosen[indices] = True
-    return shortlist_coverage(pairs.src_tokens[np.repeat(chosen, pairs.src_lengths)],
-                              pairs.tgt_tokens[np.repeat(chosen, pairs.tgt_lengths)])
+    return shortlist_coverage(
+        pairs.src_tokens[np.repeat(chosen, pairs.src_lengths)], pairs.tgt_tokens[np.repeat(chosen, pairs.tgt_lengths)]
+    )

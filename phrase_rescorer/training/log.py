@@ -125,7 +125,6 @@ def read_training_curves(path: str) -> TrainingCurves:
             curves.unigram_ppl.add(record, "unigram_token_ppl")
     if not curves.loss and not curves.valid_ppl:
         raise TrainingLogError(
-            f"{path}: no training or validation records "
-            '(JSON lines with "event": "train" or "valid")'
+            f'{path}: no training or validation records (JSON lines with "event": "train" or "valid")'
         )
     return curves

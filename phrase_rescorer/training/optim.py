@@ -28,8 +28,9 @@ CHUNK = 65536
 
 
 class ChunkedAdadelta(torch.optim.Adadelta):
-    def __init__(self, params: Iterable[torch.Tensor], lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 chunk: int = CHUNK):
+    def __init__(
+        self, params: Iterable[torch.Tensor], lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, chunk: int = CHUNK
+    ):
         super().__init__(params, lr=lr, rho=rho, eps=eps, foreach=False)
         if chunk < 1:
             raise ValueError("chunk must be at least 1")
@@ -53,8 +54,11 @@ class ChunkedAdadelta(torch.optim.Adadelta):
             lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
             for p, g, sq, acc, step in zip(params, grads, square_avgs, acc_deltas, steps, strict=True):
                 step += 1
-                if p.device.type != "cpu" or torch.is_complex(p) or not (
-                        p.is_contiguous() and g.is_contiguous() and sq.is_contiguous() and acc.is_contiguous()):
+                if (
+                    p.device.type != "cpu"
+                    or torch.is_complex(p)
+                    or not (p.is_contiguous() and g.is_contiguous() and sq.is_contiguous() and acc.is_contiguous())
+                ):
                     _update(p, g, sq, acc, lr, rho, eps)
                     continue
                 p1, g1, sq1, acc1 = p.view(-1), g.view(-1), sq.view(-1), acc.view(-1)
@@ -64,8 +68,9 @@ class ChunkedAdadelta(torch.optim.Adadelta):
         return loss
 
 
-def _update(p: torch.Tensor, g: torch.Tensor, sq: torch.Tensor, acc: torch.Tensor, lr: float, rho: float,
-            eps: float) -> None:
+def _update(
+    p: torch.Tensor, g: torch.Tensor, sq: torch.Tensor, acc: torch.Tensor, lr: float, rho: float, eps: float
+) -> None:
     """torch's single-tensor Adadelta update (torch/optim/adadelta.py), operation for operation."""
     sq.mul_(rho).addcmul_(g, g, value=1 - rho)
     std = sq.add(eps).sqrt_()

@@ -38,8 +38,9 @@ class PackedLogProbs(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor,
-                tgt_len: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
+    ) -> torch.Tensor:
         m = self.model
         c = _encode(m, src, src_len)  # (B, H) in batch order
         return _decode_log_probs(m, c, tgt, tgt_len)
@@ -53,8 +54,9 @@ class PlainLogProbs(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor,
-                tgt_len: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
+    ) -> torch.Tensor:
         return sequence_log_probs(self.model, src, src_len, tgt, tgt_len)
 
 
@@ -98,8 +100,7 @@ def _encode(m: SummaryNetwork, src: torch.Tensor, src_len: torch.Tensor) -> torc
     return c[torch.argsort(order)]  # back to batch order
 
 
-def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor,
-                      tgt_len: torch.Tensor) -> torch.Tensor:
+def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor) -> torch.Tensor:
     H = m.config.hidden_dim
     B, T = tgt.shape
     lengths, order = torch.sort(tgt_len, descending=True, stable=True)

@@ -56,8 +56,20 @@ OPTIMIZERS = ("adadelta", "adam")
 
 
 #: Settings that must be the same for ``--resume`` (besides the model and the table).
-RUN_KEYS = ("batch_size", "batch_tokens", "max_length", "seed", "optimizer", "lr", "rho", "eps", "clip_norm",
-            "init_std", "valid_fraction", "valid_max")
+RUN_KEYS = (
+    "batch_size",
+    "batch_tokens",
+    "max_length",
+    "seed",
+    "optimizer",
+    "lr",
+    "rho",
+    "eps",
+    "clip_norm",
+    "init_std",
+    "valid_fraction",
+    "valid_max",
+)
 
 
 def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
@@ -101,13 +113,21 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
     candidates = np.flatnonzero(~held)
     train_idx = trainable(encoded, candidates, cfg.max_length)
     if len(train_idx) == 0:
-        raise TrainingError(f"no pair to train on: {len(pairs)} unique pairs, {int(held.sum())} "
-                            f"held out, {len(candidates)} longer than {cfg.max_length} tokens")
+        raise TrainingError(
+            f"no pair to train on: {len(pairs)} unique pairs, {int(held.sum())} "
+            f"held out, {len(candidates)} longer than {cfg.max_length} tokens"
+        )
     return TrainingData(
-        src_vocab, tgt_vocab, encoded, train_idx, np.flatnonzero(held)[: cfg.valid_max],
-        unique_pairs=len(pairs), heldout=int(held.sum()),
+        src_vocab,
+        tgt_vocab,
+        encoded,
+        train_idx,
+        np.flatnonzero(held)[: cfg.valid_max],
+        unique_pairs=len(pairs),
+        heldout=int(held.sum()),
         skipped_long=len(candidates) - len(train_idx),
-        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(), subwords=units,
+        table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(),
+        subwords=units,
     )
 
 
@@ -118,13 +138,14 @@ _FIRST_VALUES = {"optimizer": "adadelta"}
 def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
     """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
     if saved.get("table_hash") != now["table_hash"]:
-        raise TrainingError(f"--resume: {path} was trained on other data; resume with the same "
-                            "input (and --extract setting), or start afresh")
+        raise TrainingError(
+            f"--resume: {path} was trained on other data; resume with the same "
+            "input (and --extract setting), or start afresh"
+        )
     # Runs saved before a setting existed ran with its first value.
     flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in RUN_KEYS}}
     flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
-    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}"
-            for k, v in flat_now.items() if flat_saved.get(k) != v]
+    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
     if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
         diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
     if saved.get("subwords") != now.get("subwords"):
@@ -134,5 +155,7 @@ def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> Non
     if saved.get("arch") != now.get("arch"):
         diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
     if diff:
-        raise TrainingError(f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
-                            " repeat the original options, or start afresh without --resume")
+        raise TrainingError(
+            f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
+            " repeat the original options, or start afresh without --resume"
+        )

@@ -70,6 +70,7 @@ class Interrupted(Exception):
 @dataclass
 class _RunState:
     """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
+
     step: int = 0
     epoch: int = 0
     position: int = 0  # next batch of the epoch plan
@@ -91,17 +92,30 @@ class Trainer:
     ``languages``: the (source, target) language codes to record in the model files (None:
     unknown; a resumed run keeps the recorded ones)."""
 
-    def __init__(self, data: TrainingData, model_config: ModelConfig, cfg: TrainConfig,
-                 out_path: str, device: torch.device, argv: list[str] | None = None,
-                 group: Group | None = None, languages: tuple[str | None, str | None] = (None, None),
-                 arch: ArchConfig | None = None, record: dict[str, str] | None = None):
+    def __init__(
+        self,
+        data: TrainingData,
+        model_config: ModelConfig,
+        cfg: TrainConfig,
+        out_path: str,
+        device: torch.device,
+        argv: list[str] | None = None,
+        group: Group | None = None,
+        languages: tuple[str | None, str | None] = (None, None),
+        arch: ArchConfig | None = None,
+        record: dict[str, str] | None = None,
+    ):
         self.data, self.cfg, self.device, self.out_path = data, cfg, device, out_path
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
         self.global_tokens = None if cfg.batch_tokens is None else cfg.batch_tokens * self.group.world_size
         self.last_path = companion_path(out_path, ".last.pt")
-        self.run = {"model": model_config.to_dict(), "table_hash": data.table_hash,
-                    **{k: getattr(cfg, k) for k in RUN_KEYS}, "batch_size": self.global_batch}
+        self.run = {
+            "model": model_config.to_dict(),
+            "table_hash": data.table_hash,
+            **{k: getattr(cfg, k) for k in RUN_KEYS},
+            "batch_size": self.global_batch,
+        }
         if arch is not None:  # None: cho2014, whose run record stays as it was
             self.run["arch"] = arch.to_dict()
         if (record or {}).get("direction", "forward") != "forward":  # forward runs stay as they were
@@ -119,19 +133,28 @@ class Trainer:
         # the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
         self.opt: torch.optim.Optimizer = (
             ChunkedAdadelta(self.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
-            if cfg.optimizer == "adadelta" else torch.optim.Adam(self.model.parameters(), lr=cfg.lr))
+            if cfg.optimizer == "adadelta"
+            else torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        )
         self.p = _RunState()
         unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
         has_valid = len(data.valid_idx) > 0
         self.info = {
-            "seed": cfg.seed, "argv": list(argv or []), "table_hash": data.table_hash,
-            "source_lang": languages[0], "target_lang": languages[1],
-            "trained_on": "phrase pairs", "direction": "forward", **(record or {}),
-            "train_config": asdict(cfg), "unique_pairs": data.unique_pairs,
-            "train_pairs": len(data.train_idx), "skipped_long": data.skipped_long,
-            "heldout_pairs": data.heldout, "valid_pairs": len(data.valid_idx),
-            "unigram_token_ppl":
-                unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
+            "seed": cfg.seed,
+            "argv": list(argv or []),
+            "table_hash": data.table_hash,
+            "source_lang": languages[0],
+            "target_lang": languages[1],
+            "trained_on": "phrase pairs",
+            "direction": "forward",
+            **(record or {}),
+            "train_config": asdict(cfg),
+            "unique_pairs": data.unique_pairs,
+            "train_pairs": len(data.train_idx),
+            "skipped_long": data.skipped_long,
+            "heldout_pairs": data.heldout,
+            "valid_pairs": len(data.valid_idx),
+            "unigram_token_ppl": unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
             # compared with a table's by rescoring (rescoring.model_fit), with best_valid.mean_logp
             "valid_coverage": heldout_coverage(data.encoded, data.valid_idx) if has_valid else None,
         }
@@ -146,8 +169,10 @@ class Trainer:
             raise TrainingError(f"{self.last_path} holds no training state to resume from")
         check_same_run(state["run"], self.run, self.last_path)
         if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
-            raise TrainingError(f"--resume: {self.last_path} holds other subword units than the ones "
-                                "learned again now; start afresh without --resume")
+            raise TrainingError(
+                f"--resume: {self.last_path} holds other subword units than the ones "
+                "learned again now; start afresh without --resume"
+            )
         for key, recorded in (("source_lang", ckpt.source_lang), ("target_lang", ckpt.target_lang)):
             given = self.info[key]
             if given is not None and recorded is not None and given != recorded:
@@ -168,19 +193,31 @@ class Trainer:
         state = None
         if with_state:
             cuda_rng = torch.cuda.get_rng_state_all() if self.device.type == "cuda" else []
-            state = {"optimizer": self.opt.state_dict(), "torch_rng": torch.get_rng_state(),
-                     "cuda_rng": cuda_rng, "progress": asdict(p), "run": self.run}
+            state = {
+                "optimizer": self.opt.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": cuda_rng,
+                "progress": asdict(p),
+                "run": self.run,
+            }
         info = {**self.info, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
-        save_checkpoint(path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state,
-                        subwords=self.data.subwords)
+        save_checkpoint(
+            path, self.model, self.data.src_vocab, self.data.tgt_vocab, info, state, subwords=self.data.subwords
+        )
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
         """Score the held-out pairs, keep the best network, count patience; the log event."""
         d, p = self.data, self.p
         v = None
         if len(d.valid_idx):
-            v = evaluate(self.model, d.encoded, self.group.share(d.valid_idx), self.device,
-                         self.cfg.valid_batch_size, self.cfg.bf16)
+            v = evaluate(
+                self.model,
+                d.encoded,
+                self.group.share(d.valid_idx),
+                self.device,
+                self.cfg.valid_batch_size,
+                self.cfg.bf16,
+            )
             if self.group.distributed:
                 total, tokens, pairs = self.group.sum([v.total_logp, v.tokens, v.pairs])
                 v = HeldOut(pairs=int(pairs), tokens=int(tokens), total_logp=total)
@@ -188,8 +225,11 @@ class Trainer:
         best = v is None or p.best_logp is None or logp > p.best_logp
         if best:
             p.best_logp = logp
-            p.best = None if v is None else {"step": p.step, "token_ppl": v.token_ppl,
-                                             "mean_logp": v.mean_logp, "pairs": v.pairs}
+            p.best = (
+                None
+                if v is None
+                else {"step": p.step, "token_ppl": v.token_ppl, "mean_logp": v.mean_logp, "pairs": v.pairs}
+            )
             self.save(self.out_path, with_state=False)
         if scheduled and v is not None:
             improved = p.scheduled_best_logp is None or logp > p.scheduled_best_logp
@@ -197,10 +237,15 @@ class Trainer:
             p.bad_validations = 0 if improved else p.bad_validations + 1
         p.last_valid_step = p.step
         self.save(self.last_path, with_state=True)
-        return {"event": "valid", "step": p.step, "epoch": p.epoch,
-                "valid_token_ppl": v.token_ppl if v else None,
-                "valid_mean_logp": v.mean_logp if v else None,
-                "unigram_token_ppl": self.info["unigram_token_ppl"], "best": best}
+        return {
+            "event": "valid",
+            "step": p.step,
+            "epoch": p.epoch,
+            "valid_token_ppl": v.token_ppl if v else None,
+            "valid_mean_logp": v.mean_logp if v else None,
+            "unigram_token_ppl": self.info["unigram_token_ppl"],
+            "best": best,
+        }
 
     def step(self, idx: np.ndarray) -> torch.Tensor:
         """One Adadelta update on the (global) batch ``idx``; this process's part of the loss
@@ -238,13 +283,19 @@ class Trainer:
             return "epochs"
         if cfg.patience and p.bad_validations >= cfg.patience:
             return "patience"
-        if cfg.max_time is not None and self.group.max(
-                [time.monotonic() - t_start >= cfg.max_time])[0]:  # every process stops
+        if (
+            cfg.max_time is not None and self.group.max([time.monotonic() - t_start >= cfg.max_time])[0]
+        ):  # every process stops
             return "max_time"
         return None
 
-    def fit(self, log_path: str, append_log: bool = False, report: Report | None = None,
-            stop: Callable[[], int | None] | None = None) -> str:
+    def fit(
+        self,
+        log_path: str,
+        append_log: bool = False,
+        report: Report | None = None,
+        stop: Callable[[], int | None] | None = None,
+    ) -> str:
         """Train until a limit; the reason ("max_steps", ...). ``stop()`` is asked after every
         step; a true answer (a signal number, say) saves ``.last.pt``, raises ``Interrupted``."""
         cfg, d, p = self.cfg, self.data, self.p
@@ -259,16 +310,26 @@ class Trainer:
                 if report:
                     report(event["event"], event)
 
-            emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log,
-                  "train_pairs": len(d.train_idx), "skipped_long": d.skipped_long,
-                  "valid_pairs": len(d.valid_idx), "argv": self.info["argv"]})
+            emit(
+                {
+                    "event": "start",
+                    "step": p.step,
+                    "epoch": p.epoch,
+                    "resumed": append_log,
+                    "train_pairs": len(d.train_idx),
+                    "skipped_long": d.skipped_long,
+                    "valid_pairs": len(d.valid_idx),
+                    "argv": self.info["argv"],
+                }
+            )
             self.model.train()
             loss_sum, pairs, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
             plan: list[np.ndarray] | None = None
             reason = self.limit_reached(t_start)
             while reason is None:
-                plan = plan or epoch_plan(d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch,
-                                          max_tokens=self.global_tokens)
+                plan = plan or epoch_plan(
+                    d.encoded, d.train_idx, self.global_batch, cfg.seed, p.epoch, max_tokens=self.global_tokens
+                )
                 idx = plan[p.position]
                 loss_sum += self.step(idx)
                 pairs, steps = pairs + len(idx), steps + 1
@@ -279,9 +340,15 @@ class Trainer:
                     report("step", {"step": p.step})
                 if p.step % cfg.log_every == 0:
                     now = time.monotonic()
-                    emit({"event": "train", "step": p.step, "epoch": p.epoch,
-                          "loss": self.group.sum([float(loss_sum)])[0] / steps,
-                          "pairs_per_s": round(pairs / max(now - t_last, 1e-9), 1)})
+                    emit(
+                        {
+                            "event": "train",
+                            "step": p.step,
+                            "epoch": p.epoch,
+                            "loss": self.group.sum([float(loss_sum)])[0] / steps,
+                            "pairs_per_s": round(pairs / max(now - t_last, 1e-9), 1),
+                        }
+                    )
                     loss_sum, pairs, steps, t_last = loss_sum * 0, 0, 0, now
                 if p.step % cfg.valid_every == 0:
                     emit(self.validate(scheduled=True))

@@ -18,15 +18,40 @@ from tests.helpers.paths import PYTHON, cli_env
 def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     out = tmp_path / "bench.json"
     r = subprocess.run(
-        [PYTHON, "-m", "benchmarks.bench", "--quick", "--threads", "1", "--table", str(sample_table),
-         "--lines", "200", "--json", str(out)],
-        env=cli_env(), capture_output=True, text=True, timeout=300,
+        [
+            PYTHON,
+            "-m",
+            "benchmarks.bench",
+            "--quick",
+            "--threads",
+            "1",
+            "--table",
+            str(sample_table),
+            "--lines",
+            "200",
+            "--json",
+            str(out),
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    for heading in ("rescoring on the CPU", "prefix / reference", "peak RSS", "training on the CPU",
-                    "GFLOP/s", "CPU features: ", "avx512_bf16 ", "amx_bf16 ", "bound for prefix / reference",
-                    "rescoring per architecture", "n-best scoring with the CSLM",
-                    "n-best scoring with the NMT feature"):
+    for heading in (
+        "rescoring on the CPU",
+        "prefix / reference",
+        "peak RSS",
+        "training on the CPU",
+        "GFLOP/s",
+        "CPU features: ",
+        "avx512_bf16 ",
+        "amx_bf16 ",
+        "bound for prefix / reference",
+        "rescoring per architecture",
+        "n-best scoring with the CSLM",
+        "n-best scoring with the NMT feature",
+    ):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
     assert figures["lines"] == 200
@@ -37,15 +62,19 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert set(figures["peak_rss_mb"]) == {"200", "600"} and min(figures["peak_rss_mb"].values()) > 50
     assert rescoring["bound_fraction"] > 0 and rescoring["bound"] > 1
     assert rescoring["bound"] * rescoring["bound_fraction"] == pytest.approx(rescoring["ratio"])
-    assert set(figures["cpu_training"]) == {f"quick {d}, batch {b}, 1 thread"
-                                            for d in ("float32", "bfloat16") for b in (64, 256)}
+    assert set(figures["cpu_training"]) == {
+        f"quick {d}, batch {b}, 1 thread" for d in ("float32", "bfloat16") for b in (64, 256)
+    }
     for t in figures["cpu_training"].values():
         assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
     archs = figures["arch_rescoring"]
     assert archs["lines"] == 200 and archs["scores_equal"] is True
     assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
-        "cho2014": "PrefixScorer", "rnnsearch": "StackedPrefixScorer", "gnmt": "StackedPrefixScorer"}
+        "cho2014": "PrefixScorer",
+        "rnnsearch": "StackedPrefixScorer",
+        "gnmt": "StackedPrefixScorer",
+    }
     assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
     assert figures["nbest"]["scores_equal"] is True and figures["nbest"]["quick"]["hypotheses_per_s"] > 0
     nmt = figures["nbest_nmt"]
@@ -58,16 +87,36 @@ def test_architecture_part_alone(tmp_path: Path, sample_table: Path) -> None:
     """``python -m benchmarks.architectures``: pairs/s of both scorers for every architecture."""
     out = tmp_path / "archs.json"
     r = subprocess.run(
-        [PYTHON, "-m", "benchmarks.architectures", "--size", "quick", "--threads", "1", "--table", str(sample_table),
-         "--lines", "120", "--repeats", "2", "--json", str(out)],
-        env=cli_env(), capture_output=True, text=True, timeout=300,
+        [
+            PYTHON,
+            "-m",
+            "benchmarks.architectures",
+            "--size",
+            "quick",
+            "--threads",
+            "1",
+            "--table",
+            str(sample_table),
+            "--lines",
+            "120",
+            "--repeats",
+            "2",
+            "--json",
+            str(out),
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     figures = json.loads(out.read_text())
     assert figures["scores_equal"] is True and figures["lines"] == 120
-    for arch, prefix, batched in (("cho2014", "PrefixScorer", "BatchedScorer"),
-                                  ("rnnsearch", "StackedPrefixScorer", "StackedScorer"),
-                                  ("gnmt", "StackedPrefixScorer", "StackedScorer")):
+    for arch, prefix, batched in (
+        ("cho2014", "PrefixScorer", "BatchedScorer"),
+        ("rnnsearch", "StackedPrefixScorer", "StackedScorer"),
+        ("gnmt", "StackedPrefixScorer", "StackedScorer"),
+    ):
         f = figures[arch]
         assert (f["prefix"]["scorer"], f["batched"]["scorer"]) == (prefix, batched)
         assert len(f["ratios"]) == 2 and f["prefix"]["pairs_per_s"] > 0 and f["max_abs_diff"] <= 1e-4
@@ -75,8 +124,13 @@ def test_architecture_part_alone(tmp_path: Path, sample_table: Path) -> None:
 
 
 def _nbest_part(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "benchmarks.nbest", "--sizes", "quick", "--threads", "1", *args],
-                          env=cli_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "benchmarks.nbest", "--sizes", "quick", "--threads", "1", *args],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_nbest_part_alone(tmp_path: Path) -> None:
@@ -85,8 +139,15 @@ def test_nbest_part_alone(tmp_path: Path) -> None:
     out = tmp_path / "nbest.json"
     r = _nbest_part("--lines", "300", "--repeats", "2", "--check", "30", "--json", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    for heading in ("n-best scoring with the CSLM", "list: synthetic: up to 200 variants", "hypotheses/s",
-                    "useful GFLOP/s", "% of matmul", "against the plain computation", ": equal"):
+    for heading in (
+        "n-best scoring with the CSLM",
+        "list: synthetic: up to 200 variants",
+        "hypotheses/s",
+        "useful GFLOP/s",
+        "% of matmul",
+        "against the plain computation",
+        ": equal",
+    ):
         assert heading in r.stdout
     f = json.loads(out.read_text())
     q = f["quick"]
@@ -95,7 +156,8 @@ def test_nbest_part_alone(tmp_path: Path) -> None:
     assert q["hypotheses"] >= 300 and q["ngrams"] == q["words"] + q["hypotheses"]  # every word, then </s>
     assert 0 < q["distinct_contexts"] < q["ngrams"] and q["shortlist"] == 500 and q["order"] == 5
     assert q["useful_gflops"] == pytest.approx(
-        q["distinct_contexts"] / q["hypotheses"] * 2 * (4 * 16 * 32 + 32 * 16 + 16 * 500) * q["hypotheses_per_s"] / 1e9)
+        q["distinct_contexts"] / q["hypotheses"] * 2 * (4 * 16 * 32 + 32 * 16 + 16 * 500) * q["hypotheses_per_s"] / 1e9
+    )
     assert q["matmul_fraction"] == pytest.approx(q["useful_gflops"] / f["cpu_matmul_gflops"])
 
 
@@ -124,8 +186,9 @@ def test_nbest_part_fails_when_the_scores_differ(tmp_path: Path) -> None:
     plain = nbest.plain_sentence_log_probs
     try:
         with mock.patch.object(nbest, "plain_sentence_log_probs", lambda *a: plain(*a) + 2e-4):
-            r = CliRunner().invoke(nbest.main, ["--sizes", "quick", "--threads", "1", "--lines", "10",
-                                                "--repeats", "1", "--check", "5"])
+            r = CliRunner().invoke(
+                nbest.main, ["--sizes", "quick", "--threads", "1", "--lines", "10", "--repeats", "1", "--check", "5"]
+            )
     finally:
         torch.set_num_threads(before)
     assert r.exit_code == 1, r.output
@@ -203,8 +266,18 @@ def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) 
         src, tgt = parts.shortlists(str(sample_table), parts.preset_vocab_size("quick"))
         config = parts.model_config("quick", src, tgt)
         parts.random_checkpoint(tmp_path / "m.pt", config, src, tgt)
-        figures = accelerator_figures(load_checkpoint(str(tmp_path / "m.pt")), str(sample_table), 300, tmp_path,
-                                      config, src, tgt, 32, torch.device("cpu"), matmul_n=128)
+        figures = accelerator_figures(
+            load_checkpoint(str(tmp_path / "m.pt")),
+            str(sample_table),
+            300,
+            tmp_path,
+            config,
+            src,
+            tgt,
+            32,
+            torch.device("cpu"),
+            matmul_n=128,
+        )
     finally:
         torch.set_num_threads(before)
     assert figures["lines"] == 300
@@ -220,9 +293,27 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
     products carry a FLOP count."""
     out = tmp_path / "profile.json"
     r = subprocess.run(
-        [PYTHON, "-m", "benchmarks.training_profile", "--preset", "quick", "--threads", "1", "--table",
-         str(sample_table), "--lines", "300", "--steps", "2", "--json", str(out)],
-        env=cli_env(), capture_output=True, text=True, timeout=300,
+        [
+            PYTHON,
+            "-m",
+            "benchmarks.training_profile",
+            "--preset",
+            "quick",
+            "--threads",
+            "1",
+            "--table",
+            str(sample_table),
+            "--lines",
+            "300",
+            "--steps",
+            "2",
+            "--json",
+            str(out),
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     f = json.loads(out.read_text())
@@ -239,11 +330,30 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
 def test_operator_kinds() -> None:
     from benchmarks.training_profile import is_operator, kind_of
 
-    assert [kind_of(n) for n in ("aten::addmm", "aten::_log_softmax_backward_data", "aten::cat", "aten::sigmoid",
-                                 "aten::linalg_vector_norm", "autograd::engine::evaluate_function: MmBackward0",
-                                 "aten::tanh_backward", "aten::index_add_", "aten::mul_")] == [
-        "matrix products", "softmax and loss", "copies and indexing", "element-wise", "reductions",
-        "autograd bookkeeping", "element-wise", "copies and indexing", "element-wise"]
+    assert [
+        kind_of(n)
+        for n in (
+            "aten::addmm",
+            "aten::_log_softmax_backward_data",
+            "aten::cat",
+            "aten::sigmoid",
+            "aten::linalg_vector_norm",
+            "autograd::engine::evaluate_function: MmBackward0",
+            "aten::tanh_backward",
+            "aten::index_add_",
+            "aten::mul_",
+        )
+    ] == [
+        "matrix products",
+        "softmax and loss",
+        "copies and indexing",
+        "element-wise",
+        "reductions",
+        "autograd bookkeeping",
+        "element-wise",
+        "copies and indexing",
+        "element-wise",
+    ]
     assert not is_operator("Optimizer.step#ChunkedAdadelta.step") and not is_operator("train.forward")
     assert is_operator("aten::mm") and is_operator("MmBackward0")
 

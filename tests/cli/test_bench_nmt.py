@@ -18,8 +18,13 @@ from tests.helpers.paths import PYTHON, cli_env
 
 
 def _nmt_part(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "benchmarks.nbest_nmt", "--sizes", "quick", "--threads", "1", *args],
-                          env=cli_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "benchmarks.nbest_nmt", "--sizes", "quick", "--threads", "1", *args],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_nmt_part_alone(tmp_path: Path) -> None:
@@ -28,9 +33,17 @@ def test_nmt_part_alone(tmp_path: Path) -> None:
     out = tmp_path / "nmt.json"
     r = _nmt_part("--lines", "300", "--repeats", "2", "--check", "20", "--flop-sample", "15", "--json", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    for heading in ("n-best scoring with the NMT feature", "list: synthetic: up to 200 variants", "sources: ",
-                    "hypotheses/s", "useful GFLOP/s", "% of matmul", "prefix / batched: ",
-                    "against the plain computation", ": equal"):
+    for heading in (
+        "n-best scoring with the NMT feature",
+        "list: synthetic: up to 200 variants",
+        "sources: ",
+        "hypotheses/s",
+        "useful GFLOP/s",
+        "% of matmul",
+        "prefix / batched: ",
+        "against the plain computation",
+        ": equal",
+    ):
         assert heading in r.stdout
     f = json.loads(out.read_text())
     q = f["quick"]
@@ -61,8 +74,23 @@ def test_nmt_part_fails_when_the_values_differ() -> None:
     before = torch.get_num_threads()
     try:
         with mock.patch.object(nbest_nmt, "plain_scores", off):
-            r = CliRunner().invoke(nbest_nmt.main, ["--sizes", "quick", "--threads", "1", "--lines", "10",
-                                                    "--repeats", "1", "--check", "5", "--flop-sample", "3"])
+            r = CliRunner().invoke(
+                nbest_nmt.main,
+                [
+                    "--sizes",
+                    "quick",
+                    "--threads",
+                    "1",
+                    "--lines",
+                    "10",
+                    "--repeats",
+                    "1",
+                    "--check",
+                    "5",
+                    "--flop-sample",
+                    "3",
+                ],
+            )
     finally:
         torch.set_num_threads(before)
     assert r.exit_code == 1, r.output
@@ -78,8 +106,11 @@ def test_nmt_part_without_shared_data(tmp_path: Path) -> None:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with mock.patch.object(nbest_nmt, "ONE_BEST", missing), mock.patch.object(nbest_nmt, "SOURCE_TEXT", missing), \
-                mock.patch.object(nbest_nmt, "CORPUS", (missing, missing)):
+        with (
+            mock.patch.object(nbest_nmt, "ONE_BEST", missing),
+            mock.patch.object(nbest_nmt, "SOURCE_TEXT", missing),
+            mock.patch.object(nbest_nmt, "CORPUS", (missing, missing)),
+        ):
             src, tgt = nbest_nmt.shortlists("small")
             f = nbest_nmt.nmt_part(150, ["quick"], 1, 5, 5, 50.0, tmp_path)
     finally:

@@ -55,8 +55,7 @@ def test_rescore_dtype_bfloat16(tmp_path: Path) -> None:
     outs = {}
     for dtype in ("float32", "bfloat16"):
         outs[dtype] = tmp_path / f"{dtype}.gz"
-        r = CliRunner().invoke(cli, ["rescore", str(head), str(outs[dtype]), "--model", str(model),
-                                     "--dtype", dtype])
+        r = CliRunner().invoke(cli, ["rescore", str(head), str(outs[dtype]), "--model", str(model), "--dtype", dtype])
         assert r.exit_code == 0, r.output
         assert f"|dtype:{dtype}|" in r.stderr
         assert (EMULATED in r.stderr) == (dtype == "bfloat16" and _warns_here())
@@ -69,16 +68,43 @@ def test_rescore_dtype_bfloat16(tmp_path: Path) -> None:
 
 def test_rescore_dtype_bfloat16_needs_the_prefix_scorer(tmp_path: Path) -> None:
     model = tiny_checkpoint(tmp_path / "tiny.pt")
-    r = CliRunner().invoke(cli, ["rescore", str(SAMPLE), str(tmp_path / "o.gz"), "--model", str(model),
-                                 "--dtype", "bfloat16", "--scorer", "reference"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "rescore",
+            str(SAMPLE),
+            str(tmp_path / "o.gz"),
+            "--model",
+            str(model),
+            "--dtype",
+            "bfloat16",
+            "--scorer",
+            "reference",
+        ],
+    )
     assert r.exit_code != 0 and "--dtype bfloat16 works with --scorer prefix only" in r.output
     assert not (tmp_path / "o.gz").exists()
 
 
 def test_train_bf16_on_the_cpu(tmp_path: Path) -> None:
     table = mapping_table(tmp_path / "pt.gz", 200)
-    args = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
-            "--log-every", "1", "--max-steps", "6", "--device", "cpu", "--init-std", "0.1"]
+    args = [
+        *TINY_NETWORK,
+        "--batch-size",
+        "16",
+        "--valid-fraction",
+        "0.1",
+        "--seed",
+        "3",
+        "--log-every",
+        "1",
+        "--max-steps",
+        "6",
+        "--device",
+        "cpu",
+        "--init-std",
+        "0.1",
+    ]
     losses = {}
     for name, extra in (("fp32", []), ("bf16", ["--bf16"])):
         out = tmp_path / f"{name}.pt"

@@ -39,9 +39,7 @@ def assert_png(path: Path, min_side: int = 200) -> None:
 # --- suggest ------------------------------------------------------------------------------------
 
 
-def test_suggest_scores_are_rescoring_scores_and_table_marks_are_right(
-    trained_model: Path, sample_table: Path
-) -> None:
+def test_suggest_scores_are_rescoring_scores_and_table_marks_are_right(trained_model: Path, sample_table: Path) -> None:
     out = run(
         "suggest",
         "-m",
@@ -98,29 +96,15 @@ def test_suggest_reads_stdin_and_is_reproducible(trained_model: Path) -> None:
 
 
 def test_suggest_refuses_nothing_to_do(trained_model: Path) -> None:
-    r = CliRunner().invoke(
-        cli, ["suggest", "-m", str(trained_model), "a", "--beam-size", "0", "--samples", "0"]
-    )
+    r = CliRunner().invoke(cli, ["suggest", "-m", str(trained_model), "a", "--beam-size", "0", "--samples", "0"])
     assert r.exit_code == 2 and "nothing to do" in r.output
 
 
 # --- compare ------------------------------------------------------------------------------------
 
 
-def test_compare_report_formats_and_scatter_plot(
-    trained_model: Path, sample_table: Path, tmp_path: Path
-) -> None:
-    base = [
-        "compare",
-        "-m",
-        str(trained_model),
-        "-t",
-        str(sample_table),
-        "--max-sources",
-        "3",
-        "--top",
-        "2",
-    ]
+def test_compare_report_formats_and_scatter_plot(trained_model: Path, sample_table: Path, tmp_path: Path) -> None:
+    base = ["compare", "-m", str(trained_model), "-t", str(sample_table), "--max-sources", "3", "--top", "2"]
     png = tmp_path / "scatter.png"
     text = run(*base, "--scatter-pairs", "400", "--plot", str(png))
     assert text.count("\n[") == 3 and "p(target|source)" in text and "Spearman" in text
@@ -159,9 +143,7 @@ def test_compare_given_sources(trained_model: Path, sample_table: Path) -> None:
     assert {r["target"] for r in s["by_table"]} == {r["target"] for r in s["by_network"]}
 
 
-def test_compare_column_beyond_the_scores_names_the_line(
-    trained_model: Path, sample_table: Path
-) -> None:
+def test_compare_column_beyond_the_scores_names_the_line(trained_model: Path, sample_table: Path) -> None:
     r = subprocess.run(
         [
             PYTHON,
@@ -192,9 +174,7 @@ def _count_rows(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").split("\n")) - 1
 
 
-def test_embed_exports_projector_files_and_tsne_maps(
-    trained_model: Path, sample_table: Path, tmp_path: Path
-) -> None:
+def test_embed_exports_projector_files_and_tsne_maps(trained_model: Path, sample_table: Path, tmp_path: Path) -> None:
     out = tmp_path / "emb"
     printed = run(
         "embed",
@@ -235,8 +215,7 @@ def test_plots_without_scikit_learn_say_how_to_install(
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.manifold", None)
     r = CliRunner().invoke(
-        cli,
-        ["-q", "embed", "-m", str(trained_model), "-o", str(tmp_path), "--phrase", "a b", "--plot"],
+        cli, ["-q", "embed", "-m", str(trained_model), "-o", str(tmp_path), "--phrase", "a b", "--plot"]
     )
     assert r.exit_code == 2
     assert "pip install 'phrase_rescorer[plots]'" in r.output

@@ -31,7 +31,9 @@ def test_inspect_lists_every_malformed_line(tmp_path: Path) -> None:
         assert f"{t}:{line_no}:" in r.output
     strict = subprocess.run(
         [PYTHON, "-m", "phrase_rescorer", "-q", "inspect", "--strict", str(t)],
-        capture_output=True, text=True, env=cli_env(),
+        capture_output=True,
+        text=True,
+        env=cli_env(),
     )
     assert strict.returncode == 3
     assert "3 malformed line(s)" in strict.stderr

@@ -21,8 +21,9 @@ NBEST = (
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True,
-                          env=cli_env(), timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True, env=cli_env(), timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,14 +100,44 @@ def test_the_model_as_output_and_the_text_as_model_are_refused(lm: Path, tmp_pat
 def test_train_lm_command(tmp_path: Path) -> None:
     text = (TINY_MOSES / "dev.fr").read_bytes() + (TINY_MOSES / "test.fr").read_bytes()
     (tmp_path / "t.fr.gz").write_bytes(gzip.compress(text * 20))
-    r = run("train-lm", str(tmp_path / "t.fr.gz"), str(tmp_path / "lm.pt"), "--order", "3", "--embed-dim", "8",
-            "--hidden", "16", "--max-steps", "20", "--valid", str(TINY_MOSES / "dev.fr"), "--test",
-            str(TINY_MOSES / "test.fr"), "--threads", "1")
+    r = run(
+        "train-lm",
+        str(tmp_path / "t.fr.gz"),
+        str(tmp_path / "lm.pt"),
+        "--order",
+        "3",
+        "--embed-dim",
+        "8",
+        "--hidden",
+        "16",
+        "--max-steps",
+        "20",
+        "--valid",
+        str(TINY_MOSES / "dev.fr"),
+        "--test",
+        str(TINY_MOSES / "test.fr"),
+        "--threads",
+        "1",
+    )
     assert r.returncode == 0, r.stderr
     assert b"stopped (max_steps) after 20 steps" in r.stderr
     assert b"test.fr: CSLM perplexity" in r.stderr
     assert (tmp_path / "lm.pt").exists() and (tmp_path / "lm.last.pt").exists() and (tmp_path / "lm.log").exists()
-    r = run("train-lm", str(tmp_path / "t.fr.gz"), str(tmp_path / "lm.pt"), "--order", "3", "--embed-dim", "8",
-            "--hidden", "16", "--max-steps", "30", "--valid", str(TINY_MOSES / "dev.fr"), "--resume")
+    r = run(
+        "train-lm",
+        str(tmp_path / "t.fr.gz"),
+        str(tmp_path / "lm.pt"),
+        "--order",
+        "3",
+        "--embed-dim",
+        "8",
+        "--hidden",
+        "16",
+        "--max-steps",
+        "30",
+        "--valid",
+        str(TINY_MOSES / "dev.fr"),
+        "--resume",
+    )
     assert r.returncode == 0, r.stderr
     assert b"resumed at step 20" in r.stderr

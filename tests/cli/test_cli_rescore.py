@@ -67,8 +67,18 @@ def test_quiet_and_options_reach_the_signature(model: Path, head: Path, tmp_path
     r = CliRunner().invoke(cli, ["rescore", str(head), str(out), "--model", str(model), "-q"])
     assert r.exit_code == 0 and r.stderr == ""
     r = CliRunner().invoke(
-        cli, ["rescore", str(head), str(out), "--model", str(model), "--normalize", "--unk-feature",
-              "--score-format", "logprob"],
+        cli,
+        [
+            "rescore",
+            str(head),
+            str(out),
+            "--model",
+            str(model),
+            "--normalize",
+            "--unk-feature",
+            "--score-format",
+            "logprob",
+        ],
     )
     assert r.exit_code == 0, r.output
     assert "|format:logprob|norm:tokens+eos|wp:yes|" in r.stderr
@@ -163,8 +173,17 @@ def _train_model_dir(root: Path, columns: int = 4) -> Path:
 def test_moses_step_program_rescores_a_model_directory(model: Path, tmp_path: Path) -> None:
     model_dir = _train_model_dir(tmp_path)
     (tmp_path / "mert-work-rnn").mkdir()  # an earlier tuning run: must not be reused
-    r = run(str(model_dir), "--network", str(model), "--unk-feature", "--dev-source", "dev.en", "-threads", "2",
-            program="moses-rescore-step")
+    r = run(
+        str(model_dir),
+        "--network",
+        str(model),
+        "--unk-feature",
+        "--dev-source",
+        "dev.en",
+        "-threads",
+        "2",
+        program="moses-rescore-step",
+    )
     assert r.returncode == 0, r.stderr
     values = appended_columns(model_dir / "phrase-table.gz", model_dir / "phrase-table.rnn.gz", columns=2)
     assert len(values) == 400
@@ -240,10 +259,12 @@ def test_moses_step_on_its_own_patched_ini_is_refused(model: Path, tmp_path: Pat
     model_dir = _train_model_dir(tmp_path)
     assert run(str(model_dir), "-m", str(model), "-q", program="moses-rescore-step").returncode == 0
     before = (model_dir / "phrase-table.rnn.gz").read_bytes()
-    r = run(str(model_dir), "-m", str(model), "-q", "--ini", str(model_dir / "moses.rnn.ini"),
-            program="moses-rescore-step")
+    r = run(
+        str(model_dir), "-m", str(model), "-q", "--ini", str(model_dir / "moses.rnn.ini"), program="moses-rescore-step"
+    )
     assert r.returncode == 3
     assert r.stderr.decode().strip() == (
         f"moses-rescore-step: error: {model_dir}/phrase-table.rnn.gz: already rescored: on lines 1-400 the last "
-        "1 score(s) are exactly the column(s) this network would add; rescore the original table, not this one")
+        "1 score(s) are exactly the column(s) this network would add; rescore the original table, not this one"
+    )
     assert (model_dir / "phrase-table.rnn.gz").read_bytes() == before

@@ -74,8 +74,19 @@ def test_case_follows_the_table_unless_told(models: tuple[Path, Path]) -> None:
 
 
 def test_people_read_unescaped_text_programs_get_the_tables(models: tuple[Path, Path], sample_table: Path) -> None:
-    common = ("compare", "-m", str(models[0]), "-t", str(sample_table), "--scatter-pairs", "0",
-              "--source", MANS_PICTURE[0], "--source", ARENT_SHOWING[0])
+    common = (
+        "compare",
+        "-m",
+        str(models[0]),
+        "-t",
+        str(sample_table),
+        "--scatter-pairs",
+        "0",
+        "--source",
+        MANS_PICTURE[0],
+        "--source",
+        ARENT_SHOWING[0],
+    )
     text = run(*common)
     assert "[1] a man 's picture    (2 targets" in text and "1. image d' un homme" in text
     assert "n' apparaissent pas" in text and "&apos;" not in text
@@ -84,11 +95,23 @@ def test_people_read_unescaped_text_programs_get_the_tables(models: tuple[Path, 
     assert "[2] aren't showing" in detok and "n'apparaissent pas" in detok
     data = json.loads(run(*common, "--format", "json"))
     assert [s["source"] for s in data["sources"]] == [MANS_PICTURE[1], ARENT_SHOWING[1]]
-    assert {r["target"] for r in data["sources"][0]["by_table"]} == {"image d&apos; un homme",
-                                                                       "l&apos; image d&apos; un homme"}
+    assert {r["target"] for r in data["sources"][0]["by_table"]} == {
+        "image d&apos; un homme",
+        "l&apos; image d&apos; un homme",
+    }
     assert "d&apos; un homme" in run(*common, "--format", "tsv")
-    raw = run("compare", "-m", str(models[0]), "-t", str(sample_table), "--scatter-pairs", "0", "--raw",
-              "--source", MANS_PICTURE[1])
+    raw = run(
+        "compare",
+        "-m",
+        str(models[0]),
+        "-t",
+        str(sample_table),
+        "--scatter-pairs",
+        "0",
+        "--raw",
+        "--source",
+        MANS_PICTURE[1],
+    )
     assert "[1] a man &apos;s picture" in raw and "l&apos; image d&apos; un homme" in raw
 
 
@@ -117,8 +140,17 @@ def test_a_missing_language_is_asked_for(models: tuple[Path, Path]) -> None:
     r = invoke(*args, "a man", "--detok", "--source-lang", "en")
     assert r.exit_code == 2 and "language of its target side" in r.stderr and "--target-lang" in r.stderr
     # nothing typed, nothing detokenized: no language needed
-    run("compare", "-m", unknown, "-t", str(Path(__file__).parents[1] / "data" / "sample.en-fr.phrase-table.gz"),
-        "--scatter-pairs", "0", "--max-sources", "1")
+    run(
+        "compare",
+        "-m",
+        unknown,
+        "-t",
+        str(Path(__file__).parents[1] / "data" / "sample.en-fr.phrase-table.gz"),
+        "--scatter-pairs",
+        "0",
+        "--max-sources",
+        "1",
+    )
     r = invoke("suggest", "-m", unknown, "a", "--source-lang", "English")
     assert r.exit_code == 2 and "'English' is not a language code" in r.stderr
     r = invoke("suggest", "-m", str(models[0]), "a", "--raw", "--detok")

@@ -38,8 +38,9 @@ def test_version_after_every_subcommand(name: str) -> None:
 
 @pytest.mark.parametrize("program", ["phrase-rescorer", "rescore-phrase-table", "moses-rescore-step"])
 def test_the_three_programs_say_their_version(program: str) -> None:
-    r = subprocess.run([PYTHON, str(REPO / "bin" / program), "--version"], capture_output=True, text=True,
-                       env=cli_env(), timeout=120)
+    r = subprocess.run(
+        [PYTHON, str(REPO / "bin" / program), "--version"], capture_output=True, text=True, env=cli_env(), timeout=120
+    )
     assert r.returncode == 0 and r.stdout == f"{program}, version {__version__}\n", r.stderr
 
 
@@ -78,6 +79,5 @@ def test_rescoring_defaults_are_the_library_s() -> None:
     for name in ("rescore", "moses-step"):
         ctx = click.Context(cli.commands[name])
         given = {p.name: p.get_default(ctx) for p in cli.commands[name].params}
-        for field in ("score_format", "normalize", "unk_feature", "batch_size", "window", "device", "dtype",
-                      "scorer"):
+        for field in ("score_format", "normalize", "unk_feature", "batch_size", "window", "device", "dtype", "scorer"):
             assert given[field] == getattr(defaults, field), (name, field)

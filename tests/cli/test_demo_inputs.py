@@ -21,8 +21,14 @@ WRITTEN = ("work/demo", ".venv")
 
 def demo_commands() -> list[list[str]]:
     """The shell commands of `make demo`, every target remade (-B), none run (-n)."""
-    r = subprocess.run(["make", "-n", "-B", "--no-print-directory", "demo"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+    r = subprocess.run(
+        ["make", "-n", "-B", "--no-print-directory", "demo"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MAKEFLAGS": ""},
+    )
     assert r.returncode == 0, r.stderr
     text = r.stdout.replace("\\\n", " ")
     return [shlex.split(line) for line in text.splitlines() if line.strip()]
@@ -60,8 +66,11 @@ def test_the_demo_reads_nothing_outside_the_repository() -> None:
     # The demo's two data inputs are among them (so the parsing above does see the commands).
     assert {SAMPLE.relative_to(REPO).as_posix(), SAMPLE_INI.relative_to(REPO).as_posix()} <= inputs
     if (REPO / ".git").exists():
-        tracked = set(subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True,
-                                     check=True).stdout.split("\0"))
+        tracked = set(
+            subprocess.run(
+                ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+            ).stdout.split("\0")
+        )
         assert inputs <= tracked, f"demo inputs not in the repository: {sorted(inputs - tracked)}"
     else:
         assert all((REPO / p).is_file() for p in inputs), inputs
@@ -78,8 +87,10 @@ def test_the_bundled_ini_is_the_real_systems() -> None:
 
 def test_named_paths_sees_files_outside() -> None:
     """The check above can fail: a command naming ../shared is reported."""
-    commands = [shlex.split("phrase-rescorer moses-ini ../shared/data/moses-en-fr/moses.ini out.ini --table=/x/t.gz"),
-                shlex.split('echo "see tests/data/README.md"')]
+    commands = [
+        shlex.split("phrase-rescorer moses-ini ../shared/data/moses-en-fr/moses.ini out.ini --table=/x/t.gz"),
+        shlex.split('echo "see tests/data/README.md"'),
+    ]
     assert named_paths(commands) == {"../shared/data/moses-en-fr/moses.ini", "/x/t.gz"}
 
 

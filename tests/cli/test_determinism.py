@@ -20,16 +20,31 @@ from tests.helpers.paths import PYTHON, SAMPLE, cli_env
 from tests.helpers.synthetic import mapping_table
 from tests.helpers.train_options import TINY_NETWORK
 
-TINY = [*TINY_NETWORK,
-        "--batch-size", "16", "--valid-fraction", "0.1", "--valid-every", "5", "--patience", "0",
-        "--max-steps", "12", "--device", "cpu", "--threads", "1"]
+TINY = [
+    *TINY_NETWORK,
+    "--batch-size",
+    "16",
+    "--valid-fraction",
+    "0.1",
+    "--valid-every",
+    "5",
+    "--patience",
+    "0",
+    "--max-steps",
+    "12",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+]
 
 
 def run(cwd: Path, *args: str, hash_seed: str) -> None:
     env = cli_env()
     env.update(PYTHONHASHSEED=hash_seed, OMP_NUM_THREADS="1")
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", *args], capture_output=True, env=env, cwd=cwd,
-                       timeout=300)
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "-q", *args], capture_output=True, env=env, cwd=cwd, timeout=300
+    )
     assert r.returncode == 0, r.stderr.decode()
 
 
@@ -80,16 +95,20 @@ def test_window_batch_size_and_scorer_change_log_p_by_rounding_only(tmp_path: Pa
     table.write_bytes(b"".join(lines))
 
     def log_p(name: str, **options: object) -> np.ndarray:
-        rescore_table(str(table), str(tmp_path / name), str(MODEL), device="cpu", score_format="logprob",
-                      **options)  # type: ignore[arg-type]
-        return np.array([float(line.split(b" ||| ")[2].split()[-1]) for line in (tmp_path / name).read_bytes()
-                         .splitlines()])
+        rescore_table(str(table), str(tmp_path / name), str(MODEL), device="cpu", score_format="logprob", **options)  # type: ignore[arg-type]
+        return np.array(
+            [float(line.split(b" ||| ")[2].split()[-1]) for line in (tmp_path / name).read_bytes().splitlines()]
+        )
 
     base = log_p("base")
     changed = 0
-    for name, options in {"window 1024": dict(window=1024, window_cap=8192),
-                          "window 100": dict(window=100, window_cap=800), "batch 64": dict(batch_size=64),
-                          "batched": dict(scorer="batched"), "reference": dict(scorer="reference")}.items():
+    for name, options in {
+        "window 1024": dict(window=1024, window_cap=8192),
+        "window 100": dict(window=100, window_cap=800),
+        "batch 64": dict(batch_size=64),
+        "batched": dict(scorer="batched"),
+        "reference": dict(scorer="reference"),
+    }.items():
         other = log_p(name.replace(" ", "-"), **options)
         assert np.all(np.abs(other - base) <= ROUNDING * np.abs(base)), name
         changed += int(np.count_nonzero(other != base))

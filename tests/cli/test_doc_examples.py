@@ -15,8 +15,12 @@ from phrase_rescorer.cli import cli
 from tests.helpers.paths import REPO
 
 #: The programs and the command each one runs (``python -m phrase_rescorer`` is phrase-rescorer).
-PROGRAMS = {"phrase-rescorer": None, "phrase_rescorer": None, "rescore-phrase-table": "rescore",
-            "moses-rescore-step": "moses-step"}
+PROGRAMS = {
+    "phrase-rescorer": None,
+    "phrase_rescorer": None,
+    "rescore-phrase-table": "rescore",
+    "moses-rescore-step": "moses-step",
+}
 SHELL_ENDS = ("|", "<", ">", "&&", ";", "2>")
 
 
@@ -60,7 +64,7 @@ def invocation(line: str) -> tuple[str, list[str]] | None:
     for i, word in enumerate(words):
         if word in PROGRAMS and (i == 0 or words[i - 1] in ("-m", "--no-python") or words[0] == "torchrun"):
             args = []
-            for arg in words[i + 1:]:
+            for arg in words[i + 1 :]:
                 if arg.startswith(SHELL_ENDS):
                     break
                 args.append(arg)
@@ -115,8 +119,12 @@ def test_the_documents_show_commands_of_every_program() -> None:
 
 @pytest.mark.parametrize("where", sorted(documents()))
 def test_every_documented_command_and_option_exists(where: str) -> None:
-    wrong = [f"{line!r}: {problem}" for w, line, program, args in documented_commands() if w == where
-             for problem in problems(program, args)]
+    wrong = [
+        f"{line!r}: {problem}"
+        for w, line, program, args in documented_commands()
+        if w == where
+        for problem in problems(program, args)
+    ]
     assert not wrong, "\n".join(wrong)
 
 

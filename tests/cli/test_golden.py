@@ -99,8 +99,9 @@ def test_every_weight_moved_by_1e_4_fails_the_golden_check(
         for p in model.parameters():
             p.mul_(1 + 1e-4)
     changed = tmp_path / "changed.pt"
-    save_checkpoint(str(changed), model, ckpt.src_vocab, ckpt.tgt_vocab, info={"purpose": "tests"},
-                    subwords=ckpt.subwords)
+    save_checkpoint(
+        str(changed), model, ckpt.src_vocab, ckpt.tgt_vocab, info={"purpose": "tests"}, subwords=ckpt.subwords
+    )
     out = tmp_path / "out.txt"
     args = ["-q", "rescore", str(LINES), str(out), "--model", str(changed), *VARIANTS[variant].options]
     assert run_cli(args, monkeypatch, capsys) == (0, "")

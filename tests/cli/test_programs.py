@@ -30,8 +30,11 @@ def test_the_readme_and_the_docs_name_only_installed_programs() -> None:
     texts = [(REPO / "README.md").read_text(), *(page.read_text() for page in sorted((REPO / "docs").glob("*.md")))]
     # not $MOSES/bin/..., nor a Moses program named in a quoted error ("a usable Moses: bin/moses ...")
     told = {name for text in texts for name in re.findall(r"(?<![\w/])(?<!Moses: )bin/([a-z][a-z-]+)", text)}
-    told |= {name for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step")
-             if any(name in text for text in texts)}
+    told |= {
+        name
+        for name in ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step")
+        if any(name in text for text in texts)
+    }
     assert "moses-rescore-step" in texts[0] and "ems-train-model" in told
     assert told <= set(SCRIPTS), told - set(SCRIPTS)
 
@@ -43,8 +46,13 @@ def test_console_script_and_bin_file_give_the_same_help(name: str) -> None:
     assert callable(getattr(importlib.import_module(module), function))
     entry = subprocess.run(
         [PYTHON, "-c", f"import sys; sys.argv = [{name!r}, '-h']; from {module} import {function}; {function}()"],
-        capture_output=True, text=True, env=cli_env(), timeout=120)
-    script = subprocess.run([PYTHON, str(REPO / "bin" / name), "-h"], capture_output=True, text=True,
-                            env=cli_env(), timeout=120)
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    script = subprocess.run(
+        [PYTHON, str(REPO / "bin" / name), "-h"], capture_output=True, text=True, env=cli_env(), timeout=120
+    )
     assert entry.returncode == script.returncode == 0, entry.stderr + script.stderr
     assert entry.stdout == script.stdout and f"Usage: {name}" in entry.stdout

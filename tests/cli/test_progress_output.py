@@ -33,8 +33,9 @@ def env(interval: str = "0.000001") -> dict[str, str]:
 
 def run_with_stderr_file(args: list[str], log: Path, interval: str = "0.000001") -> int:
     with open(log, "wb") as err:
-        return subprocess.run([PYTHON, *args], stdout=subprocess.DEVNULL, stderr=err, env=env(interval),
-                              timeout=300).returncode
+        return subprocess.run(
+            [PYTHON, *args], stdout=subprocess.DEVNULL, stderr=err, env=env(interval), timeout=300
+        ).returncode
 
 
 def run_on_a_terminal(args: list[str]) -> tuple[int, str]:
@@ -56,8 +57,9 @@ def run_on_a_terminal(args: list[str]) -> tuple[int, str]:
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        code = subprocess.run([PYTHON, *args], stdout=subprocess.DEVNULL, stderr=slave, env=env("30"),
-                              timeout=300).returncode
+        code = subprocess.run(
+            [PYTHON, *args], stdout=subprocess.DEVNULL, stderr=slave, env=env("30"), timeout=300
+        ).returncode
     finally:
         os.close(slave)
         reader.join(timeout=30)
@@ -68,8 +70,15 @@ def run_on_a_terminal(args: list[str]) -> tuple[int, str]:
 @pytest.mark.slow
 def test_rescore_into_a_log_file_writes_plain_lines(model: Path, table: Path, tmp_path: Path) -> None:
     log = tmp_path / "rescore.log"
-    args = [str(REPO / "bin" / "rescore-phrase-table"), str(table), str(tmp_path / "o.gz"), "--model", str(model),
-            "--window", "2000"]
+    args = [
+        str(REPO / "bin" / "rescore-phrase-table"),
+        str(table),
+        str(tmp_path / "o.gz"),
+        "--model",
+        str(model),
+        "--window",
+        "2000",
+    ]
     assert run_with_stderr_file(args, log) == 0, log.read_text()
     text = log.read_text()
     lines = text.splitlines()
@@ -95,10 +104,33 @@ def test_quiet_prints_nothing_into_the_log(model: Path, table: Path, tmp_path: P
 @pytest.mark.slow
 def test_train_into_a_log_file_writes_plain_lines(table: Path, tmp_path: Path) -> None:
     log = tmp_path / "train.err"
-    args = ["-m", "phrase_rescorer", "train", str(table), str(tmp_path / "m.pt"), "--preset", "small",
-            "--vocab-size", "200", "--embed-dim", "8", "--hidden-dim", "8", "--maxout-dim", "8",
-            "--output-rank", "4", "--max-steps", "30", "--valid-every", "10", "--log-every", "10",
-            "--threads", "1"]
+    args = [
+        "-m",
+        "phrase_rescorer",
+        "train",
+        str(table),
+        str(tmp_path / "m.pt"),
+        "--preset",
+        "small",
+        "--vocab-size",
+        "200",
+        "--embed-dim",
+        "8",
+        "--hidden-dim",
+        "8",
+        "--maxout-dim",
+        "8",
+        "--output-rank",
+        "4",
+        "--max-steps",
+        "30",
+        "--valid-every",
+        "10",
+        "--log-every",
+        "10",
+        "--threads",
+        "1",
+    ]
     assert run_with_stderr_file(args, log) == 0, log.read_text()
     text = log.read_text()
     assert "\r" not in text

@@ -32,11 +32,13 @@ def test_every_computing_command_has_the_same_threads_option() -> None:
     assert options[0][0] == ("--threads", "-threads") and "as in Moses" in options[0][1]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--threads", "2"], 2), (["-threads", "2"], 2), (["-threads=3"], 3), (["--threads", "all"], None), ([], 1),
-])
-def test_threads_spellings_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str],
-                                       expected: int | None) -> None:
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [(["--threads", "2"], 2), (["-threads", "2"], 2), (["-threads=3"], 3), (["--threads", "all"], None), ([], 1)],
+)
+def test_threads_spellings_and_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str], expected: int | None
+) -> None:
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
     table = tmp_path / "t.txt"
@@ -119,8 +121,9 @@ def _busiest_share(args: list[str]) -> tuple[float, int]:
     return max(seen.values()) / total, total
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
-                    reason="needs Linux /proc and at least 2 CPUs")
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2, reason="needs Linux /proc and at least 2 CPUs"
+)
 @pytest.mark.slow
 def test_threads_1_scores_on_one_thread(tmp_path: Path) -> None:
     model = tiny_checkpoint(tmp_path / "m.pt", hidden=64)

@@ -28,8 +28,22 @@ def _run(argv: list[str | Path], **kwargs) -> subprocess.CompletedProcess:
 def test_the_wheel_installs_and_runs(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     # offline: setuptools of this environment, no download (--no-build-isolation), no dependency
-    _run([PYTHON, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-          "-w", wheels, REPO], cwd=tmp_path)
+    _run(
+        [
+            PYTHON,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            wheels,
+            REPO,
+        ],
+        cwd=tmp_path,
+    )
     (wheel,) = wheels.glob("phrase_rescorer-*.whl")
     assert wheel.name == f"phrase_rescorer-{__version__}-py3-none-any.whl"
 

@@ -36,7 +36,11 @@ def big_table(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
 @pytest.mark.parametrize("where", ["while scoring", "at the final flush"])
 def test_disk_full_simulated(
-    model: Path, big_table: Path, out_name: str, where: str, monkeypatch: pytest.MonkeyPatch,
+    model: Path,
+    big_table: Path,
+    out_name: str,
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = big_table.with_name(out_name)
@@ -88,8 +92,12 @@ def test_disk_full_real_tmpfs(model: Path, small_tmpfs: Path, out_name: str, tmp
     # rescored: plain 1,000 lines, 140 KB; gzip 5,000 lines, about 180 KB compressed
     table.write_bytes(gzip.compress(b"".join(lines[:1000] if out_name == "out.txt" else lines[:5000]), 1))
     out = small_tmpfs / out_name
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(out), "--model", str(model)],
-                       capture_output=True, env=subprocess_env(), timeout=300)
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(out), "--model", str(model)],
+        capture_output=True,
+        env=subprocess_env(),
+        timeout=300,
+    )
     err = r.stderr.decode()
     assert r.returncode == 6, err
     assert err.strip() == f"phrase-rescorer: error: {out}: disk full (no space left on device)"
@@ -117,7 +125,11 @@ def dev_full(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
 def test_disk_full_dev_full_rescoring(
-    model: Path, big_table: Path, out_name: str, dev_full: str, monkeypatch: pytest.MonkeyPatch,
+    model: Path,
+    big_table: Path,
+    out_name: str,
+    dev_full: str,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The temporary writes to /dev/full, where every write fails with ENOSPC."""
@@ -137,10 +149,32 @@ def test_disk_full_while_saving_a_model(
     models = tmp_path / "models"
     models.mkdir()
     code, err = run_cli(
-        ["-q", "train", str(table), str(models / "rnn.pt"), "--log", str(tmp_path / "rnn.log"), "--vocab-size", "20",
-         "--embed-dim", "4", "--hidden-dim", "8", "--maxout-dim", "4", "--output-rank", "2", "--max-steps", "2",
-         "--valid-every", "1", "--device", "cpu"],
-        monkeypatch, capsys,
+        [
+            "-q",
+            "train",
+            str(table),
+            str(models / "rnn.pt"),
+            "--log",
+            str(tmp_path / "rnn.log"),
+            "--vocab-size",
+            "20",
+            "--embed-dim",
+            "4",
+            "--hidden-dim",
+            "8",
+            "--maxout-dim",
+            "4",
+            "--output-rank",
+            "2",
+            "--max-steps",
+            "2",
+            "--valid-every",
+            "1",
+            "--device",
+            "cpu",
+        ],
+        monkeypatch,
+        capsys,
     )
     assert code == 6, err
     assert err.strip() == f"phrase-rescorer: error: {models / 'rnn.pt'}: disk full (no space left on device)"

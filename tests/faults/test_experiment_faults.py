@@ -54,10 +54,29 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def experiment(moses: Path, files: dict[str, Path], out: str, *extra: str) -> tuple[int, str]:
-    args = ["--moses", str(moses), "--ini", str(files["ini"]), "--dev", str(files["dev.en"]), str(files["dev.fr"]),
-            "--test", str(files["test.en"]), str(files["test.fr"]), "--target-lang", "fr", "--out", out, *extra]
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "experiment", *args], capture_output=True,
-                       env={**cli_env(), "OMP_NUM_THREADS": "1"}, timeout=300)
+    args = [
+        "--moses",
+        str(moses),
+        "--ini",
+        str(files["ini"]),
+        "--dev",
+        str(files["dev.en"]),
+        str(files["dev.fr"]),
+        "--test",
+        str(files["test.en"]),
+        str(files["test.fr"]),
+        "--target-lang",
+        "fr",
+        "--out",
+        out,
+        *extra,
+    ]
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "-q", "experiment", *args],
+        capture_output=True,
+        env={**cli_env(), "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     return r.returncode, r.stderr.decode()
 
 
@@ -68,8 +87,9 @@ def one_error(err: str) -> str:
 
 
 def listing(directory: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(directory)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(directory.rglob("*"))}
+    return {
+        str(p.relative_to(directory)): (p.read_bytes() if p.is_file() else None) for p in sorted(directory.rglob("*"))
+    }
 
 
 def test_empty_out_is_refused(stand_in_moses: Path, files: dict[str, Path]) -> None:
@@ -81,8 +101,10 @@ def test_out_on_a_dangling_link_is_refused(stand_in_moses: Path, files: dict[str
     (tmp_path / "out").symlink_to(tmp_path / "gone")
     code, err = experiment(stand_in_moses, files, str(tmp_path / "out"))
     assert code == 6
-    assert one_error(err) == (f"phrase-rescorer: error: {tmp_path / 'out'}: --out is a symbolic link to "
-                              f"'{tmp_path / 'gone'}', which does not exist")
+    assert one_error(err) == (
+        f"phrase-rescorer: error: {tmp_path / 'out'}: --out is a symbolic link to "
+        f"'{tmp_path / 'gone'}', which does not exist"
+    )
     assert not (tmp_path / "gone").exists()
 
 
@@ -98,13 +120,17 @@ def test_a_second_run_on_a_live_out_is_refused_and_touches_nothing(
         code, err = experiment(stand_in_moses, files, str(out))
         assert listing(out) == before
     assert code == 6
-    assert re.fullmatch(rf"phrase-rescorer: error: {re.escape(str(out))}: another experiment \(PID {os.getpid()}\) "
-                        r"is running in this directory; wait for it to end, or give another --out", one_error(err))
+    assert re.fullmatch(
+        rf"phrase-rescorer: error: {re.escape(str(out))}: another experiment \(PID {os.getpid()}\) "
+        r"is running in this directory; wait for it to end, or give another --out",
+        one_error(err),
+    )
 
 
 @pytest.mark.parametrize("content", ["", "[1, 2]", "{not json"])
-def test_damaged_settings_json_is_a_clear_error(stand_in_moses: Path, files: dict[str, Path], tmp_path: Path,
-                                                content: str) -> None:
+def test_damaged_settings_json_is_a_clear_error(
+    stand_in_moses: Path, files: dict[str, Path], tmp_path: Path, content: str
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "settings.json").write_text(content)
@@ -120,15 +146,41 @@ def test_ini_with_a_relative_path_is_refused_before_any_work(
     (tmp_path / "pt.gz").write_bytes((TINY / "phrase-table.gz").read_bytes())
     files["ini"].write_text(files["ini"].read_text().replace(str(TINY / "phrase-table.gz"), "pt.gz"))
     model = tiny_checkpoint(tmp_path / "rnn.pt", hidden=8, vocab=50)
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "experiment", "--moses", str(stand_in_moses),
-                        "--ini", str(files["ini"]), "--dev", str(files["dev.en"]), str(files["dev.fr"]),
-                        "--test", str(files["test.en"]), str(files["test.fr"]), "--target-lang", "fr",
-                        "--model", str(model), "--out", str(tmp_path / "out")],
-                       capture_output=True, env={**cli_env(), "OMP_NUM_THREADS": "1"}, timeout=300, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "-q",
+            "experiment",
+            "--moses",
+            str(stand_in_moses),
+            "--ini",
+            str(files["ini"]),
+            "--dev",
+            str(files["dev.en"]),
+            str(files["dev.fr"]),
+            "--test",
+            str(files["test.en"]),
+            str(files["test.fr"]),
+            "--target-lang",
+            "fr",
+            "--model",
+            str(model),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        env={**cli_env(), "OMP_NUM_THREADS": "1"},
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert r.returncode == 5
-    assert re.fullmatch(r"phrase-rescorer: error: .*moses.ini:\d+: TranslationModel0 has the relative path pt.gz: "
-                        r"mert-moses.pl runs the decoder in its own working directory; give the ini absolute paths",
-                        one_error(r.stderr.decode()))
+    assert re.fullmatch(
+        r"phrase-rescorer: error: .*moses.ini:\d+: TranslationModel0 has the relative path pt.gz: "
+        r"mert-moses.pl runs the decoder in its own working directory; give the ini absolute paths",
+        one_error(r.stderr.decode()),
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -139,9 +191,13 @@ def test_mert_moses_runs_the_decoder_in_its_working_directory() -> None:
 
 
 def settings(files: dict[str, Path], out: Path, model: Path | None = None) -> Settings:
-    return Settings(ini=str(files["ini"]), dev=(str(files["dev.en"]), str(files["dev.fr"])),
-                    test=(str(files["test.en"]), str(files["test.fr"])), out_dir=str(out),
-                    model=str(model) if model else None)
+    return Settings(
+        ini=str(files["ini"]),
+        dev=(str(files["dev.en"]), str(files["dev.fr"])),
+        test=(str(files["test.en"]), str(files["test.fr"])),
+        out_dir=str(out),
+        model=str(model) if model else None,
+    )
 
 
 def _change_reference(files: dict[str, Path], model: Path) -> Path:
@@ -167,8 +223,11 @@ def _touch_table(files: dict[str, Path], model: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("change", [_change_reference, _change_model, _change_ini, _touch_table],
-                         ids=["test reference", "model", "ini", "a table the ini names"])
+@pytest.mark.parametrize(
+    "change",
+    [_change_reference, _change_model, _change_ini, _touch_table],
+    ids=["test reference", "model", "ini", "a table the ini names"],
+)
 def test_a_restart_after_a_file_changed_is_refused(files: dict[str, Path], tmp_path: Path, change) -> None:  # type: ignore[no-untyped-def]
     model = tiny_checkpoint(tmp_path / "rnn.pt", hidden=8, vocab=50)
     out = tmp_path / "out"
@@ -181,8 +240,11 @@ def test_a_restart_after_a_file_changed_is_refused(files: dict[str, Path], tmp_p
         _check_resume(settings(files, out, model))
         _check_resume(settings(files, out, model))  # unchanged: continued
         changed = change(files, model)
-    with pytest.raises(ExperimentError, match=r"holds an experiment whose files changed since it started "
-                       rf"\({re.escape(str(changed))}\)") as e:
+    with pytest.raises(
+        ExperimentError,
+        match=r"holds an experiment whose files changed since it started "
+        rf"\({re.escape(str(changed))}\)",
+    ) as e:
         _check_resume(settings(files, out, model))
     assert e.value.exit_code == 2
     assert "fingerprints" in json.loads((out / "settings.json").read_text())
@@ -201,8 +263,13 @@ def test_settings_json_of_an_earlier_version_gets_its_fingerprints(files: dict[s
         _check_resume(first)
 
 
-def test_sighup_is_129(stand_in_moses: Path, files: dict[str, Path], tmp_path: Path,
-                       monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sighup_is_129(
+    stand_in_moses: Path,
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """SIGHUP (the terminal closed) while the experiment runs: exit 129 and its own words, as
     the exit-code table of docs/errors.md says (it was reported as SIGTERM, 143)."""
 
@@ -210,10 +277,25 @@ def test_sighup_is_129(stand_in_moses: Path, files: dict[str, Path], tmp_path: P
         raise Terminated(signal.SIGHUP)
 
     monkeypatch.setattr("phrase_rescorer.cli.experiment.run_experiment", hung_up)
-    monkeypatch.setattr("sys.argv", ["phrase-rescorer", "experiment", "--moses", str(stand_in_moses),
-                                     "--ini", str(files["ini"]), "--dev", str(files["dev.en"]), str(files["dev.fr"]),
-                                     "--test", str(files["test.en"]), str(files["test.fr"]),
-                                     "--out", str(tmp_path / "out")])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "phrase-rescorer",
+            "experiment",
+            "--moses",
+            str(stand_in_moses),
+            "--ini",
+            str(files["ini"]),
+            "--dev",
+            str(files["dev.en"]),
+            str(files["dev.fr"]),
+            "--test",
+            str(files["test.en"]),
+            str(files["test.fr"]),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with pytest.raises(SystemExit) as caught:
@@ -224,7 +306,8 @@ def test_sighup_is_129(stand_in_moses: Path, files: dict[str, Path], tmp_path: P
     assert caught.value.code == 129
     assert capsys.readouterr().err.strip() == (
         f"phrase-rescorer: error: hung up (SIGHUP); the finished runs are kept in {tmp_path / 'out'}: "
-        "run the same command to continue")
+        "run the same command to continue"
+    )
 
 
 def test_the_lock_is_the_run_s_own(tmp_path: Path) -> None:
@@ -249,10 +332,27 @@ def test_a_real_sighup_during_tuning_is_129(stand_in_moses: Path, files: dict[st
         (moses / relative).chmod(0o755)
     (moses / "scripts/training/mert-moses.pl").write_text('#!/bin/sh\ntouch "$MARK"\nexec sleep 300\n')
     mark, out = tmp_path / "tuning", tmp_path / "out"
-    args = ["--moses", str(moses), "--ini", str(files["ini"]), "--dev", str(files["dev.en"]), str(files["dev.fr"]),
-            "--test", str(files["test.en"]), str(files["test.fr"]), "--target-lang", "fr", "--out", str(out)]
-    proc = subprocess.Popen([PYTHON, "-m", "phrase_rescorer", "-q", "experiment", *args], stderr=subprocess.PIPE,
-                            env={**cli_env(), "OMP_NUM_THREADS": "1", "MARK": str(mark)})
+    args = [
+        "--moses",
+        str(moses),
+        "--ini",
+        str(files["ini"]),
+        "--dev",
+        str(files["dev.en"]),
+        str(files["dev.fr"]),
+        "--test",
+        str(files["test.en"]),
+        str(files["test.fr"]),
+        "--target-lang",
+        "fr",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "phrase_rescorer", "-q", "experiment", *args],
+        stderr=subprocess.PIPE,
+        env={**cli_env(), "OMP_NUM_THREADS": "1", "MARK": str(mark)},
+    )
     try:
         for _ in range(1200):
             if mark.exists() or proc.poll() is not None:
@@ -266,8 +366,10 @@ def test_a_real_sighup_during_tuning_is_129(stand_in_moses: Path, files: dict[st
             proc.kill()
             proc.wait()
     assert proc.returncode == 129, err.decode()
-    assert one_error(err.decode()) == (f"phrase-rescorer: error: hung up (SIGHUP); the finished runs are kept in "
-                                       f"{out}: run the same command to continue")
+    assert one_error(err.decode()) == (
+        f"phrase-rescorer: error: hung up (SIGHUP); the finished runs are kept in "
+        f"{out}: run the same command to continue"
+    )
 
 
 def select_wait(seconds: float) -> None:

@@ -26,14 +26,14 @@ from tests.helpers.rescore_data import read_lines
 LINES = read_lines(SAMPLE)[:200]
 
 
-def run(args: list[str], timeout: float = 300, extra_env: dict[str, str] | None = None,
-        **kwargs) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+def run(args: list[str], timeout: float = 300, extra_env: dict[str, str] | None = None, **kwargs) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
     env.update(extra_env or {})
     kwargs.setdefault("stdout", subprocess.DEVNULL)
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", *args], stderr=subprocess.PIPE, env=env,
-                       timeout=timeout, **kwargs)
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "-q", *args], stderr=subprocess.PIPE, env=env, timeout=timeout, **kwargs
+    )
     return r.returncode, r.stderr.decode()
 
 
@@ -80,9 +80,13 @@ def test_ctrl_c_at_any_moment_of_start_up(model: Path, tmp_path: Path, after: fl
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
     out = tmp_path / "out.txt"
-    proc = subprocess.Popen([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", "-", str(out), "--model", str(model)],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            preexec_fn=sigint_as_at_a_terminal)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "phrase_rescorer", "-q", "rescore", "-", str(out), "--model", str(model)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=sigint_as_at_a_terminal,
+    )
     while not program_started(proc.pid):
         assert proc.poll() is None
         select.select([], [], [], 0.001)
@@ -117,9 +121,12 @@ def test_stop_signals_are_blocked_from_the_package_s_first_line(tmp_path: Path) 
 
 
 def test_a_library_user_s_signals_are_left_alone(tmp_path: Path) -> None:
-    r = subprocess.run([PYTHON, "-c", "import phrase_rescorer, signal; "
-                        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"],
-                       capture_output=True, env=cli_env(), timeout=120)
+    r = subprocess.run(
+        [PYTHON, "-c", "import phrase_rescorer, signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"],
+        capture_output=True,
+        env=cli_env(),
+        timeout=120,
+    )
     assert r.stdout.decode().strip() == "[]", r.stderr.decode()
 
 
@@ -128,9 +135,12 @@ def test_a_library_user_s_signals_are_left_alone(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("out", "message"),
-    [("", "'': empty output path"), ("absent/", "absent/: output path ends with '/': it names a directory, not a file"),
-     ("in.txt", "in.txt: output is the same file as the input 'in.txt'"),
-     ("absent/out.txt", "absent/out.txt: output directory does not exist")],
+    [
+        ("", "'': empty output path"),
+        ("absent/", "absent/: output path ends with '/': it names a directory, not a file"),
+        ("in.txt", "in.txt: output is the same file as the input 'in.txt'"),
+        ("absent/out.txt", "absent/out.txt: output directory does not exist"),
+    ],
 )
 def test_output_path_refused_before_the_model_is_read(table: Path, out: str, message: str) -> None:
     """The model does not exist: a path problem reported first shows that it was checked first."""
@@ -172,8 +182,10 @@ def test_plot_log_refuses_to_draw_over_its_log(tmp_path: Path) -> None:
     log = tmp_path / "rnn.log"
     log.write_text('{"event": "start"}\n')
     code, err = run(["plot-log", "rnn.log", "-o", "./rnn.log"], cwd=tmp_path)
-    assert (code, err.strip()) == (6, "phrase-rescorer: error: ./rnn.log: output is the same file as the input "
-                                      "'rnn.log'")
+    assert (code, err.strip()) == (
+        6,
+        "phrase-rescorer: error: ./rnn.log: output is the same file as the input 'rnn.log'",
+    )
     assert log.read_text() == '{"event": "start"}\n'
 
 
@@ -196,8 +208,11 @@ def test_unreadable_input_is_exit_6_not_a_usage_error(
 
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(table))
     monkeypatch.setattr(os, "open", denied)
-    monkeypatch.setattr(sys, "argv", ["phrase-rescorer", "-q", "rescore", str(table), str(table.with_name("o.txt")),
-                                      "--model", str(model)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["phrase-rescorer", "-q", "rescore", str(table), str(table.with_name("o.txt")), "--model", str(model)],
+    )
     with pytest.raises(SystemExit) as caught:
         main()
     assert caught.value.code == 6
@@ -212,15 +227,19 @@ def test_endless_line_is_refused(model: Path, tmp_path: Path) -> None:
     linear time (it was read forever)."""
     code, err = run(["rescore", "/dev/zero", str(tmp_path / "out.txt"), "--model", str(model)], timeout=120)
     assert code == 3, err
-    assert err.strip() == ("phrase-rescorer: error: /dev/zero:1: line longer than 67,108,864 bytes (a binary file, "
-                           "or no newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit")
+    assert err.strip() == (
+        "phrase-rescorer: error: /dev/zero:1: line longer than 67,108,864 bytes (a binary file, "
+        "or no newlines?); PHRASE_RESCORER_MAX_LINE_BYTES sets the limit"
+    )
     assert os.listdir(tmp_path) == []
 
 
 def test_line_length_limit_is_adjustable(model: Path, table: Path) -> None:
     limit = max(len(line) for line in LINES[:2]) - 1
-    code, err = run(["rescore", str(table), str(table.with_name("out.txt")), "--model", str(model)],
-                    extra_env={"PHRASE_RESCORER_MAX_LINE_BYTES": str(limit)})
+    code, err = run(
+        ["rescore", str(table), str(table.with_name("out.txt")), "--model", str(model)],
+        extra_env={"PHRASE_RESCORER_MAX_LINE_BYTES": str(limit)},
+    )
     first_long = next(i for i, line in enumerate(LINES, 1) if len(line) - 1 > limit)
     assert code == 3
     assert f"in.txt:{first_long}: line longer than {limit:,} bytes" in err
@@ -253,19 +272,23 @@ def test_refused_as_empty_exactly_when_the_tokenizer_finds_no_token(source: str,
 # --- 12. other compression formats ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "compress"), [
-    ("compress (.Z)", lambda data: b"\x1f\x9d\x90" + data),  # compress(1)'s magic is what is recognised
-    ("legacy lzma (.lzma)", lambda data: lzma.compress(data, format=lzma.FORMAT_ALONE)),
-    ("zip", lambda data: b"PK\x03\x04" + data),
-    ("lz4", lambda data: b"\x04\x22\x4d\x18" + data),
-])
+@pytest.mark.parametrize(
+    ("name", "compress"),
+    [
+        ("compress (.Z)", lambda data: b"\x1f\x9d\x90" + data),  # compress(1)'s magic is what is recognised
+        ("legacy lzma (.lzma)", lambda data: lzma.compress(data, format=lzma.FORMAT_ALONE)),
+        ("zip", lambda data: b"PK\x03\x04" + data),
+        ("lz4", lambda data: b"\x04\x22\x4d\x18" + data),
+    ],
+)
 def test_other_compression_is_named(model: Path, tmp_path: Path, name: str, compress) -> None:  # type: ignore[no-untyped-def]
     table = tmp_path / "in.gz"
     table.write_bytes(compress(b"".join(LINES)))
     code, err = run(["rescore", str(table), str(tmp_path / "out.gz"), "--model", str(model)])
     assert code == 3
-    assert err.startswith(f"phrase-rescorer: error: {table}: {name}-compressed input: gzip, bzip2, xz, zstd "
-                          "and plain text are read")
+    assert err.startswith(
+        f"phrase-rescorer: error: {table}: {name}-compressed input: gzip, bzip2, xz, zstd and plain text are read"
+    )
     assert os.listdir(tmp_path) == ["in.gz"]
 
 

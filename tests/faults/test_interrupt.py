@@ -39,8 +39,12 @@ def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
-        [PYTHON, "-m", "phrase_rescorer", *args], stdin=stdin, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, env=env, preexec_fn=sigint_as_at_a_terminal,
+        [PYTHON, "-m", "phrase_rescorer", *args],
+        stdin=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=sigint_as_at_a_terminal,
     )
 
 

@@ -23,9 +23,25 @@ from tests.faults.test_interrupt import finish, start
 from tests.helpers.synthetic import mapping_table
 from tests.helpers.train_options import TINY_NETWORK
 
-TRAIN = [*TINY_NETWORK,
-         "--batch-size", "16", "--valid-fraction", "0.1", "--valid-every", "7", "--patience", "0", "--log-every", "1",
-         "--device", "cpu", "--threads", "1", "--seed", "3"]
+TRAIN = [
+    *TINY_NETWORK,
+    "--batch-size",
+    "16",
+    "--valid-fraction",
+    "0.1",
+    "--valid-every",
+    "7",
+    "--patience",
+    "0",
+    "--log-every",
+    "1",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--seed",
+    "3",
+]
 
 
 def train_in_process(*args: str) -> None:
@@ -48,15 +64,23 @@ def test_signal_during_training_saves_a_resumable_state(tmp_path: Path, sig: int
     proc.send_signal(sig)
     returncode, err = finish(proc)
     assert returncode == code, err
-    found = re.search(r"phrase-rescorer: error: interrupted at step (\d+); the state is saved in (\S+): run the "
-                      r"same command with --resume to continue", err)
+    found = re.search(
+        r"phrase-rescorer: error: interrupted at step (\d+); the state is saved in (\S+): run the "
+        r"same command with --resume to continue",
+        err,
+    )
     assert found and found.group(2) == str(tmp_path / "rnn.last.pt"), err
     step = int(found.group(1))
     state = load_checkpoint(str(tmp_path / "rnn.last.pt")).training_state
     assert state is not None and state["progress"]["step"] == step >= 1
     assert not list(tmp_path.glob(".*tmp-*"))
     assert json.loads(log.read_text().splitlines()[-1]) | {"elapsed": 0} == {
-        "event": "end", "step": step, "epoch": state["progress"]["epoch"], "reason": "interrupted", "elapsed": 0}
+        "event": "end",
+        "step": step,
+        "epoch": state["progress"]["epoch"],
+        "reason": "interrupted",
+        "elapsed": 0,
+    }
 
     train_in_process(str(table), str(out), "--max-steps", str(step + 3), "--resume")
     straight = tmp_path / "straight"

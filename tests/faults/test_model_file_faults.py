@@ -34,12 +34,24 @@ def _empty_subwords(payload: dict) -> None:
 
 
 CASES: list[tuple[str, str, Callable[[dict], None], str]] = [
-    ("hidden_dim 8 -> 3000", "cho2014", _hidden_3000,
-     r"inconsistent model file: its configuration's hidden_dim 3000 is the size of none of its weights"),
-    ("gnmt residual_from above its layers", "gnmt", _residual_above_layers,
-     r"inconsistent model file: residual connections from layer 4 of 3: there is no such layer"),
-    ("subword model with an empty SentencePiece model", "cho2014", _empty_subwords,
-     r"unreadable subword units: an empty SentencePiece model"),
+    (
+        "hidden_dim 8 -> 3000",
+        "cho2014",
+        _hidden_3000,
+        r"inconsistent model file: its configuration's hidden_dim 3000 is the size of none of its weights",
+    ),
+    (
+        "gnmt residual_from above its layers",
+        "gnmt",
+        _residual_above_layers,
+        r"inconsistent model file: residual connections from layer 4 of 3: there is no such layer",
+    ),
+    (
+        "subword model with an empty SentencePiece model",
+        "cho2014",
+        _empty_subwords,
+        r"unreadable subword units: an empty SentencePiece model",
+    ),
 ]
 
 
@@ -50,16 +62,31 @@ def _model(kind: str, path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("kind", "change", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_crafted_model_file_is_refused_at_load(kind: str, change: Callable[[dict], None], message: str,
-                                               tmp_path: Path) -> None:
+def test_crafted_model_file_is_refused_at_load(
+    kind: str, change: Callable[[dict], None], message: str, tmp_path: Path
+) -> None:
     payload = torch.load(_model(kind, tmp_path / "good.pt"), weights_only=True)
     change(payload)
     torch.save(payload, tmp_path / "bad.pt")
     table = tmp_path / "in.txt"
     table.write_bytes(b"".join(read_lines(SAMPLE)[:50]))
     env = {**cli_env(), "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(table), str(tmp_path / "out.txt"),
-                        "--model", str(tmp_path / "bad.pt")], capture_output=True, env=env, timeout=300)
+    r = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "-q",
+            "rescore",
+            str(table),
+            str(tmp_path / "out.txt"),
+            "--model",
+            str(tmp_path / "bad.pt"),
+        ],
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
     err = r.stderr.decode()
     assert r.returncode == 4, err
     assert len(err.splitlines()) == 1 and err.startswith(f"phrase-rescorer: error: {tmp_path / 'bad.pt'}: "), err

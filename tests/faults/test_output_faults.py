@@ -82,8 +82,12 @@ def read_all(fd: int, proc: subprocess.Popen, between_reads: Callable[[], None] 
 def test_stop_and_continue_on_an_unbuffered_stdout_loses_nothing(model: Path, table: Path, expected: bytes) -> None:
     """PYTHONUNBUFFERED=1 makes stdout a raw file whose write may take part of its bytes; a
     SIGSTOP/SIGCONT while the run is blocked on the pipe makes it do so."""
-    proc = subprocess.Popen(command(str(table), "-", "--model", str(model)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(PYTHONUNBUFFERED="1"))
+    proc = subprocess.Popen(
+        command(str(table), "-", "--model", str(model)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(PYTHONUNBUFFERED="1"),
+    )
     assert proc.stdout is not None
 
     def stop_and_continue() -> None:
@@ -98,9 +102,13 @@ def test_stop_and_continue_on_an_unbuffered_stdout_loses_nothing(model: Path, ta
 def test_non_blocking_stdout_is_waited_on(model: Path, table: Path, expected: bytes) -> None:
     """A pipe in O_NONBLOCK mode (left so by another program of a pipeline): EAGAIN is waited
     out, not an error (it was exit 120)."""
-    proc = subprocess.Popen(command(str(table), "-", "--model", str(model)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(PYTHONUNBUFFERED="1"),
-                            preexec_fn=lambda: os.set_blocking(1, False))
+    proc = subprocess.Popen(
+        command(str(table), "-", "--model", str(model)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(PYTHONUNBUFFERED="1"),
+        preexec_fn=lambda: os.set_blocking(1, False),
+    )
     assert proc.stdout is not None
     arrived = read_all(proc.stdout.fileno(), proc)
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode() if proc.stderr else ""
@@ -110,8 +118,12 @@ def test_non_blocking_stdout_is_waited_on(model: Path, table: Path, expected: by
 @pytest.mark.parametrize("unbuffered", ["", "1"])
 def test_reader_of_stdout_going_away_is_always_141(model: Path, table: Path, expected: bytes, unbuffered: str) -> None:
     """``| head -1``: exit 141 (as a shell's SIGPIPE would give), quietly, whatever the buffering."""
-    proc = subprocess.Popen(command(str(table), "-", "--model", str(model)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(PYTHONUNBUFFERED=unbuffered))
+    proc = subprocess.Popen(
+        command(str(table), "-", "--model", str(model)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(PYTHONUNBUFFERED=unbuffered),
+    )
     assert proc.stdout is not None and proc.stderr is not None
     head = subprocess.run(["head", "-1"], stdin=proc.stdout, capture_output=True, timeout=300)
     proc.stdout.close()
@@ -142,16 +154,16 @@ def test_character_device_is_written_not_replaced(model: Path, table: Path, tmp_
         os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
     except PermissionError:
         pytest.skip("mknod needs root")
-    r = subprocess.run(command(str(table), str(null), "--model", str(model)), capture_output=True,
-                       env=env(), timeout=300)
+    r = subprocess.run(
+        command(str(table), str(null), "--model", str(model)), capture_output=True, env=env(), timeout=300
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert stat.S_ISCHR(null.stat().st_mode) and os.listdir(tmp_path) == ["null"]
 
 
 @pytest.mark.parametrize("out", ["/dev/stdout", "/proc/self/fd/1"])
 def test_link_to_stdout_is_stdout(model: Path, table: Path, expected: bytes, out: str) -> None:
-    r = subprocess.run(command(str(table), out, "--model", str(model)), capture_output=True,
-                       env=env(), timeout=300)
+    r = subprocess.run(command(str(table), out, "--model", str(model)), capture_output=True, env=env(), timeout=300)
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == expected
 
@@ -161,8 +173,13 @@ def test_private_link_to_stdout_is_stdout(model: Path, table: Path, expected: by
     the link kept."""
     (tmp_path / "out").symlink_to("/proc/self/fd/1")
     with open(tmp_path / "captured", "wb") as stdout:
-        r = subprocess.run(command(str(table), str(tmp_path / "out"), "--model", str(model)), stdout=stdout,
-                           stderr=subprocess.PIPE, env=env(), timeout=300)
+        r = subprocess.run(
+            command(str(table), str(tmp_path / "out"), "--model", str(model)),
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=env(),
+            timeout=300,
+        )
     assert r.returncode == 0, r.stderr.decode()
     assert (tmp_path / "captured").read_bytes() == expected
     assert os.readlink(tmp_path / "out") == "/proc/self/fd/1"
@@ -180,8 +197,15 @@ def test_two_runs_with_one_pid_in_two_pid_namespaces(model: Path, tmp_path: Path
     lines = read_lines(SAMPLE)
     inputs = [b"".join(lines[:1000]), b"".join(lines[1000:2000])]
     out = tmp_path / "out.txt"
-    procs = [subprocess.Popen([unshare, "--pid", "--fork", *command("-", str(out), "--model", str(model))],
-                              stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env()) for _ in inputs]
+    procs = [
+        subprocess.Popen(
+            [unshare, "--pid", "--fork", *command("-", str(out), "--model", str(model))],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env(),
+        )
+        for _ in inputs
+    ]
     for proc, data in zip(procs, inputs, strict=True):
         assert proc.stdin is not None
         proc.stdin.write(data)
@@ -204,8 +228,9 @@ def test_two_runs_with_one_pid_in_two_pid_namespaces(model: Path, tmp_path: Path
 
 def test_long_legal_output_name(model: Path, table: Path, expected: bytes, tmp_path: Path) -> None:
     out = tmp_path / ("t" * 246 + ".txt")  # 250 bytes: a legal name
-    r = subprocess.run(command(str(table), str(out), "--model", str(model)), capture_output=True,
-                       env=env(), timeout=300)
+    r = subprocess.run(
+        command(str(table), str(out), "--model", str(model)), capture_output=True, env=env(), timeout=300
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert out.read_bytes() == expected and os.listdir(tmp_path) == [out.name]
 
@@ -217,8 +242,9 @@ def test_replaced_output_keeps_its_mode(model: Path, table: Path, tmp_path: Path
     out = tmp_path / "out.txt"
     out.write_bytes(b"previous")
     out.chmod(0o640)
-    r = subprocess.run(command(str(table), str(out), "--model", str(model)), capture_output=True,
-                       env=env(), timeout=300)
+    r = subprocess.run(
+        command(str(table), str(out), "--model", str(model)), capture_output=True, env=env(), timeout=300
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert stat.S_IMODE(out.stat().st_mode) == 0o640
 
@@ -236,8 +262,12 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start_waiting_run(model: Path, directory: Path) -> tuple[subprocess.Popen, Path]:
     """A run that reads stdin into ``directory/out.gz`` and waits for more input (so it is
     certainly running), once its temporary exists."""
-    proc = subprocess.Popen(command("-", str(directory / "out.gz"), "--model", str(model), "--window", "100"),
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    proc = subprocess.Popen(
+        command("-", str(directory / "out.gz"), "--model", str(model), "--window", "100"),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
     assert proc.stdin is not None
     proc.stdin.write(b"".join(read_lines(SAMPLE)[:300]))
     proc.stdin.flush()
@@ -256,7 +286,8 @@ def test_sighup_leaves_nothing(model: Path, tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 129, err.decode()
     assert err.decode().strip().splitlines()[-1] == (
-        "phrase-rescorer: error: hung up (SIGHUP); no output was left behind")
+        "phrase-rescorer: error: hung up (SIGHUP); no output was left behind"
+    )
     assert os.listdir(tmp_path) == []
 
 
@@ -265,20 +296,28 @@ def test_temporary_of_a_killed_run_is_removed_by_the_next(model: Path, small: Pa
     proc.kill()
     proc.communicate(timeout=120)
     assert left.exists()  # SIGKILL cannot be caught
-    r = subprocess.run(command(str(small), str(tmp_path / "out.gz"), "--model", str(model)), capture_output=True,
-                       env=env(), timeout=300)
+    r = subprocess.run(
+        command(str(small), str(tmp_path / "out.gz"), "--model", str(model)),
+        capture_output=True,
+        env=env(),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert r.stderr.decode().splitlines() == [
-        f"warning: removed {left}: the temporary of an earlier run that was killed before it could clean up"]
+        f"warning: removed {left}: the temporary of an earlier run that was killed before it could clean up"
+    ]
     assert os.listdir(tmp_path) == ["out.gz"]
 
 
 def test_temporary_of_a_living_run_is_kept(model: Path, small: Path, tmp_path: Path) -> None:
     proc, temporary = start_waiting_run(model, tmp_path)
     try:
-        r = subprocess.run(command(str(small), str(tmp_path / "out.gz"), "--model", str(model)),
-                           capture_output=True,
-                       env=env(), timeout=300)
+        r = subprocess.run(
+            command(str(small), str(tmp_path / "out.gz"), "--model", str(model)),
+            capture_output=True,
+            env=env(),
+            timeout=300,
+        )
         assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
         assert temporary.exists()
     finally:

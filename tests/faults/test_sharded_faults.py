@@ -27,8 +27,18 @@ SORTED_2K = b"".join(read_lines(SAMPLE)[:2000])
 def torchrun(*args: str) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of ``phrase_rescorer -q ARGS`` in 2 torchrun processes."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "-m",
-            "phrase_rescorer", "-q", *args], env
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--standalone",
+        "-m",
+        "phrase_rescorer",
+        "-q",
+        *args,
+    ], env
 
 
 @pytest.mark.parametrize(
@@ -50,16 +60,20 @@ def test_refused_input_leaves_nothing(model: Path, tmp_path: Path, name: str, da
     assert sorted(os.listdir(tmp_path)) == [name]
 
 
-@pytest.mark.parametrize(("sig", "message"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted")],
-                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("sig", "message"),
+    [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted")],
+    ids=["SIGTERM", "SIGINT"],
+)
 @pytest.mark.slow
 def test_signal_to_torchrun_leaves_nothing(model: Path, tmp_path: Path, sig: int, message: str) -> None:
     """torchrun passes the signal to its workers; each removes its part, process 0 the directory."""
     table = tmp_path / "long.gz"
     table.write_bytes(SAMPLE.read_bytes() * 8)  # 234,080 lines
     cmd, env = torchrun("rescore", str(table), str(tmp_path / "out.gz"), "--model", str(model))
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=sigint_as_at_a_terminal)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_at_a_terminal
+    )
     deadline = time.monotonic() + 180
     while not list(tmp_path.glob(".out.gz.parts-*/.part-*.tmp-*")):  # both workers are scoring
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

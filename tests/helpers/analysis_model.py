@@ -52,4 +52,3 @@ def train_tiny(
     info = {"steps": steps, "seed": seed, "source_lang": languages[0], "target_lang": languages[1]}
     save_checkpoint(str(out), model, src_vocab, tgt_vocab, info)
     return model, src_vocab, tgt_vocab
-

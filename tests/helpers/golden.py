@@ -94,9 +94,21 @@ def rescore(model: Path, lines: Path, out: Path, variant: str) -> subprocess.Com
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.run(
-        [PYTHON, "-m", "phrase_rescorer", "-q", "rescore", str(lines), str(out), "--model", str(model),
-         *VARIANTS[variant].options],
-        capture_output=True, env=env, timeout=300,
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "-q",
+            "rescore",
+            str(lines),
+            str(out),
+            "--model",
+            str(model),
+            *VARIANTS[variant].options,
+        ],
+        capture_output=True,
+        env=env,
+        timeout=300,
     )
 
 
@@ -142,9 +154,16 @@ def write_golden_files(force: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.helpers.golden",
-        description="Write the missing golden files; existing files are kept unless their variant is --force'd.")
-    parser.add_argument("--force", nargs="+", default=[], choices=list(VARIANTS), metavar="VARIANT",
-                        help=f"rewrite the model of these variants and every output of it ({', '.join(VARIANTS)})")
+        description="Write the missing golden files; existing files are kept unless their variant is --force'd.",
+    )
+    parser.add_argument(
+        "--force",
+        nargs="+",
+        default=[],
+        choices=list(VARIANTS),
+        metavar="VARIANT",
+        help=f"rewrite the model of these variants and every output of it ({', '.join(VARIANTS)})",
+    )
     args = parser.parse_args(argv)
     report = write_golden_files(args.force)
     print("\n".join(report))

@@ -62,8 +62,11 @@ def build_lm(moses: Path, directory: Path) -> Path:
     lm = directory / "lm.fr.arpa"
     if not lm.exists():
         with open(DEV_FR, "rb") as text, open(lm, "wb") as out:
-            run([moses / "bin" / "lmplz", "-o", "3", "--discount_fallback", "-S", "5%", "-T", directory],
-                stdin=text, stdout=out)
+            run(
+                [moses / "bin" / "lmplz", "-o", "3", "--discount_fallback", "-S", "5%", "-T", directory],
+                stdin=text,
+                stdout=out,
+            )
     return lm
 
 
@@ -110,8 +113,7 @@ def decode(moses: Path, ini: Path, workdir: Path, decoder: str = "moses") -> lis
     """Decode dev.en with ``decoder`` (moses or moses2) and ``ini``: one :class:`Best` per line."""
     nbest = workdir / f"nbest.{decoder}.txt"
     with open(DEV_EN, "rb") as source:
-        r = run([moses / "bin" / decoder, "-f", ini, "-t", "-n-best-list", nbest, "1", "-threads", "1"],
-                stdin=source)
+        r = run([moses / "bin" / decoder, "-f", ini, "-t", "-n-best-list", nbest, "1", "-threads", "1"], stdin=source)
     sentences = DEV_EN.read_text(encoding="utf-8").splitlines()
     first: dict[int, dict[str, list[float]]] = {}
     texts: dict[int, str] = {}

@@ -45,8 +45,9 @@ def sample_vocabularies(size: int = 400) -> tuple[Vocabulary, Vocabulary]:
     return load_pairs(str(SAMPLE)).build_vocabularies(size, size)
 
 
-def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0,
-                    subwords: int | None = None) -> Path:
+def tiny_checkpoint(
+    path: Path, hidden: int = 32, vocab: int = 400, seed: int = 0, scale: float = 30.0, subwords: int | None = None
+) -> Path:
     """A random-weight network saved at ``path``; with ``subwords`` N, a subword model (as
     ``train --subwords N`` makes: at most N units per side learned on the bundled sample, whose
     vocabularies replace the shortlists of ``vocab`` words).
@@ -60,8 +61,7 @@ def tiny_checkpoint(path: Path, hidden: int = 32, vocab: int = 400, seed: int = 
     units = learn_pair_subwords(load_pairs(str(SAMPLE)), subwords) if subwords else None
     sv, tv = (units[0].vocabulary(), units[1].vocabulary()) if units else sample_vocabularies(vocab)
     config = ModelConfig(
-        src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=hidden,
-        maxout_dim=16, output_rank=8,
+        src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=hidden, maxout_dim=16, output_rank=8
     )
     torch.manual_seed(seed)
     model = RNNEncoderDecoder(config)
@@ -149,8 +149,9 @@ def tiny_arch_checkpoint(path: Path, arch: str = "gnmt", seed: int = 0, std: flo
     from phrase_rescorer.model.architectures import arch_config, build_model
 
     sv, tv = sample_vocabularies(400)
-    config = ModelConfig(src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=16,
-                         maxout_dim=8, output_rank=8)
+    config = ModelConfig(
+        src_vocab_size=len(sv), tgt_vocab_size=len(tv), embed_dim=16, hidden_dim=16, maxout_dim=8, output_rank=8
+    )
     torch.manual_seed(seed)
     model = build_model(config, arch_config(arch, **options))
     model.reset_parameters(std)  # type: ignore[operator]

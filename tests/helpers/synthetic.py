@@ -7,8 +7,15 @@ import random
 from pathlib import Path
 
 
-def mapping_table(path: Path, n_pairs: int, n_words: int = 12, max_len: int = 4,
-                  seed: int = 0, long_pairs: int = 0, long_len: int = 40) -> Path:
+def mapping_table(
+    path: Path,
+    n_pairs: int,
+    n_words: int = 12,
+    max_len: int = 4,
+    seed: int = 0,
+    long_pairs: int = 0,
+    long_len: int = 40,
+) -> Path:
     """A Moses phrase table whose target is a word-by-word deterministic function of its source:
     source word ``aK`` always becomes ``bP(K)`` for a fixed permutation P, in order.
 

@@ -6,5 +6,14 @@ from __future__ import annotations
 #: 40-word shortlists, 8-dim embeddings, 16 hidden units, maxout 8, output rank 4: trains a step in
 #: milliseconds and still learns the synthetic mappings of tests/helpers/synthetic.py
 TINY_NETWORK = [
-    "--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "4",
+    "--vocab-size",
+    "40",
+    "--embed-dim",
+    "8",
+    "--hidden-dim",
+    "16",
+    "--maxout-dim",
+    "8",
+    "--output-rank",
+    "4",
 ]

@@ -62,8 +62,17 @@ def table_pairs(table: Path) -> set[tuple[str, str]]:
 
 BINARIZE = {
     "memory": None,
-    "compact": lambda mo, t, o, n: [mo / "bin/processPhraseTableMin", "-in", t, "-out", o, "-nscores", n,
-                                    "-threads", 1],
+    "compact": lambda mo, t, o, n: [
+        mo / "bin/processPhraseTableMin",
+        "-in",
+        t,
+        "-out",
+        o,
+        "-nscores",
+        n,
+        "-threads",
+        1,
+    ],
     "ondisk": lambda mo, t, o, n: [mo / "bin/CreateOnDiskPt", 1, 1, n, 100, 2, t, o],
     "probing": lambda mo, t, o, n: [mo / "bin/CreateProbingPT", "--input-pt", t, "--output-dir", o, "--num-scores", n],
 }
@@ -77,13 +86,17 @@ TYPE = {
 
 @pytest.mark.parametrize(
     ("kind", "decoder", "start"),
-    [("memory", "moses", "memory"),
-     *[(k, d, s) for k, d in [("compact", "moses"), ("ondisk", "moses"), ("probing", "moses"), ("probing", "moses2")]
-       for s in ("memory", "binarized")]],
+    [
+        ("memory", "moses", "memory"),
+        *[
+            (k, d, s)
+            for k, d in [("compact", "moses"), ("ondisk", "moses"), ("probing", "moses"), ("probing", "moses2")]
+            for s in ("memory", "binarized")
+        ],
+    ],
 )
 def test_the_decoders_feature_is_the_networks_log_p(
-    moses: Path, work: Path, lm: Path, network: Path, rescored: tuple[Path, int], kind: str, decoder: str,
-    start: str,
+    moses: Path, work: Path, lm: Path, network: Path, rescored: tuple[Path, int], kind: str, decoder: str, start: str
 ) -> None:
     table, n = rescored
     here = work / f"{kind}-{decoder}-{n}-{start}"
@@ -94,7 +107,8 @@ def test_the_decoders_feature_is_the_networks_log_p(
         here / "moses.ini",
         f"PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={m.PHRASE_TABLE} "
         "input-factor=0 output-factor=0",
-        lm, BASE_WEIGHTS,
+        lm,
+        BASE_WEIGHTS,
     )
     loaded = table
     if BINARIZE[kind] is not None:
@@ -136,7 +150,8 @@ def test_a_probing_table_with_the_default_score_count_is_refused(
     base = m.write_ini(
         here / "moses.ini",
         f"ProbingPT name=TranslationModel0 num-features=4 path={here}/old input-factor=0 output-factor=0",
-        lm, BASE_WEIGHTS,
+        lm,
+        BASE_WEIGHTS,
     )
     m.run([moses / "bin/CreateProbingPT", "--input-pt", table, "--output-dir", here / "pt"])
     with pytest.raises(MosesIniError, match="has 4 scores.*--num-scores N"):
@@ -152,8 +167,12 @@ def test_moses_refusals_quoted_in_the_docs(moses: Path, work: Path, lm: Path, ne
     line = "PhraseDictionaryMemory name=TranslationModel0 num-features={} path=" + str(table)
     cases = [
         (4, BASE_WEIGHTS, "Size of scoreVector != number (5!=4)"),
-        (5, BASE_WEIGHTS, "Mismatch in number of features and number of weights for Feature Function "
-                          "TranslationModel0 (features: 5 vs. weights: 4)"),
+        (
+            5,
+            BASE_WEIGHTS,
+            "Mismatch in number of features and number of weights for Feature Function "
+            "TranslationModel0 (features: 5 vs. weights: 4)",
+        ),
     ]
     for features, weights, message in cases:
         ini = m.write_ini(here / f"moses.{features}.ini", line.format(features), lm, weights)
@@ -161,8 +180,9 @@ def test_moses_refusals_quoted_in_the_docs(moses: Path, work: Path, lm: Path, ne
         assert r.returncode != 0 and message in r.stderr.decode(errors="replace"), r.stderr[-2000:]
 
 
-def test_moses_refuses_a_table_with_one_line_of_another_score_count(moses: Path, work: Path, lm: Path,
-                                                                    network: Path) -> None:
+def test_moses_refuses_a_table_with_one_line_of_another_score_count(
+    moses: Path, work: Path, lm: Path, network: Path
+) -> None:
     """What moses/score_fields.py relies on: one line with 4 scores in a 5-score table stops the
     decoder at load (PhraseDictionaryMemory checks every line's count against num-features)."""
     import gzip
@@ -174,7 +194,12 @@ def test_moses_refuses_a_table_with_one_line_of_another_score_count(moses: Path,
     fields[2] = fields[2].rsplit(b" ", 1)[0]  # the second line loses its last score
     lines[1] = b" ||| ".join(fields)
     (here / "pt.gz").write_bytes(gzip.compress(b"".join(lines)))
-    ini = m.write_ini(here / "moses.ini", f"PhraseDictionaryMemory name=TranslationModel0 num-features=5 path="
-                      f"{here}/pt.gz input-factor=0 output-factor=0", lm, [*BASE_WEIGHTS, 0.2])
+    ini = m.write_ini(
+        here / "moses.ini",
+        f"PhraseDictionaryMemory name=TranslationModel0 num-features=5 path="
+        f"{here}/pt.gz input-factor=0 output-factor=0",
+        lm,
+        [*BASE_WEIGHTS, 0.2],
+    )
     r = subprocess.run([str(moses / "bin/moses"), "-f", str(ini)], input=b"two girls\n", capture_output=True)
     assert r.returncode != 0 and b"Size of scoreVector != number (4!=5)" in r.stderr, r.stderr[-2000:]

@@ -39,8 +39,11 @@ def fragment_value(key: str, network: Path) -> str:
 
 def fragment_binarizers() -> list[str]:
     """The fragment's (commented) ttable-binarizer lines, as values."""
-    return [line.split("=", 1)[1].strip() for line in FRAGMENT.read_text().splitlines()
-            if line.startswith("#ttable-binarizer =")]
+    return [
+        line.split("=", 1)[1].strip()
+        for line in FRAGMENT.read_text().splitlines()
+        if line.startswith("#ttable-binarizer =")
+    ]
 
 
 def config(moses: Path, work: Path, lm: Path, command: str, script: str, binarizer: str | None = None) -> str:
@@ -89,8 +92,11 @@ tokenized-reference = {m.DEV_FR}
 
 def experiment(moses: Path, path: Path, text: str) -> str:
     path.write_text(text)
-    r = m.run(["perl", moses / "scripts/ems/experiment.perl", "-config", path, "-no-graph", "-sleep", "1", "-exec"],
-              cwd=path.parent, timeout=300)
+    r = m.run(
+        ["perl", moses / "scripts/ems/experiment.perl", "-config", path, "-no-graph", "-sleep", "1", "-exec"],
+        cwd=path.parent,
+        timeout=300,
+    )
     return r.stdout.decode(errors="replace")
 
 
@@ -102,8 +108,12 @@ def fresh(work: Path, name: str) -> Path:
     return ems
 
 
-BINARIZED = {"text": "PhraseDictionaryMemory", "processphrasetablemin": "PhraseDictionaryCompact",
-             "createondiskpt": "PhraseDictionaryOnDisk", "createprobingpt": "ProbingPT"}
+BINARIZED = {
+    "text": "PhraseDictionaryMemory",
+    "processphrasetablemin": "PhraseDictionaryCompact",
+    "createondiskpt": "PhraseDictionaryOnDisk",
+    "createprobingpt": "ProbingPT",
+}
 
 
 def program(binarizer: str | None) -> str:
@@ -112,8 +122,9 @@ def program(binarizer: str | None) -> str:
 
 
 @pytest.mark.parametrize("binarizer", [None, *fragment_binarizers()], ids=program)
-def test_ems_runs_the_fragment_in_one_run(moses: Path, work: Path, lm: Path, network: Path,
-                                          binarizer: str | None) -> None:
+def test_ems_runs_the_fragment_in_one_run(
+    moses: Path, work: Path, lm: Path, network: Path, binarizer: str | None
+) -> None:
     """With each of the fragment's binarizers too: the tuning and evaluation filters binarize the
     5-score table with the count of the ini (processPhraseTableMin) or the fragment's 5."""
     # lower case: substitute-filtered-tables.perl replaces every ini line matching /ProbingPT/,
@@ -145,8 +156,9 @@ def test_ems_without_the_script_line_stops_at_tuning(moses: Path, work: Path, lm
     """What the fragment's script line is for: train-model.perl itself writes num-features=4."""
     ems = fresh(work, "ems-plain")
     command = fragment_value("custom-phrase-table-pruning", network)
-    log = experiment(moses, work / "ems-plain.config",
-                     config(moses, ems, lm, command, f"{moses}/scripts/training/train-model.perl"))
+    log = experiment(
+        moses, work / "ems-plain.config", config(moses, ems, lm, command, f"{moses}/scripts/training/train-model.perl")
+    )
     assert f"num-features=4 path={ems}/model/phrase-table-pruned.1 " in (ems / "model/moses.ini.1").read_text()
     assert "step TUNING:tune crashed" in log
     assert "Size of scoreVector != number (5!=4)" in (ems / "steps/1/TUNING_tune.1.STDERR").read_text()

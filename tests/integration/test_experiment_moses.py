@@ -28,8 +28,13 @@ def moses_or_skip() -> str:
 
 
 def experiment(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "phrase_rescorer", "experiment", *args], capture_output=True, text=True,
-                          env=cli_env(), timeout=900)
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "experiment", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +47,66 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     train_tiny(TINY / "phrase-table.gz", model, steps=20)
     lm = tiny_lm(tmp / "cslm.pt")
     nmt = tmp / "nmt.pt"
-    trained = subprocess.run([PYTHON, "-m", "phrase_rescorer", "-q", "train-nmt", str(TINY / "dev.en"),
-                              str(TINY / "dev.fr"), str(nmt), "--max-steps", "20", "--embed-dim", "16",
-                              "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8", "--valid-fraction",
-                              "0"], capture_output=True, env=cli_env(), timeout=300)
+    trained = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "-q",
+            "train-nmt",
+            str(TINY / "dev.en"),
+            str(TINY / "dev.fr"),
+            str(nmt),
+            "--max-steps",
+            "20",
+            "--embed-dim",
+            "16",
+            "--hidden-dim",
+            "16",
+            "--maxout-dim",
+            "8",
+            "--output-rank",
+            "8",
+            "--valid-fraction",
+            "0",
+        ],
+        capture_output=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert trained.returncode == 0, trained.stderr
     out = tmp / "out"
-    args = ["--moses", moses, "--ini", str(ini), "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
-            "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--model", str(model), "--unk-feature",
-            "--lm", str(lm), "--nmt", str(nmt), "--rerank-nbest", "20",
-            "--runs", "1", "--maximum-iterations", "2", "--target-lang", "fr", "--trials", "1000",
-            "--out", str(out)]
+    args = [
+        "--moses",
+        moses,
+        "--ini",
+        str(ini),
+        "--dev",
+        str(TINY / "dev.en"),
+        str(TINY / "dev.fr"),
+        "--test",
+        str(TINY / "test.en"),
+        str(TINY / "test.fr"),
+        "--model",
+        str(model),
+        "--unk-feature",
+        "--lm",
+        str(lm),
+        "--nmt",
+        str(nmt),
+        "--rerank-nbest",
+        "20",
+        "--runs",
+        "1",
+        "--maximum-iterations",
+        "2",
+        "--target-lang",
+        "fr",
+        "--trials",
+        "1000",
+        "--out",
+        str(out),
+    ]
     first = experiment(*args)
     return {"args": args, "out": out, "first": first}
 
@@ -63,9 +117,20 @@ def test_end_to_end(setup: dict) -> None:
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     rows = {line.split("  ")[0].strip(): line for line in lines[2:14]}
-    assert list(rows) == ["baseline", "+ RNN", "+ RNN + WP", "+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP",
-                          "+ NMT", "+ RNN + NMT", "+ RNN + WP + NMT",
-                          "+ CSLM + NMT", "+ CSLM + RNN + NMT", "+ CSLM + RNN + WP + NMT"]
+    assert list(rows) == [
+        "baseline",
+        "+ RNN",
+        "+ RNN + WP",
+        "+ CSLM",
+        "+ CSLM + RNN",
+        "+ CSLM + RNN + WP",
+        "+ NMT",
+        "+ RNN + NMT",
+        "+ RNN + WP + NMT",
+        "+ CSLM + NMT",
+        "+ CSLM + RNN + NMT",
+        "+ CSLM + RNN + WP + NMT",
+    ]
     assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
     assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
 
@@ -80,7 +145,8 @@ def test_end_to_end(setup: dict) -> None:
         assert len(hyps) == len(refs)
         assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
         assert run["test_detok"] == pytest.approx(
-            bleu.detokenized_bleu(hyps, bleu.detokenize(refs, "fr"), "fr").score, abs=1e-4)
+            bleu.detokenized_bleu(hyps, bleu.detokenize(refs, "fr"), "fr").score, abs=1e-4
+        )
         assert f"--mertmertargs=-r {run['seed']} " in (run_dir / "mert.out").read_text()
         # the tuned ini: mert-moses.pl's, with the table's extra columns weighted
         tuned = (run_dir / "moses.ini").read_text()
@@ -89,8 +155,10 @@ def test_end_to_end(setup: dict) -> None:
         if added:
             table = out / "tables" / f"phrase-table.{key}.gz"
             assert f"path={table} " in tuned
-            with gzip.open(table, "rt", encoding="utf-8") as new, gzip.open(TINY / "phrase-table.gz", "rt",
-                                                                             encoding="utf-8") as old:
+            with (
+                gzip.open(table, "rt", encoding="utf-8") as new,
+                gzip.open(TINY / "phrase-table.gz", "rt", encoding="utf-8") as old,
+            ):
                 pairs = list(zip(old, new, strict=True))
             assert all(len(n.split(" ||| ")[2].split()) == 4 + added for _, n in pairs)
     # the reranked rows: each run's n-best lists with both features, reranked by weights tuned
@@ -106,8 +174,10 @@ def test_end_to_end(setup: dict) -> None:
             hyps = bleu.read_lines(str(rerank / (key + suffix) / "test.best"))
             assert len(hyps) == len(refs)
             assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
-            assert all(hyp in {line.split(" ||| ")[1].strip() for line in nbest if line.startswith(f"{i} ")}
-                       for i, hyp in enumerate(hyps))
+            assert all(
+                hyp in {line.split(" ||| ")[1].strip() for line in nbest if line.startswith(f"{i} ")}
+                for i, hyp in enumerate(hyps)
+            )
             weights = (rerank / (key + suffix) / "weights").read_text()
             assert [name for name in ("CSLM0", "NMT0") if f"\n{name}= " in weights] == features
     assert set(report["comparisons"]) == {"rnn", "rnn-wp"} | {k + s for k in reranked for s in ("", "-rnn", "-rnn-wp")}
@@ -137,9 +207,20 @@ def test_restart_skips_finished_runs_and_redoes_unfinished_ones(setup: dict) -> 
 
 
 def test_no_moses_is_refused(tmp_path: Path) -> None:
-    result = experiment("--moses", str(tmp_path), "--ini", str(TINY / "moses.ini"),
-                        "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"),
-                        "--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--out", str(tmp_path / "o"))
+    result = experiment(
+        "--moses",
+        str(tmp_path),
+        "--ini",
+        str(TINY / "moses.ini"),
+        "--dev",
+        str(TINY / "dev.en"),
+        str(TINY / "dev.fr"),
+        "--test",
+        str(TINY / "test.en"),
+        str(TINY / "test.fr"),
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert result.returncode == 2
     assert "is not a usable Moses: bin/moses is missing" in result.stderr
     assert not (tmp_path / "o").exists()
@@ -164,12 +245,40 @@ def test_interrupted_during_mert_stops_moses_and_continues(tmp_path: Path) -> No
     ini = tmp_path / "moses.ini"
     ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
     out = tmp_path / "out"
-    args = [PYTHON, "-m", "phrase_rescorer", "experiment", "--moses", moses, "--ini", str(ini),
-            "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr"), "--test", str(TINY / "test.en"),
-            str(TINY / "test.fr"), "--runs", "1", "--maximum-iterations", "1", "--target-lang", "fr",
-            "--trials", "100", "--out", str(out)]
-    process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(),
-                               preexec_fn=sigint_as_at_a_terminal)
+    args = [
+        PYTHON,
+        "-m",
+        "phrase_rescorer",
+        "experiment",
+        "--moses",
+        moses,
+        "--ini",
+        str(ini),
+        "--dev",
+        str(TINY / "dev.en"),
+        str(TINY / "dev.fr"),
+        "--test",
+        str(TINY / "test.en"),
+        str(TINY / "test.fr"),
+        "--runs",
+        "1",
+        "--maximum-iterations",
+        "1",
+        "--target-lang",
+        "fr",
+        "--trials",
+        "100",
+        "--out",
+        str(out),
+    ]
+    process = subprocess.Popen(
+        args,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        preexec_fn=sigint_as_at_a_terminal,
+    )
     assert process.stderr is not None
     for line in process.stderr:
         if "MERT iteration 1 decoding the dev set" in line:

@@ -26,8 +26,9 @@ WEIGHTS = [0.1, 0.01, 0.06, 0.04]
 
 
 def moses_ini(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "phrase_rescorer", "moses-ini", *map(str, args)],
-                          capture_output=True, text=True, env=cli_env())
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "moses-ini", *map(str, args)], capture_output=True, text=True, env=cli_env()
+    )
 
 
 def base_ini(here: Path, lm: Path, kind: str = "PhraseDictionaryMemory", path: Path = m.PHRASE_TABLE) -> Path:
@@ -45,29 +46,56 @@ def tables(moses: Path, work: Path, network: Path) -> dict[str, Path]:
     here = work / "forms"
     here.mkdir()
     text = rescored_table(work, network)
-    made = {"text": text, "compact": here / "pt5", "probing": here / "pt5.probing", "ondisk": here / "pt5.bin",
-            "compact4": here / "pt4"}
+    made = {
+        "text": text,
+        "compact": here / "pt5",
+        "probing": here / "pt5.probing",
+        "ondisk": here / "pt5.bin",
+        "compact4": here / "pt4",
+    }
     m.run([moses / "bin/processPhraseTableMin", "-in", text, "-out", made["compact"], "-nscores", 5, "-threads", 1])
     m.run([moses / "bin/CreateProbingPT", "--input-pt", text, "--output-dir", made["probing"], "--num-scores", 5])
     m.run([moses / "bin/CreateOnDiskPt", 1, 1, 5, 100, 2, text, made["ondisk"]])
-    m.run([moses / "bin/processPhraseTableMin", "-in", m.PHRASE_TABLE, "-out", made["compact4"], "-nscores", 4,
-           "-threads", 1])
+    m.run(
+        [
+            moses / "bin/processPhraseTableMin",
+            "-in",
+            m.PHRASE_TABLE,
+            "-out",
+            made["compact4"],
+            "-nscores",
+            4,
+            "-threads",
+            1,
+        ]
+    )
     return made
 
 
-@pytest.mark.parametrize(("start", "form", "given", "decoder", "written"), [
-    ("PhraseDictionaryMemory", "compact", "{}.minphr", "moses", "PhraseDictionaryCompact"),
-    ("PhraseDictionaryMemory", "compact", "{}", "moses", "PhraseDictionaryCompact"),
-    ("PhraseDictionaryMemory", "probing", "{}", "moses", "ProbingPT"),
-    ("PhraseDictionaryMemory", "probing", "{}", "moses2", "ProbingPT"),
-    ("PhraseDictionaryMemory", "ondisk", "{}", "moses", "PhraseDictionaryOnDisk"),
-    ("PhraseDictionaryOnDisk", "compact", "{}.minphr", "moses", "PhraseDictionaryCompact"),
-    ("ProbingPT", "ondisk", "{}", "moses", "PhraseDictionaryOnDisk"),
-    ("PhraseDictionaryCompact", "text", "{}", "moses", None),  # refused: binarize it first
-])
-def test_each_form_gets_the_line_that_loads_it(moses: Path, work: Path, lm: Path, tables: dict[str, Path],
-                                                start: str, form: str, given: str, decoder: str,
-                                                written: str | None) -> None:
+@pytest.mark.parametrize(
+    ("start", "form", "given", "decoder", "written"),
+    [
+        ("PhraseDictionaryMemory", "compact", "{}.minphr", "moses", "PhraseDictionaryCompact"),
+        ("PhraseDictionaryMemory", "compact", "{}", "moses", "PhraseDictionaryCompact"),
+        ("PhraseDictionaryMemory", "probing", "{}", "moses", "ProbingPT"),
+        ("PhraseDictionaryMemory", "probing", "{}", "moses2", "ProbingPT"),
+        ("PhraseDictionaryMemory", "ondisk", "{}", "moses", "PhraseDictionaryOnDisk"),
+        ("PhraseDictionaryOnDisk", "compact", "{}.minphr", "moses", "PhraseDictionaryCompact"),
+        ("ProbingPT", "ondisk", "{}", "moses", "PhraseDictionaryOnDisk"),
+        ("PhraseDictionaryCompact", "text", "{}", "moses", None),  # refused: binarize it first
+    ],
+)
+def test_each_form_gets_the_line_that_loads_it(
+    moses: Path,
+    work: Path,
+    lm: Path,
+    tables: dict[str, Path],
+    start: str,
+    form: str,
+    given: str,
+    decoder: str,
+    written: str | None,
+) -> None:
     here = work / f"line-{start}-{form}-{decoder}-{len(given)}"
     here.mkdir()
     base = base_ini(here, lm, start)
@@ -84,15 +112,18 @@ def test_each_form_gets_the_line_that_loads_it(moses: Path, work: Path, lm: Path
     loads_with_five(moses, here / "out.ini", here, decoder)
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("missing", "no such table (nor {t}.gz, nor {t}.minphr)"),
-    ("inside-probing", "is a file inside the ProbingPT table"),
-    ("inside-ondisk", "is a file inside the PhraseDictionaryOnDisk table"),
-    ("compact-4-scores", "has 4 scores per line, but TranslationModel0 would get num-features=4+1=5"),
-    ("not-a-table", "not a Compact phrase table made by processPhraseTableMin"),
-    ("weight-nan", "a starting weight must be a finite number, not nan"),
-    ("weight-inf", "a starting weight must be a finite number, not inf"),
-])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "no such table (nor {t}.gz, nor {t}.minphr)"),
+        ("inside-probing", "is a file inside the ProbingPT table"),
+        ("inside-ondisk", "is a file inside the PhraseDictionaryOnDisk table"),
+        ("compact-4-scores", "has 4 scores per line, but TranslationModel0 would get num-features=4+1=5"),
+        ("not-a-table", "not a Compact phrase table made by processPhraseTableMin"),
+        ("weight-nan", "a starting weight must be a finite number, not nan"),
+        ("weight-inf", "a starting weight must be a finite number, not inf"),
+    ],
+)
 def test_refused_with_one_line(work: Path, lm: Path, tables: dict[str, Path], case: str, message: str) -> None:
     here = work / f"refused-{case}"
     here.mkdir()
@@ -113,13 +144,17 @@ def test_refused_with_one_line(work: Path, lm: Path, tables: dict[str, Path], ca
     assert not (here / "out.ini").exists()
 
 
-@pytest.mark.parametrize(("kind", "made", "written", "decoder"), [
-    ("compact", "phrase-table.rnn.minphr", "PhraseDictionaryCompact", "moses"),
-    ("probing", "phrase-table.rnn.probing", "ProbingPT", "moses2"),
-    ("ondisk", "phrase-table.rnn.bin", "PhraseDictionaryOnDisk", "moses"),
-])
-def test_binarize_in_one_step(moses: Path, work: Path, lm: Path, network: Path, kind: str, made: str,
-                              written: str, decoder: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "made", "written", "decoder"),
+    [
+        ("compact", "phrase-table.rnn.minphr", "PhraseDictionaryCompact", "moses"),
+        ("probing", "phrase-table.rnn.probing", "ProbingPT", "moses2"),
+        ("ondisk", "phrase-table.rnn.bin", "PhraseDictionaryOnDisk", "moses"),
+    ],
+)
+def test_binarize_in_one_step(
+    moses: Path, work: Path, lm: Path, network: Path, kind: str, made: str, written: str, decoder: str
+) -> None:
     here = work / f"binarize-{kind}"
     here.mkdir()
     text = here / "phrase-table.rnn.gz"
@@ -147,8 +182,9 @@ def test_binarize_failure_leaves_nothing(moses: Path, work: Path, lm: Path) -> N
 
 
 @pytest.mark.parametrize(("form", "outcome"), [("compact", "segfault"), ("probing", "Is a directory")])
-def test_why_the_line_type_matters(moses: Path, work: Path, lm: Path, tables: dict[str, Path], form: str,
-                                   outcome: str) -> None:
+def test_why_the_line_type_matters(
+    moses: Path, work: Path, lm: Path, tables: dict[str, Path], form: str, outcome: str
+) -> None:
     """What the decoder does with a PhraseDictionaryMemory line on a binarized table (the ini
     moses-ini used to write): it segfaults on a .minphr, throws on a ProbingPT directory."""
     here = work / f"wrong-line-{form}"

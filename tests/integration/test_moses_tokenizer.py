@@ -37,8 +37,11 @@ def _script(name: str, *args: str, text: str) -> list[str]:
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_same_text_as_the_moses_scripts(lang: str) -> None:
-    tokenized = [line for part in ("val", "test_2016_flickr")
-                 for line in (CORPUS / f"{part}.tok.lc.{lang}").read_text(encoding="utf-8").splitlines()]
+    tokenized = [
+        line
+        for part in ("val", "test_2016_flickr")
+        for line in (CORPUS / f"{part}.tok.lc.{lang}").read_text(encoding="utf-8").splitlines()
+    ]
     assert len(tokenized) == 2014
     plain = _script("detokenizer.perl", "-l", lang, "-q", "-b", text="\n".join(tokenized) + "\n")
     assert len(plain) == len(tokenized)
@@ -53,10 +56,16 @@ def test_same_text_as_the_moses_scripts(lang: str) -> None:
 
 
 def test_typed_phrases_like_tokenizer_perl() -> None:
-    typed = ["Don't look at A Man's \"blue\" shirt & hat | [x] <y> state-of-the-art 3.5 Mr. Smith",
-             "Aren't they showing?", "It's 5 o'clock, isn't it?", "e.g. U.S.A. -- a co-operative"]
-    perl = _script("lowercase.perl", text="\n".join(
-        _script("tokenizer.perl", "-l", "en", "-q", "-b", text="\n".join(typed) + "\n")) + "\n")
+    typed = [
+        "Don't look at A Man's \"blue\" shirt & hat | [x] <y> state-of-the-art 3.5 Mr. Smith",
+        "Aren't they showing?",
+        "It's 5 o'clock, isn't it?",
+        "e.g. U.S.A. -- a co-operative",
+    ]
+    perl = _script(
+        "lowercase.perl",
+        text="\n".join(_script("tokenizer.perl", "-l", "en", "-q", "-b", text="\n".join(typed) + "\n")) + "\n",
+    )
     assert [table_form(t, "en", lowercase=True) for t in typed] == perl
     french = ["L'homme d'affaires regarde l'écran, n'est-ce pas ? « Oui » 3,5 M. Dupont"]
     perl = _script("tokenizer.perl", "-l", "fr", "-q", "-b", text="\n".join(french) + "\n")

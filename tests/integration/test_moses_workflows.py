@@ -26,8 +26,9 @@ TEST_SENTENCES = "a man in a blue shirt is looking at a table .\ntwo dogs are ru
 
 
 def run(args: list[str], cwd: Path) -> str:
-    r = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300,
-                       env={**cli_env(), "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=300, env={**cli_env(), "OMP_NUM_THREADS": "1"}
+    )
     assert r.returncode == 0, f"{args[:2]}: {r.stderr[-3000:]}"
     return r.stdout
 
@@ -38,10 +39,33 @@ def test_train_model_step_9_writes_a_5_score_ini(tmp_path: Path) -> None:
     table.write_bytes(gzip.compress(b"a ||| un ||| 0.5 0.5 0.5 0.5 0.25 ||| 0-0 ||| 1 1 1\n"))
     lm = tmp_path / "lm.fr.blm"
     lm.write_text("step 9 only checks that the language model file exists\n")
-    run(["perl", str(moses / "scripts/training/train-model.perl"), "-root-dir", "work", "-corpus", "corpus/train",
-         "-f", "en", "-e", "fr", "-first-step", "9", "-last-step", "9", "-reordering", "msd-bidirectional-fe",
-         "-lm", f"0:5:{lm}:8", "-phrase-translation-table", f"{table}:0:5",
-         "-external-bin-dir", str(moses / "bin")], cwd=tmp_path)
+    run(
+        [
+            "perl",
+            str(moses / "scripts/training/train-model.perl"),
+            "-root-dir",
+            "work",
+            "-corpus",
+            "corpus/train",
+            "-f",
+            "en",
+            "-e",
+            "fr",
+            "-first-step",
+            "9",
+            "-last-step",
+            "9",
+            "-reordering",
+            "msd-bidirectional-fe",
+            "-lm",
+            f"0:5:{lm}:8",
+            "-phrase-translation-table",
+            f"{table}:0:5",
+            "-external-bin-dir",
+            str(moses / "bin"),
+        ],
+        cwd=tmp_path,
+    )
     ini = (tmp_path / "work/model/moses.ini").read_text()
     assert f"PhraseDictionaryMemory name=TranslationModel0 num-features=5 path={table} " in ini
     assert "TranslationModel0= 0.2 0.2 0.2 0.2 0.2\n" in ini
@@ -53,10 +77,13 @@ def test_rescore_only_the_table_filtered_for_a_test_set(tmp_path: Path) -> None:
     scripts = moses / "scripts"
     # The sample system without the two files the sample does not ship (reordering table, LM).
     base = tmp_path / "moses.ini"
-    base.write_text("".join(
-        line.replace("@MODEL_DIR@/phrase-table.gz", str(SAMPLE))
-        for line in SAMPLE_INI.read_text().splitlines(keepends=True)
-        if not line.startswith(("LexicalReordering", "KENLM", "LM0="))))
+    base.write_text(
+        "".join(
+            line.replace("@MODEL_DIR@/phrase-table.gz", str(SAMPLE))
+            for line in SAMPLE_INI.read_text().splitlines(keepends=True)
+            if not line.startswith(("LexicalReordering", "KENLM", "LM0="))
+        )
+    )
     (tmp_path / "test.en").write_text(TEST_SENTENCES)
     run(["perl", str(scripts / "training/filter-model-given-input.pl"), "filtered", str(base), "test.en"], tmp_path)
     filtered = tmp_path / "filtered" / "phrase-table.0-0.1.1.gz"
@@ -67,23 +94,43 @@ def test_rescore_only_the_table_filtered_for_a_test_set(tmp_path: Path) -> None:
     rescored = tmp_path / "filtered" / "phrase-table.0-0.1.1.rnn.gz"
     run([PYTHON, str(REPO / "bin/rescore-phrase-table"), str(filtered), str(rescored), "-m", str(model)], tmp_path)
     assert len(appended_columns(filtered, rescored)) == kept
-    run([PYTHON, str(REPO / "bin/phrase-rescorer"), "moses-ini", "filtered/moses.ini", "filtered/moses.rnn.ini",
-         "--table", str(rescored)], tmp_path)
+    run(
+        [
+            PYTHON,
+            str(REPO / "bin/phrase-rescorer"),
+            "moses-ini",
+            "filtered/moses.ini",
+            "filtered/moses.rnn.ini",
+            "--table",
+            str(rescored),
+        ],
+        tmp_path,
+    )
     # Weights tuned on the dev set (here: made up) replace the starting ones.
     patched = (tmp_path / "filtered/moses.rnn.ini").read_text()
     tuned = tmp_path / "tuned.ini"
-    tuned.write_text(patched.replace("TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 ",
-                                     "TranslationModel0= 0.09 0.002 0.06 0.04 0.0123 #"))
+    tuned.write_text(
+        patched.replace(
+            "TranslationModel0= 0.0912844 0.00190324 0.0646386 0.0407692 ",
+            "TranslationModel0= 0.09 0.002 0.06 0.04 0.0123 #",
+        )
+    )
     final = tmp_path / "filtered/moses.rnn.tuned.ini"
-    run(["perl", str(scripts / "ems/support/substitute-weights.perl"), "filtered/moses.rnn.ini", str(tuned),
-         str(final)], tmp_path)
+    run(
+        [
+            "perl",
+            str(scripts / "ems/support/substitute-weights.perl"),
+            "filtered/moses.rnn.ini",
+            str(tuned),
+            str(final),
+        ],
+        tmp_path,
+    )
     assert "TranslationModel0= 0.09 0.002 0.06 0.04 0.0123" in final.read_text()
 
-    run([str(moses / "bin/moses"), "-f", str(final), "-input-file", "test.en", "-n-best-list", "nbest", "1"],
-        tmp_path)
+    run([str(moses / "bin/moses"), "-f", str(final), "-input-file", "test.en", "-n-best-list", "nbest", "1"], tmp_path)
     nbest = (tmp_path / "nbest").read_text().splitlines()
     assert len(nbest) == 2
     for line in nbest:
         scores = line.split(" ||| ")[2].split("TranslationModel0= ")[1].split()
         assert len(scores) >= 5 and float(scores[4]) < 0  # the 5th feature: the sum of log p_RNN
-

@@ -15,13 +15,19 @@ from tests.helpers.cslm import TINY_MOSES, tiny_lm
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, cli_env
 
-NEEDS = ("bin/moses", "bin/extractor", "bin/mert", "scripts/nbest-rescore/rescore.py",
-         "scripts/nbest-rescore/topbest.py")
+NEEDS = (
+    "bin/moses",
+    "bin/extractor",
+    "bin/mert",
+    "scripts/nbest-rescore/rescore.py",
+    "scripts/nbest-rescore/topbest.py",
+)
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True,
-                          env=cli_env(), timeout=600)
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True, env=cli_env(), timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +39,21 @@ def lists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths: dict[str, Path] = {"moses": moses, "ini": ini, "lm": tiny_lm(tmp / "cslm.pt")}
     for part in ("dev", "test"):
         nbest = tmp / f"{part}.nbest"
-        subprocess.run([str(moses / "bin" / "moses"), "-f", str(ini), "-input-file", str(TINY_MOSES / f"{part}.en"),
-                        "-n-best-list", str(nbest), "50", "distinct"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(moses / "bin" / "moses"),
+                "-f",
+                str(ini),
+                "-input-file",
+                str(TINY_MOSES / f"{part}.en"),
+                "-n-best-list",
+                str(nbest),
+                "50",
+                "distinct",
+            ],
+            check=True,
+            capture_output=True,
+        )
         paths[part] = nbest
     return paths
 
@@ -48,12 +67,23 @@ def test_nbest_rerank_tune_and_rerank(lists: dict[str, Path], tmp_path: Path) ->
         scored = (tmp_path / f"{part}.cslm.nbest").read_bytes().splitlines(keepends=True)
         assert len(scored) == len(original)
         assert all(b" CSLM0= " in line for line in scored)
-        stripped = [line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" CSLM0= ")[1].split(b" |||", 1)[1]
-                    for line in scored]
+        stripped = [
+            line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" CSLM0= ")[1].split(b" |||", 1)[1] for line in scored
+        ]
         assert stripped == original  # every other byte kept, in order
     weights = tmp_path / "rerank.weights"
-    r = run("rerank-tune", str(tmp_path / "dev.cslm.nbest"), str(TINY_MOSES / "dev.fr"), str(weights),
-            "--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2")
+    r = run(
+        "rerank-tune",
+        str(tmp_path / "dev.cslm.nbest"),
+        str(TINY_MOSES / "dev.fr"),
+        str(weights),
+        "--init",
+        str(lists["ini"]),
+        "--moses",
+        str(lists["moses"]),
+        "--restarts",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     assert b"dev BLEU (tokenized, as MERT scores it)" in r.stderr
     text = weights.read_text()
@@ -66,10 +96,13 @@ def test_nbest_rerank_tune_and_rerank(lists: dict[str, Path], tmp_path: Path) ->
 
     # Moses' own reranking scripts read the list and the weights file and choose the same lines
     scripts = lists["moses"] / "scripts" / "nbest-rescore"
-    rescored = subprocess.run([PYTHON, str(scripts / "rescore.py"), str(weights)],
-                              input=(tmp_path / "test.cslm.nbest").read_bytes(), capture_output=True, check=True)
-    top = subprocess.run([PYTHON, str(scripts / "topbest.py")], input=rescored.stdout, capture_output=True,
-                         check=True)
+    rescored = subprocess.run(
+        [PYTHON, str(scripts / "rescore.py"), str(weights)],
+        input=(tmp_path / "test.cslm.nbest").read_bytes(),
+        capture_output=True,
+        check=True,
+    )
+    top = subprocess.run([PYTHON, str(scripts / "topbest.py")], input=rescored.stdout, capture_output=True, check=True)
     assert top.stdout.decode().splitlines() == ours
 
 
@@ -77,8 +110,11 @@ def test_nbest_rerank_tune_and_rerank(lists: dict[str, Path], tmp_path: Path) ->
 def test_start_weights_reproduce_the_decoders_1best(lists: dict[str, Path], tmp_path: Path) -> None:
     """Reranking with the decoder's own weights (the new feature absent) gives its 1-best."""
     moses = lists["moses"]
-    best = subprocess.run([str(moses / "bin" / "moses"), "-f", str(lists["ini"]), "-input-file",
-                           str(TINY_MOSES / "test.en")], capture_output=True, check=True).stdout.decode()
+    best = subprocess.run(
+        [str(moses / "bin" / "moses"), "-f", str(lists["ini"]), "-input-file", str(TINY_MOSES / "test.en")],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
     r = run("rerank", str(lists["test"]), str(lists["ini"]), str(tmp_path / "top.txt"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "top.txt").read_text().splitlines() == [line.strip() for line in best.splitlines()]
@@ -90,23 +126,63 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
     """train-nmt on the tiny corpus, both features appended by one nbest call (with --source),
     weights tuned with both, the test list reranked."""
     model = tmp_path / "nmt.pt"
-    r = run("train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(model), "--max-steps", "30",
-            "--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8",
-            "--valid-fraction", "0", "--source-lang", "en", "--target-lang", "fr", "-q")
+    r = run(
+        "train-nmt",
+        str(TINY_MOSES / "dev.en"),
+        str(TINY_MOSES / "dev.fr"),
+        str(model),
+        "--max-steps",
+        "30",
+        "--embed-dim",
+        "16",
+        "--hidden-dim",
+        "16",
+        "--maxout-dim",
+        "8",
+        "--output-rank",
+        "8",
+        "--valid-fraction",
+        "0",
+        "--source-lang",
+        "en",
+        "--target-lang",
+        "fr",
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
     for part in ("dev", "test"):
-        r = run("nbest", str(lists[part]), str(tmp_path / f"{part}.scored.nbest"), "-m", str(lists["lm"]),
-                "-m", str(model), "--source", str(TINY_MOSES / f"{part}.en"))
+        r = run(
+            "nbest",
+            str(lists[part]),
+            str(tmp_path / f"{part}.scored.nbest"),
+            "-m",
+            str(lists["lm"]),
+            "-m",
+            str(model),
+            "--source",
+            str(TINY_MOSES / f"{part}.en"),
+        )
         assert r.returncode == 0, r.stderr
         assert b"features CSLM0, NMT0" in r.stderr
         scored = (tmp_path / f"{part}.scored.nbest").read_bytes().splitlines(keepends=True)
         original = lists[part].read_bytes().splitlines(keepends=True)
-        stripped = [line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" NMT0= ")[1].split(b" |||", 1)[1]
-                    for line in scored]
+        stripped = [
+            line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" NMT0= ")[1].split(b" |||", 1)[1] for line in scored
+        ]
         assert stripped == original  # every other byte kept, in order
     weights = tmp_path / "rerank.weights"
-    r = run("rerank-tune", str(tmp_path / "dev.scored.nbest"), str(TINY_MOSES / "dev.fr"), str(weights),
-            "--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2")
+    r = run(
+        "rerank-tune",
+        str(tmp_path / "dev.scored.nbest"),
+        str(TINY_MOSES / "dev.fr"),
+        str(weights),
+        "--init",
+        str(lists["ini"]),
+        "--moses",
+        str(lists["moses"]),
+        "--restarts",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     assert "\nNMT0= " in weights.read_text() and "\nCSLM0= " in weights.read_text()
     r = run("rerank", str(tmp_path / "test.scored.nbest"), str(weights), str(tmp_path / "test.reranked"))

@@ -25,12 +25,16 @@ def patched_ini(moses: Path, work: Path, lm: Path, network: Path) -> Path:
         here / "moses.ini",
         f"PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={m.PHRASE_TABLE} "
         "input-factor=0 output-factor=0",
-        lm, [0.1, 0.01, 0.06, 0.04],
+        lm,
+        [0.1, 0.01, 0.06, 0.04],
     )
     table = rescored_table(work, network)
     ini = here / "moses.rnn.ini"
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "moses-ini", str(base), str(ini), "--table", str(table)],
-                       capture_output=True, env=cli_env())
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "moses-ini", str(base), str(ini), "--table", str(table)],
+        capture_output=True,
+        env=cli_env(),
+    )
     assert r.returncode == 0, r.stderr.decode()
     return ini
 
@@ -61,9 +65,24 @@ def test_filter_model_given_input_keeps_the_column(moses: Path, work: Path, patc
 
 def test_mert_tunes_five_weights(moses: Path, work: Path, patched_ini: Path) -> None:
     mert = work / "mert-work-rnn"  # a fresh working directory, as the README says
-    m.run([moses / "scripts/training/mert-moses.pl", m.DEV_EN, m.DEV_FR, moses / "bin/moses", patched_ini,
-           f"--working-dir={mert}", f"--mertdir={moses / 'bin'}", "--maximum-iterations", "1", "--nbest", "20",
-           "--decoder-flags=-threads 1", "--predictable-seeds"], cwd=work)
+    m.run(
+        [
+            moses / "scripts/training/mert-moses.pl",
+            m.DEV_EN,
+            m.DEV_FR,
+            moses / "bin/moses",
+            patched_ini,
+            f"--working-dir={mert}",
+            f"--mertdir={moses / 'bin'}",
+            "--maximum-iterations",
+            "1",
+            "--nbest",
+            "20",
+            "--decoder-flags=-threads 1",
+            "--predictable-seeds",
+        ],
+        cwd=work,
+    )
     tuned = mert / "moses.ini"
     assert " num-features=5 " in _tm_line(tuned, "PhraseDictionaryMemory name=TranslationModel0")
     weights = [float(w) for w in _tm_line(tuned, "TranslationModel0=").split()[1:]]
@@ -89,8 +108,16 @@ def test_filtering_binarizes_with_the_fragments_binarizers(
     to filter-model-given-input.pl: the decoder sees the same 5 scores as from the text table."""
     filtered = work / f"filtered-{ftype}"
     name, *args = binarizer.split()
-    m.run([moses / "scripts/training/filter-model-given-input.pl", filtered, patched_ini, m.DEV_EN,
-           "-Binarizer", " ".join([str(moses / "bin" / name), *args])])
+    m.run(
+        [
+            moses / "scripts/training/filter-model-given-input.pl",
+            filtered,
+            patched_ini,
+            m.DEV_EN,
+            "-Binarizer",
+            " ".join([str(moses / "bin" / name), *args]),
+        ]
+    )
     assert f"{ftype} name=TranslationModel0 num-features=5 " in (filtered / "moses.ini").read_text()
     text = m.decode(moses, patched_ini, work / "tuning")
     binary = m.decode(moses, filtered / "moses.ini", filtered)

@@ -14,12 +14,7 @@ import torch
 from phrase_rescorer.analysis import compare as cmp
 from phrase_rescorer.analysis.embed import phrase_space, word_spaces, write_space
 from phrase_rescorer.analysis.search import Candidate, beam_search, greedy, sample, top_unique
-from phrase_rescorer.analysis.table_groups import (
-    GroupFilter,
-    Reservoir,
-    pick_groups,
-    source_groups,
-)
+from phrase_rescorer.analysis.table_groups import GroupFilter, Reservoir, pick_groups, source_groups
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import EOS_ID, PAD_ID, UNK_ID, tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
@@ -74,10 +69,7 @@ def test_beam_scores_are_the_rescoring_scores(trained, phrase: str) -> None:
 def test_length_limit_forces_end_and_keeps_exact_scores(trained) -> None:
     model, sv, _ = trained
     src = sv.encode(tokenize_phrase("in a black shirt"))
-    for limit, cands in (
-        (2, beam_search(model, src, 4, max_length=2)),
-        (1, [greedy(model, src, max_length=1)]),
-    ):
+    for limit, cands in ((2, beam_search(model, src, 4, max_length=2)), (1, [greedy(model, src, max_length=1)])):
         assert all(1 <= len(c.tokens) <= limit for c in cands)
         # a candidate that reaches the limit ends there, with </s> forced and scored
         assert all(c.truncated == (len(c.tokens) == limit) for c in cands)
@@ -115,12 +107,7 @@ def test_sampling_near_zero_temperature_is_greedy(trained) -> None:
 
 
 def test_top_unique_keeps_the_best_distinct() -> None:
-    cands = [
-        Candidate((1,), -3.0),
-        Candidate((2,), -1.0),
-        Candidate((1,), -3.0),
-        Candidate((3,), -2.0),
-    ]
+    cands = [Candidate((1,), -3.0), Candidate((2,), -1.0), Candidate((1,), -3.0), Candidate((3,), -2.0)]
     assert top_unique(cands, 2) == [Candidate((2,), -1.0), Candidate((3,), -2.0)]
     assert len(top_unique(cands, 10)) == 3
 

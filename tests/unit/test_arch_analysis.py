@@ -78,16 +78,62 @@ def test_embed_uses_the_mean_encoder_state(model_path: Path) -> None:
 
 def test_commands_work_for_an_attention_model(model_path: Path, tmp_path: Path) -> None:
     run = CliRunner().invoke
-    r = run(cli, ["suggest", "-m", str(model_path), "a man", "--samples", "3", "--beam-size", "3",
-                  "--length-alpha", "0.2", "--coverage-beta", "0.2", "--max-length", "5", "--raw"],
-            catch_exceptions=False)
+    r = run(
+        cli,
+        [
+            "suggest",
+            "-m",
+            str(model_path),
+            "a man",
+            "--samples",
+            "3",
+            "--beam-size",
+            "3",
+            "--length-alpha",
+            "0.2",
+            "--coverage-beta",
+            "0.2",
+            "--max-length",
+            "5",
+            "--raw",
+        ],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0 and "beam search" in r.output, r.output
-    r = run(cli, ["embed", "-m", str(model_path), "-o", str(tmp_path / "e"), "--phrase", "a man",
-                  "--phrase", "two dogs", "--raw"],
-            catch_exceptions=False)
+    r = run(
+        cli,
+        [
+            "embed",
+            "-m",
+            str(model_path),
+            "-o",
+            str(tmp_path / "e"),
+            "--phrase",
+            "a man",
+            "--phrase",
+            "two dogs",
+            "--raw",
+        ],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0 and "mean of the encoder states" in r.output, r.output
     table = tmp_path / "t.gz"
     table.write_bytes(gzip.compress(b"".join(read_lines(SAMPLE)[:400])))
-    r = run(cli, ["compare", "-m", str(model_path), "-t", str(table), "--max-sources", "3", "--min-length", "1",
-                  "--min-targets", "2"], catch_exceptions=False)
+    r = run(
+        cli,
+        [
+            "compare",
+            "-m",
+            str(model_path),
+            "-t",
+            str(table),
+            "--max-sources",
+            "3",
+            "--min-length",
+            "1",
+            "--min-targets",
+            "2",
+        ],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0, r.output

@@ -56,8 +56,9 @@ def test_lines_kept_scores_plain_and_order_free(arch: str, table: Path, tmp_path
     shuffled = tmp_path / "shuffled.gz"
     shuffled.write_bytes(gzip.compress(b"".join(lines[i] for i in order)))
     out_b = tmp_path / "b.gz"
-    batched = rescore_table(str(shuffled), str(out_b), str(model), device="cpu", window=25, window_cap=50,
-                            scorer="batched")
+    batched = rescore_table(
+        str(shuffled), str(out_b), str(model), device="cpu", window=25, window_cap=50, scorer="batched"
+    )
     assert "|scorer:StackedScorer|" in batched.signature  # each target decoded on its own
     again = log_column(appended_columns(shuffled, out_b))
     assert np.all(np.abs(again - got[order]) <= 1e-5)
@@ -72,8 +73,24 @@ def test_bfloat16_is_refused_for_other_architectures_with_exit_2(table: Path, tm
 
     model = tiny_arch_checkpoint(tmp_path / "rnnsearch.pt", "rnnsearch")
     out = tmp_path / "out.txt"
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "rescore", str(table), str(out), "--model", str(model),
-                        "--dtype", "bfloat16"], capture_output=True, text=True, env=cli_env(), timeout=300)
+    r = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "rescore",
+            str(table),
+            str(out),
+            "--model",
+            str(model),
+            "--dtype",
+            "bfloat16",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert r.returncode == 2, r.stderr
     assert "--dtype bfloat16 is for the cho2014 network's prefix scorer only; this is a rnnsearch network" in r.stderr
     assert "Traceback" not in r.stderr

@@ -101,8 +101,9 @@ def test_stacked_scorer_equals_the_plain_per_pair_computation(variant: str, wind
     assert type(scorer) is StackedScorer  # the non-sharing path (``prefix`` shares decoder prefixes)
     got = scorer.score(sources, targets, index)
     with torch.inference_mode():
-        plain = np.array([float(sequence_log_probs(model, *_one(sources[int(j)], t)))
-                          for j, t in zip(index, targets, strict=True)])
+        plain = np.array(
+            [float(sequence_log_probs(model, *_one(sources[int(j)], t))) for j, t in zip(index, targets, strict=True)]
+        )
     assert close(got, plain) and np.ptp(plain) > 1.0  # and the scores differ from pair to pair
     assert close(ReferenceScorer(model).score(sources, targets, index), plain)
 

@@ -13,8 +13,7 @@ def make_pairs(n: int, seed: int = 0) -> EncodedPairs:
     so = np.concatenate([[0], np.cumsum(sl)]).astype(np.int64)
     to = np.concatenate([[0], np.cumsum(tl)]).astype(np.int64)
     return EncodedPairs(
-        rng.integers(3, 50, int(so[-1])).astype(np.int32), so,
-        rng.integers(3, 50, int(to[-1])).astype(np.int32), to,
+        rng.integers(3, 50, int(so[-1])).astype(np.int32), so, rng.integers(3, 50, int(to[-1])).astype(np.int32), to
     )
 
 

@@ -11,12 +11,7 @@ import torch
 from phrase_rescorer import __version__
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.model.checkpoint import (
-    FORMAT_VERSION,
-    CheckpointError,
-    load_checkpoint,
-    save_checkpoint,
-)
+from phrase_rescorer.model.checkpoint import FORMAT_VERSION, CheckpointError, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.trainer import Trainer
@@ -48,8 +43,7 @@ def scores(model: torch.nn.Module, trainer: Trainer) -> torch.Tensor:
 def test_round_trip_scores_identically(trained: tuple[Trainer, Path], tmp_path: Path) -> None:
     trainer, _ = trained
     path = tmp_path / "rt.pt"
-    save_checkpoint(str(path), trainer.model, trainer.data.src_vocab, trainer.data.tgt_vocab,
-                    {"note": "x"})
+    save_checkpoint(str(path), trainer.model, trainer.data.src_vocab, trainer.data.tgt_vocab, {"note": "x"})
     ckpt = load_checkpoint(str(path))
     assert ckpt.config == trainer.model.config
     assert ckpt.src_vocab == trainer.data.src_vocab and ckpt.tgt_vocab == trainer.data.tgt_vocab
@@ -96,8 +90,7 @@ def test_unknown_format_version_is_refused(trained: tuple[Trainer, Path], tmp_pa
         load_checkpoint(str(tmp_path / "future.pt"))
 
 
-def test_damaged_or_foreign_files_are_refused(trained: tuple[Trainer, Path],
-                                              tmp_path: Path) -> None:
+def test_damaged_or_foreign_files_are_refused(trained: tuple[Trainer, Path], tmp_path: Path) -> None:
     _, d = trained
     data = (d / "m.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])

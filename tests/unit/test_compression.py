@@ -25,11 +25,15 @@ LINES = read_lines(SAMPLE)[:3000]
 DATA = b"".join(LINES)
 #: Decompressors independent of the package (the reference for what was written).
 DECOMPRESS: dict[str, Callable[[bytes], bytes]] = {
-    ".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress,
+    ".gz": gzip.decompress,
+    ".bz2": bz2.decompress,
+    ".xz": lzma.decompress,
     ".zst": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b),
 }
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {
-    ".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress,
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
     ".zst": lambda b: zstandard.ZstdCompressor().compress(b),
 }
 

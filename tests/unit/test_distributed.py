@@ -34,16 +34,38 @@ from tests.helpers.synthetic import mapping_table
 from tests.helpers.train_options import TINY_NETWORK
 
 REL = 1e-5  # training: relative difference allowed on a logged loss (see the docstring)
-TINY = [*TINY_NETWORK, "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1",
-        "--valid-every", "5", "--patience", "0", "--device", "cpu"]
+TINY = [
+    *TINY_NETWORK,
+    "--valid-fraction",
+    "0.1",
+    "--seed",
+    "3",
+    "--log-every",
+    "1",
+    "--valid-every",
+    "5",
+    "--patience",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
     """``python -m phrase_rescorer ARGS`` in ``nproc`` processes started by torchrun."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-           "--standalone", "-m", "phrase_rescorer", "-q", *args]
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--standalone",
+        "-m",
+        "phrase_rescorer",
+        "-q",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
 
 
@@ -78,8 +100,7 @@ def test_cuts_are_the_engine_window_starts_at_a_source_change(
     model: Path, window: int, cap: int, tmp_path: Path
 ) -> None:
     recorder = WindowSizes()
-    engine = TableRescorer(load_checkpoint(str(model)), RescoreOptions(window=window, window_cap=cap),
-                           scorer=recorder)
+    engine = TableRescorer(load_checkpoint(str(model)), RescoreOptions(window=window, window_cap=cap), scorer=recorder)
     engine.rescore(str(SAMPLE), str(tmp_path / "out.txt"))
     starts = np.cumsum(recorder.sizes)[:-1]  # 0-based first line of every window but the first
     with InputTable(str(SAMPLE)) as table:
@@ -181,10 +202,8 @@ def test_two_processes_plain_input_gz_output(model: Path, plain_sample: Path, tm
     output (the compressed bytes differ: compression restarts at every part)."""
     one, two = tmp_path / "one.gz", tmp_path / "two.gz"
     window = ["--window", "1000"]  # parts of about 15,000 lines, many windows each
-    one_process("rescore", str(plain_sample), str(one), "--model", str(model), "--device", "cpu",
-                *window)
-    r = torchrun("rescore", str(plain_sample), str(two), "--model", str(model), "--device", "cpu",
-                 *window)
+    one_process("rescore", str(plain_sample), str(one), "--model", str(model), "--device", "cpu", *window)
+    r = torchrun("rescore", str(plain_sample), str(two), "--model", str(model), "--device", "cpu", *window)
     assert r.returncode == 0, r.stderr
     assert gzip.decompress(two.read_bytes()) == gzip.decompress(one.read_bytes())
     assert two.read_bytes().count(b"\x1f\x8b\x08") >= 2  # a member per process
@@ -243,10 +262,8 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path)
     table = mapping_table(tmp_path / "pt.gz", 300)  # 267 training pairs: 17 batches of 16
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    one_process("train", str(table), str(one / "m.pt"), *TINY, "--batch-size", "16",
-                "--max-steps", "24")
-    r = torchrun("train", str(table), str(two / "m.pt"), *TINY, "--batch-size", "8",
-                 "--max-steps", "12")
+    one_process("train", str(table), str(one / "m.pt"), *TINY, "--batch-size", "16", "--max-steps", "24")
+    r = torchrun("train", str(table), str(two / "m.pt"), *TINY, "--batch-size", "8", "--max-steps", "12")
     assert r.returncode == 0, r.stderr
     ref, got = _losses(one / "m.log"), _losses(two / "m.log")
     assert _close(got, {k: v for k, v in ref.items() if k <= 12})
@@ -257,12 +274,12 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path)
     assert info["processes"] == 2 and info["global_batch"] == 16
 
     # Resume in one process: the global batch must stay 16 ...
-    refused = CliRunner().invoke(cli, ["train", str(table), str(two / "m.pt"), *TINY,
-                                       "--batch-size", "8", "--max-steps", "24", "--resume"])
+    refused = CliRunner().invoke(
+        cli, ["train", str(table), str(two / "m.pt"), *TINY, "--batch-size", "8", "--max-steps", "24", "--resume"]
+    )
     assert refused.exit_code == 2 and "global batch" in refused.output
     # ... and then it continues at the same place in the data (the 17-batch epoch ends at 17).
-    one_process("train", str(table), str(two / "m.pt"), *TINY, "--batch-size", "16",
-                "--max-steps", "24", "--resume")
+    one_process("train", str(table), str(two / "m.pt"), *TINY, "--batch-size", "16", "--max-steps", "24", "--resume")
     assert _close(_losses(two / "m.log"), ref)
     valid = _valid(two / "m.log")
     del valid[12]  # the 2-process run's closing validation

@@ -40,7 +40,9 @@ def test_equals_form_and_implementation_kept(table: Path) -> None:
 def test_given_count_binarized_or_missing_passed_on(table: Path, value: str) -> None:
     value = value.format(t=table)
     assert rewrite(["-first-step", "9", "-phrase-translation-table", value]) == (
-        ["-first-step", "9", "-phrase-translation-table", value], [])
+        ["-first-step", "9", "-phrase-translation-table", value],
+        [],
+    )
 
 
 def test_other_steps_unchanged(table: Path) -> None:
@@ -55,13 +57,14 @@ def test_mmsapt_refused_at_step_9(table: Path) -> None:
 
 
 def _program(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "bin" / "ems-train-model"), *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(REPO / "bin" / "ems-train-model"), *args], capture_output=True, text=True
+    )
 
 
 def test_program_runs_train_model_with_the_count(table: Path, tmp_path: Path) -> None:
     fake = tmp_path / "train-model.perl"
-    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.write_text('#!/bin/sh\necho "$@"\n')
     os.chmod(fake, 0o755)
     r = _program(str(fake), "-first-step", "9", "-phrase-translation-table", str(table))
     assert r.returncode == 0, r.stderr

@@ -87,7 +87,7 @@ def documented_table() -> tuple[Path, str]:
 def parse_table(text: str) -> dict[int, str]:
     header = TABLE_HEADER.search(text)
     assert header is not None, "no exit-code table"
-    table = text[header.start():]
+    table = text[header.start() :]
     table = table[: table.index("\n\n")] if "\n\n" in table else table
     rows = re.findall(r"^\| (\d+) \| (.+) \|$", table, flags=re.M)
     return {int(code): meaning.replace("\\|", "|") for code, meaning in rows}
@@ -99,8 +99,10 @@ def test_the_documented_table_is_the_errors_module_s() -> None:
 
 
 def test_parse_table_reads_rows_and_escaped_bars() -> None:
-    text = ("intro\n\n| Exit code | meaning |\n|---|---|\n| 0 | fine |\n| 141 | `\\| head` went away |\n"
-            "\nafter\n| 9 | no |\n")
+    text = (
+        "intro\n\n| Exit code | meaning |\n|---|---|\n| 0 | fine |\n| 141 | `\\| head` went away |\n"
+        "\nafter\n| 9 | no |\n"
+    )
     assert parse_table(text) == {0: "fine", 141: "`| head` went away"}
 
 
@@ -149,20 +151,24 @@ def _run(error: BaseException, monkeypatch: pytest.MonkeyPatch) -> int:
     return int(stopped.value.code or 0)
 
 
-@pytest.mark.parametrize(("error", "code"), [
-    (UserError("refused"), 2),
-    (UserError("bad data", errors.EXIT_INPUT), 3),
-    (errors.InputError("pt.txt:1: malformed"), 3),
-    (errors.ModelError("m.pt: not a model"), 4),
-    (errors.IniError("moses.ini:3: num-features"), 5),
-    (errors.HostError("moses failed"), 6),
-    (FileNotFoundError(2, "No such file or directory", "x"), 6),
-    (KeyboardInterrupt(), 130),
-    (Terminated(signal.SIGHUP), 129),
-    (Terminated(signal.SIGTERM), 143),
-])
-def test_a_program_exits_with_the_table_s_code(error: BaseException, code: int, capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (UserError("refused"), 2),
+        (UserError("bad data", errors.EXIT_INPUT), 3),
+        (errors.InputError("pt.txt:1: malformed"), 3),
+        (errors.ModelError("m.pt: not a model"), 4),
+        (errors.IniError("moses.ini:3: num-features"), 5),
+        (errors.HostError("moses failed"), 6),
+        (FileNotFoundError(2, "No such file or directory", "x"), 6),
+        (KeyboardInterrupt(), 130),
+        (Terminated(signal.SIGHUP), 129),
+        (Terminated(signal.SIGTERM), 143),
+    ],
+)
+def test_a_program_exits_with_the_table_s_code(
+    error: BaseException, code: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert _run(error, monkeypatch) == code
     err = capsys.readouterr().err
     assert err.strip().startswith("prog: error: ") and "\n" not in err.strip(), err  # click writes a newline on ^C
@@ -190,8 +196,12 @@ def _literal_codes(path: Path) -> list[int]:
                 values += [k.value for k in node.keywords if k.arg == "exit_code"]
         elif isinstance(node, ast.FunctionDef) and (node.name == "main" or node.name.endswith("_main")):
             returned = [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
-            values += [v for r in returned for v in ([r.body, r.orelse] if isinstance(r, ast.IfExp) else [r])
-                       if isinstance(v, ast.Constant)]
+            values += [
+                v
+                for r in returned
+                for v in ([r.body, r.orelse] if isinstance(r, ast.IfExp) else [r])
+                if isinstance(v, ast.Constant)
+            ]
         for value in values:
             for sub in ast.walk(value):
                 if isinstance(sub, ast.Constant) and type(sub.value) is int:
@@ -207,6 +217,9 @@ def test_no_exit_code_is_written_as_a_number_outside_errors() -> None:
 
 def test_the_literal_check_sees_a_planted_literal(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
-    planted.write_text("import sys\n\n\ndef main():\n    raise UserError('x', exit_code=3)\n    return 6\n"
-                       "\n\ndef g():\n    sys.exit(128 + 2)\n    raise ExperimentError('y', 5)\n", encoding="utf-8")
+    planted.write_text(
+        "import sys\n\n\ndef main():\n    raise UserError('x', exit_code=3)\n    return 6\n"
+        "\n\ndef g():\n    sys.exit(128 + 2)\n    raise ExperimentError('y', 5)\n",
+        encoding="utf-8",
+    )
     assert sorted(_literal_codes(planted)) == [5, 6, 10, 10, 11]

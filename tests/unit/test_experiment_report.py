@@ -16,8 +16,12 @@ HYPS = bleu.read_lines(str(DATA / "hyp.tok.fr"))
 
 
 def run(hyps: list[str], seed: int) -> RunScores:
-    return RunScores(meta={"seed": seed}, dev=bleu.tokenized_bleu(hyps, REFS), test=bleu.tokenized_bleu(hyps, REFS),
-                     test_detok=bleu.detokenized_bleu(hyps, bleu.detokenize(REFS, "fr"), "fr"))
+    return RunScores(
+        meta={"seed": seed},
+        dev=bleu.tokenized_bleu(hyps, REFS),
+        test=bleu.tokenized_bleu(hyps, REFS),
+        test_detok=bleu.detokenized_bleu(hyps, bleu.detokenize(REFS, "fr"), "fr"),
+    )
 
 
 def test_report_and_table() -> None:
@@ -25,8 +29,9 @@ def test_report_and_table() -> None:
     base = [run(short, 1), run(HYPS[:10] + short[10:], 2)]
     rnn = [run(HYPS, 3), run(short[:5] + HYPS[5:], 4)]
     systems = systems_for(True, False)
-    report = build_report(systems, {"baseline": base, "rnn": rnn}, settings_json={}, raw_reference=False,
-                          trials=500, seed=0)
+    report = build_report(
+        systems, {"baseline": base, "rnn": rnn}, settings_json={}, raw_reference=False, trials=500, seed=0
+    )
     b_scores = [r.test.score for r in base]
     assert report["systems"]["baseline"]["test"]["mean"] == pytest.approx(np.mean(b_scores), abs=1e-4)
     assert report["systems"]["baseline"]["test"]["sd"] == pytest.approx(np.std(b_scores, ddof=1), abs=1e-4)
@@ -47,8 +52,9 @@ def test_report_and_table() -> None:
 
 
 def test_a_system_without_runs_yet() -> None:
-    report = build_report(systems_for(True, False), {"baseline": [run(HYPS, 1)], "rnn": []}, settings_json={},
-                          raw_reference=True)
+    report = build_report(
+        systems_for(True, False), {"baseline": [run(HYPS, 1)], "rnn": []}, settings_json={}, raw_reference=True
+    )
     assert report["comparisons"] == {}
     assert report["systems"]["rnn"]["runs"] == []
     assert "+ RNN" in format_table(report)

@@ -97,9 +97,12 @@ def test_find_moses(tmp_path: Path) -> None:
 
 
 def settings(tmp_path: Path, **changes) -> Settings:
-    values = dict(ini=changes.pop("ini", None) or str(local_ini(tmp_path)),
-                  dev=(str(TINY / "dev.en"), str(TINY / "dev.fr")),
-                  test=(str(TINY / "test.en"), str(TINY / "test.fr")), out_dir=str(tmp_path / "out"))
+    values = dict(
+        ini=changes.pop("ini", None) or str(local_ini(tmp_path)),
+        dev=(str(TINY / "dev.en"), str(TINY / "dev.fr")),
+        test=(str(TINY / "test.en"), str(TINY / "test.fr")),
+        out_dir=str(tmp_path / "out"),
+    )
     values.update(changes)
     return Settings(**values)  # type: ignore[arg-type]
 

@@ -32,12 +32,20 @@ V = 40
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def make_model(seed: int = 0, vocab: int = V, hidden: int = 24, cell: str = "reset_before",
-               summary: str = "tanh") -> RNNEncoderDecoder:
+def make_model(
+    seed: int = 0, vocab: int = V, hidden: int = 24, cell: str = "reset_before", summary: str = "tanh"
+) -> RNNEncoderDecoder:
     torch.manual_seed(seed)
-    config = ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, embed_dim=12,
-                         hidden_dim=hidden, maxout_dim=10, output_rank=8, cell=cell,
-                         summary=summary)
+    config = ModelConfig(
+        src_vocab_size=vocab,
+        tgt_vocab_size=vocab,
+        embed_dim=12,
+        hidden_dim=hidden,
+        maxout_dim=10,
+        output_rank=8,
+        cell=cell,
+        summary=summary,
+    )
     model = RNNEncoderDecoder(config)
     with torch.no_grad():  # far from the near-uniform outputs of the N(0, 0.01) initialisation
         for p in model.parameters():
@@ -45,8 +53,13 @@ def make_model(seed: int = 0, vocab: int = V, hidden: int = 24, cell: str = "res
     return model.eval()
 
 
-def plain_scores(model: RNNEncoderDecoder, sources: list[list[int]], targets: list[list[int]],
-                 source_index: np.ndarray, batch: int = 64) -> np.ndarray:
+def plain_scores(
+    model: RNNEncoderDecoder,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    source_index: np.ndarray,
+    batch: int = 64,
+) -> np.ndarray:
     out = []
     with torch.inference_mode():
         for a in range(0, len(targets), batch):
@@ -62,8 +75,13 @@ def assert_same(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
-def check(model: RNNEncoderDecoder, sources: list[list[int]], targets: list[list[int]],
-          source_index: list[int] | np.ndarray, **kw: object) -> np.ndarray:
+def check(
+    model: RNNEncoderDecoder,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    source_index: list[int] | np.ndarray,
+    **kw: object,
+) -> np.ndarray:
     source_index = np.asarray(source_index, dtype=np.int64)
     got = PrefixScorer(model, **kw).score(sources, targets, source_index)  # type: ignore[arg-type]
     assert_same(got, plain_scores(model, sources, targets, source_index))
@@ -83,8 +101,7 @@ def test_trie_has_each_distinct_prefix_once() -> None:
     for level in trie.levels:
         edges = zip(level.parent, level.token, strict=True)
         prefixes.append([prefixes[-1][p] + (int(t),) for p, t in edges])
-    want = {(int(r), *s[:d]) for s, r in zip(seqs, roots, strict=True)
-            for d in range(1, len(s) + 1)}
+    want = {(int(r), *s[:d]) for s, r in zip(seqs, roots, strict=True) for d in range(1, len(s) + 1)}
     got = [p for level in prefixes[1:] for p in level]
     assert sorted(got) == sorted(want) and len(got) == len(set(got)) == trie.node_count()
     for depth, level in enumerate(trie.levels, start=1):
@@ -195,15 +212,16 @@ def test_scores_do_not_depend_on_the_window_cut() -> None:
     targets = [[int(t) for t in rng.integers(3, 8, rng.integers(1, 5))] for _ in index]
     scorer = PrefixScorer(model, batch_size=16)
     whole = scorer.score(sources, targets, index)
-    halves = np.concatenate([scorer.score(sources, targets[:60], index[:60]),
-                             scorer.score(sources, targets[60:], index[60:])])
+    halves = np.concatenate(
+        [scorer.score(sources, targets[:60], index[:60]), scorer.score(sources, targets[60:], index[60:])]
+    )
     np.testing.assert_allclose(whole, halves, rtol=0, atol=1e-9 + 1e-6 * np.abs(whole).max())
 
 
 @pytest.mark.parametrize("workers", [2, 3])
 def test_worker_threads_split_windows_without_changing_scores(sample_table: Path, workers: int) -> None:
     model = make_model(11)
-    (sources, targets, index), = sample_windows(sample_table, 1200, 1200)
+    ((sources, targets, index),) = sample_windows(sample_table, 1200, 1200)
     one = PrefixScorer(model, workers=1).score(sources, targets, index)
     scorer = PrefixScorer(model, workers=workers)
     assert len(split_window(sources, targets, index, workers)) == workers
@@ -276,8 +294,7 @@ def test_engine_default_scorer_is_prefix_and_equals_the_reference(tmp_path: Path
     columns = {}
     for scorer in ("prefix", "reference"):
         out = tmp_path / f"{scorer}.gz"
-        rescore_table(str(table), str(out), str(model), device="cpu", scorer=scorer,
-                      score_format="logprob", window=700)
+        rescore_table(str(table), str(out), str(model), device="cpu", scorer=scorer, score_format="logprob", window=700)
         columns[scorer] = np.array([float(v[0]) for v in appended_columns(table, out)])
     assert len(columns["prefix"]) == 3000
     assert_same(columns["prefix"], columns["reference"])

@@ -60,8 +60,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                 else:
                     origin = node.module or ""
                 # from X import a: the submodule X.a where there is one, else X itself
-                names = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in mods else origin
-                         for alias in node.names]
+                names = [
+                    f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in mods else origin for alias in node.names
+                ]
             else:
                 continue
             for name in names:
@@ -74,8 +75,11 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 def circles(graph: dict[str, set[str]], mods: dict[str, Path]) -> list[list[str]]:
     """The sets of two or more modules that import each other, directly or through others
     (strongly connected components, Tarjan), package ``__init__`` modules left out."""
-    edges = {m: sorted(t for t in targets if mods[t].name != "__init__.py")
-             for m, targets in graph.items() if mods[m].name != "__init__.py"}
+    edges = {
+        m: sorted(t for t in targets if mods[t].name != "__init__.py")
+        for m, targets in graph.items()
+        if mods[m].name != "__init__.py"
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -168,13 +172,16 @@ def test_the_checks_pass_a_clean_tree(tmp_path: Path) -> None:
 def test_the_checks_see_a_planted_circle_and_upward_import(tmp_path: Path) -> None:
     """A circle closed by an import inside a function (relative, two levels up), and an import
     of data/ from moses/ under TYPE_CHECKING: both are found."""
-    root = _tree(tmp_path, {
-        **CLEAN,
-        "moses/table.py": "import os\nfrom typing import TYPE_CHECKING\n"
-                          "if TYPE_CHECKING:\n    from ..data import extra\n",
-        "data/extra.py": "",
-        "data/vocab.py": "from ..moses.table import os\n\n\ndef late():\n    from ..data.pairs import vocab\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            **CLEAN,
+            "moses/table.py": "import os\nfrom typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from ..data import extra\n",
+            "data/extra.py": "",
+            "data/vocab.py": "from ..moses.table import os\n\n\ndef late():\n    from ..data.pairs import vocab\n",
+        },
+    )
     graph, mods = import_graph(root), modules(root)
     assert circles(graph, mods) == [["pkg.data.pairs", "pkg.data.vocab"]]
     assert upward_imports(graph, mods) == ["pkg.moses.table -> pkg.data.extra"]

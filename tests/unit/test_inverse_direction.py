@@ -50,8 +50,9 @@ def inverse_of(forward: Path, path: Path) -> Path:
     shortlists have the same size), ``direction`` recorded as train --direction inverse does."""
     ckpt = load_checkpoint(str(forward))
     assert len(ckpt.src_vocab) == len(ckpt.tgt_vocab)
-    save_checkpoint(str(path), ckpt.build_model(), ckpt.tgt_vocab, ckpt.src_vocab,
-                    info={**ckpt.info, "direction": "inverse"})
+    save_checkpoint(
+        str(path), ckpt.build_model(), ckpt.tgt_vocab, ckpt.src_vocab, info={**ckpt.info, "direction": "inverse"}
+    )
     return path
 
 
@@ -62,8 +63,10 @@ def plain_inverse(model: Path, table: Path) -> np.ndarray:
     out = []
     with torch.inference_mode(), InputTable(str(table)) as entries:
         for entry in entries:
-            b = sequences_batch([ckpt.src_vocab.encode(tokenize_phrase(entry.target))],
-                                [ckpt.tgt_vocab.encode(tokenize_phrase(entry.source))])
+            b = sequences_batch(
+                [ckpt.src_vocab.encode(tokenize_phrase(entry.target))],
+                [ckpt.tgt_vocab.encode(tokenize_phrase(entry.source))],
+            )
             out.append(float(sequence_log_probs(net, b.src, b.src_len, b.tgt, b.tgt_len)[0]))
     return np.array(out)
 
@@ -80,8 +83,9 @@ def test_swapped_pairs_are_the_same_pairs_read_the_other_way() -> None:
 @pytest.mark.parametrize("arch", ["cho2014", "rnnsearch"])
 @pytest.mark.parametrize("scorer", ["prefix", "batched"])
 def test_an_inverse_column_equals_the_plain_computation(arch: str, scorer: str, table: Path, tmp_path: Path) -> None:
-    forward = tiny_checkpoint(tmp_path / "f.pt") if arch == "cho2014" else \
-        tiny_arch_checkpoint(tmp_path / "f.pt", arch=arch)
+    forward = (
+        tiny_checkpoint(tmp_path / "f.pt") if arch == "cho2014" else tiny_arch_checkpoint(tmp_path / "f.pt", arch=arch)
+    )
     model = inverse_of(forward, tmp_path / "inverse.pt")
     out = tmp_path / "out.gz"
     summary = rescore_table(str(table), str(out), str(model), device="cpu", window=40, window_cap=80, scorer=scorer)
@@ -109,8 +113,7 @@ def test_two_networks_give_two_columns_in_order(model: Path, table: Path, tmp_pa
     fingerprints = "+".join(load_checkpoint(str(m)).fingerprint() for m in (model, inverse))
     assert f"signature: model:{fingerprints}|direction:forward+inverse|" in r.stderr
 
-    r = runner.invoke(cli, ["-q", "inspect", str(outs["both"]), "-m", str(model), "-m", str(inverse),
-                            "--unk-feature"])
+    r = runner.invoke(cli, ["-q", "inspect", str(outs["both"]), "-m", str(model), "-m", str(inverse), "--unk-feature"])
     assert r.exit_code == 0, r.output
     assert "  score 4          lex(target|source) (Moses' lex(e|f), direct)\n" in r.output
     assert "  score 5          RNN p(target|source) (Moses' p(e|f), direct)\n" in r.output
@@ -118,12 +121,16 @@ def test_two_networks_give_two_columns_in_order(model: Path, table: Path, tmp_pa
     assert "  score 7          RNN out-of-shortlist words n, as exp(n)" in r.output
 
     ini_in = tmp_path / "moses.ini"
-    ini_in.write_text("[feature]\nWordPenalty\nPhraseDictionaryMemory name=TranslationModel0 num-features=4 "
-                      f"path={table} input-factor=0 output-factor=0\n[weight]\nWordPenalty0= -1\n"
-                      "TranslationModel0= 0.1 0.2 0.3 0.4\n")
+    ini_in.write_text(
+        "[feature]\nWordPenalty\nPhraseDictionaryMemory name=TranslationModel0 num-features=4 "
+        f"path={table} input-factor=0 output-factor=0\n[weight]\nWordPenalty0= -1\n"
+        "TranslationModel0= 0.1 0.2 0.3 0.4\n"
+    )
     plain = tmp_path / "two.gz"  # without WP: 4 + 2 scores
-    assert runner.invoke(cli, ["-q", "rescore", str(table), str(plain), "-m", str(model), "-m",
-                               str(inverse)]).exit_code == 0
+    assert (
+        runner.invoke(cli, ["-q", "rescore", str(table), str(plain), "-m", str(model), "-m", str(inverse)]).exit_code
+        == 0
+    )
     r = runner.invoke(cli, ["moses-ini", str(ini_in), str(tmp_path / "out.ini"), "--table", str(plain)])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "out.ini").read_text()
@@ -138,7 +145,8 @@ def test_moses_step_takes_several_networks(model: Path, table: Path, tmp_path: P
     (model_dir / "moses.ini").write_text(
         "[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=4 "
         f"path={model_dir}/phrase-table.gz input-factor=0 output-factor=0\n[weight]\n"
-        "TranslationModel0= 0.2 0.2 0.2 0.2\n")
+        "TranslationModel0= 0.2 0.2 0.2 0.2\n"
+    )
     r = CliRunner().invoke(cli, ["moses-step", str(model_dir), "-m", str(model), "-m", str(inverse)])
     assert r.exit_code == 0, r.output
     appended_columns(table, model_dir / "phrase-table.rnn.gz", columns=2)
@@ -146,17 +154,51 @@ def test_moses_step_takes_several_networks(model: Path, table: Path, tmp_path: P
     assert "num-features=6 " in ini and "TranslationModel0= 0.2 0.2 0.2 0.2 0.02 0.02\n" in ini
 
 
-TINY = ["--vocab-size", "40", "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "4",
-        "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3", "--valid-every", "2", "--patience", "0",
-        "--source-lang", "en", "--target-lang", "fr"]
+TINY = [
+    "--vocab-size",
+    "40",
+    "--embed-dim",
+    "8",
+    "--hidden-dim",
+    "16",
+    "--maxout-dim",
+    "8",
+    "--output-rank",
+    "4",
+    "--batch-size",
+    "16",
+    "--valid-fraction",
+    "0.1",
+    "--seed",
+    "3",
+    "--valid-every",
+    "2",
+    "--patience",
+    "0",
+    "--source-lang",
+    "en",
+    "--target-lang",
+    "fr",
+]
 
 
 def test_train_direction_inverse_records_it_and_reads_the_targets(tmp_path: Path) -> None:
     data = mapping_table(tmp_path / "pt.gz", 300)
     runner = CliRunner()
     for direction in ("forward", "inverse"):
-        r = runner.invoke(cli, ["train", str(data), str(tmp_path / f"{direction}.pt"), *TINY, "--max-steps", "2",
-                                "--direction", direction])
+        r = runner.invoke(
+            cli,
+            [
+                "train",
+                str(data),
+                str(tmp_path / f"{direction}.pt"),
+                *TINY,
+                "--max-steps",
+                "2",
+                "--direction",
+                direction,
+            ],
+        )
         assert r.exit_code == 0, r.output
     forward, inverse = (load_checkpoint(str(tmp_path / f"{d}.pt")) for d in ("forward", "inverse"))
     assert (forward.direction, inverse.direction) == ("forward", "inverse")
@@ -166,8 +208,20 @@ def test_train_direction_inverse_records_it_and_reads_the_targets(tmp_path: Path
     assert inverse.tgt_vocab.tokens == forward.src_vocab.tokens
     assert inverse.info["heldout_pairs"] == forward.info["heldout_pairs"]  # the same held-out pairs
     assert "p(source|target)" in r.stderr
-    r = runner.invoke(cli, ["train", str(data), str(tmp_path / "forward.pt"), *TINY, "--max-steps", "4",
-                            "--direction", "inverse", "--resume"])
+    r = runner.invoke(
+        cli,
+        [
+            "train",
+            str(data),
+            str(tmp_path / "forward.pt"),
+            *TINY,
+            "--max-steps",
+            "4",
+            "--direction",
+            "inverse",
+            "--resume",
+        ],
+    )
     assert r.exit_code != 0 and "direction was forward, now inverse" in r.output
 
 
@@ -175,18 +229,34 @@ def test_the_analysis_commands_say_the_direction_and_read_the_table_by_target(mo
     inverse = inverse_of(model, tmp_path / "inverse.pt")
     runner = CliRunner()
     for path, direction in ((model, "forward"), (inverse, "inverse")):
-        r = runner.invoke(cli, ["suggest", "-m", str(path), "--raw", "--beam-size", "2", "--samples", "0",
-                                "la maison"])
+        r = runner.invoke(cli, ["suggest", "-m", str(path), "--raw", "--beam-size", "2", "--samples", "0", "la maison"])
         assert r.exit_code == 0, r.output
         assert f"direction: {direction}, p(" in r.stderr
     # "de" is the target of 14 lines of the sample: an inverse network's group of 14 sources
-    r = runner.invoke(cli, ["compare", "-m", str(inverse), "-t", str(SAMPLE), "--raw", "--source", "de",
-                            "--format", "json", "--scatter-pairs", "0"])
+    r = runner.invoke(
+        cli,
+        [
+            "compare",
+            "-m",
+            str(inverse),
+            "-t",
+            str(SAMPLE),
+            "--raw",
+            "--source",
+            "de",
+            "--format",
+            "json",
+            "--scatter-pairs",
+            "0",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "direction: inverse, p(source|target)" in r.stderr
     assert '"table_column": 1' in r.stdout and '"source": "de"' in r.stdout and '"targets": 14' in r.stdout
-    r = runner.invoke(cli, ["embed", "-m", str(inverse), "-t", str(SAMPLE), "--num-phrases", "5", "--raw",
-                            "-o", str(tmp_path / "emb")])
+    r = runner.invoke(
+        cli,
+        ["embed", "-m", str(inverse), "-t", str(SAMPLE), "--num-phrases", "5", "--raw", "-o", str(tmp_path / "emb")],
+    )
     assert r.exit_code == 0, r.output
     assert "direction: inverse" in r.stderr
 
@@ -203,18 +273,42 @@ def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
     models = {}
     for direction in ("forward", "inverse"):
         models[direction] = tmp_path / f"{direction}.pt"
-        r = CliRunner().invoke(cli, ["train", str(table), str(models[direction]), *TINY, "--vocab-size", "400",
-                                     "--max-steps", "1", "--direction", direction])
+        r = CliRunner().invoke(
+            cli,
+            [
+                "train",
+                str(table),
+                str(models[direction]),
+                *TINY,
+                "--vocab-size",
+                "400",
+                "--max-steps",
+                "1",
+                "--direction",
+                direction,
+            ],
+        )
         assert r.exit_code == 0, r.output
     assert [s.key for s in systems_for(True, True, inverse=True)] == ["baseline", "rnn", "rnn-wp", "rnn-both"]
     src, tgt = check_coverage(str(table), str(models["inverse"]), 0.5)  # its shortlists, read the right way
     assert (src, tgt) == check_coverage(str(table), str(models["forward"]), 0.5)
-    settings = Settings(ini=str(ini), dev=(str(tiny / "dev.en"), str(tiny / "dev.fr")),
-                        test=(str(tiny / "test.en"), str(tiny / "test.fr")), out_dir=str(tmp_path / "out"),
-                        model=str(models["inverse"]))
+    settings = Settings(
+        ini=str(ini),
+        dev=(str(tiny / "dev.en"), str(tiny / "dev.fr")),
+        test=(str(tiny / "test.en"), str(tiny / "test.fr")),
+        out_dir=str(tmp_path / "out"),
+        model=str(models["inverse"]),
+    )
     assert _target_lang(settings) == "fr"  # the table's target language, whichever the network reads
-    start = prepare_system(RNN_BOTH, str(ini), str(table), str(models["forward"]), str(tmp_path / "out"),
-                           start_weights="ini", inverse_model=str(models["inverse"]))
+    start = prepare_system(
+        RNN_BOTH,
+        str(ini),
+        str(table),
+        str(models["forward"]),
+        str(tmp_path / "out"),
+        start_weights="ini",
+        inverse_model=str(models["inverse"]),
+    )
     rescored = tmp_path / "out" / "tables" / "phrase-table.rnn-both.gz"
     both = appended_columns(table, rescored, columns=2)
     alone = tmp_path / "inverse.gz"

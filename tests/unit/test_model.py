@@ -12,22 +12,18 @@ import torch
 
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.vocab import EOS_ID
-from phrase_rescorer.model.cho2014 import (
-    GRU,
-    ModelConfig,
-    RNNEncoderDecoder,
-    sequence_log_probs,
-    token_log_probs,
-)
+from phrase_rescorer.model.cho2014 import GRU, ModelConfig, RNNEncoderDecoder, sequence_log_probs, token_log_probs
 
-TINY = dict(src_vocab_size=23, tgt_vocab_size=19, embed_dim=6, hidden_dim=10, maxout_dim=4,
-            output_rank=5)
-PAIRS = [([5, 6, 7], [8, 9]), ([3], [4, 5, 6, 7, 8]), ([9, 10, 11, 12, 13, 14], [3]),
-         ([1, 4], [1, 2, 3, 1])]  # id 1 is <unk>: allowed anywhere
+TINY = dict(src_vocab_size=23, tgt_vocab_size=19, embed_dim=6, hidden_dim=10, maxout_dim=4, output_rank=5)
+PAIRS = [
+    ([5, 6, 7], [8, 9]),
+    ([3], [4, 5, 6, 7, 8]),
+    ([9, 10, 11, 12, 13, 14], [3]),
+    ([1, 4], [1, 2, 3, 1]),
+]  # id 1 is <unk>: allowed anywhere
 
 
-def tiny_model(seed: int = 0, dtype: torch.dtype = torch.float64,
-               **overrides: object) -> RNNEncoderDecoder:
+def tiny_model(seed: int = 0, dtype: torch.dtype = torch.float64, **overrides: object) -> RNNEncoderDecoder:
     torch.manual_seed(seed)
     model = RNNEncoderDecoder(ModelConfig(**{**TINY, **overrides}))  # type: ignore[arg-type]
     # The paper's N(0, 0.01^2) start makes every path through c nearly invisible (~1e-10 on the
@@ -42,8 +38,7 @@ def split3(m: torch.Tensor, H: int) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return m[:H], m[H : 2 * H], m[2 * H :]
 
 
-def reference_gru_step(gru: GRU, x: torch.Tensor, h: torch.Tensor,
-                       extra: torch.Tensor | None = None) -> torch.Tensor:
+def reference_gru_step(gru: GRU, x: torch.Tensor, h: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
     """h_t for one x (E,) and h_{t-1} (H,), from the equations; ``extra`` = [C_r; C_z; C] c."""
     H = gru.hidden_dim
     W_r, W_z, W = split3(gru.W.weight, H)
@@ -61,8 +56,7 @@ def reference_gru_step(gru: GRU, x: torch.Tensor, h: torch.Tensor,
 
 
 @torch.no_grad()
-def reference_step_log_probs(model: RNNEncoderDecoder, src: list[int],
-                             tgt: list[int]) -> list[torch.Tensor]:
+def reference_step_log_probs(model: RNNEncoderDecoder, src: list[int], tgt: list[int]) -> list[torch.Tensor]:
     """log p(y_t | y_<t, e) over the shortlist for t = 1 .. len(tgt) + 1 (the last: </s>)."""
     m = model
     H = m.config.hidden_dim
@@ -89,8 +83,7 @@ def reference_score(model: RNNEncoderDecoder, src: list[int], tgt: list[int]) ->
     return float(sum(float(lp[y]) for lp, y in zip(steps, tgt + [EOS_ID], strict=True)))
 
 
-def batched_scores(model: RNNEncoderDecoder,
-                   pairs: list[tuple[list[int], list[int]]]) -> torch.Tensor:
+def batched_scores(model: RNNEncoderDecoder, pairs: list[tuple[list[int], list[int]]]) -> torch.Tensor:
     b = sequences_batch([s for s, _ in pairs], [t for _, t in pairs])
     with torch.no_grad():
         return sequence_log_probs(model, b.src, b.src_len, b.tgt, b.tgt_len)
@@ -158,8 +151,7 @@ def test_step_probabilities_sum_to_one_and_match_the_reference() -> None:
     V = logits.shape[-1]
     every = torch.arange(V).expand(*logits.shape[:2], V)  # every target symbol at every step
     logp = token_log_probs(logits.unsqueeze(2).expand(-1, -1, V, -1), every)  # (B, T, V)
-    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2], dtype=logp.dtype),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2], dtype=logp.dtype), rtol=0, atol=1e-12)
     for i, (s, t) in enumerate(PAIRS):
         for step, ref in enumerate(reference_step_log_probs(model, s, t)):
             torch.testing.assert_close(logp[i, step], ref, rtol=0, atol=1e-10)
@@ -194,8 +186,7 @@ def test_initialisation_follows_the_paper() -> None:
         for U in gru.recurrent_matrices():
             torch.testing.assert_close(U @ U.T, torch.eye(64), rtol=0, atol=1e-5)  # orthogonal
     with torch.no_grad():
-        big = torch.cat([model.C.weight.flatten(), model.O_h.weight.flatten(),
-                         model.src_embed.weight.flatten()])
+        big = torch.cat([model.C.weight.flatten(), model.O_h.weight.flatten(), model.src_embed.weight.flatten()])
         assert abs(float(big.std()) - 0.01) < 0.001 and abs(float(big.mean())) < 0.001
     with torch.no_grad():
         biases = [p for n, p in model.named_parameters() if n.endswith("bias")]

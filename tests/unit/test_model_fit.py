@@ -24,10 +24,17 @@ def test_shortlist_coverage() -> None:
     assert shortlist_coverage(np.array([], dtype=int)) is None
 
 
-@pytest.mark.parametrize(("coverage", "logp", "expected"), [
-    (0.93, -11.0, None), (0.93, -21.9, None), (0.93, -22.1, "mean log p"), (0.69, -11.0, "shortlists"),
-    (0.45, -11.0, "shortlists"), (None, -11.0, None),
-])
+@pytest.mark.parametrize(
+    ("coverage", "logp", "expected"),
+    [
+        (0.93, -11.0, None),
+        (0.93, -21.9, None),
+        (0.93, -22.1, "mean log p"),
+        (0.69, -11.0, "shortlists"),
+        (0.45, -11.0, "shortlists"),
+        (None, -11.0, None),
+    ],
+)
 def test_rule(coverage: float | None, logp: float, expected: str | None) -> None:
     warning = fit_warning(INFO, coverage, logp, "t:1-9")
     assert (warning is None) if expected is None else (expected in str(warning))
@@ -45,12 +52,17 @@ def test_swapped_sides_warn_once(tmp_path: Path) -> None:
     lines = read_lines(SAMPLE)[:3000]
     right, swapped = tmp_path / "right.txt", tmp_path / "swapped.txt"
     right.write_bytes(b"".join(lines))
-    swapped.write_bytes(b"".join(b" ||| ".join([line.split(b" ||| ")[1], line.split(b" ||| ")[0],
-                                                 *line.split(b" ||| ")[2:]]) for line in lines))
+    swapped.write_bytes(
+        b"".join(
+            b" ||| ".join([line.split(b" ||| ")[1], line.split(b" ||| ")[0], *line.split(b" ||| ")[2:]])
+            for line in lines
+        )
+    )
     pairs = [line.decode().split(" ||| ")[:2] for line in lines]
     coverage = shortlist_coverage(
         np.array([i for s, _ in pairs for i in ckpt.src_vocab.encode(tokenize_phrase(s))]),
-        np.array([i for _, t in pairs for i in ckpt.tgt_vocab.encode(tokenize_phrase(t))]))
+        np.array([i for _, t in pairs for i in ckpt.tgt_vocab.encode(tokenize_phrase(t))]),
+    )
     warnings: list[str] = []
     options = RescoreOptions(window=500, window_cap=4000, device="cpu", score_format="logprob")
     TableRescorer(ckpt, options).rescore(str(right), str(tmp_path / "plain.txt"))

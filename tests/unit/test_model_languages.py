@@ -12,8 +12,26 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from tests.helpers.synthetic import mapping_table
 
-TINY = ("--vocab-size", "20", "--embed-dim", "4", "--hidden-dim", "8", "--maxout-dim", "4", "--output-rank", "4",
-        "--valid-every", "2", "--batch-size", "8", "--threads", "1", "--device", "cpu")
+TINY = (
+    "--vocab-size",
+    "20",
+    "--embed-dim",
+    "4",
+    "--hidden-dim",
+    "8",
+    "--maxout-dim",
+    "4",
+    "--output-rank",
+    "4",
+    "--valid-every",
+    "2",
+    "--batch-size",
+    "8",
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+)
 
 
 def train(table: Path, out: Path, *args: str) -> str:
@@ -32,8 +50,9 @@ def test_train_records_the_languages_and_resume_keeps_them(tmp_path: Path) -> No
         assert torch.load(path, weights_only=True)["format_version"] == 1  # cho2014 files stay version 1
     train(table, out, "--max-steps", "4", "--resume")  # the same command, languages left out
     assert load_checkpoint(str(tmp_path / "m.last.pt")).source_lang == "en"
-    r = CliRunner().invoke(cli, ["-q", "train", str(table), str(out), *TINY, "--max-steps", "6", "--resume",
-                                 "--source-lang", "de"])
+    r = CliRunner().invoke(
+        cli, ["-q", "train", str(table), str(out), *TINY, "--max-steps", "6", "--resume", "--source-lang", "de"]
+    )
     assert r.exit_code == 2 and "was trained with --source-lang en, not de" in r.output
     r = CliRunner().invoke(cli, ["train", str(table), str(out), "--source-lang", "french"])
     assert r.exit_code == 2 and "'french' is not a language code" in r.output

@@ -53,8 +53,9 @@ def test_several_features_appended_in_order_and_removed_again(tmp_path: Path) ->
     data = DECODER.replace(b"WordPenalty0= -3 TranslationModel0", b"sparse_x=1 WordPenalty0= -3 TranslationModel0")
     lines = _lines(tmp_path, data)
     both = [with_features(line, [("CSLM0", -1.5), ("NMT0", -2.0)]) for line in lines]
-    assert all(b" TranslationModel0= " in out and out.split(b" ||| ")[2].endswith(b" CSLM0= -1.5 NMT0= -2")
-               for out in both)
+    assert all(
+        b" TranslationModel0= " in out and out.split(b" ||| ")[2].endswith(b" CSLM0= -1.5 NMT0= -2") for out in both
+    )
     again = _lines(tmp_path, b"".join(both), "both.nbest")
     assert b"".join(without_features(line, ["CSLM0", "NMT0"]) for line in again) == data
     only_nmt = [without_features(line, ["CSLM0"]) for line in again]

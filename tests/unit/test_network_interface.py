@@ -31,8 +31,20 @@ from tests.helpers.rescore_data import one_thread, sample_window, tiny_arch_chec
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ATOL, RTOL = 1e-4, 1e-5
-INTERFACE = ("encode", "start", "step", "readout", "previous_word_embeddings", "decode_outputs",
-             "representation", "reset_parameters", "forward", "config", "tgt_embed", "src_embed")
+INTERFACE = (
+    "encode",
+    "start",
+    "step",
+    "readout",
+    "previous_word_embeddings",
+    "decode_outputs",
+    "representation",
+    "reset_parameters",
+    "forward",
+    "config",
+    "tgt_embed",
+    "src_embed",
+)
 
 
 class InterfaceOnly(nn.Module):
@@ -99,7 +111,8 @@ def test_every_registered_family_builds_a_network_with_the_whole_interface(cho20
 
 
 def test_a_network_with_the_interface_only_gets_the_general_scorers_and_their_scores(
-        cho2014: RNNEncoderDecoder) -> None:
+    cho2014: RNNEncoderDecoder,
+) -> None:
     sources, targets, index = sample_window(120)
     net = InterfaceOnly(cho2014)
     want = plain(cho2014, sources, targets, index)

@@ -19,9 +19,16 @@ from phrase_rescorer.nbest.stream import append_features
 from tests.helpers.rescore_data import tiny_arch_checkpoint, tiny_checkpoint
 
 SOURCES = ["a man in a blue shirt .", "two dogs play", "a woman sits on a bench"]
-HYPS = [[0, "un homme en chemise bleue ."], [0, "un homme en bleu ."], [0, ""], [1, "deux chiens jouent"],
-        [1, "deux chiens jouent dans la neige ."], [1, "des chiens xyz-inconnu"],
-        [2, "une femme est assise sur un banc"], [2, "une femme assise"]]
+HYPS = [
+    [0, "un homme en chemise bleue ."],
+    [0, "un homme en bleu ."],
+    [0, ""],
+    [1, "deux chiens jouent"],
+    [1, "deux chiens jouent dans la neige ."],
+    [1, "des chiens xyz-inconnu"],
+    [2, "une femme est assise sur un banc"],
+    [2, "une femme assise"],
+]
 TOLERANCE = 1e-4  # float32 sums over up to 10 tokens, computed in batches of other shapes
 
 
@@ -43,8 +50,9 @@ def _plain(path: Path, inverse: bool) -> list[float]:
     out = []
     for s, h in HYPS:
         src, tgt = (h, SOURCES[s]) if inverse else (SOURCES[s], h)
-        batch = sequences_batch([ckpt.src_vocab.encode(ckpt.split(src, 0))],
-                                [ckpt.tgt_vocab.encode(ckpt.split(tgt, 1))])
+        batch = sequences_batch(
+            [ckpt.src_vocab.encode(ckpt.split(src, 0))], [ckpt.tgt_vocab.encode(ckpt.split(tgt, 1))]
+        )
         with torch.no_grad():
             out.append(float(sequence_log_probs(model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)[0]))
     return out
@@ -61,8 +69,10 @@ def test_scores_equal_the_plain_computation(tmp_path: Path, arch: str, direction
     _with_info(model, trained_on="sentence pairs", direction=direction)
     feature = load_feature(str(model), "NMT0", SOURCES)
     assert isinstance(feature, TranslationFeature) and feature.inverse == (direction == "inverse")
-    lines = [parse_nbest_line(raw, b"\n", i + 1, "x") for i, raw in
-             enumerate(_nbest(tmp_path / "n").read_bytes().splitlines())]
+    lines = [
+        parse_nbest_line(raw, b"\n", i + 1, "x")
+        for i, raw in enumerate(_nbest(tmp_path / "n").read_bytes().splitlines())
+    ]
     got, unknown = feature.score(lines)
     want = _plain(model, direction == "inverse")
     assert np.max(np.abs(got - np.array(want))) < TOLERANCE
@@ -92,8 +102,9 @@ def test_a_source_text_of_another_length_is_refused_before_any_output(tmp_path: 
     sources = (SOURCES + ["one more"])[:count]
     feature = load_feature(str(model), "NMT0", sources)
     with pytest.raises(NbestError, match=f"{count} source sentences, but .* lists 3 sentences"):
-        append_features(str(_nbest(tmp_path / "n")), str(tmp_path / "out"), [feature], sources=sources,
-                        source_path="src.txt")
+        append_features(
+            str(_nbest(tmp_path / "n")), str(tmp_path / "out"), [feature], sources=sources, source_path="src.txt"
+        )
     assert not (tmp_path / "out").exists()
 
 

@@ -67,8 +67,9 @@ def test_atomic_output_failure_leaves_nothing(tmp_path: Path, exception: type[Ba
 
 
 @pytest.mark.parametrize("exception", [KeyboardInterrupt, OSError])
-def test_a_stop_while_opening_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            exception: type[BaseException]) -> None:
+def test_a_stop_while_opening_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exception: type[BaseException]
+) -> None:
     """A signal (or an error) after the temporary exists but before ``with`` has entered gets no
     ``__exit__``: the opening itself removes the temporary."""
 
@@ -118,12 +119,16 @@ def test_atomic_output_abort(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "message"),
-    [("absent/out.gz", "output directory does not exist"), ("", "empty output path"),
-     ("absent/", "output path ends with '/': it names a directory, not a file"),
-     (".", "output path is a directory")],
+    [
+        ("absent/out.gz", "output directory does not exist"),
+        ("", "empty output path"),
+        ("absent/", "output path ends with '/': it names a directory, not a file"),
+        (".", "output path is a directory"),
+    ],
 )
-def test_unusable_output_paths_fail_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
-                                          message: str) -> None:
+def test_unusable_output_paths_fail_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OutputError) as caught:
         AtomicOutput(name)
@@ -235,9 +240,7 @@ def test_stale_temporary_of_a_killed_run_is_removed_with_a_warning(tmp_path: Pat
     assert warnings == [f"removed {stale}: the temporary of an earlier run that was killed before it could clean up"]
 
 
-
-def test_a_thread_never_takes_anothers_new_temporary_for_stale(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thread_never_takes_anothers_new_temporary_for_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two threads of one process write the same destination. The second starts while the
     first's temporary exists but is not yet locked (the moment after mkstemp): it must not take
     that temporary for a killed run's, and both outputs complete (the last rename wins)."""
@@ -272,6 +275,7 @@ def test_a_thread_never_takes_anothers_new_temporary_for_stale(tmp_path: Path,
     assert second_done[0] == "started" and "done" in second_done
     assert not any(w.startswith("removed") for w in second_done)
     assert target.read_bytes() in (b"first\n", b"second\n") and os.listdir(tmp_path) == ["out.txt"]
+
 
 # --- special targets ---------------------------------------------------------------------------
 
@@ -326,8 +330,12 @@ def expected(engine: TableRescorer, table: Path, tmp_path_factory: pytest.TempPa
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(limit=st.integers(min_value=0, max_value=70_000), target=st.sampled_from(["out.txt", "out.gz", "-"]))
 def test_every_byte_arrives_whatever_a_write_accepts(
-    engine: TableRescorer, table: Path, expected: dict[str, bytes], tmp_path_factory: pytest.TempPathFactory,
-    limit: int, target: str,
+    engine: TableRescorer,
+    table: Path,
+    expected: dict[str, bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+    limit: int,
+    target: str,
 ) -> None:
     """A sink that accepts at most ``limit`` bytes per call (a pipe interrupted by a signal, a
     raw unbuffered stdout): what arrives is the one-shot output, or the run fails (0 bytes)."""

@@ -21,8 +21,9 @@ def _pyproject() -> str:
 
 
 def test_the_package_list_names_every_package_directory() -> None:
-    listed = set(re.findall(r'^\s+"(phrase_rescorer[\w.]*)",$', _pyproject().split("packages = [", 1)[1]
-                            .split("]", 1)[0], re.M))
+    listed = set(
+        re.findall(r'^\s+"(phrase_rescorer[\w.]*)",$', _pyproject().split("packages = [", 1)[1].split("]", 1)[0], re.M)
+    )
     on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "phrase_rescorer").rglob("__init__.py")}
     assert listed == on_disk | {"phrase_rescorer.moses_configs"}
     assert '"phrase_rescorer.moses_configs" = "moses_configs"' in _pyproject()
@@ -35,8 +36,9 @@ def test_moses_configs_prints_the_directory_of_the_configs() -> None:
     assert (REPO / "moses_configs" / "ems-rnn-rescoring.config").is_file()
 
 
-def test_moses_configs_missing_is_one_line_and_exit_6(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_moses_configs_missing_is_one_line_and_exit_6(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(configs, "_CANDIDATES", (tmp_path / "a", tmp_path / "b"))
     monkeypatch.setattr(sys, "argv", ["phrase-rescorer", "moses-configs"])
     with pytest.raises(SystemExit) as exit_:

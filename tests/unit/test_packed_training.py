@@ -79,8 +79,14 @@ def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
     table = mapping_table(tmp_path / "pt.gz", 200)
     cfg = TrainConfig(batch_size=16, seed=5, init_std=0.1, valid_fraction=0.0)
     data = prepare_data(load_pairs(str(table)), 40, cfg)
-    config = ModelConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab), embed_dim=8,
-                         hidden_dim=16, maxout_dim=8, output_rank=4)
+    config = ModelConfig(
+        src_vocab_size=len(data.src_vocab),
+        tgt_vocab_size=len(data.tgt_vocab),
+        embed_dim=8,
+        hidden_dim=16,
+        maxout_dim=8,
+        output_rank=4,
+    )
     fast = Trainer(data, config, cfg, str(tmp_path / "a.pt"), torch.device("cpu"))
     plain = Trainer(data, config, cfg, str(tmp_path / "b.pt"), torch.device("cpu"))
     plain_opt = torch.optim.Adadelta(plain.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps, foreach=False)
@@ -105,7 +111,7 @@ def test_chunked_adadelta_is_torchs_adadelta_bit_for_bit() -> None:
     torchs = torch.optim.Adadelta(b, lr=0.7, rho=0.95, eps=1e-6, foreach=False)
     for step in range(4):
         for x, y in zip(a, b, strict=True):
-            x.grad = torch.randn(x.shape) * 10 ** -step
+            x.grad = torch.randn(x.shape) * 10**-step
             y.grad = x.grad.clone()
         mine.step()
         torchs.step()

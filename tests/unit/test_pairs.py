@@ -39,9 +39,7 @@ def test_extract_file_repeats_count_once(tmp_path: Path) -> None:
 
 def test_phrase_table_pairs_match_lines(sample_table: Path) -> None:
     p = load_pairs(str(sample_table))
-    expected = [
-        (tokenize_phrase(e.source), tokenize_phrase(e.target)) for e in read_phrase_table(str(sample_table))
-    ]
+    expected = [(tokenize_phrase(e.source), tokenize_phrase(e.target)) for e in read_phrase_table(str(sample_table))]
     assert len(p) == len(expected) == p.lines_read
     for i in (0, 1, len(p) // 2, len(p) - 1):
         assert p.pair(i) == expected[i]
@@ -54,7 +52,10 @@ def test_deduplication_is_exact_under_hash_collisions(tmp_path: Path, monkeypatc
     lines = ["a ||| x ||| 1", "a ||| y ||| 1", "a ||| x ||| 1", "b c ||| x ||| 1", "a ||| x y ||| 1"]
     p = load_pairs(write(tmp_path / "t.txt", lines))
     assert [p.pair(i) for i in range(len(p))] == [
-        (["a"], ["x"]), (["a"], ["y"]), (["b", "c"], ["x"]), (["a"], ["x", "y"])
+        (["a"], ["x"]),
+        (["a"], ["y"]),
+        (["b", "c"], ["x"]),
+        (["a"], ["x", "y"]),
     ]
 
 

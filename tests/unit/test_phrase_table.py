@@ -79,8 +79,7 @@ def real_lines() -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("input_name", "compress"),
-    [("table.txt", False), ("table.gz", True), ("gzip-named.txt", True)],
+    ("input_name", "compress"), [("table.txt", False), ("table.gz", True), ("gzip-named.txt", True)]
 )
 @pytest.mark.parametrize("output_name", ["out.txt", "out.gz"])
 def test_real_table_round_trip(
@@ -106,9 +105,7 @@ def test_real_table_entries(real_lines: list[bytes]) -> None:
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_real_table_stdin_to_stdout(
-    monkeypatch: pytest.MonkeyPatch, real_lines: list[bytes], compress: bool
-) -> None:
+def test_real_table_stdin_to_stdout(monkeypatch: pytest.MonkeyPatch, real_lines: list[bytes], compress: bool) -> None:
     data = b"".join(real_lines)
     stdin = io.BytesIO(gzip.compress(data, compresslevel=1) if compress else data)
     stdout = io.BytesIO()
@@ -121,9 +118,7 @@ def test_real_table_stdin_to_stdout(
     assert stdout.getvalue() == expected_output(real_lines)
 
 
-def test_real_table_stdin_to_gz_file(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real_lines: list[bytes]
-) -> None:
+def test_real_table_stdin_to_gz_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real_lines: list[bytes]) -> None:
     stdin = io.BytesIO(gzip.compress(b"".join(real_lines), compresslevel=1))
     monkeypatch.setattr("sys.stdin", types.SimpleNamespace(buffer=stdin))
     assert rescore("-", str(tmp_path / "out.gz")) == len(real_lines)
@@ -233,9 +228,7 @@ def test_unchecked_scores() -> None:
     assert parse_line(b"a ||| b |||", "t", 1, check_scores=False) == ("a", "b", 11)
     raw = b"a ||| b ||| ||| 0-0"
     source, target, end = parse_line(raw, "t", 1, check_scores=False)
-    assert with_appended(Entry(1, raw, b"\n", source, target, end), b"0.5") == (
-        b"a ||| b ||| 0.5 ||| 0-0\n"
-    )
+    assert with_appended(Entry(1, raw, b"\n", source, target, end), b"0.5") == (b"a ||| b ||| 0.5 ||| 0-0\n")
     with pytest.raises(PhraseTableError, match="empty target"):
         parse_line(b"a |||  ||| x", "t", 1, check_scores=False)
 
@@ -326,9 +319,9 @@ def scores_field(draw: st.DrawFn) -> str:
     return text
 
 
-EXTRA_FIELD = st.lists(
-    st.sampled_from(["0-0", "1-2", "12", "3", "dlt=1", "{{Count", "7}}", "", " "]), max_size=4
-).map(" ".join)
+EXTRA_FIELD = st.lists(st.sampled_from(["0-0", "1-2", "12", "3", "dlt=1", "{{Count", "7}}", "", " "]), max_size=4).map(
+    " ".join
+)
 
 
 @st.composite
@@ -351,9 +344,7 @@ def test_property_parse_and_append(raw: bytes, terminator: bytes) -> None:
 
 
 @given(st.lists(st.tuples(table_line(), st.sampled_from([b"\n", b"\r\n"])), min_size=1))
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_property_file_round_trip(tmp_path: Path, lines: list[tuple[bytes, bytes]]) -> None:
     data = [raw + terminator for raw, terminator in lines]
     path = write_input(tmp_path / "in.txt", b"".join(data), False)

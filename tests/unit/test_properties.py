@@ -184,8 +184,14 @@ def test_scores_do_not_depend_on_batch_window_order_or_neighbours(
     picks: list[int], batch_size: int, window: int, scorer: str
 ) -> None:
     """Any selection of pool lines (repeats allowed), in any order, any batch and window size."""
-    options = RescoreOptions(device="cpu", score_format="logprob", batch_size=batch_size, window=window,
-                             window_cap=max(window, 2 * window), scorer=scorer)
+    options = RescoreOptions(
+        device="cpu",
+        score_format="logprob",
+        batch_size=batch_size,
+        window=window,
+        window_cap=max(window, 2 * window),
+        scorer=scorer,
+    )
     expected = pool_scores()
     with tempfile.TemporaryDirectory() as tmp:
         got = score_lines([POOL[i] for i in picks], options, Path(tmp))

@@ -14,11 +14,14 @@ def _entry(raw: bytes, check_scores: bool = True) -> Entry:
     return Entry(1, raw, b"\n", source, target, end)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (b"a ||| b ||| 0.5 0.25", [b"0.5", b"0.25"]),
-    (b"a ||| b ||| 0.5 0.25 0.125 0.0625 ||| 0-0 ||| 3 4 2 |||", [b"0.5", b"0.25", b"0.125", b"0.0625"]),
-    (b"the house ||| la maison ||| 1e-05 2.718 ||| 0-0 1-1 ||| 1 1 1 ||| ||| ", [b"1e-05", b"2.718"]),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"a ||| b ||| 0.5 0.25", [b"0.5", b"0.25"]),
+        (b"a ||| b ||| 0.5 0.25 0.125 0.0625 ||| 0-0 ||| 3 4 2 |||", [b"0.5", b"0.25", b"0.125", b"0.0625"]),
+        (b"the house ||| la maison ||| 1e-05 2.718 ||| 0-0 1-1 ||| 1 1 1 ||| ||| ", [b"1e-05", b"2.718"]),
+    ],
+)
 def test_scores_are_the_third_field(raw: bytes, expected: list[bytes]) -> None:
     entry = _entry(raw)
     assert scores(entry) == expected

@@ -26,13 +26,7 @@ from phrase_rescorer.rescoring.engine import TableRescorer, rescore_table
 from phrase_rescorer.rescoring.options import RescoreOptions
 from phrase_rescorer.rescoring.scorers import BatchedScorer, ReferenceScorer, length_batches
 from tests.helpers.paths import SAMPLE
-from tests.helpers.rescore_data import (
-    appended_columns,
-    log_column,
-    read_lines,
-    real_slice,
-    reference_log_probs,
-)
+from tests.helpers.rescore_data import appended_columns, log_column, read_lines, real_slice, reference_log_probs
 
 REL = 1e-5
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -263,8 +257,14 @@ def test_a_network_giving_nan_is_refused_with_the_line(model: Path, tmp_path: Pa
 
 
 def test_options_are_checked() -> None:
-    for bad in ({"score_format": "log"}, {"dtype": "float16"}, {"dtype": "bfloat16", "scorer": "reference"},
-                {"window": 10, "window_cap": 5}, {"scorer": "fast"}, {"batch_size": 0}):
+    for bad in (
+        {"score_format": "log"},
+        {"dtype": "float16"},
+        {"dtype": "bfloat16", "scorer": "reference"},
+        {"window": 10, "window_cap": 5},
+        {"scorer": "fast"},
+        {"batch_size": 0},
+    ):
         with pytest.raises(ValueError):
             RescoreOptions(**bad)  # type: ignore[arg-type]
     assert RescoreOptions(unk_feature=True).columns == 2

@@ -26,7 +26,9 @@ def test_pairs_in_order_duplicates_once_empty_sides_skipped(tmp_path: Path) -> N
     corpus = load_sentence_pairs(src, tgt)
     assert (corpus.lines, corpus.empty) == (5, 2)
     assert [corpus.pairs.pair(i) for i in range(len(corpus.pairs))] == [
-        (["a", "man", "."], ["un", "homme", "."]), (["a", "dog"], ["un", "chien"])]
+        (["a", "man", "."], ["un", "homme", "."]),
+        (["a", "dog"], ["un", "chien"]),
+    ]
     assert corpus.pairs.duplicates == 1
 
 
@@ -55,5 +57,6 @@ def test_token_batches_hold_every_pair_once_within_the_budget(tmp_path: Path) ->
     for batch in plan:
         assert len(batch) == 1 or len(batch) * widths[batch].max() <= 200
     assert np.mean([len(b) * widths[b].max() for b in plan]) > 100  # batches are filled, not cut short
-    assert [b.tolist() for b in plan] == [b.tolist() for b in
-                                         epoch_plan(encoded, indices, 64, seed=1, epoch=0, max_tokens=200)]
+    assert [b.tolist() for b in plan] == [
+        b.tolist() for b in epoch_plan(encoded, indices, 64, seed=1, epoch=0, max_tokens=200)
+    ]

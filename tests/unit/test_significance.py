@@ -67,8 +67,10 @@ def test_paired_bootstrap_equals_resampling_sentences() -> None:
     for draw in draws:
         refs = [REFS[i] for i in draw]
         metric = BLEU(tokenize="none")
-        diffs.append(metric.corpus_score([b_runs[0][i] for i in draw], [refs]).score
-                     - metric.corpus_score([a_runs[0][i] for i in draw], [refs]).score)
+        diffs.append(
+            metric.corpus_score([b_runs[0][i] for i in draw], [refs]).score
+            - metric.corpus_score([a_runs[0][i] for i in draw], [refs]).score
+        )
     diffs_arr = np.array(diffs)
     assert result.p_value == pytest.approx(float(np.mean(diffs_arr <= 0)), abs=1e-12)
     assert result.interval == pytest.approx(tuple(np.percentile(diffs_arr, [2.5, 97.5])), abs=1e-9)

@@ -166,8 +166,9 @@ def test_empty_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["prefix", "batched"])
-def test_a_window_with_a_very_long_source_is_encoded_in_bounded_groups(kind: str, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_window_with_a_very_long_source_is_encoded_in_bounded_groups(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 600-token source among 60 short ones: padded to it, the window would encode 61 x 601
     positions; under a budget of 400 the sources are encoded in groups (the long one alone), every
     group within the budget, and the scores stay those of the plain computation."""

@@ -59,9 +59,32 @@ def test_segmented_pairs_keep_their_hashes_and_split_each_token(units: tuple) ->
 @pytest.fixture(scope="module")
 def subword_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("sw")
-    r = train(str(SAMPLE), str(d / "m.pt"), "--arch", "rnnsearch", "--subwords", "500", "--embed-dim", "8",
-              "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8", "--batch-size", "32",
-              "--max-steps", "3", "--valid-max", "50", "--threads", "1", "--init-std", "0.3")
+    r = train(
+        str(SAMPLE),
+        str(d / "m.pt"),
+        "--arch",
+        "rnnsearch",
+        "--subwords",
+        "500",
+        "--embed-dim",
+        "8",
+        "--hidden-dim",
+        "16",
+        "--maxout-dim",
+        "8",
+        "--output-rank",
+        "8",
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "3",
+        "--valid-max",
+        "50",
+        "--threads",
+        "1",
+        "--init-std",
+        "0.3",
+    )
     assert r.exit_code == 0, r.output
     assert "subword vocabularies" in r.output
     return d / "m.pt"
@@ -74,16 +97,18 @@ def test_model_file_carries_the_units_and_rescoring_uses_them(subword_model: Pat
     table = tmp_path / "t.gz"
     table.write_bytes(gzip.compress(b"".join(read_lines(SAMPLE)[:120])))
     out = tmp_path / "o.gz"
-    rescore_table(str(table), str(out), str(subword_model), device="cpu", unk_feature=True,
-                  score_format="logprob")  # untrained: some pairs lie below the prob floor exp(-100)
+    rescore_table(
+        str(table), str(out), str(subword_model), device="cpu", unk_feature=True, score_format="logprob"
+    )  # untrained: some pairs lie below the prob floor exp(-100)
     values = appended_columns(table, out, columns=2)  # every other byte unchanged
     assert all(v[1] == "1" for v in values)  # WP: exp(0), no unit is unknown
     model = ckpt.build_model()
     with InputTable(str(table)) as t, torch.inference_mode():
         want = []
         for e in t:
-            b = sequences_batch([ckpt.src_vocab.encode(ckpt.split(e.source, 0))],
-                                [ckpt.tgt_vocab.encode(ckpt.split(e.target, 1))])
+            b = sequences_batch(
+                [ckpt.src_vocab.encode(ckpt.split(e.source, 0))], [ckpt.tgt_vocab.encode(ckpt.split(e.target, 1))]
+            )
             want.append(float(sequence_log_probs(model, b.src, b.src_len, b.tgt, b.tgt_len)))
     got, ref = np.array([float(v[0]) for v in values]), np.array(want)
     assert np.all(np.abs(got - ref) <= 1e-5 * np.maximum(1.0, np.abs(ref)))
@@ -93,10 +118,38 @@ def test_it_learns_a_mapping_through_subword_units(tmp_path: Path) -> None:
     """The synthetic mapping of test_train_arch, read and predicted as units (a word aK/bK is
     one or two units): the network beats the unigram baseline over the units."""
     table = mapping_table(tmp_path / "pt.gz", 300)
-    r = train(str(table), str(tmp_path / "m.pt"), "--arch", "rnnsearch", "--subwords", "300", "--embed-dim", "16",
-              "--hidden-dim", "32", "--maxout-dim", "16", "--output-rank", "16", "--batch-size", "16",
-              "--valid-fraction", "0.1", "--seed", "1", "--patience", "0", "--init-std", "0.1",
-              "--threads", "1", "--max-steps", "300", "--valid-every", "50")
+    r = train(
+        str(table),
+        str(tmp_path / "m.pt"),
+        "--arch",
+        "rnnsearch",
+        "--subwords",
+        "300",
+        "--embed-dim",
+        "16",
+        "--hidden-dim",
+        "32",
+        "--maxout-dim",
+        "16",
+        "--output-rank",
+        "16",
+        "--batch-size",
+        "16",
+        "--valid-fraction",
+        "0.1",
+        "--seed",
+        "1",
+        "--patience",
+        "0",
+        "--init-std",
+        "0.1",
+        "--threads",
+        "1",
+        "--max-steps",
+        "300",
+        "--valid-every",
+        "50",
+    )
     assert r.exit_code == 0, r.output
     ckpt = load_checkpoint(str(tmp_path / "m.pt"))
     assert ckpt.subwords is not None

@@ -25,8 +25,21 @@ from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 from tests.helpers.train_options import TINY_NETWORK
 
-TINY = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3",
-        "--log-every", "1", "--valid-every", "8", "--patience", "0"]
+TINY = [
+    *TINY_NETWORK,
+    "--batch-size",
+    "16",
+    "--valid-fraction",
+    "0.1",
+    "--seed",
+    "3",
+    "--log-every",
+    "1",
+    "--valid-every",
+    "8",
+    "--patience",
+    "0",
+]
 STEPS = 40  # crosses two epoch boundaries of the 270 training pairs (17 batches an epoch)
 
 
@@ -67,21 +80,19 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert sa.training_state["progress"] == sb.training_state["progress"]
 
 
-def test_resume_after_a_limit_gives_the_uninterrupted_run(table: Path, straight: Path,
-                                                          tmp_path: Path) -> None:
+def test_resume_after_a_limit_gives_the_uninterrupted_run(table: Path, straight: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "m.pt")
     assert train(str(table), out, *TINY, "--max-steps", "21").exit_code == 0
     r = train(str(table), out, *TINY, "--max-steps", str(STEPS), "--resume")
     assert r.exit_code == 0, r.output
     assert_same_run(straight, tmp_path)
-    assert [e["resumed"] for e in read_log(str(tmp_path / "m.log")) if e["event"] == "start"] \
-        == [False, True]
+    assert [e["resumed"] for e in read_log(str(tmp_path / "m.log")) if e["event"] == "start"] == [False, True]
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_saves_a_resumable_state(table: Path, straight: Path, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch, sig: int,
-                                          code: int) -> None:
+def test_a_signal_saves_a_resumable_state(
+    table: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
     real_step, calls = Trainer.step, [0]
 
     def step_then_signal(self: Trainer, idx: np.ndarray) -> torch.Tensor:
@@ -118,8 +129,16 @@ def test_log_events(straight: Path) -> None:
     assert [e["event"] for e in events][:2] == ["start", "train"] and events[-1]["event"] == "end"
     assert events[-1]["reason"] == "max_steps" and events[-1]["step"] == STEPS
     train_keys = {"event", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
-    valid_keys = {"event", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
-                  "unigram_token_ppl", "elapsed", "best"}
+    valid_keys = {
+        "event",
+        "step",
+        "epoch",
+        "valid_token_ppl",
+        "valid_mean_logp",
+        "unigram_token_ppl",
+        "elapsed",
+        "best",
+    }
     for e in events:
         if e["event"] == "train":
             assert set(e) == train_keys and e["loss"] > 0 and e["pairs_per_s"] > 0
@@ -171,8 +190,7 @@ def test_extract_files_train_on_unique_pairs(tmp_path: Path) -> None:
     t = tmp_path / "extract.gz"
     with gzip.open(t, "wt", encoding="utf-8") as f:
         f.write("a b ||| x y ||| 0-0 1-1\n" * 3 + "c ||| z ||| 0-0\n" * 2 + "a ||| x ||| 0-0\n")
-    r = train(str(t), str(tmp_path / "m.pt"), *TINY, "--extract", "--max-steps", "1",
-              "--valid-fraction", "0")
+    r = train(str(t), str(tmp_path / "m.pt"), *TINY, "--extract", "--max-steps", "1", "--valid-fraction", "0")
     assert r.exit_code == 0, r.output
     assert "6 lines, 3 unique pairs" in r.output
 
@@ -197,8 +215,9 @@ def test_refusals(table: Path, straight: Path, tmp_path: Path) -> None:
 def test_unigram_baseline_by_hand() -> None:
     # targets (ids): [3, 3], [4]; </s> = 2. Counts +1 over the 5 non-pad ids of a 6-symbol
     # shortlist (<unk> = 1, </s> = 2, 3, 4, 5): </s> 3, 3 -> 3, 4 -> 2, <unk> 1, 5 -> 1; total 10.
-    pairs = EncodedPairs(np.array([7, 7], np.int32), np.array([0, 1, 2]),
-                         np.array([3, 3, 4], np.int32), np.array([0, 2, 3]))
+    pairs = EncodedPairs(
+        np.array([7, 7], np.int32), np.array([0, 1, 2]), np.array([3, 3, 4], np.int32), np.array([0, 2, 3])
+    )
     uni = UnigramBaseline(pairs, np.array([0, 1]), vocab_size=6)
     held = uni.evaluate(pairs, np.array([1]))  # "4 </s>"
     assert held.tokens == 2 and held.pairs == 1
@@ -237,9 +256,30 @@ def test_it_learns_a_deterministic_mapping(tmp_path: Path) -> None:
     2,000-3,000 steps to break through; 5,000 steps reached 1.7-2.5 over three seeds.
     """
     t = mapping_table(tmp_path / "map.txt", 800, n_words=30, max_len=2)
-    args = ["--vocab-size", "100", "--embed-dim", "16", "--hidden-dim", "32", "--maxout-dim", "16",
-            "--output-rank", "16", "--batch-size", "32", "--valid-fraction", "0.1", "--seed", "1",
-            "--max-steps", "5000", "--valid-every", "1000", "--patience", "0"]
+    args = [
+        "--vocab-size",
+        "100",
+        "--embed-dim",
+        "16",
+        "--hidden-dim",
+        "32",
+        "--maxout-dim",
+        "16",
+        "--output-rank",
+        "16",
+        "--batch-size",
+        "32",
+        "--valid-fraction",
+        "0.1",
+        "--seed",
+        "1",
+        "--max-steps",
+        "5000",
+        "--valid-every",
+        "1000",
+        "--patience",
+        "0",
+    ]
     r = train(str(t), str(tmp_path / "m.pt"), *args)
     assert r.exit_code == 0, r.output
     best: dict[str, Any] = load_checkpoint(str(tmp_path / "m.pt")).info["best_valid"]

@@ -16,9 +16,30 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
 from tests.helpers.paths import SAMPLE
 from tests.helpers.synthetic import mapping_table
 
-TINY = ["--vocab-size", "40", "--embed-dim", "16", "--hidden-dim", "32", "--maxout-dim", "16",
-        "--output-rank", "16", "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "1",
-        "--patience", "0", "--init-std", "0.1", "--threads", "1"]
+TINY = [
+    "--vocab-size",
+    "40",
+    "--embed-dim",
+    "16",
+    "--hidden-dim",
+    "32",
+    "--maxout-dim",
+    "16",
+    "--output-rank",
+    "16",
+    "--batch-size",
+    "16",
+    "--valid-fraction",
+    "0.1",
+    "--seed",
+    "1",
+    "--patience",
+    "0",
+    "--init-std",
+    "0.1",
+    "--threads",
+    "1",
+]
 
 
 def train(*args: str) -> Result:
@@ -47,9 +68,32 @@ def test_it_learns_a_deterministic_mapping(arch: list[str], table: Path, tmp_pat
 
 @pytest.mark.parametrize("arch", ["rnnsearch", "gnmt"])
 def test_a_few_steps_on_the_bundled_sample(arch: str, tmp_path: Path) -> None:
-    r = train(str(SAMPLE), str(tmp_path / "m.pt"), "--arch", arch, "--layers", "2", "--vocab-size", "300",
-              "--embed-dim", "8", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8",
-              "--batch-size", "32", "--max-steps", "3", "--valid-max", "50", "--threads", "1")
+    r = train(
+        str(SAMPLE),
+        str(tmp_path / "m.pt"),
+        "--arch",
+        arch,
+        "--layers",
+        "2",
+        "--vocab-size",
+        "300",
+        "--embed-dim",
+        "8",
+        "--hidden-dim",
+        "16",
+        "--maxout-dim",
+        "8",
+        "--output-rank",
+        "8",
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "3",
+        "--valid-max",
+        "50",
+        "--threads",
+        "1",
+    )
     assert r.exit_code == 0, r.output
     assert f"{arch} (2 layers, additive attention)" in r.output
     assert load_checkpoint(str(tmp_path / "m.pt")).arch == arch_config(arch, layers=2)

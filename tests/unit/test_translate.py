@@ -30,7 +30,22 @@ def test_each_line_is_the_best_beam_candidate(tmp_path: Path) -> None:
 def test_the_command_writes_one_line_per_line(tmp_path: Path) -> None:
     model = tiny_arch_checkpoint(tmp_path / "m.pt", arch="rnnsearch")
     (tmp_path / "in.en").write_text("".join(s + "\n" for s in SENTENCES))
-    r = subprocess.run([PYTHON, "-m", "phrase_rescorer", "translate", str(tmp_path / "in.en"), str(tmp_path / "out.gz"),
-                        "-m", str(model), "--max-length", "6"], capture_output=True, env=cli_env(), timeout=300)
+    r = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "phrase_rescorer",
+            "translate",
+            str(tmp_path / "in.en"),
+            str(tmp_path / "out.gz"),
+            "-m",
+            str(model),
+            "--max-length",
+            "6",
+        ],
+        capture_output=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert len(gzip.decompress((tmp_path / "out.gz").read_bytes()).decode().splitlines()) == len(SENTENCES)
