@@ -142,7 +142,7 @@ def train_lm(
     from ..moses.toolkit import MosesNotFound, find_moses
     from ..output import check_distinct_paths, check_output_path
     from ..training.log import EventLog
-    from ..training.trainer import Interrupted
+    from ..training.run_record import Interrupted
 
     for output in (model_out, last_path(model_out), log_path or _companion(model_out, ".log")):
         check_output_path(output, by_name=False)  # refused now, not at the first save

@@ -22,8 +22,9 @@ from ..model.architectures import arch_config
 from ..model.cho2014 import ModelConfig
 from ..output import check_distinct_paths
 from ..parallel import distributed
+from ..training.run_record import Interrupted
 from ..training.run_settings import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
-from ..training.trainer import Interrupted, Trainer
+from ..training.trainer import Trainer
 from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .progress import Progress
 from .training_options import ARCH as _ARCH

@@ -7,7 +7,8 @@ the rescored tables), :mod:`.moses_runs` (mert-moses.pl and the decoder), :mod:`
 :mod:`.report` (JSON and the table), :mod:`.runner` (the whole experiment, resumable).
 """
 
-from .runner import Settings, run_experiment
+from .runner import run_experiment
+from .settings import Settings
 from .systems import ExperimentError
 
 __all__ = ["ExperimentError", "Settings", "run_experiment"]

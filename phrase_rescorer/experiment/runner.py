@@ -25,190 +25,22 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
-from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
-from ..model.checkpoint import load_checkpoint
-from ..moses.tokenizer import check_language
 from ..moses.toolkit import MosesToolkit
-from ..output import AtomicOutput
 from . import bleu
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
-from .systems import ExperimentError, System, check_coverage, check_ini, check_parallel, prepare_system, systems_for
-from .workdir import changed_files, check_out_dir, fingerprints, locked_out_dir
-
-EventCallback = Callable[[str], None]
-
-
-@dataclass
-class Settings:
-    ini: str
-    dev: tuple[str, str]  # source, tokenized reference
-    test: tuple[str, str]
-    out_dir: str
-    model: str | None = None
-    inverse_model: str | None = None  # a network of the inverse direction: the "+ RNN both directions" row
-    lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
-    nmt: str | None = None  # a translation network on sentences: reranked "+ NMT" systems
-    rerank_nbest: int = 1000
-    test_raw_reference: str | None = None
-    unk_feature: bool = False
-    runs: int = 3
-    max_iterations: int | None = None
-    threads: int = 1
-    seed: int = 1
-    target_lang: str | None = None
-    lowercase: bool = False
-    nbest: int = 100
-    start_weights: str = "moses-defaults"  # or "ini"
-    trials: int = 10000
-    min_coverage: float = 0.5
-    rescore_options: dict = field(default_factory=dict)
-
-    def identity(self) -> dict:
-        """What a restart must share with the first start (not: runs, threads, scoring)."""
-        return {
-            "ini": os.path.abspath(self.ini),
-            "dev": [os.path.abspath(p) for p in self.dev],
-            "test": [os.path.abspath(p) for p in self.test],
-            "model": os.path.abspath(self.model) if self.model else None,
-            "lm": os.path.abspath(self.lm) if self.lm else None,
-            **({"nmt": os.path.abspath(self.nmt)} if self.nmt else {}),
-            **({"inverse_model": os.path.abspath(self.inverse_model)} if self.inverse_model else {}),
-            "rerank_nbest": self.rerank_nbest,
-            "unk_feature": self.unk_feature,
-            "max_iterations": self.max_iterations,
-            "seed": self.seed,
-            "nbest": self.nbest,
-            "start_weights": self.start_weights,
-            "rescore_options": self.rescore_options,
-        }
+from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
+from .systems import System, check_coverage, prepare_system, systems_for
+from .workdir import locked_out_dir
 
 
 def run_seed(base: int, system_index: int, run: int) -> int:
     """Each run's own mert seed: distinct for every (system, run), recorded in its result."""
     return base + 1000 * system_index + run
-
-
-def _write_json(path: str, data: dict) -> None:
-    with AtomicOutput(path) as f:
-        f.write((json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
-def _target_lang(settings: Settings) -> str:
-    """--target-lang, else the language the model file records (``train --target-lang``)."""
-    if settings.target_lang:
-        try:
-            return check_language(settings.target_lang)
-        except ValueError as e:
-            raise ExperimentError(f"--target-lang: {e}", EXIT_USAGE) from None
-    if settings.model:
-        ckpt = load_checkpoint(settings.model)  # an inverse network reads the table's target language
-        recorded = ckpt.source_lang if ckpt.inverse else ckpt.target_lang
-        if recorded:
-            return recorded
-    raise ExperimentError(
-        "the target language is unknown (the model file does not record it): give --target-lang, "
-        "e.g. --target-lang fr, for the detokenizer",
-        EXIT_USAGE,
-    )
-
-
-def _describe_model(path: str) -> dict:
-    """What the report says about the network: its hash, size and training facts."""
-    checkpoint = load_checkpoint(path)
-    info = checkpoint.info
-    return {
-        "fingerprint": checkpoint.fingerprint(),
-        "direction": checkpoint.direction,
-        "config": checkpoint.config.to_dict(),
-        **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info},
-    }
-
-
-def _read_settings(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            old = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ExperimentError(
-            f"{path}: not an experiment's settings ({e}); give another --out, "
-            "or remove the file to start this one afresh",
-            EXIT_USAGE,
-        ) from None
-    if not isinstance(old, dict):
-        raise ExperimentError(
-            f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
-            "object); give another --out, or remove the file to start this one afresh",
-            EXIT_USAGE,
-        )
-    return old
-
-
-def _check_resume(settings: Settings, say: EventCallback = lambda _: None) -> None:
-    """Record what defines the experiment, or refuse a restart that does not match it: other
-    settings, or files that changed since the first start (``workdir.fingerprints``)."""
-    path = os.path.join(settings.out_dir, "settings.json")
-    identity = settings.identity()
-    prints = fingerprints(
-        settings.ini,
-        settings.dev,
-        settings.test,
-        settings.test_raw_reference,
-        settings.model,
-        settings.lm,
-        settings.nmt,
-        settings.inverse_model,
-    )
-    if not os.path.exists(path):
-        _write_json(path, {**identity, "fingerprints": prints})
-        return
-    old = _read_settings(path)
-    changed = [k for k in identity if old.get(k) != identity[k]]
-    if changed:
-        details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
-        raise ExperimentError(
-            f"{settings.out_dir} holds an experiment with other settings ({details}); "
-            "give another --out, or the same settings to continue it",
-            EXIT_USAGE,
-        )
-    if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
-        say(f"{path}: recording the fingerprints of the experiment's files now")
-        _write_json(path, {**old, "fingerprints": prints})
-        return
-    names = {
-        "ini": settings.ini,
-        "dev": settings.dev,
-        "test": settings.test,
-        "test_raw_reference": settings.test_raw_reference,
-        "model": settings.model,
-        "lm": settings.lm,
-        "nmt": settings.nmt,
-        "inverse_model": settings.inverse_model,
-    }
-    files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
-    if files:
-        raise ExperimentError(
-            f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "
-            "its finished runs, rescored tables and start inis come from the old ones; give another --out, "
-            "or restore the files to continue it",
-            EXIT_USAGE,
-        )
-
-
-def check(settings: Settings) -> str:
-    """Every refusal that can be made before tuning; returns the phrase table to rescore."""
-    check_out_dir(settings.out_dir)
-    table = check_ini(settings.ini)
-    check_parallel("dev", *settings.dev)
-    check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
-    if settings.runs < 1:
-        raise ExperimentError("--runs must be at least 1", EXIT_USAGE)
-    return table
 
 
 def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: str = "1best") -> RunScores:
@@ -255,7 +87,7 @@ def _one_run(
     say(f"{system.key} run {run}: decoding dev and test with the tuned weights")
     decode(toolkit, tuned, settings.dev[0], os.path.join(run_dir, "dev.1best"), threads=settings.threads)
     decode(toolkit, tuned, settings.test[0], os.path.join(run_dir, "test.1best"), threads=settings.threads)
-    _write_json(
+    write_json(
         os.path.join(run_dir, "result.json"),
         {
             "system": system.key,
@@ -276,13 +108,13 @@ def _prefixed(say: EventCallback, where: str) -> EventCallback:
 def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None) -> dict:
     """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
     table = check(settings)
-    lang = _target_lang(settings)
+    lang = target_lang(settings)
     with locked_out_dir(settings.out_dir):  # one run at a time in a directory
         return _run_locked(toolkit, settings, table, lang, say)
 
 
 def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str, say: EventCallback) -> dict:
-    _check_resume(settings, say)
+    check_resume(settings, say)
     for network in filter(None, (settings.model, settings.inverse_model)):
         src, tgt = check_coverage(table, network, settings.min_coverage)
         say(f"{network}: vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
@@ -314,11 +146,11 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
     for key, path in (("network", settings.model), ("inverse_network", settings.inverse_model)):
-        described.update({key: _describe_model(path)} if path else {})
+        described.update({key: describe_model(path)} if path else {})
     if settings.lm:
         described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
     if settings.nmt:
-        described["nmt"] = _describe_model(settings.nmt)
+        described["nmt"] = describe_model(settings.nmt)
 
     def report() -> dict:
         data = build_report(
@@ -329,7 +161,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             trials=settings.trials,
             seed=settings.seed,
         )
-        _write_json(os.path.join(settings.out_dir, "experiment.json"), data)
+        write_json(os.path.join(settings.out_dir, "experiment.json"), data)
         return data
 
     for run in range(1, settings.runs + 1):

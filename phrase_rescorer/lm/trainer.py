@@ -27,7 +27,7 @@ import torch
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
 from ..training.log import EventLog
-from ..training.trainer import Interrupted
+from ..training.run_record import Interrupted
 from .lm_file import LMFile, load_lm, save_lm
 from .network import CSLM, LMConfig
 from .text import oov_mask

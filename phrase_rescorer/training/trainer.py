@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -39,46 +39,19 @@ import torch
 from torch.profiler import record_function
 
 from ..data.batching import collate, epoch_plan
-from ..errors import signal_exit
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
-from .evaluate import HeldOut, UnigramBaseline, autocast, evaluate, heldout_coverage
+from .evaluate import HeldOut, autocast, evaluate
 from .log import EventLog
 from .optim import ChunkedAdadelta
 from .packed_log_probs import training_log_probs
-from .run_settings import RUN_KEYS, TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
+from .run_record import Interrupted, RunState, model_info, run_record
+from .run_settings import TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
-
-
-class Interrupted(Exception):
-    """``stop()`` asked to stop: the state after the last finished step is in ``last_path``."""
-
-    def __init__(self, why: int, step: int, last_path: str):
-        super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
-        self.why, self.step, self.last_path = why, step, last_path
-
-    @property
-    def exit_code(self) -> int:
-        """The exit code of the signal that stopped the run (``why``: its number)."""
-        return signal_exit(self.why)
-
-
-@dataclass
-class _RunState:
-    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
-
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # next batch of the epoch plan
-    best_logp: float | None = None  # best held-out sum of log p, any validation
-    best: dict | None = None  # its figures (what MODEL_OUT holds)
-    scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
-    bad_validations: int = 0
-    last_valid_step: int = -1
 
 
 class Trainer:
@@ -110,18 +83,7 @@ class Trainer:
         self.global_batch = cfg.batch_size * self.group.world_size
         self.global_tokens = None if cfg.batch_tokens is None else cfg.batch_tokens * self.group.world_size
         self.last_path = companion_path(out_path, ".last.pt")
-        self.run = {
-            "model": model_config.to_dict(),
-            "table_hash": data.table_hash,
-            **{k: getattr(cfg, k) for k in RUN_KEYS},
-            "batch_size": self.global_batch,
-        }
-        if arch is not None:  # None: cho2014, whose run record stays as it was
-            self.run["arch"] = arch.to_dict()
-        if (record or {}).get("direction", "forward") != "forward":  # forward runs stay as they were
-            self.run["direction"] = (record or {})["direction"]
-        if data.subwords is not None:
-            self.run["subwords"] = [len(m.units) for m in data.subwords]
+        self.run = run_record(data, model_config, cfg, self.global_batch, arch, (record or {}).get("direction"))
         torch.manual_seed(cfg.seed)
         self.model = build_model(model_config, arch)
         self.model.reset_parameters(std=cfg.init_std)
@@ -136,28 +98,8 @@ class Trainer:
             if cfg.optimizer == "adadelta"
             else torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         )
-        self.p = _RunState()
-        unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
-        has_valid = len(data.valid_idx) > 0
-        self.info = {
-            "seed": cfg.seed,
-            "argv": list(argv or []),
-            "table_hash": data.table_hash,
-            "source_lang": languages[0],
-            "target_lang": languages[1],
-            "trained_on": "phrase pairs",
-            "direction": "forward",
-            **(record or {}),
-            "train_config": asdict(cfg),
-            "unique_pairs": data.unique_pairs,
-            "train_pairs": len(data.train_idx),
-            "skipped_long": data.skipped_long,
-            "heldout_pairs": data.heldout,
-            "valid_pairs": len(data.valid_idx),
-            "unigram_token_ppl": unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
-            # compared with a table's by rescoring (rescoring.model_fit), with best_valid.mean_logp
-            "valid_coverage": heldout_coverage(data.encoded, data.valid_idx) if has_valid else None,
-        }
+        self.p = RunState()
+        self.info = model_info(data, cfg, argv, languages, record)
         if self.group.distributed:
             self.info.update(processes=self.group.world_size, global_batch=self.global_batch)
 
@@ -184,7 +126,7 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        self.p = _RunState(**state["progress"])
+        self.p = RunState(**state["progress"])
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:

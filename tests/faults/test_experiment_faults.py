@@ -19,7 +19,7 @@ import pytest
 from phrase_rescorer.cli import main
 from phrase_rescorer.cli.common import Terminated
 from phrase_rescorer.experiment import runner
-from phrase_rescorer.experiment.runner import Settings, _check_resume
+from phrase_rescorer.experiment.settings import Settings, check_resume
 from phrase_rescorer.experiment.systems import ExperimentError
 from phrase_rescorer.experiment.workdir import LOCK_NAME, locked_out_dir
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
@@ -234,18 +234,18 @@ def test_a_restart_after_a_file_changed_is_refused(files: dict[str, Path], tmp_p
     out.mkdir()
     if change is _touch_table:  # the ini names a table of its own from the start
         changed = change(files, model)
-        _check_resume(settings(files, out, model))
+        check_resume(settings(files, out, model))
         os.utime(changed, ns=(0, changed.stat().st_mtime_ns + 10**9))  # rewritten in place
     else:
-        _check_resume(settings(files, out, model))
-        _check_resume(settings(files, out, model))  # unchanged: continued
+        check_resume(settings(files, out, model))
+        check_resume(settings(files, out, model))  # unchanged: continued
         changed = change(files, model)
     with pytest.raises(
         ExperimentError,
         match=r"holds an experiment whose files changed since it started "
         rf"\({re.escape(str(changed))}\)",
     ) as e:
-        _check_resume(settings(files, out, model))
+        check_resume(settings(files, out, model))
     assert e.value.exit_code == 2
     assert "fingerprints" in json.loads((out / "settings.json").read_text())
 
@@ -256,11 +256,11 @@ def test_settings_json_of_an_earlier_version_gets_its_fingerprints(files: dict[s
     first = settings(files, out)
     (out / "settings.json").write_text(json.dumps(first.identity()))
     said: list[str] = []
-    _check_resume(first, said.append)
+    check_resume(first, said.append)
     assert "fingerprints" in json.loads((out / "settings.json").read_text()) and len(said) == 1
     _change_reference(files, tmp_path / "none.pt")
     with pytest.raises(ExperimentError, match="files changed since it started"):
-        _check_resume(first)
+        check_resume(first)
 
 
 def test_sighup_is_129(

@@ -64,13 +64,13 @@ EXPECTED = {
     "rescoring.options.OptionError": 2,
     "training.log.TrainingLogError": 3,
     "training.run_settings.TrainingError": 2,
-    "training.trainer.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
+    "training.run_record.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
 }
 
 #: Classes whose instance needs its arguments to say its code.
 INSTANCES = {
     "errors.Terminated": lambda cls: cls(signal.SIGTERM),
-    "training.trainer.Interrupted": lambda cls: cls(signal.SIGINT, 7, "m.last.pt"),
+    "training.run_record.Interrupted": lambda cls: cls(signal.SIGINT, 7, "m.last.pt"),
     "cli.common.UserError": lambda cls: cls("refused"),
     "experiment.systems.ExperimentError": lambda cls: cls("refused"),
 }

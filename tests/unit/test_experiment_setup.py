@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.runner import Settings, _check_resume, _target_lang, check
+from phrase_rescorer.experiment.settings import Settings, check, check_resume, target_lang
 from phrase_rescorer.experiment.systems import ExperimentError, check_coverage, systems_for
 from phrase_rescorer.moses.ini_weights import features, reset_weights
 from phrase_rescorer.moses.toolkit import MosesNotFound, find_moses
@@ -145,10 +145,10 @@ def test_a_model_of_another_table_is_refused(tmp_path: Path) -> None:
 def test_a_restart_with_other_settings_is_refused(tmp_path: Path) -> None:
     first = settings(tmp_path)
     os.makedirs(first.out_dir)
-    _check_resume(first)
-    _check_resume(settings(tmp_path, runs=5, threads=2))  # more runs, other threads: fine
+    check_resume(first)
+    check_resume(settings(tmp_path, runs=5, threads=2))  # more runs, other threads: fine
     with pytest.raises(ExperimentError, match="other settings .*seed: was 1, now 2"):
-        _check_resume(settings(tmp_path, seed=2))
+        check_resume(settings(tmp_path, seed=2))
 
 
 def test_systems() -> None:
@@ -161,10 +161,10 @@ def test_target_language_from_the_option_or_the_model_file(tmp_path: Path) -> No
     unknown, known = tmp_path / "unknown.pt", tmp_path / "known.pt"
     train_tiny(TINY / "phrase-table.gz", unknown, steps=1, languages=(None, None))
     train_tiny(TINY / "phrase-table.gz", known, steps=1, languages=("en", "fr"))
-    assert _target_lang(settings(tmp_path, target_lang="fr")) == "fr"
+    assert target_lang(settings(tmp_path, target_lang="fr")) == "fr"
     with pytest.raises(ExperimentError, match="the target language is unknown .*--target-lang"):
-        _target_lang(settings(tmp_path, model=str(unknown)))
-    assert _target_lang(settings(tmp_path, model=str(known))) == "fr"
-    assert _target_lang(settings(tmp_path, model=str(known), target_lang="de")) == "de"  # the option first
+        target_lang(settings(tmp_path, model=str(unknown)))
+    assert target_lang(settings(tmp_path, model=str(known))) == "fr"
+    assert target_lang(settings(tmp_path, model=str(known), target_lang="de")) == "de"  # the option first
     with pytest.raises(ExperimentError, match="--target-lang: 'French' is not a language code"):
-        _target_lang(settings(tmp_path, target_lang="French"))
+        target_lang(settings(tmp_path, target_lang="French"))

@@ -262,7 +262,7 @@ def test_the_analysis_commands_say_the_direction_and_read_the_table_by_target(mo
 
 
 def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
-    from phrase_rescorer.experiment.runner import Settings, _target_lang
+    from phrase_rescorer.experiment.settings import Settings, target_lang
     from phrase_rescorer.experiment.systems import RNN_BOTH, check_coverage, prepare_system, systems_for
     from tests.helpers.paths import REPO
 
@@ -299,7 +299,7 @@ def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
         out_dir=str(tmp_path / "out"),
         model=str(models["inverse"]),
     )
-    assert _target_lang(settings) == "fr"  # the table's target language, whichever the network reads
+    assert target_lang(settings) == "fr"  # the table's target language, whichever the network reads
     start = prepare_system(
         RNN_BOTH,
         str(ini),

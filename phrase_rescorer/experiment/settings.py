@@ -1,0 +1,182 @@
+"""What defines an experiment, and every check made before its first MERT run: the settings
+(``Settings``: the ones a restart must share, ``identity``), the target language, the refusal of
+a restart whose settings or files changed (``check_resume``, with ``workdir``'s fingerprints),
+and the checks of the ini, data and model (``check``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import EXIT_USAGE
+from ..model.checkpoint import load_checkpoint
+from ..moses.tokenizer import check_language
+from ..output import AtomicOutput
+from .systems import ExperimentError, check_ini, check_parallel
+from .workdir import changed_files, check_out_dir, fingerprints
+
+EventCallback = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    ini: str
+    dev: tuple[str, str]  # source, tokenized reference
+    test: tuple[str, str]
+    out_dir: str
+    model: str | None = None
+    inverse_model: str | None = None  # a network of the inverse direction: the "+ RNN both directions" row
+    lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
+    nmt: str | None = None  # a translation network on sentences: reranked "+ NMT" systems
+    rerank_nbest: int = 1000
+    test_raw_reference: str | None = None
+    unk_feature: bool = False
+    runs: int = 3
+    max_iterations: int | None = None
+    threads: int = 1
+    seed: int = 1
+    target_lang: str | None = None
+    lowercase: bool = False
+    nbest: int = 100
+    start_weights: str = "moses-defaults"  # or "ini"
+    trials: int = 10000
+    min_coverage: float = 0.5
+    rescore_options: dict = field(default_factory=dict)
+
+    def identity(self) -> dict:
+        """What a restart must share with the first start (not: runs, threads, scoring)."""
+        return {
+            "ini": os.path.abspath(self.ini),
+            "dev": [os.path.abspath(p) for p in self.dev],
+            "test": [os.path.abspath(p) for p in self.test],
+            "model": os.path.abspath(self.model) if self.model else None,
+            "lm": os.path.abspath(self.lm) if self.lm else None,
+            **({"nmt": os.path.abspath(self.nmt)} if self.nmt else {}),
+            **({"inverse_model": os.path.abspath(self.inverse_model)} if self.inverse_model else {}),
+            "rerank_nbest": self.rerank_nbest,
+            "unk_feature": self.unk_feature,
+            "max_iterations": self.max_iterations,
+            "seed": self.seed,
+            "nbest": self.nbest,
+            "start_weights": self.start_weights,
+            "rescore_options": self.rescore_options,
+        }
+
+
+def write_json(path: str, data: dict) -> None:
+    with AtomicOutput(path) as f:
+        f.write((json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def target_lang(settings: Settings) -> str:
+    """--target-lang, else the language the model file records (``train --target-lang``)."""
+    if settings.target_lang:
+        try:
+            return check_language(settings.target_lang)
+        except ValueError as e:
+            raise ExperimentError(f"--target-lang: {e}", EXIT_USAGE) from None
+    if settings.model:
+        ckpt = load_checkpoint(settings.model)  # an inverse network reads the table's target language
+        recorded = ckpt.source_lang if ckpt.inverse else ckpt.target_lang
+        if recorded:
+            return recorded
+    raise ExperimentError(
+        "the target language is unknown (the model file does not record it): give --target-lang, "
+        "e.g. --target-lang fr, for the detokenizer",
+        EXIT_USAGE,
+    )
+
+
+def describe_model(path: str) -> dict:
+    """What the report says about the network: its hash, size and training facts."""
+    checkpoint = load_checkpoint(path)
+    info = checkpoint.info
+    return {
+        "fingerprint": checkpoint.fingerprint(),
+        "direction": checkpoint.direction,
+        "config": checkpoint.config.to_dict(),
+        **{k: info[k] for k in ("steps", "best_valid", "unigram_token_ppl", "train_config", "argv") if k in info},
+    }
+
+
+def _read_settings(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExperimentError(
+            f"{path}: not an experiment's settings ({e}); give another --out, "
+            "or remove the file to start this one afresh",
+            EXIT_USAGE,
+        ) from None
+    if not isinstance(old, dict):
+        raise ExperimentError(
+            f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
+            "object); give another --out, or remove the file to start this one afresh",
+            EXIT_USAGE,
+        )
+    return old
+
+
+def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> None:
+    """Record what defines the experiment, or refuse a restart that does not match it: other
+    settings, or files that changed since the first start (``workdir.fingerprints``)."""
+    path = os.path.join(settings.out_dir, "settings.json")
+    identity = settings.identity()
+    prints = fingerprints(
+        settings.ini,
+        settings.dev,
+        settings.test,
+        settings.test_raw_reference,
+        settings.model,
+        settings.lm,
+        settings.nmt,
+        settings.inverse_model,
+    )
+    if not os.path.exists(path):
+        write_json(path, {**identity, "fingerprints": prints})
+        return
+    old = _read_settings(path)
+    changed = [k for k in identity if old.get(k) != identity[k]]
+    if changed:
+        details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
+        raise ExperimentError(
+            f"{settings.out_dir} holds an experiment with other settings ({details}); "
+            "give another --out, or the same settings to continue it",
+            EXIT_USAGE,
+        )
+    if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
+        say(f"{path}: recording the fingerprints of the experiment's files now")
+        write_json(path, {**old, "fingerprints": prints})
+        return
+    names = {
+        "ini": settings.ini,
+        "dev": settings.dev,
+        "test": settings.test,
+        "test_raw_reference": settings.test_raw_reference,
+        "model": settings.model,
+        "lm": settings.lm,
+        "nmt": settings.nmt,
+        "inverse_model": settings.inverse_model,
+    }
+    files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
+    if files:
+        raise ExperimentError(
+            f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "
+            "its finished runs, rescored tables and start inis come from the old ones; give another --out, "
+            "or restore the files to continue it",
+            EXIT_USAGE,
+        )
+
+
+def check(settings: Settings) -> str:
+    """Every refusal that can be made before tuning; returns the phrase table to rescore."""
+    check_out_dir(settings.out_dir)
+    table = check_ini(settings.ini)
+    check_parallel("dev", *settings.dev)
+    check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
+    if settings.runs < 1:
+        raise ExperimentError("--runs must be at least 1", EXIT_USAGE)
+    return table

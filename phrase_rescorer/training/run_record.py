@@ -1,0 +1,97 @@
+"""What a training run records beside its weights: ``RunState``, where it stands (saved for
+``--resume``, also when ``Interrupted``); ``run_record``, the settings a resumed run must share (checked by
+``run_settings.check_same_run``); ``model_info``, what the model file says of its training."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import signal_exit
+from ..model.architectures import ArchConfig
+from ..model.cho2014 import ModelConfig
+from .evaluate import UnigramBaseline, heldout_coverage
+from .run_settings import RUN_KEYS, TrainConfig, TrainingData
+
+
+class Interrupted(Exception):
+    """``stop()`` asked to stop: the state after the last finished step is in ``last_path``."""
+
+    def __init__(self, why: int, step: int, last_path: str):
+        super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
+        self.why, self.step, self.last_path = why, step, last_path
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of the signal that stopped the run (``why``: its number)."""
+        return signal_exit(self.why)
+
+
+@dataclass
+class RunState:
+    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # next batch of the epoch plan
+    best_logp: float | None = None  # best held-out sum of log p, any validation
+    best: dict | None = None  # its figures (what MODEL_OUT holds)
+    scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
+    bad_validations: int = 0
+    last_valid_step: int = -1
+
+
+def run_record(
+    data: TrainingData,
+    model_config: ModelConfig,
+    cfg: TrainConfig,
+    global_batch: int,
+    arch: ArchConfig | None,
+    direction: str | None,
+) -> dict[str, Any]:
+    """The settings of a run that ``--resume`` must find unchanged."""
+    run: dict[str, Any] = {
+        "model": model_config.to_dict(),
+        "table_hash": data.table_hash,
+        **{k: getattr(cfg, k) for k in RUN_KEYS},
+        "batch_size": global_batch,
+    }
+    if arch is not None:  # None: cho2014, whose run record stays as it was
+        run["arch"] = arch.to_dict()
+    if direction not in (None, "forward"):  # forward runs stay as they were
+        run["direction"] = direction
+    if data.subwords is not None:
+        run["subwords"] = [len(m.units) for m in data.subwords]
+    return run
+
+
+def model_info(
+    data: TrainingData,
+    cfg: TrainConfig,
+    argv: list[str] | None,
+    languages: tuple[str | None, str | None],
+    record: dict[str, str] | None,
+) -> dict[str, Any]:
+    """The ``info`` of the model files: seed, command line, data, languages, what it was trained
+    on and in which direction (``record``), and the unigram baseline's held-out perplexity."""
+    unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
+    has_valid = len(data.valid_idx) > 0
+    return {
+        "seed": cfg.seed,
+        "argv": list(argv or []),
+        "table_hash": data.table_hash,
+        "source_lang": languages[0],
+        "target_lang": languages[1],
+        "trained_on": "phrase pairs",
+        "direction": "forward",
+        **(record or {}),
+        "train_config": asdict(cfg),
+        "unique_pairs": data.unique_pairs,
+        "train_pairs": len(data.train_idx),
+        "skipped_long": data.skipped_long,
+        "heldout_pairs": data.heldout,
+        "valid_pairs": len(data.valid_idx),
+        "unigram_token_ppl": unigram.evaluate(data.encoded, data.valid_idx).token_ppl if has_valid else None,
+        # compared with a table's by rescoring (rescoring.model_fit), with best_valid.mean_logp
+        "valid_coverage": heldout_coverage(data.encoded, data.valid_idx) if has_valid else None,
+    }
