@@ -18,6 +18,7 @@ from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.analysis_model import train_tiny
 from tests.helpers.cslm import tiny_lm
 from tests.helpers.moses import moses_root
+from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import PYTHON, REPO, cli_env, sigint_as_at_a_terminal
 
 TINY = REPO / "tests" / "data" / "tiny-moses"
@@ -47,34 +48,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     train_tiny(TINY / "phrase-table.gz", model, steps=20)
     lm = tiny_lm(tmp / "cslm.pt")
     nmt = tmp / "nmt.pt"
-    trained = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "phrase_rescorer",
-            "-q",
-            "train-nmt",
-            str(TINY / "dev.en"),
-            str(TINY / "dev.fr"),
-            str(nmt),
-            "--max-steps",
-            "20",
-            "--embed-dim",
-            "16",
-            "--hidden-dim",
-            "16",
-            "--maxout-dim",
-            "8",
-            "--output-rank",
-            "8",
-            "--valid-fraction",
-            "0",
-        ],
-        capture_output=True,
-        env=cli_env(),
-        timeout=300,
-    )
-    assert trained.returncode == 0, trained.stderr
+    tiny_nmt(nmt)
     out = tmp / "out"
     args = [
         "--moses",

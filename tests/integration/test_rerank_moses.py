@@ -13,6 +13,7 @@ import pytest
 from phrase_rescorer.moses.nbest import read_nbest
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
 from tests.helpers.moses import moses_root
+from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import PYTHON, cli_env
 
 NEEDS = (
@@ -126,30 +127,7 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
     """train-nmt on the tiny corpus, both features appended by one nbest call (with --source),
     weights tuned with both, the test list reranked."""
     model = tmp_path / "nmt.pt"
-    r = run(
-        "train-nmt",
-        str(TINY_MOSES / "dev.en"),
-        str(TINY_MOSES / "dev.fr"),
-        str(model),
-        "--max-steps",
-        "30",
-        "--embed-dim",
-        "16",
-        "--hidden-dim",
-        "16",
-        "--maxout-dim",
-        "8",
-        "--output-rank",
-        "8",
-        "--valid-fraction",
-        "0",
-        "--source-lang",
-        "en",
-        "--target-lang",
-        "fr",
-        "-q",
-    )
-    assert r.returncode == 0, r.stderr
+    tiny_nmt(model, steps=30)
     for part in ("dev", "test"):
         r = run(
             "nbest",

@@ -33,6 +33,7 @@ from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture
     tiny_checkpoint,
 )
 from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TINY_NETWORK
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -155,16 +156,7 @@ def test_moses_step_takes_several_networks(model: Path, table: Path, tmp_path: P
 
 
 TINY = [
-    "--vocab-size",
-    "40",
-    "--embed-dim",
-    "8",
-    "--hidden-dim",
-    "16",
-    "--maxout-dim",
-    "8",
-    "--output-rank",
-    "4",
+    *TINY_NETWORK,
     "--batch-size",
     "16",
     "--valid-fraction",
