@@ -1,9 +1,10 @@
 """The ``phrase-rescorer`` command line: option parsing only, the work is done by the library.
 
 Subcommands live in one module per family (``inspect_table``, ``train``, ``rescore``, ``moses``,
-``analysis``, ``experiment``) and register themselves on the group below. Errors a user can fix
-(bad input, a wrong model file, a moses.ini that does not match its table, a full disk) end the
-run with one clear line on stderr and the exit code of ``errors.EXIT_CODES``, never a traceback.
+``analysis``, ``embed_plot``, ``experiment``) and register themselves on the group below. Errors a
+user can fix (bad input, a wrong model file, a moses.ini that does not match its table, a full
+disk) end the run with one clear line on stderr and the exit code of ``errors.EXIT_CODES``, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def _register() -> None:
         "rescore",
         "moses",
         "analysis",
+        "embed_plot",
         "translate",
         "experiment",
         "lm",

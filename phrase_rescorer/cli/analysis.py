@@ -1,81 +1,26 @@
-"""``suggest``, ``compare``, ``embed``, ``plot-log``: look at what a trained network learned."""
+"""``suggest``, ``compare``: what a trained network generates for source phrases, and how it ranks
+a phrase table's targets beside the table's own score."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
 
 import click
 
 from ..analysis import compare as cmp
-from ..analysis import embed as emb
 from ..analysis import plots
 from ..analysis import suggest as sug
-from ..analysis.table_groups import GroupFilter, Reservoir, normalize, phrase_groups
-from ..data.vocab import Vocabulary, tokenize_phrase
+from ..analysis.table_groups import GroupFilter, phrase_groups
+from ..data.vocab import tokenize_phrase
 from ..errors import EXIT_INPUT
-from ..model.architectures import Network
-from ..model.checkpoint import Checkpoint, load_checkpoint
-from ..output import check_distinct_paths
-from ..training.log import TrainingLogError, read_training_curves
 from . import cli
-from .common import UserError, device_option, model_option, progress, resolve_device, say, threads_option
+from .analysis_common import MODEL, counted, load_word_network, looked_up, pictures
+from .common import UserError, device_option, progress, say, threads_option
 from .text import TypedPhrases, detok_options, display, typed_options
 
-T = TypeVar("T")
 FORMATS = click.Choice(["text", "tsv", "json"])
-MODEL = model_option()
 FORMAT = click.option("--format", "fmt", type=FORMATS, default="text", show_default=True, help="Report format.")
-
-
-#: The line each analysis command says about the network's direction (``train --direction``).
-DIRECTION_LINES = {
-    "forward": "direction: forward, p(target|source): the network reads the table's source phrases "
-    "and predicts its targets",
-    "inverse": "direction: inverse, p(source|target): the network reads the table's target phrases "
-    "and predicts its sources (typed phrases are target phrases; a table's groups are "
-    "those of one target)",
-}
-
-
-def _load(path: str, device: str) -> tuple[Checkpoint, Network, Vocabulary, Vocabulary]:
-    """The network of ``path``, after saying its direction on stderr."""
-    ckpt = load_checkpoint(path)
-    if ckpt.subwords is not None:
-        raise UserError(
-            f"{path}: a subword model; suggest, compare and embed read word models only (rescore reads both)"
-        )
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        say(ctx, DIRECTION_LINES[ckpt.direction])
-    return ckpt, ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
-
-
-def _looked_up(ctx: click.Context, typed: Iterable[str], reader: TypedPhrases) -> list[tuple[str, str]]:
-    """(typed, table form) of each non-blank typed phrase; says the ones that changed."""
-    forms = [(p, reader.table_form(p)) for p in typed if tokenize_phrase(p)]
-    for p, form in forms:
-        if normalize(p) != form:
-            say(ctx, f'looked up "{p}" as "{form}"')
-    return [(p, form) for p, form in forms if form]
-
-
-@contextmanager
-def _pictures() -> Iterator[None]:
-    """Missing plotting libraries become a usage error that says how to install them."""
-    try:
-        yield
-    except plots.PlotsUnavailable as e:
-        raise UserError(str(e), e.exit_code) from e
-
-
-def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
-    for item in items:
-        bar.update()
-        yield item
 
 
 def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple[str, ...]], json_text: str) -> None:
@@ -187,7 +132,7 @@ def suggest(
     """
     if beam_size == 0 and samples == 0:
         raise UserError("nothing to do: --beam-size 0 and --samples 0")
-    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
     typed = list(phrases) if phrases else sys.stdin.read().splitlines()
@@ -305,14 +250,14 @@ def compare(
     """
     if plot and not scatter_pairs:
         raise UserError("--plot needs --scatter-pairs above 0")
-    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
+    ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
     tm_column = tm_column or (1 if ckpt.inverse else cmp.DEFAULT_TM_COLUMN)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)
     keep = GroupFilter(min_length, max_length, min_targets, min_count, max_count)
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
-    given = [form for _, form in _looked_up(ctx, sources, reader)] or None
+    given = [form for _, form in looked_up(ctx, sources, reader)] or None
     with progress(ctx, "compare", " sources") as bar:
-        groups = _counted(phrase_groups(table, tm_column, ckpt.inverse), bar)
+        groups = counted(phrase_groups(table, tm_column, ckpt.inverse), bar)
         report = cmp.compare(
             groups, net, src_vocab, tgt_vocab, tm_column, given, keep, max_sources, top, scatter_pairs, seed
         )
@@ -324,7 +269,7 @@ def compare(
         rho = report.spearman
         title = f"{len(report.scatter_table)} phrase pairs of {os.path.basename(table)}"
         title += f"; Spearman {rho:.2f}" if rho is not None else ""
-        with _pictures():
+        with pictures():
             plots.score_scatter(
                 report.scatter_table,
                 report.scatter_network,
@@ -333,136 +278,3 @@ def compare(
                 title,
             )
         say(ctx, f"scatter plot: {plot}")
-
-
-# --- embed --------------------------------------------------------------------------------------
-
-
-@cli.command()
-@MODEL
-@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder (created).")
-@click.option(
-    "-t",
-    "--table",
-    type=click.Path(allow_dash=True),
-    help="Phrase table to sample source phrases from (for the phrase representations).",
-)
-@click.option("--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable).")
-@click.option(
-    "--num-phrases",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="How many sources to sample from --table (seeded, uniform).",
-)
-@click.option(
-    "--min-length",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Sample only sources of at least this many words.",
-)
-@click.option("--seed", default=1, show_default=True, help="Seed of the phrase sample and of t-SNE.")
-@click.option("--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra).")
-@click.option(
-    "--plot-words",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(min=3),
-    help="The most frequent words of each side to put on the word maps.",
-)
-@click.option(
-    "--labels",
-    default=120,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="At most this many labels per map (frequent words / short phrases first, none overlapping).",
-)
-@click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
-@typed_options
-@device_option
-@threads_option
-@click.pass_context
-def embed(
-    ctx: click.Context,
-    model: str,
-    out: str,
-    table: str | None,
-    phrases: tuple[str, ...],
-    num_phrases: int,
-    min_length: int,
-    seed: int,
-    plot: bool,
-    plot_words: int,
-    labels: int,
-    perplexity: float,
-    raw: bool,
-    source_lang: str | None,
-    lowercase: bool | None,
-    device: str,
-) -> None:
-    """Export the source and target word embeddings and the phrase representations c of chosen
-    source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
-    --plot also draw them as t-SNE maps. Prints the paths written. --phrase is typed as it reads
-    and Moses-tokenized like suggest's; labels are unescaped (--raw: as in the table).
-
-    \b
-    View: load a NAME.vectors.tsv and its NAME.metadata.tsv at https://projector.tensorflow.org,
-    or run `tensorboard --logdir OUT` (OUT holds a projector_config.pbtxt).
-    """
-    ckpt, net, src_vocab, tgt_vocab = _load(model, device)
-    show = display(ckpt, model, raw).source
-    kind = emb.representation_kind(net)
-    if kind != "cho2014":
-        say(ctx, f"phrase representation: {emb.REPRESENTATION[kind]}")
-    reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
-    chosen = list(dict.fromkeys(form for _, form in _looked_up(ctx, phrases, reader)))
-    if table is not None and num_phrases:
-        pool: Reservoir[str] = Reservoir(num_phrases, seed)
-        with progress(ctx, "sample", " sources") as bar:
-            for g in _counted(phrase_groups(table, inverse=ckpt.inverse), bar):
-                if g.length >= min_length:
-                    pool.offer(g.source)
-        given = set(chosen)
-        chosen += [p for p in pool.in_stream_order() if p not in given]
-    os.makedirs(out, exist_ok=True)
-    spaces = emb.word_spaces(net, src_vocab, tgt_vocab, show)
-    if chosen:
-        spaces.append(emb.phrase_space(net, src_vocab, chosen, show))
-    written = [path for space in spaces for path in emb.write_space(out, space)]
-    written.append(emb.write_projector_config(out, spaces))
-    if plot:
-        with _pictures():
-            written += emb.draw_maps(
-                spaces,
-                out,
-                plot_words,
-                labels,
-                perplexity,
-                seed,
-                on_space=lambda name, n: say(ctx, f"t-SNE of {n} {name} ..."),
-            )
-    for path in written:
-        click.echo(path)
-
-
-# --- plot-log -----------------------------------------------------------------------------------
-
-
-@cli.command("plot-log")
-@click.argument("log", type=click.Path(dir_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
-@click.pass_context
-def plot_log(ctx: click.Context, log: str, out: str) -> None:
-    """Training curves from the LOG written by `train --log`: the training loss and the
-    validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
-    check_distinct_paths(log, out)  # the log, replaced by its picture
-    try:
-        records = read_training_curves(log)
-    except TrainingLogError as e:
-        raise UserError(str(e), e.exit_code) from e
-    if records.skipped_lines:
-        say(ctx, f"{log}: skipped {records.skipped_lines} line(s) that are not JSON records")
-    with _pictures():
-        plots.training_curves(records, out)
-    click.echo(out)

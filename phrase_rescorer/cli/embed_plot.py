@@ -1,0 +1,150 @@
+"""``embed``, ``plot-log``: a network's word and phrase representations for the TensorBoard
+projector (and as t-SNE maps), and the curves of a training log."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..analysis import embed as emb
+from ..analysis import plots
+from ..analysis.table_groups import Reservoir, phrase_groups
+from ..output import check_distinct_paths
+from ..training.log import TrainingLogError, read_training_curves
+from . import cli
+from .analysis_common import MODEL, counted, load_word_network, looked_up, pictures
+from .common import UserError, device_option, progress, say, threads_option
+from .text import TypedPhrases, display, typed_options
+
+# --- embed --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@MODEL
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Output folder (created).")
+@click.option(
+    "-t",
+    "--table",
+    type=click.Path(allow_dash=True),
+    help="Phrase table to sample source phrases from (for the phrase representations).",
+)
+@click.option("--phrase", "phrases", multiple=True, help="A source phrase to represent (repeatable).")
+@click.option(
+    "--num-phrases",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many sources to sample from --table (seeded, uniform).",
+)
+@click.option(
+    "--min-length",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Sample only sources of at least this many words.",
+)
+@click.option("--seed", default=1, show_default=True, help="Seed of the phrase sample and of t-SNE.")
+@click.option("--plot", is_flag=True, help="Also draw 2-D t-SNE maps as PNG (needs the plots extra).")
+@click.option(
+    "--plot-words",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=3),
+    help="The most frequent words of each side to put on the word maps.",
+)
+@click.option(
+    "--labels",
+    default=120,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="At most this many labels per map (frequent words / short phrases first, none overlapping).",
+)
+@click.option("--perplexity", default=30.0, show_default=True, type=click.FloatRange(min=1), help="t-SNE perplexity.")
+@typed_options
+@device_option
+@threads_option
+@click.pass_context
+def embed(
+    ctx: click.Context,
+    model: str,
+    out: str,
+    table: str | None,
+    phrases: tuple[str, ...],
+    num_phrases: int,
+    min_length: int,
+    seed: int,
+    plot: bool,
+    plot_words: int,
+    labels: int,
+    perplexity: float,
+    raw: bool,
+    source_lang: str | None,
+    lowercase: bool | None,
+    device: str,
+) -> None:
+    """Export the source and target word embeddings and the phrase representations c of chosen
+    source phrases as TSV files for the TensorBoard projector (Figs. 4 and 5 of the paper); with
+    --plot also draw them as t-SNE maps. Prints the paths written. --phrase is typed as it reads
+    and Moses-tokenized like suggest's; labels are unescaped (--raw: as in the table).
+
+    \b
+    View: load a NAME.vectors.tsv and its NAME.metadata.tsv at https://projector.tensorflow.org,
+    or run `tensorboard --logdir OUT` (OUT holds a projector_config.pbtxt).
+    """
+    ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
+    show = display(ckpt, model, raw).source
+    kind = emb.representation_kind(net)
+    if kind != "cho2014":
+        say(ctx, f"phrase representation: {emb.REPRESENTATION[kind]}")
+    reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
+    chosen = list(dict.fromkeys(form for _, form in looked_up(ctx, phrases, reader)))
+    if table is not None and num_phrases:
+        pool: Reservoir[str] = Reservoir(num_phrases, seed)
+        with progress(ctx, "sample", " sources") as bar:
+            for g in counted(phrase_groups(table, inverse=ckpt.inverse), bar):
+                if g.length >= min_length:
+                    pool.offer(g.source)
+        given = set(chosen)
+        chosen += [p for p in pool.in_stream_order() if p not in given]
+    os.makedirs(out, exist_ok=True)
+    spaces = emb.word_spaces(net, src_vocab, tgt_vocab, show)
+    if chosen:
+        spaces.append(emb.phrase_space(net, src_vocab, chosen, show))
+    written = [path for space in spaces for path in emb.write_space(out, space)]
+    written.append(emb.write_projector_config(out, spaces))
+    if plot:
+        with pictures():
+            written += emb.draw_maps(
+                spaces,
+                out,
+                plot_words,
+                labels,
+                perplexity,
+                seed,
+                on_space=lambda name, n: say(ctx, f"t-SNE of {n} {name} ..."),
+            )
+    for path in written:
+        click.echo(path)
+
+
+# --- plot-log -----------------------------------------------------------------------------------
+
+
+@cli.command("plot-log")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.pass_context
+def plot_log(ctx: click.Context, log: str, out: str) -> None:
+    """Training curves from the LOG written by `train --log`: the training loss and the
+    validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
+    check_distinct_paths(log, out)  # the log, replaced by its picture
+    try:
+        records = read_training_curves(log)
+    except TrainingLogError as e:
+        raise UserError(str(e), e.exit_code) from e
+    if records.skipped_lines:
+        say(ctx, f"{log}: skipped {records.skipped_lines} line(s) that are not JSON records")
+    with pictures():
+        plots.training_curves(records, out)
+    click.echo(out)
