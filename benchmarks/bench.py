@@ -9,7 +9,7 @@ size (speed does not depend on the weights):
   sharing: how the paper's original scoring script worked), ``--repeats`` times each,
   interleaved, so that both see the same machine load; pairs/s, their ratio (median of the
   per-repeat ratios) and the useful GFLOP/s (``flops``) against the machine's measured matrix
-  product rate;
+  product rate (``rescoring``);
 * the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
   status is 1 otherwise);
 * the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
@@ -26,34 +26,27 @@ size (speed does not depend on the weights):
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
-  and the device's matrix product rate; without one it says so.
+  and the device's matrix product rate (``accelerator``); without one it says so.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 import torch
 
 from benchmarks import architectures, nbest, nbest_nmt, parts, training
+from benchmarks.accelerator import accelerator_figures
 from benchmarks.flops import TrieCounter
+from benchmarks.rescoring import cpu_rescoring
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.rescoring.prefix import PrefixScorer
-
-ATOL, RTOL = 1e-4, 1e-5
-
-
-def _median_range(xs: list[float]) -> str:
-    return f"{statistics.median(xs):,.0f} [{min(xs):,.0f}-{max(xs):,.0f}]"
 
 
 @parts.command
@@ -209,7 +202,7 @@ def main(
         )
 
         # --- rescoring, interleaved ------------------------------------------------------------
-        report["cpu_rescoring"] = rescoring = _cpu_rescoring(
+        report["cpu_rescoring"] = rescoring = cpu_rescoring(
             checkpoint, head, work, n, repeats, unshared, shared, cpu_rate, cpu_bf16
         )
         scores_ok = rescoring["scores_equal"]
@@ -287,142 +280,6 @@ def main(
         Path(json_path).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not scores_ok:
         raise SystemExit(EXIT_INTERNAL)  # the scores differ from the reference: a bug
-
-
-def _cpu_rescoring(
-    checkpoint, head: Path, work: Path, n: int, repeats: int, unshared: int, shared: int, cpu_rate: float, bf16: bool
-) -> dict[str, Any]:
-    """Interleaved timed runs of the prefix scorer and of the reference scorer (with torch's
-    threads and, on a multi-core machine, with one thread: on a busy machine the plain path can
-    be faster on one thread, and the ratio is taken against its faster setting)."""
-    say = click.echo
-    threads = torch.get_num_threads()
-    runs: dict[str, tuple[str, int]] = {"prefix": ("prefix", threads), "reference": ("reference", threads)}
-    if threads > 1:
-        runs["reference-1t"] = ("reference", 1)
-    if bf16:
-        runs["prefix-bf16"] = ("prefix bfloat16", threads)
-        bf16_scorer = PrefixScorer(checkpoint.build_model("cpu"), "cpu", dtype=torch.bfloat16)
-    seconds: dict[str, list[float]] = {label: [] for label in runs}
-    outs = {label: work / f"{label}.gz" for label in runs}
-    labels = list(runs)
-    for r in range(repeats):
-        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
-            name, t = runs[label]
-            torch.set_num_threads(t)
-            scorer = bf16_scorer if label == "prefix-bf16" else name
-            try:
-                seconds[label].append(parts.rescore(checkpoint, head, outs[label], scorer, "cpu").seconds)
-            finally:
-                torch.set_num_threads(threads)
-    best = min((label for label in runs if label.startswith("reference")), key=lambda k: statistics.median(seconds[k]))
-    ratios = [ref / pre for pre, ref in zip(seconds["prefix"], seconds[best], strict=True)]
-    got, want = parts.log_probs(outs["prefix"]), parts.log_probs(outs["reference"])
-    diff = np.abs(got - want)
-    scores_ok = bool(len(got) == len(want) == n and np.all(diff <= ATOL + RTOL * np.abs(want)))
-    say(f"\nrescoring on the CPU ({repeats} interleaved runs each; engine time, model loading excluded)")
-    say(f"  {'scorer':<28} {'pairs/s: median [min-max]':<28} {'useful GFLOP/s':>15} {'% of matmul':>12}")
-    out: dict[str, Any] = {}
-    for label, secs in seconds.items():
-        rates = [n / s for s in secs]
-        useful = unshared / statistics.median(secs) / 1e9
-        out[label] = {
-            "pairs_per_s": statistics.median(rates),
-            "runs": rates,
-            "useful_gflops": useful,
-            "threads": runs[label][1],
-        }
-        what = f"{runs[label][0]} ({runs[label][1]} thread{'s' if runs[label][1] > 1 else ''})"
-        say(f"  {what:<28} {_median_range(rates):<28} {useful:>15.1f} {100 * useful / cpu_rate:>11.0f}%")
-    ratio = statistics.median(ratios)
-    say(f"  prefix / {best}: {ratio:.2f}x (median of the per-run ratios {', '.join(f'{x:.2f}' for x in ratios)})")
-    say(
-        f"  scores: max |prefix - reference| = {diff.max():.2e} (allowed 1e-4 + 1e-5 |log p|): "
-        f"{'equal' if scores_ok else 'DIFFERENT'}"
-    )
-    if bf16:
-        d = np.abs(parts.log_probs(outs["prefix-bf16"]) - got)
-        out["prefix-bf16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
-        say(
-            f"  prefix bfloat16 (approximate) - prefix float32: max {d.max():.3g}, mean {d.mean():.3g} "
-            "(log p; this random network's outputs are near uniform, a trained network's error is larger)"
-        )
-    # The bound: the reference's products at its measured fraction of the machine's rate, the
-    # prefix scorer's (a share of them) at the full rate: ratio <= 1 / (fraction x share).
-    reference_fraction = out[best]["useful_gflops"] / cpu_rate
-    bound = 1 / (reference_fraction * (shared / unshared))
-    say(
-        f"  bound for prefix / {best}: 1 / ({100 * reference_fraction:.0f}% of matmul x {100 * shared / unshared:.1f}%"
-        f" of the FLOPs) = {bound:.2f}x; reached {100 * ratio / bound:.0f}% of it"
-    )
-    executed = out["prefix"]["useful_gflops"] * shared / unshared
-    out["prefix"]["computed_gflops"] = executed
-    say(
-        f"  the prefix scorer's own matrix products ran at {executed:.1f} GFLOP/s "
-        f"({100 * executed / cpu_rate:.0f}% of the machine's matrix product rate)"
-    )
-    return {
-        **out,
-        "ratio": ratio,
-        "ratio_against": best,
-        "bound": bound,
-        "bound_fraction": ratio / bound,
-        "ratios": ratios,
-        "max_abs_diff": float(diff.max()),
-        "scores_equal": scores_ok,
-    }
-
-
-def accelerator_figures(
-    checkpoint,
-    table,
-    lines,
-    work,
-    config,
-    src_vocab,
-    tgt_vocab,
-    train_batch,
-    device: torch.device,
-    matmul_n: int = 8192,
-) -> dict[str, Any]:
-    """Rescoring in float32 and bfloat16 (and their score difference), training at batch 64 and
-    ``train_batch``, and the matrix product rate, on ``device`` (a CUDA device in ``main``; the
-    tests run it on the CPU, since the machines this was developed on had no GPU)."""
-    say = click.echo
-    gpu_table = work / "gpu.gz"
-    n = parts.head_of_table(table, lines or None, gpu_table)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-    out: dict[str, Any] = {
-        "device": name,
-        "lines": n,
-        "matmul_gflops": {
-            "float32": parts.matmul_gflops(device, n=matmul_n),
-            "bfloat16": parts.matmul_gflops(device, torch.bfloat16, n=matmul_n),
-        },
-    }
-    say(
-        f"{name}: matrix product {out['matmul_gflops']['float32']:,.0f} GFLOP/s float32, "
-        f"{out['matmul_gflops']['bfloat16']:,.0f} bfloat16"
-    )
-    model = checkpoint.build_model(device)
-    scores = {}
-    for dname, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
-        scorer = PrefixScorer(model, device, dtype=dtype)
-        parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device))  # warm-up
-        secs = parts.rescore(checkpoint, gpu_table, work / f"gpu-{dname}.gz", scorer, str(device)).seconds
-        scores[dname] = parts.log_probs(work / f"gpu-{dname}.gz")
-        out[dname] = {"pairs_per_s": n / secs}
-        say(f"  rescoring, {dname}: {n / secs:,.0f} pairs/s on {n:,} lines")
-    d = np.abs(scores["bfloat16"] - scores["float32"])
-    out["bfloat16"].update(max_abs_diff=float(d.max()), mean_abs_diff=float(d.mean()))
-    say(f"  bfloat16 - float32 scores: max {d.max():.3g}, mean {d.mean():.3g} (log p)")
-    pairs = load_pairs(str(gpu_table))
-    out["training"] = {}
-    for b in (64, train_batch):
-        rate = parts.training_pairs_per_second(config, pairs, src_vocab, tgt_vocab, b, 20, device, work)
-        out["training"][b] = rate
-        say(f"  training, batch {b}: {rate:,.0f} pairs/s")
-    return out
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ hypothesis decoded on its own). Time is wall time of the whole ``append_features
 (building the network and its scorer, reading, scoring, writing a temporary file); loading the
 model file is left out.
 
-The list: ``benchmarks.nbest``'s synthetic 200-best list (local edits of each sentence,
+The list: ``benchmarks.synthetic_nbest``'s synthetic 200-best list (local edits of each sentence,
 combined; that module says how and how it compares with a real list) of the tuned system's
 1-best output of the test set (``baseline/test_2016_flickr.tuned.1best.tok.lc.fr``), sentence i
 translated from line i of ``corpus/test_2016_flickr.tok.lc.en`` (the tiny system's ``test.fr``
@@ -52,7 +52,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks import parts
-from benchmarks.nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbest
+from benchmarks.synthetic_nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbest
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.corpus import load_sentence_pairs, read_sentences
 from phrase_rescorer.data.vocab import Vocabulary
@@ -227,7 +227,7 @@ def nmt_part(
     sources = read_source_text(str(source_path))[:used]
     what = (
         f"synthetic: up to {VARIANTS} variants of each of the first {used:,} sentences of {text} "
-        f"(benchmarks/nbest.py says how), {n:,} hypotheses; sources: {source_path} "
+        f"(benchmarks/synthetic_nbest.py says how), {n:,} hypotheses; sources: {source_path} "
         f"({sum(len(s.split()) for s in sources) / max(1, used):.1f} words each)"
     )
     threads = torch.get_num_threads()

@@ -3,7 +3,7 @@
 Inputs: the first lines of a real table, a 10x table made of renamed copies, a random-weight
 network of a preset's size saved as a normal checkpoint. Measurements: large matrix-product
 GFLOP/s, one timed rescoring through the engine, the peak RSS of a rescoring run in a child
-process, the trainer's steps per second.
+process (the trainer's steps per second: ``training_steps``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ import click
 import numpy as np
 import torch
 
-from benchmarks.flops import pair_flops
 from phrase_rescorer.cli.common import ThreadCount
 from phrase_rescorer.cpu_features import FLAGS, cpu_features
-from phrase_rescorer.data.batching import epoch_plan, trainable
-from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import PRESETS, ModelConfig, RNNEncoderDecoder
@@ -34,8 +31,6 @@ from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer
-from phrase_rescorer.training.run_settings import TrainConfig, TrainingData
-from phrase_rescorer.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_TABLE = REPO.parent / "shared" / "data" / "moses-en-fr" / "phrase-table.gz"
@@ -95,16 +90,16 @@ def matmul_gflops(device: torch.device, dtype: torch.dtype = torch.float32, n: i
     b = torch.randn(n, n, device=device).to(dtype)
     best = float("inf")
     for i in range(repeats + 1):
-        _sync(device)
+        synchronize(device)
         t = time.perf_counter()
         torch.mm(a, b)
-        _sync(device)
+        synchronize(device)
         if i:  # the first one warms up
             best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -218,87 +213,6 @@ def rescore_process(
     done = subprocess.run(args, env=env, stdout=subprocess.PIPE, text=True, check=True)
     lines, seconds, kb = done.stdout.split()[-3:]
     return int(lines), float(seconds), int(kb) / 1024
-
-
-def training_figures(
-    config: ModelConfig,
-    pairs: PairSet,
-    src: Vocabulary,
-    tgt: Vocabulary,
-    batch_size: int,
-    steps: int,
-    device: torch.device,
-    work: Path,
-    bf16: bool = False,
-) -> tuple[float, float]:
-    """(pairs/s, useful GFLOP/s) of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta)
-    on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
-    Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
-    backward pass costs two forward passes' products)."""
-    trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
-    return timed_steps(trainer, plan, steps, config, device)
-
-
-def timed_steps(
-    trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device
-) -> tuple[float, float]:
-    """(pairs/s, useful GFLOP/s) of ``steps`` steps over ``plan`` after one warm-up step."""
-    encoded = trainer.data.encoded
-    done, flops, elapsed = 0, 0, 0.0
-    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
-        _sync(device)
-        t = time.perf_counter()
-        trainer.step(b)
-        _sync(device)
-        if i:
-            elapsed += time.perf_counter() - t
-            done += len(b)
-            flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
-    return done / elapsed, flops / elapsed / 1e9
-
-
-def benchmark_trainer(
-    config: ModelConfig,
-    pairs: PairSet,
-    src: Vocabulary,
-    tgt: Vocabulary,
-    batch_size: int,
-    device: torch.device,
-    work: Path,
-    bf16: bool = False,
-) -> tuple[Trainer, list[np.ndarray]]:
-    """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
-    as training draws them (``epoch_plan``)."""
-    encoded = pairs.encode(src, tgt)
-    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
-    data = TrainingData(
-        src,
-        tgt,
-        encoded,
-        idx,
-        np.zeros(0, dtype=np.int64),
-        unique_pairs=len(pairs),
-        heldout=0,
-        skipped_long=len(pairs) - len(idx),
-        table_hash="benchmark",
-    )
-    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
-    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
-    return trainer, [b for b in plan if len(b) == batch_size] or plan
-
-
-def training_pairs_per_second(
-    config: ModelConfig,
-    pairs: PairSet,
-    src: Vocabulary,
-    tgt: Vocabulary,
-    batch_size: int,
-    steps: int,
-    device: torch.device,
-    work: Path,
-) -> float:
-    """Pairs/s of ``training_figures``."""
-    return training_figures(config, pairs, src, tgt, batch_size, steps, device, work)[0]
 
 
 def size_variant(preset: str, src: Vocabulary, tgt: Vocabulary) -> tuple[ModelConfig, Vocabulary, Vocabulary]:

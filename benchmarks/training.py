@@ -16,7 +16,7 @@ from typing import Any
 import click
 import torch
 
-from benchmarks import parts
+from benchmarks import parts, training_steps
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary
 
@@ -57,7 +57,7 @@ def cpu_training(
                 torch.set_num_threads(n)
                 try:
                     for b in batches:
-                        rate, useful = parts.training_figures(
+                        rate, useful = training_steps.training_figures(
                             config, pairs, s, t, b, steps, torch.device("cpu"), work, bf16=dtype == "bfloat16"
                         )
                         key = f"{size} {dtype}, batch {b}, {n} thread{'s' if n > 1 else ''}"

@@ -2,7 +2,7 @@
 
 ``make bench`` says how fast ``Trainer.step`` runs against the machine's matrix-product rate;
 this says why. It profiles the steps (``torch.profiler``, the same batches of a real table's
-pairs as the benchmark: ``parts.benchmark_trainer``) and prints
+pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
 
 * the step without the profiler: pairs/s, useful GFLOP/s (3x the forward products of the pairs,
   ``flops.pair_flops``) and its share of the machine's 2048^3 float32 product rate;
@@ -37,7 +37,7 @@ import click
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks import parts
+from benchmarks import parts, training_steps
 from phrase_rescorer.data.pairs import load_pairs
 
 PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
@@ -271,7 +271,7 @@ def main(
         n = parts.head_of_table(table, lines, head)
         src, tgt = parts.shortlists(str(head), parts.preset_vocab_size(preset))
         config = parts.model_config(preset, src, tgt)
-        trainer, plan = parts.benchmark_trainer(
+        trainer, plan = training_steps.benchmark_trainer(
             config, load_pairs(str(head)), src, tgt, batch, torch.device("cpu"), work, bf16
         )
         say(
@@ -279,7 +279,7 @@ def main(
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
             f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps"
         )
-        pairs_per_s, useful_gflops = parts.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
+        pairs_per_s, useful_gflops = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
         batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:

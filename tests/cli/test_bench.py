@@ -162,7 +162,7 @@ def test_nbest_part_alone(tmp_path: Path) -> None:
 
 
 def test_nbest_part_on_a_given_list(tmp_path: Path) -> None:
-    from benchmarks.nbest import synthetic_nbest
+    from benchmarks.synthetic_nbest import synthetic_nbest
 
     given = tmp_path / "given.nbest"
     synthetic_nbest([["un", "chien", "noir", "court", "sur", "l&apos;", "herbe", "."]], 100, given)
@@ -200,7 +200,7 @@ def test_synthetic_nbest_list() -> None:
     Moses n-best list, the same for the same seed."""
     import numpy as np
 
-    from benchmarks.nbest import variants
+    from benchmarks.synthetic_nbest import variants
 
     sentence = ["une", "femme", "en", "robe", "rouge", "marche", "dans", "la", "rue", "avec", "un", "chien", "."]
     hyps = variants(sentence, 200, np.random.default_rng(3))
@@ -211,7 +211,7 @@ def test_synthetic_nbest_list() -> None:
 
 
 def test_synthetic_nbest_file(tmp_path: Path) -> None:
-    from benchmarks.nbest import synthetic_nbest
+    from benchmarks.synthetic_nbest import synthetic_nbest
     from phrase_rescorer.moses.nbest import read_nbest
 
     sentences = [s.split() for s in ("deux chiens jouent dans la neige .", "un homme court .", "oui")]
@@ -257,7 +257,7 @@ def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) 
     import torch
 
     from benchmarks import parts as parts
-    from benchmarks.bench import accelerator_figures
+    from benchmarks.accelerator import accelerator_figures
     from phrase_rescorer.model.checkpoint import load_checkpoint
 
     before = torch.get_num_threads()

@@ -1,0 +1,105 @@
+"""Timed training steps: ``Trainer.step`` on batches of a table's pairs, as training draws them.
+
+What the training part of the benchmark (``training``), its accelerator part (``accelerator``)
+and the profile of a step (``training_profile``) time: pairs/s and useful GFLOP/s, 3x the forward
+matrix products of the pairs without padding (``flops.pair_flops``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks import parts
+from benchmarks.flops import pair_flops
+from phrase_rescorer.data.batching import epoch_plan, trainable
+from phrase_rescorer.data.pairs import PairSet
+from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.training.run_settings import TrainConfig, TrainingData
+from phrase_rescorer.training.trainer import Trainer
+
+
+def training_figures(
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    steps: int,
+    device: torch.device,
+    work: Path,
+    bf16: bool = False,
+) -> tuple[float, float]:
+    """(pairs/s, useful GFLOP/s) of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta)
+    on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
+    Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
+    backward pass costs two forward passes' products)."""
+    trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
+    return timed_steps(trainer, plan, steps, config, device)
+
+
+def timed_steps(
+    trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device
+) -> tuple[float, float]:
+    """(pairs/s, useful GFLOP/s) of ``steps`` steps over ``plan`` after one warm-up step."""
+    encoded = trainer.data.encoded
+    done, flops, elapsed = 0, 0, 0.0
+    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
+        parts.synchronize(device)
+        t = time.perf_counter()
+        trainer.step(b)
+        parts.synchronize(device)
+        if i:
+            elapsed += time.perf_counter() - t
+            done += len(b)
+            flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
+    return done / elapsed, flops / elapsed / 1e9
+
+
+def benchmark_trainer(
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    device: torch.device,
+    work: Path,
+    bf16: bool = False,
+) -> tuple[Trainer, list[np.ndarray]]:
+    """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
+    as training draws them (``epoch_plan``)."""
+    encoded = pairs.encode(src, tgt)
+    idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
+    data = TrainingData(
+        src,
+        tgt,
+        encoded,
+        idx,
+        np.zeros(0, dtype=np.int64),
+        unique_pairs=len(pairs),
+        heldout=0,
+        skipped_long=len(pairs) - len(idx),
+        table_hash="benchmark",
+    )
+    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
+    plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
+    return trainer, [b for b in plan if len(b) == batch_size] or plan
+
+
+def training_pairs_per_second(
+    config: ModelConfig,
+    pairs: PairSet,
+    src: Vocabulary,
+    tgt: Vocabulary,
+    batch_size: int,
+    steps: int,
+    device: torch.device,
+    work: Path,
+) -> float:
+    """Pairs/s of ``training_figures``."""
+    return training_figures(config, pairs, src, tgt, batch_size, steps, device, work)[0]
