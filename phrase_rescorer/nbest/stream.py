@@ -23,7 +23,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
+from ..moses.nbest import NbestError, NbestLine, count_sentences, dense_features, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
 
 #: Lines scored together (a sentence's 1,000-best fits; more only costs memory).
@@ -100,9 +100,18 @@ def append_features(
         pending.clear()
 
     last_id = -1
+    names = {f.name for f in features}
     with AtomicOutput(out_path, on_warning=on_warning) as out:
         current = None
         for line in read_nbest(in_path):
+            if lines == 0:  # a list that has the feature already: appending it again would hide one
+                there = names & {name for name, _ in dense_features(line.features, in_path, line.line_no)}
+                if there:
+                    raise NbestError(
+                        in_path,
+                        line.line_no,
+                        f"already has the feature {', '.join(sorted(there))}: give the new one another --name",
+                    )
             if line.sentence != current:
                 if sources is not None and line.sentence >= len(sources):
                     raise NbestError(

@@ -115,3 +115,17 @@ def test_a_translation_network_needs_the_source_text(tmp_path: Path) -> None:
     warnings: list[str] = []
     load_feature(str(model), "NMT0", SOURCES, on_warning=warnings.append)
     assert "trained on phrase pairs" in warnings[0]
+
+
+def test_a_feature_the_list_has_already_is_refused(tmp_path: Path) -> None:
+    model = _with_info(tiny_arch_checkpoint(tmp_path / "m.pt", arch="rnnsearch"), trained_on="sentence pairs")
+    once = tmp_path / "once"
+    append_features(
+        str(_nbest(tmp_path / "n")), str(once), [load_feature(str(model), "NMT0", SOURCES)], sources=SOURCES
+    )
+    with pytest.raises(NbestError, match="already has the feature NMT0"):
+        append_features(
+            str(once), str(tmp_path / "twice"), [load_feature(str(model), "NMT0", SOURCES)], sources=SOURCES
+        )
+    assert not (tmp_path / "twice").exists()
+    append_features(str(once), str(tmp_path / "other"), [load_feature(str(model), "NMT1", SOURCES)], sources=SOURCES)
