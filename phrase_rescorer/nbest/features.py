@@ -72,8 +72,9 @@ class TranslationFeature:
             distinct, tgt_texts = [self.sources[s] for s in position], hyps
         src_tokens = [ckpt.split(text, 0) for text in distinct]
         tgt_tokens = [ckpt.split(text, 1) for text in tgt_texts]
-        unknown = sum(tgt_vocab.count_unknown(t) for t in tgt_tokens)
-        unknown += sum(src_vocab.count_unknown(src_tokens[int(j)]) for j in index)
+        # the hypotheses' words outside the shortlist (the closing line counts them against the hypotheses' words)
+        hyp_vocab, hyp_tokens = (src_vocab, src_tokens) if self.inverse else (tgt_vocab, tgt_tokens)
+        unknown = sum(hyp_vocab.count_unknown(t) for t in hyp_tokens)
         values = self.scorer.score(
             [src_vocab.encode(t) for t in src_tokens], [tgt_vocab.encode(t) for t in tgt_tokens], index
         )

@@ -37,7 +37,8 @@ class Feature(Protocol):
     path: str  # the model file (never an output)
 
     def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
-        """(the feature's value for every line, float64; words it did not know)."""
+        """(the feature's value for every line, float64; the lines' hypothesis words outside its
+        vocabulary)."""
         ...
 
 
