@@ -6,10 +6,16 @@ and each batch size: pairs/s, useful GFLOP/s (3x the forward matrix products of 
 trained, without padding: ``flops.pair_flops``) and that rate as a fraction of the machine's
 measured float32 matrix-product rate. Float32 at the benchmark's own size is also timed on one
 thread (on a busy machine one thread can be the faster setting).
+
+``adadelta_update``, timed before the steps: the Adadelta update alone on the benchmark's network: torch's operations in
+cache-sized pieces (``chunked``) against the one C loop (``compiled``, the default), interleaved,
+on one thread and on all, with the memory traffic the loop implies (7 floats per parameter).
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,10 @@ import torch
 from benchmarks import parts, training_steps
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.model.architectures import build_model
+from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.training import adadelta_loop
+from phrase_rescorer.training.optim import ChunkedAdadelta, CompiledAdadelta
 
 
 def sizes_timed(preset: str) -> list[str]:
@@ -68,4 +78,41 @@ def cpu_training(
                         )
                 finally:
                     torch.set_num_threads(threads)
+    return out
+
+
+def adadelta_update(config: ModelConfig, steps: int) -> dict[str, Any]:
+    """Milliseconds per Adadelta update of ``config``'s parameters, chunked against compiled
+    (medians of ``steps`` interleaved updates after one each), on one thread and on all."""
+    say = click.echo
+    params = list(build_model(config, None).parameters())
+    n = sum(p.numel() for p in params)
+    for p in params:
+        p.grad = torch.randn_like(p) * 0.01
+    if adadelta_loop.load() is None:
+        say(f"\nAdadelta update alone: the compiled loop cannot be built here ({adadelta_loop.problem()})")
+        return {"problem": adadelta_loop.problem()}
+    kinds = {"chunked": ChunkedAdadelta, "compiled": CompiledAdadelta}
+    threads = torch.get_num_threads()
+    out: dict[str, Any] = {"parameters": n}
+    say(f"\nAdadelta update alone ({n / 1e6:.1f} M parameters; ms per update, medians of {steps})")
+    for t in sorted({1, threads}):
+        torch.set_num_threads(t)
+        try:
+            optimizers = {k: make(params, lr=1.0, rho=0.95, eps=1e-6) for k, make in kinds.items()}
+            times: dict[str, list[float]] = {k: [] for k in kinds}
+            for i in range(steps + 1):
+                for k, opt in optimizers.items():
+                    start = time.perf_counter()
+                    opt.step()
+                    if i:
+                        times[k].append(time.perf_counter() - start)
+        finally:
+            torch.set_num_threads(threads)
+        ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+        out[f"{t} thread{'s' if t > 1 else ''}"] = ms
+        say(
+            f"  {t} thread{'s' if t > 1 else ' '}: chunked {ms['chunked']:.1f}, compiled {ms['compiled']:.1f} "
+            f"({ms['chunked'] / ms['compiled']:.1f}x; the loop moves {28 * n / ms['compiled'] / 1e6:.1f} GB/s)"
+        )
     return out

@@ -29,7 +29,6 @@ import itertools
 import json
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -38,153 +37,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks import parts, training_steps
+from benchmarks.profile_analysis import analyse
 from phrase_rescorer.data.pairs import load_pairs
-
-PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
-MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv", "aten::dot"}
-_KINDS = (  # (kind, name fragments after "aten::"); the first match wins
-    ("softmax and loss", ("softmax", "nll_loss", "cross_entropy")),
-    ("reductions", ("sum", "norm", "mean", "amax", "max_all")),
-    (
-        "copies and indexing",
-        (
-            "cat",
-            "stack",
-            "index",
-            "embedding",
-            "copy",
-            "clone",
-            "contiguous",
-            "zero",
-            "fill",
-            "empty",
-            "full",
-            "arange",
-            "gather",
-            "scatter",
-            "where",
-            "to",
-            "split",
-            "unbind",
-            "slice",
-            "select",
-            "narrow",
-            "unsqueeze",
-            "view",
-            "reshape",
-            "transpose",
-            "permute",
-            "expand",
-            "as_strided",
-            "t",
-            "detach",
-            "sort",
-            "argsort",
-            "alias",
-            "resize",
-        ),
-    ),
-    (
-        "element-wise",
-        (
-            "sigmoid",
-            "tanh",
-            "mul",
-            "add",
-            "sub",
-            "div",
-            "sqrt",
-            "neg",
-            "max",
-            "maximum",
-            "clamp",
-            "lerp",
-            "pow",
-            "exp",
-            "log",
-            "threshold",
-            "reciprocal",
-            "rsub",
-            "addcmul",
-            "addcdiv",
-        ),
-    ),
-)
-KINDS = ("matrix products", *(k for k, _ in _KINDS), "autograd bookkeeping", "other operators")
-
-
-def is_operator(name: str) -> bool:
-    """An operator (or autograd's work on one), not a named range such as a phase or
-    ``Optimizer.step#...``, whose own time is Python between operators."""
-    return name.startswith(("aten::", "autograd::")) or "Backward" in name
-
-
-def kind_of(name: str) -> str:
-    """The kind of an operator by its profiler name."""
-    if name in MATMUL:
-        return "matrix products"
-    if name.startswith("autograd::") or "Backward" in name:
-        return "autograd bookkeeping"
-    op = name[len("aten::") :].strip("_")
-    for kind, fragments in _KINDS:
-        if any(op == f or op.startswith(f + "_") or op.endswith("_" + f) or f"_{f}_" in op for f in fragments):
-            return kind
-    return "other operators"
-
-
-def _operator_time(event) -> float:
-    """Own time (microseconds) of the operators under a range, nested ranges looked through."""
-    return sum(c.self_cpu_time_total if is_operator(c.name) else 0.0 for c in _descendants(event))
-
-
-def _descendants(event):
-    for c in event.cpu_children:
-        yield c
-        yield from _descendants(c)
-
-
-def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
-    """Per-step milliseconds by phase and by kind of operator, and the matrix products by shape."""
-    per_step = 1e-3 / steps  # profiler microseconds, summed over the steps -> ms per step
-    phases: dict[str, dict[str, float]] = {}
-    for e in prof.events():
-        if e.name in PHASES:
-            p = phases.setdefault(e.name[len("train.") :], {"ms": 0.0, "outside_operators_ms": 0.0})
-            p["ms"] += e.cpu_time_total * per_step
-            p["outside_operators_ms"] += (e.cpu_time_total - _operator_time(e)) * per_step
-    kinds: dict[str, float] = defaultdict(float)
-    operators: dict[str, float] = defaultdict(float)
-    shapes = []
-    mm_time = mm_flops = 0.0
-    for e in prof.key_averages(group_by_input_shape=True):
-        if not is_operator(e.key):
-            continue
-        self_ms = e.self_cpu_time_total * per_step
-        kind = kind_of(e.key)
-        kinds[kind] += self_ms
-        operators[e.key] += self_ms
-        if kind == "matrix products":
-            mm_time += self_ms
-            mm_flops += e.flops / steps
-            shapes.append(
-                {
-                    "op": e.key,
-                    "shapes": str(e.input_shapes),
-                    "ms": self_ms,
-                    "calls": e.count / steps,
-                    "gflops": e.flops / steps / (self_ms * 1e6) if self_ms else 0.0,
-                }
-            )
-    in_ops = sum(kinds.values())
-    return {
-        "profiled_step_ms": wall_s * 1e3 / steps,
-        "phases": phases,
-        "kinds_ms": {k: kinds.get(k, 0.0) for k in KINDS},
-        "outside_operators_ms": wall_s * 1e3 / steps - in_ops,
-        "matmul_gflops": mm_flops / (mm_time * 1e6) if mm_time else 0.0,
-        "top_operators": sorted(operators.items(), key=lambda kv: -kv[1])[:12],
-        "matmul_shapes": sorted(shapes, key=lambda s: -s["ms"])[:10],
-    }
+from phrase_rescorer.training.optim import KERNELS
+from phrase_rescorer.training.run_settings import TrainConfig
 
 
 def report(fig: dict[str, Any], cpu_rate: float) -> None:
@@ -239,6 +95,13 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     help="Steps timed, and then profiled (after one warm-up step each).",
 )
 @click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
+@click.option(
+    "--optimizer-kernel",
+    type=click.Choice(KERNELS),
+    default=TrainConfig.optimizer_kernel,
+    show_default=True,
+    help="Adadelta's update, as train's option of that name.",
+)
 @parts.threads_option
 @parts.json_option
 def main(
@@ -248,6 +111,7 @@ def main(
     batch: int,
     steps: int,
     bf16: bool,
+    optimizer_kernel: str,
     threads: int | None,
     json_path: str | None,
 ) -> None:
@@ -272,12 +136,12 @@ def main(
         src, tgt = parts.shortlists(str(head), parts.preset_vocab_size(preset))
         config = parts.model_config(preset, src, tgt)
         trainer, plan = training_steps.benchmark_trainer(
-            config, load_pairs(str(head)), src, tgt, batch, torch.device("cpu"), work, bf16
+            config, load_pairs(str(head)), src, tgt, batch, torch.device("cpu"), work, bf16, optimizer_kernel
         )
         say(
             f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
-            f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps"
+            f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.opt).__name__}; {steps} steps"
         )
         pairs_per_s, useful_gflops = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
         batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
@@ -298,6 +162,7 @@ def main(
         preset=preset,
         batch=batch,
         bf16=bf16,
+        optimizer=type(trainer.opt).__name__,
         lines=n,
     )
     report(fig, cpu_rate)

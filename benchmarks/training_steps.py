@@ -70,6 +70,7 @@ def benchmark_trainer(
     device: torch.device,
     work: Path,
     bf16: bool = False,
+    optimizer_kernel: str = TrainConfig.optimizer_kernel,
 ) -> tuple[Trainer, list[np.ndarray]]:
     """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
     as training draws them (``epoch_plan``)."""
@@ -86,7 +87,8 @@ def benchmark_trainer(
         skipped_long=len(pairs) - len(idx),
         table_hash="benchmark",
     )
-    trainer = Trainer(data, config, TrainConfig(batch_size=batch_size, bf16=bf16), str(work / "train.pt"), device)
+    cfg = TrainConfig(batch_size=batch_size, bf16=bf16, optimizer_kernel=optimizer_kernel)
+    trainer = Trainer(data, config, cfg, str(work / "train.pt"), device)
     plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     return trainer, [b for b in plan if len(b) == batch_size] or plan
 

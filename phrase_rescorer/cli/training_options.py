@@ -14,6 +14,7 @@ from ..model.cells import CELL_TYPES
 from ..model.checkpoint import DIRECTIONS
 from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
+from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
 from .common import device_option, threads_option
 from .text import language_option
@@ -174,6 +175,17 @@ def training_options(
             show_default=True,
             help="adadelta: the paper's (--rho, --eps); adam: Kingma and Ba 2015, as "
             "sentence-level NMT toolkits train (give its --lr, e.g. 0.001).",
+        ),
+        click.option(
+            "--optimizer-kernel",
+            type=click.Choice(KERNELS),
+            default=defaults.optimizer_kernel,
+            show_default=True,
+            help="How Adadelta's update runs on a CPU. compiled: one C loop over all parameters, "
+            "split over the threads, equal to torch's Adadelta within float32 rounding, several "
+            "times faster (built with the machine's C compiler, $CC or cc, on first use and kept "
+            "in ~/.cache/phrase_rescorer; where it cannot be built a warning says so and the run "
+            "goes on chunked). chunked: torch's own operations bit for bit, in cache-sized pieces.",
         ),
         click.option(
             "--lr",

@@ -22,6 +22,8 @@ from ..model.architectures import arch_config
 from ..model.cho2014 import ModelConfig
 from ..output import check_distinct_paths
 from ..parallel import distributed
+from ..training import adadelta_loop
+from ..training.optim import CompiledAdadelta
 from ..training.run_record import Interrupted
 from ..training.run_settings import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
 from ..training.trainer import Trainer
@@ -32,6 +34,13 @@ from .training_options import SIZES as _SIZES
 
 #: What a network of each direction scores, in the data's own names of its sides.
 _DIRECTION_SAYS = {"forward": "p(target|source)", "inverse": "p(source|target)"}
+
+
+def _optimizer_says(trainer: Trainer) -> str:
+    """e.g. "adadelta (compiled update)", for the model summary line."""
+    if trainer.cfg.optimizer != "adadelta":
+        return trainer.cfg.optimizer
+    return "adadelta (" + ("compiled" if isinstance(trainer.opt, CompiledAdadelta) else "chunked") + " update)"
 
 
 def run_training(
@@ -76,6 +85,10 @@ def run_training(
         warning = cpu_features().bf16_warning()
         if warning:
             warn(f"--bf16: {warning}")
+    if cfg.optimizer == "adadelta" and cfg.optimizer_kernel == "compiled" and dev.type == "cpu":
+        problem = adadelta_loop.problem()  # builds the loop (under a second, once per machine)
+        if problem:
+            warn(f"--optimizer-kernel compiled: the loop cannot be built here ({problem}); Adadelta runs chunked")
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
@@ -136,7 +149,7 @@ def run_training(
             if arch_options is None
             else f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)"
         )
-        + f"; device {dev}"
+        + f"; {_optimizer_says(trainer)}, device {dev}"
         + (" (bf16)" if cfg.bf16 else ""),
     )
     if group.distributed:

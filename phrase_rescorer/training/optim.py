@@ -1,5 +1,5 @@
-"""Adadelta in cache-sized pieces: torch's update, element for element, with far less memory
-traffic.
+"""The paper's Adadelta, fast on a CPU: torch's update compiled into one loop, or in cache-sized
+pieces where no compiler is at hand; and the choice of the optimizer a run uses.
 
 torch's Adadelta makes about eleven passes over each parameter-sized tensor per step (decay,
 accumulate, two square roots, divide, multiply, decay, accumulate, update) and allocates two
@@ -9,6 +9,13 @@ pass goes to main memory, and the optimizer took as long as the forward and back
 order and with the same rounding, on pieces of ``chunk`` elements that stay in the CPU's cache:
 the results are bit-identical to ``torch.optim.Adadelta`` (tested), and its state (``step``,
 ``square_avg``, ``acc_delta``) and ``state_dict`` are the same, so runs resume across the two.
+
+``CompiledAdadelta`` goes further: one loop in C (``adadelta_loop``) reads param, grad and both
+accumulators once and writes three, over all parameters in one call, split over the run's threads.
+It computes torch's operations in torch's order and agrees with torch's update within float32
+rounding (its square roots are correctly rounded, torch's vectorized ones may be a unit in the
+last place off; tested). It needs the machine's C compiler on first use; where that fails the
+run keeps ``ChunkedAdadelta`` and the command says why.
 
 Only the plain settings are handled here (no weight decay, maximize, complex parameters,
 capturable or differentiable); the constructor refuses others, and GPU tensors go through
@@ -20,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
+
+from . import adadelta_loop
 
 #: Elements per piece: the six pieces (param, grad, two states, two temporaries) of 256 KiB each
 #: stay in a last-level cache. Much smaller pieces cost more in per-operation dispatch than they
@@ -52,6 +61,7 @@ class ChunkedAdadelta(torch.optim.Adadelta):
             steps: list[torch.Tensor] = []
             self._init_group(group, params, grads, square_avgs, acc_deltas, steps)
             lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
+            flat: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
             for p, g, sq, acc, step in zip(params, grads, square_avgs, acc_deltas, steps, strict=True):
                 step += 1
                 if (
@@ -60,12 +70,71 @@ class ChunkedAdadelta(torch.optim.Adadelta):
                     or not (p.is_contiguous() and g.is_contiguous() and sq.is_contiguous() and acc.is_contiguous())
                 ):
                     _update(p, g, sq, acc, lr, rho, eps)
-                    continue
-                p1, g1, sq1, acc1 = p.view(-1), g.view(-1), sq.view(-1), acc.view(-1)
-                for s in range(0, p1.numel(), self.chunk):
-                    e = s + self.chunk
-                    _update(p1[s:e], g1[s:e], sq1[s:e], acc1[s:e], lr, rho, eps)
+                else:
+                    flat.append((p.view(-1), g.view(-1), sq.view(-1), acc.view(-1)))
+            self._update_flat(flat, lr, rho, eps)
         return loss
+
+    def _update_flat(
+        self,
+        flat: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]],
+        lr: float,
+        rho: float,
+        eps: float,
+    ) -> None:
+        """The update of contiguous CPU parameters, each viewed as one dimension."""
+        for p, g, sq, acc in flat:
+            for s in range(0, p.numel(), self.chunk):
+                e = s + self.chunk
+                _update(p[s:e], g[s:e], sq[s:e], acc[s:e], lr, rho, eps)
+
+
+class CompiledAdadelta(ChunkedAdadelta):
+    """torch's Adadelta as one C loop over all float32 CPU parameters per step, on
+    ``torch.get_num_threads()`` threads (torch's within float32 rounding; the state and
+    ``state_dict`` are torch's, so runs resume across all three). Refused where the loop cannot
+    be built: ``adadelta_loop.problem()`` says why."""
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6):
+        lib = adadelta_loop.load()
+        if lib is None:
+            raise RuntimeError(f"the compiled Adadelta loop cannot be built here: {adadelta_loop.problem()}")
+        super().__init__(params, lr=lr, rho=rho, eps=eps)
+        self._lib = lib
+
+    def _update_flat(
+        self,
+        flat: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]],
+        lr: float,
+        rho: float,
+        eps: float,
+    ) -> None:
+        same = [t for t in flat if all(x.dtype == torch.float32 for x in t)]
+        adadelta_loop.step(self._lib, same, lr, rho, eps, torch.get_num_threads())
+        if len(same) < len(flat):  # other dtypes: torch's update, in pieces
+            super()._update_flat([t for t in flat if t[0].dtype != torch.float32], lr, rho, eps)
+
+
+#: The Adadelta implementations a run may use (``--optimizer-kernel``): compiled where it can be
+#: built (else chunked, with a warning), or chunked (torch's operations, in cache-sized pieces).
+KERNELS = ("compiled", "chunked")
+
+
+def make_optimizer(
+    params: Iterable[torch.Tensor], optimizer: str, lr: float, rho: float, eps: float, kernel: str = "compiled"
+) -> torch.optim.Optimizer:
+    """The optimizer of a run: the paper's Adadelta (``kernel`` compiled where it can be built and
+    the parameters are on the CPU, else chunked), or Adam, the optimizer of sentence-level NMT
+    toolkits."""
+    params = list(params)
+    if optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown Adadelta kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
+    on_cpu = all(p.device.type == "cpu" for p in params)
+    if kernel == "compiled" and on_cpu and adadelta_loop.load() is not None:
+        return CompiledAdadelta(params, lr=lr, rho=rho, eps=eps)
+    return ChunkedAdadelta(params, lr=lr, rho=rho, eps=eps)
 
 
 def _update(

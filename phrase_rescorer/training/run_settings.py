@@ -17,6 +17,7 @@ from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
 from ..model.cho2014 import PRESETS
+from .optim import KERNELS
 
 
 class TrainingError(UsageError):
@@ -30,6 +31,7 @@ class TrainConfig:
     max_length: int = 30  # longest phrase (tokens, either side) used for training
     seed: int = 1234  # initialisation and data order
     optimizer: str = "adadelta"  # the paper's; or "adam"
+    optimizer_kernel: str = "compiled"  # Adadelta's update: one compiled loop, or "chunked" (torch's, bit for bit)
     lr: float = 1.0  # the optimizer's learning rate
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
@@ -49,6 +51,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+        if self.optimizer_kernel not in KERNELS:
+            raise TrainingError(
+                f"unknown optimizer kernel {self.optimizer_kernel!r}; expected one of {', '.join(KERNELS)}"
+            )
 
 
 #: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.

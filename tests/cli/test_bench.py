@@ -65,6 +65,11 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
     assert set(figures["cpu_training"]) == {
         f"quick {d}, batch {b}, 1 thread" for d in ("float32", "bfloat16") for b in (64, 256)
     }
+    update = figures["adadelta_update"]
+    if "problem" not in update:  # the compiled loop built: both kernels timed on 1 thread
+        assert update["parameters"] > 0 and min(update["1 thread"].values()) > 0
+        assert set(update["1 thread"]) == {"chunked", "compiled"}
+    assert "Adadelta update alone" in r.stdout
     for t in figures["cpu_training"].values():
         assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
@@ -328,7 +333,7 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
 
 
 def test_operator_kinds() -> None:
-    from benchmarks.training_profile import is_operator, kind_of
+    from benchmarks.profile_analysis import is_operator, kind_of
 
     assert [
         kind_of(n)

@@ -286,3 +286,40 @@ def test_it_learns_a_deterministic_mapping(tmp_path: Path) -> None:
     unigram = load_checkpoint(str(tmp_path / "m.pt")).info["unigram_token_ppl"]
     assert unigram > 15 and best["pairs"] >= 60
     assert best["token_ppl"] < 4.0, (best, valids(tmp_path / "m.log"))
+
+
+def test_the_compiled_and_the_chunked_update_train_the_same_run(
+    table: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default run (compiled Adadelta loop) against torch's own operations (chunked): the
+    same losses within float32 rounding (1e-5 relative over 40 steps), and each summary line
+    names its update."""
+    from phrase_rescorer.training import adadelta_loop
+
+    r = train(str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", str(STEPS), "--optimizer-kernel", "chunked")
+    assert r.exit_code == 0, r.output
+    assert "adadelta (chunked update)" in r.output
+    ours, theirs = losses(straight / "m.log"), losses(tmp_path / "m.log")
+    assert [s for s, _ in ours] == [s for s, _ in theirs]
+    for (_, a), (_, b) in zip(ours, theirs, strict=True):
+        assert math.isclose(a, b, rel_tol=1e-5), (a, b)
+    if adadelta_loop.load() is not None:
+        assert adadelta_loop.problem() is None
+        r = train(str(table), str(tmp_path / "c.pt"), *TINY, "--max-steps", "1")
+        assert "adadelta (compiled update)" in r.output
+
+
+def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from phrase_rescorer.training import adadelta_loop
+
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    r = train(str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", "2")
+    assert r.exit_code == 0, r.output
+    warning = [line for line in r.output.splitlines() if "--optimizer-kernel" in line]
+    assert len(warning) == 1 and "the loop cannot be built here" in warning[0] and "no-cc" in warning[0], r.output
+    assert "adadelta (chunked update)" in r.output

@@ -1,0 +1,136 @@
+"""The Adadelta updates of ``training.optim``: the compiled loop against torch's own update, the
+choice a run makes, the loop's cache, and the fall-back where the loop cannot be built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from phrase_rescorer.training import adadelta_loop
+from phrase_rescorer.training.optim import ChunkedAdadelta, CompiledAdadelta, make_optimizer
+from phrase_rescorer.training.run_settings import TrainConfig, TrainingError
+
+#: Stated tolerance against torch's update, per step: float32 rounding (the loop's square roots
+#: are correctly rounded, torch's vectorized ones may be a unit in the last place off).
+RTOL, ATOL = 1e-6, 1e-9
+
+#: Every size class: one element, under and over a vector's width, over a thread's share.
+SHAPES = [(7, 5), (100,), (3, 4, 5), (1,), (17,), (300, 1000), (2, 2**18 + 3)]
+
+
+def _needs_compiler() -> None:
+    if adadelta_loop.load() is None:
+        pytest.skip(f"the compiled Adadelta loop cannot be built here: {adadelta_loop.problem()}")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_compiled_loop_follows_torchs_adadelta_within_float32_rounding(threads: int) -> None:
+    _needs_compiler()
+    torch.manual_seed(threads)
+    a = [torch.randn(s) for s in SHAPES]
+    a.append(torch.randn(6, 4).t())  # not contiguous: torch's own update
+    a.append(torch.randn(9, dtype=torch.float64))  # not float32: the chunked update
+    b = [x.clone() for x in a]
+    mine = CompiledAdadelta(a, lr=0.7, rho=0.95, eps=1e-6)
+    torchs = torch.optim.Adadelta(b, lr=0.7, rho=0.95, eps=1e-6, foreach=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for step in range(5):
+            for x, y in zip(a, b, strict=True):
+                x.grad = torch.randn(x.shape, dtype=x.dtype) * 10**-step
+                y.grad = x.grad.clone()
+            mine.step()
+            torchs.step()
+            for x, y in zip(a, b, strict=True):
+                torch.testing.assert_close(x, y, rtol=RTOL, atol=ATOL)
+                if x.dtype != torch.float32 or not x.is_contiguous():
+                    assert torch.equal(x, y)  # torch's own update
+    finally:
+        torch.set_num_threads(before)
+    s1, s2 = mine.state_dict(), torchs.state_dict()
+    for k in s2["state"]:
+        assert torch.equal(s1["state"][k]["step"], s2["state"][k]["step"])
+        for name in ("square_avg", "acc_delta"):
+            torch.testing.assert_close(s1["state"][k][name], s2["state"][k][name], rtol=RTOL, atol=ATOL)
+    restored = CompiledAdadelta(b, lr=0.7, rho=0.95, eps=1e-6)  # a run resumes across the kinds
+    restored.load_state_dict(s2)
+    assert torch.equal(restored.state_dict()["state"][5]["acc_delta"], s2["state"][5]["acc_delta"])
+
+
+def test_a_long_run_does_not_drift_from_torchs() -> None:
+    """200 steps with gradients of every scale from 1e-4 to 100 (weights of about 0.01 to 1,
+    moved by about 1e-3 a step): the differences stay at float32 rounding of the weights."""
+    _needs_compiler()
+    gen = torch.Generator().manual_seed(1)
+    a = [torch.randn(4099, generator=gen) * 0.01]
+    b = [a[0].clone()]
+    mine = CompiledAdadelta(a, lr=1.0, rho=0.95, eps=1e-6)
+    torchs = torch.optim.Adadelta(b, lr=1.0, rho=0.95, eps=1e-6, foreach=False)
+    for i in range(200):
+        g = torch.randn(4099, generator=gen) * 10.0 ** (i % 7 - 4)
+        a[0].grad, b[0].grad = g, g.clone()
+        mine.step()
+        torchs.step()
+    ours, theirs = a[0].detach(), b[0].detach()
+    scale = theirs.abs().max().item()
+    apart = (ours - theirs).abs() / scale
+    print(f"after 200 steps: at most {apart.max().item():.2e}, mean {apart.mean().item():.2e} of the largest weight")
+    assert apart.max().item() <= 1e-6 and apart.mean().item() <= 1e-7
+
+
+def test_a_run_gets_the_kernel_it_asks_for() -> None:
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert type(make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6, kernel="chunked")) is ChunkedAdadelta
+    assert isinstance(make_optimizer(params, "adam", 1e-3, 0.95, 1e-6), torch.optim.Adam)
+    expected = CompiledAdadelta if adadelta_loop.load() is not None else ChunkedAdadelta
+    assert type(make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6)) is expected
+    with pytest.raises(ValueError, match="unknown Adadelta kernel 'fused'"):
+        make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6, kernel="fused")
+    with pytest.raises(TrainingError, match="unknown optimizer kernel 'fused'; expected one of compiled, chunked"):
+        TrainConfig(optimizer_kernel="fused")
+
+
+def test_the_loop_is_built_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_compiler()
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    assert adadelta_loop.load() is not None
+    (built,) = (tmp_path / "cache").iterdir()  # one library, no temporary left behind
+    assert built.name.startswith("adadelta-") and built.suffix == ".so"
+    stamp = built.stat().st_mtime_ns
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    assert adadelta_loop.load() is not None
+    assert built.stat().st_mtime_ns == stamp and len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_where_the_loop_cannot_be_built_the_run_goes_on_chunked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert type(make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6)) is ChunkedAdadelta
+    problem = adadelta_loop.problem()
+    assert problem is not None and "no-such-compiler" in problem
+    with pytest.raises(RuntimeError, match="cannot be built here: .*no-such-compiler"):
+        CompiledAdadelta(params)
+
+
+def test_a_compiler_that_fails_is_named_with_its_first_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = tmp_path / "cc"
+    failing.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'cc 1.0'; exit 0; }\necho 'cc: fatal: broken' >&2\nexit 1\n"
+    )
+    failing.chmod(0o755)
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(failing))
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    assert adadelta_loop.load() is None
+    assert adadelta_loop.problem() == f"{failing} failed: cc: fatal: broken"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # nothing half-built kept
