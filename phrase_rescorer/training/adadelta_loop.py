@@ -150,8 +150,12 @@ def _build(compiler: str) -> Path:
     target = directory / f"adadelta-{key}.so"
     if target.exists():
         return target
-    directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        building = tempfile.TemporaryDirectory(dir=directory, prefix=".build-")
+    except OSError as e:
+        raise RuntimeError(f"{e}; set PHRASE_RESCORER_CACHE to a writable directory") from e
+    with building as tmp:
         source = Path(tmp) / "adadelta.c"
         source.write_text(SOURCE, encoding="utf-8")
         built = Path(tmp) / "adadelta.so"

@@ -134,3 +134,16 @@ def test_a_compiler_that_fails_is_named_with_its_first_line(tmp_path: Path, monk
     assert adadelta_loop.load() is None
     assert adadelta_loop.problem() == f"{failing} failed: cc: fatal: broken"
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # nothing half-built kept
+
+
+def test_an_unwritable_cache_is_named_with_the_way_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_compiler()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(blocked / "cache"))
+    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    if adadelta_loop.load() is not None:
+        pytest.fail("a library was loaded from a cache that cannot exist")
+    problem = adadelta_loop.problem()
+    assert problem is not None and problem.endswith("set PHRASE_RESCORER_CACHE to a writable directory"), problem
