@@ -6,6 +6,8 @@ signals, full disks, fuzzing), integration/ (the real Moses toolkit). Tests that
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,20 @@ from tests.helpers.rescore_data import one_thread, tiny_checkpoint  # noqa: F401
 
 # Tests use tiny models: one thread avoids waiting on a busy second core (CI has two).
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def adadelta_loop_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The compiled Adadelta loop is built into a directory of the test session (every process the
+    tests start inherits it), never into the user's ~/.cache."""
+    directory = tmp_path_factory.mktemp("adadelta-loop-cache")
+    before = os.environ.get("PHRASE_RESCORER_CACHE")
+    os.environ["PHRASE_RESCORER_CACHE"] = str(directory)
+    yield directory
+    if before is None:
+        del os.environ["PHRASE_RESCORER_CACHE"]
+    else:
+        os.environ["PHRASE_RESCORER_CACHE"] = before
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

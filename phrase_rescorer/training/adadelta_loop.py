@@ -7,13 +7,15 @@ It fuses the multiply-adds that torch's own vectorized kernels fuse and nothing 
 (Sleef's, on AVX2 and AVX-512 CPUs) may be one unit in the last place off, so the two agree to
 float32 rounding rather than bit for bit (``tests/unit/test_optim.py`` states the tolerance).
 The C source below is compiled on first use with the machine's C compiler (``$CC``, else ``cc``)
-for this CPU (``-march=native``, vectorized) and loaded with ``ctypes``, which releases the GIL
-while it runs. The library is kept in ``$PHRASE_RESCORER_CACHE`` (default
-``$XDG_CACHE_HOME/phrase_rescorer``, else ``~/.cache/phrase_rescorer``) under a name that hashes
-the source, the flags, the compiler's version and the CPU's flags, so a cache shared by machines
-of different CPUs never hands one the other's instructions. Building takes under a second,
-into an exclusive temporary directory, then renamed into place, so processes building at once
-do not collide.
+for this CPU (``-march=native``, or ``-mcpu=native``, or the compiler's default target: the first
+it accepts; vectorized) and loaded with ``ctypes``, which releases the GIL while it runs. The
+library is kept in ``$PHRASE_RESCORER_CACHE`` (default ``$XDG_CACHE_HOME/phrase_rescorer``, else
+``~/.cache/phrase_rescorer``) under a name that hashes the source, the flags and the macros the
+compiler predefines for that target (its version and every instruction-set extension it will
+use), so a cache shared by machines of different CPUs never hands one the other's instructions.
+Building takes under a second, in an exclusive temporary directory; the file is synced, then
+linked into place, and one already there (built by another process, perhaps loaded) is kept; a
+cached file that does not load is built again.
 
 Where no compiler works, ``load()`` returns None and ``problem()`` says why: the caller keeps the
 pure-torch update.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import platform
+import shlex
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -112,7 +114,11 @@ int adadelta_step(float **p, float **g, float **sq, float **acc, const long *n, 
 }
 """
 
-FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
+FLAGS = ("-std=gnu99", "-O3", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
+
+#: This CPU's own instructions, as the compiler spells them (gcc and clang on x86: -march; clang on
+#: Arm before version 15: -mcpu), else the compiler's default target: the first it accepts.
+TARGETS: tuple[tuple[str, ...], ...] = (("-march=native",), ("-mcpu=native",), ())
 
 #: Fewer elements than this per thread are not worth a thread (one paper-size step has 18 M).
 MIN_PER_THREAD = 1 << 18
@@ -130,25 +136,36 @@ def cache_dir() -> Path:
     return Path(base) / "phrase_rescorer"
 
 
-def _cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line
-    except OSError:
-        pass
-    return platform.machine() + platform.processor()
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=300)
 
 
-def _build(compiler: str) -> Path:
-    version = subprocess.run(
-        [compiler, "--version"], capture_output=True, text=True, timeout=60, check=True
-    ).stdout.splitlines()[0]
-    key = hashlib.sha256("\0".join((SOURCE, " ".join(FLAGS), version, _cpu_flags())).encode()).hexdigest()[:16]
+def _failed(compiler: list[str], done: subprocess.CompletedProcess[str]) -> RuntimeError:
+    first = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+    return RuntimeError(f"{' '.join(compiler)} failed: {first}")
+
+
+def _target(compiler: list[str]) -> tuple[tuple[str, ...], str]:
+    """The first of ``TARGETS`` the compiler accepts, and the macros it then predefines: its
+    version and every instruction-set extension it will use, which the cache key hashes."""
+    done = None
+    for flags in TARGETS:
+        done = _run([*compiler, *flags, "-dM", "-E", "-x", "c", os.devnull])
+        if done.returncode == 0:
+            return flags, done.stdout
+    assert done is not None
+    raise _failed(compiler, done)
+
+
+def _build(compiler: list[str], again: bool = False) -> Path:
+    """The library for this compiler and CPU: from the cache, else built into it (``again``: the
+    cached file would not load, build it anew)."""
+    target_flags, macros = _target(compiler)
+    flags = (*FLAGS, *target_flags)
+    key = hashlib.sha256("\0".join((SOURCE, " ".join(flags), macros)).encode()).hexdigest()[:16]
     directory = cache_dir()
     target = directory / f"adadelta-{key}.so"
-    if target.exists():
+    if target.exists() and not again:
         return target
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -159,13 +176,22 @@ def _build(compiler: str) -> Path:
         source = Path(tmp) / "adadelta.c"
         source.write_text(SOURCE, encoding="utf-8")
         built = Path(tmp) / "adadelta.so"
-        done = subprocess.run(
-            [compiler, *FLAGS, "-o", str(built), str(source), "-lm"], capture_output=True, text=True, timeout=300
-        )
+        done = _run([*compiler, *flags, "-o", str(built), str(source), "-lm"])
         if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
-            raise RuntimeError(f"{compiler} failed: {first}")
-        os.replace(built, target)
+            raise _failed(compiler, done)
+        with open(built, "rb") as f:
+            os.fsync(f.fileno())
+        if again:
+            os.replace(built, target)
+        else:
+            # A library that another process (another node of a shared home) has built and
+            # loaded already is kept, never replaced under it.
+            try:
+                os.link(built, target)
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                os.replace(built, target)
     return target
 
 
@@ -174,7 +200,13 @@ def load() -> ctypes.CDLL | None:
     built or loaded here; ``problem()`` says why."""
     if not _loaded:
         try:
-            lib = ctypes.CDLL(str(_build(os.environ.get("CC") or "cc")))
+            compiler = shlex.split(os.environ.get("CC") or "cc")  # e.g. CC="ccache gcc"
+            if not compiler:
+                raise RuntimeError("CC is set to nothing")
+            try:
+                lib = ctypes.CDLL(str(_build(compiler)))
+            except OSError:  # a cached file that does not load (cut short, another system)
+                lib = ctypes.CDLL(str(_build(compiler, again=True)))
             lib.adadelta_step.restype = ctypes.c_int
             lib.adadelta_step.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 4 + [
                 ctypes.POINTER(ctypes.c_long),
@@ -186,7 +218,7 @@ def load() -> ctypes.CDLL | None:
                 ctypes.c_float,
             ]
             _loaded.append(lib)
-        except (OSError, RuntimeError, subprocess.SubprocessError, IndexError) as e:
+        except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as e:
             _problem.append(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             _loaded.append(None)
     return _loaded[0]

@@ -109,10 +109,13 @@ class CompiledAdadelta(ChunkedAdadelta):
         rho: float,
         eps: float,
     ) -> None:
-        same = [t for t in flat if all(x.dtype == torch.float32 for x in t)]
+        same: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        other: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for t in flat:
+            (same if all(x.dtype == torch.float32 for x in t) else other).append(t)
         adadelta_loop.step(self._lib, same, lr, rho, eps, torch.get_num_threads())
-        if len(same) < len(flat):  # other dtypes: torch's update, in pieces
-            super()._update_flat([t for t in flat if t[0].dtype != torch.float32], lr, rho, eps)
+        if other:  # other dtypes: torch's update, in pieces
+            super()._update_flat(other, lr, rho, eps)
 
 
 #: The Adadelta implementations a run may use (``--optimizer-kernel``): compiled where it can be

@@ -4,7 +4,7 @@ Adadelta (rho 0.95, eps 1e-6), minibatches of 64 unique pairs drawn regardless o
 frequencies (``batching.epoch_plan``), gradient-norm clipping at 1, and the per-sequence cost of
 the original code: loss = -(sum of log p(target|source) over the batch) / batch size, log p
 computed as ``sequence_log_probs`` defines it, for the paper's network without the padding work
-(``packed_log_probs``; Adadelta as one compiled loop per parameter: ``optim``). ``bf16`` autocasts the products
+(``packed_log_probs``; Adadelta as one compiled loop over all parameters: ``optim``). ``bf16`` autocasts the products
 to bfloat16. Pairs longer than ``max_length`` tokens on either side do not train; held-out pairs
 (``PairSet.heldout_mask``) never train, and the first ``valid_max`` of them, in table order, are
 scored every ``valid_every`` steps and at the end.
@@ -91,7 +91,7 @@ class Trainer:
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed_log_probs``), under torchrun in its DDP wrapper (same call).
         self.net = self.group.wrap(training_log_probs(self.model))
-        # The paper's Adadelta, one compiled loop per parameter or torch's bit for bit in cache-sized
+        # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
         self.opt = make_optimizer(
             self.model.parameters(), cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
