@@ -288,9 +288,7 @@ def test_it_learns_a_deterministic_mapping(tmp_path: Path) -> None:
     assert best["token_ppl"] < 4.0, (best, valids(tmp_path / "m.log"))
 
 
-def test_the_compiled_and_the_chunked_update_train_the_same_run(
-    table: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_compiled_and_the_chunked_update_train_the_same_run(table: Path, straight: Path, tmp_path: Path) -> None:
     """The default run (compiled Adadelta loop) against torch's own operations (chunked): the
     same losses within float32 rounding (1e-5 relative over 40 steps), and each summary line
     names its update."""
