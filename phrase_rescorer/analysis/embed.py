@@ -27,7 +27,7 @@ import torch
 
 from ..data.batching import sequences_batch
 from ..data.vocab import SPECIALS, Vocabulary, tokenize_phrase
-from ..model.network import Network, SummaryNetwork
+from ..model.network import Network, is_summary_network
 from ..output import AtomicOutput
 
 
@@ -74,7 +74,7 @@ REPRESENTATION = {
 
 def representation_kind(model: Network) -> str:
     """Which ``REPRESENTATION`` ``model`` gives: the paper's summary c where it has one."""
-    return "cho2014" if isinstance(model, SummaryNetwork) else "attention"
+    return "cho2014" if is_summary_network(model) else "attention"
 
 
 @torch.no_grad()

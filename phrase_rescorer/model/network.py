@@ -31,7 +31,7 @@ validation and the embedding export then work with it unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard
 
 import torch
 from torch import nn
@@ -134,11 +134,11 @@ class Network(Protocol):
     def eval(self) -> Any: ...
 
 
-@runtime_checkable
 class SummaryNetwork(Network, Protocol):
     """A capability: the source read by one left-to-right GRU into a single summary c, the
     decoder a GRU fed by context terms of c (cho2014). The prefix scorer shares the encoder's
-    states over common source prefixes with it, and training runs its packed GRU computation."""
+    states over common source prefixes with it, and training runs its packed GRU computation.
+    Ask for it with :func:`is_summary_network`, not ``isinstance``."""
 
     encoder: GRU
     decoder: GRU
@@ -150,3 +150,18 @@ class SummaryNetwork(Network, Protocol):
     def decoder_inputs(self, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor: ...
 
     def decoder_step(self, x_proj: torch.Tensor, h: torch.Tensor) -> torch.Tensor: ...
+
+
+#: What ``SummaryNetwork`` adds to ``Network`` (tests/unit/test_network_interface.py keeps the two
+#: lists equal).
+SUMMARY_MEMBERS = ("encoder", "decoder", "summarize", "context_terms", "decoder_inputs", "decoder_step")
+
+
+def is_summary_network(model: object) -> TypeGuard[SummaryNetwork]:
+    """Whether ``model`` offers the ``SummaryNetwork`` capability.
+
+    Asked with ``hasattr``, which finds a module's submodules (``encoder``, ``decoder``): an
+    ``isinstance`` test against a runtime-checkable protocol looks attributes up statically
+    from Python 3.12 on and misses them, since ``nn.Module`` keeps submodules in its
+    ``_modules`` dictionary, so cho2014 networks would silently lose their fast paths there."""
+    return all(hasattr(model, name) for name in SUMMARY_MEMBERS)

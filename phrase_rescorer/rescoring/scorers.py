@@ -41,7 +41,7 @@ import torch
 
 from ..data.batching import flat_store, pad_sequences, sequences_batch
 from ..model.cho2014 import Summary, sequence_log_probs, token_log_probs
-from ..model.network import Network, SummaryNetwork
+from ..model.network import Network, is_summary_network
 from .prefix import PrefixScorer
 from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_batches
 from .stacked_prefix import StackedPrefixScorer
@@ -154,9 +154,9 @@ def make_scorer(
     except KeyError:
         raise ValueError(f"unknown scorer {name!r}; expected one of {sorted(SCORERS)}") from None
     if dtype != torch.float32:
-        if cls is not PrefixScorer or not isinstance(model, SummaryNetwork):
+        if cls is not PrefixScorer or not is_summary_network(model):
             raise ValueError(f"dtype {dtype} works with the prefix scorer on a cho2014 network only, not {name!r}")
         return PrefixScorer(model, device, batch_size, dtype=dtype)
-    if not isinstance(model, SummaryNetwork):
+    if not is_summary_network(model):
         cls = ANY_NETWORK.get(cls, cls)
     return cls(model, device) if batch_size is None else cls(model, device, batch_size)

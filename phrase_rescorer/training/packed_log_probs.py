@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.cho2014 import GRU, sequence_log_probs
-from ..model.network import Network, SummaryNetwork
+from ..model.network import Network, SummaryNetwork, is_summary_network
 
 
 class PackedLogProbs(nn.Module):
@@ -63,7 +63,7 @@ class PlainLogProbs(nn.Module):
 def training_log_probs(model: Network) -> nn.Module:
     """What a training step calls: the packed computation for a network with cho2014's GRU
     summary (``network.SummaryNetwork``), else the plain one."""
-    return PackedLogProbs(model) if isinstance(model, SummaryNetwork) else PlainLogProbs(model)
+    return PackedLogProbs(model) if is_summary_network(model) else PlainLogProbs(model)
 
 
 def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:

@@ -22,8 +22,9 @@ from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.architectures import NETWORKS, build_model
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import RNNEncoderDecoder, sequence_log_probs
-from phrase_rescorer.model.network import Network, SummaryNetwork
-from phrase_rescorer.rescoring.scorers import ReferenceScorer, make_scorer
+from phrase_rescorer.model.network import SUMMARY_MEMBERS, Network, SummaryNetwork, is_summary_network
+from phrase_rescorer.rescoring.prefix import PrefixScorer
+from phrase_rescorer.rescoring.scorers import BatchedScorer, ReferenceScorer, make_scorer
 from phrase_rescorer.rescoring.stacked_prefix import StackedPrefixScorer
 from phrase_rescorer.rescoring.stacked_scorer import StackedScorer
 from tests.helpers.rescore_data import one_thread, sample_window, tiny_arch_checkpoint  # noqa: F401
@@ -106,8 +107,24 @@ def test_every_registered_family_builds_a_network_with_the_whole_interface(cho20
     for name in NETWORKS:
         net = build_model(cho2014.config, arch_config(name))
         assert [m for m in INTERFACE if not hasattr(net, m)] == []
-    assert isinstance(cho2014, SummaryNetwork)
-    assert not isinstance(InterfaceOnly(cho2014), SummaryNetwork)
+    assert is_summary_network(cho2014)
+    assert not is_summary_network(InterfaceOnly(cho2014))
+    for name in NETWORKS:
+        net = build_model(cho2014.config, arch_config(name))
+        assert is_summary_network(net) == (name == "cho2014"), name
+
+
+def test_the_summary_capability_is_found_on_every_python(cho2014: RNNEncoderDecoder) -> None:
+    """The capability's members are the protocol's own, and a cho2014 network gets the fast
+    scorers whatever the Python: on 3.12 and later an isinstance test against the runtime protocol
+    missed a module's submodules and silently gave cho2014 the general scorers."""
+    declared = set(SummaryNetwork.__annotations__) | {
+        name for name, value in vars(SummaryNetwork).items() if callable(value) and not name.startswith("_")
+    }
+    assert declared == set(SUMMARY_MEMBERS)
+    assert type(make_scorer("prefix", cho2014, "cpu")) is PrefixScorer
+    assert type(make_scorer("batched", cho2014, "cpu")) is BatchedScorer
+    assert type(make_scorer("prefix", cho2014, "cpu", dtype=torch.bfloat16)) is PrefixScorer
 
 
 def test_a_network_with_the_interface_only_gets_the_general_scorers_and_their_scores(
