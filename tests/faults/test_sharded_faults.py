@@ -48,6 +48,7 @@ def torchrun(*args: str) -> tuple[list[str], dict[str, str]]:
         ("empty.gz", gzip.compress(b""), "empty.gz: empty phrase table: no lines to rescore"),
         ("cut.gz", gzip.compress(SORTED_2K)[:-30], "cut.gz: truncated or corrupt gzip stream after its first"),
     ],
+    ids=["empty.txt", "empty.gz", "cut.gz"],  # the same ids in every process (pytest -n): no bytes in them
 )
 @pytest.mark.slow
 def test_refused_input_leaves_nothing(model: Path, tmp_path: Path, name: str, data: bytes, message: str) -> None:
