@@ -11,7 +11,7 @@ import click
 from ..errors import EXIT_INPUT
 from ..lm.network import PRESETS, preset
 from . import cli
-from .common import UserError, progress, say, threads_option
+from .common import UserError, device_option, progress, resolve_device, say, threads_option
 from .progress import Progress
 from .training_run import deferred_signals
 
@@ -102,6 +102,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "through bin/query of --moses / $MOSES), with the same OOV convention.",
 )
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
+@device_option
 @threads_option
 @click.pass_context
 def train_lm(
@@ -116,6 +117,7 @@ def train_lm(
     language: str | None,
     kenlm_path: str | None,
     moses_dir: str | None,
+    device: str,
     **kw: Any,
 ) -> None:
     """Train the CSLM on TEXT (tokenized target-language text, one sentence a line: the text
@@ -149,6 +151,7 @@ def train_lm(
         for given in (text, valid_path, test_path):
             if given is not None:
                 check_distinct_paths(given, output)  # a text, overwritten by a model after hours
+    dev = resolve_device(device)
     query = None
     if kenlm_path is not None:
         try:
@@ -191,7 +194,7 @@ def train_lm(
     say(
         ctx,
         f"CSLM: {config.order}-gram, embeddings {config.embed_dim}, layers "
-        f"{','.join(map(str, config.hidden))}, dropout {config.dropout}",
+        f"{','.join(map(str, config.hidden))}, dropout {config.dropout}; device {dev}",
     )
     info = {
         "argv": sys.argv[1:],
@@ -218,6 +221,7 @@ def train_lm(
                 on_progress=lambda text: bars[0].write(text),
                 stop=lambda: caught[0] if caught else None,
                 on_step=lambda step, loss, rate: _show_step(bars[0], step, loss, rate),
+                device=dev,
             )
             bars.append(
                 stack.enter_context(
@@ -267,7 +271,7 @@ def train_lm(
     evaluated = [("held-out", valid_sentences)]
     if test_path is not None:
         test_sentences = list(read_sentences(test_path))
-        best_net = load_lm(model_out).build()
+        best_net = load_lm(model_out).build(dev)
         figures = perplexity(best_net, *ngrams(config.order, (sentence_ids(vocab, s) for s in test_sentences)))
         say(
             ctx,

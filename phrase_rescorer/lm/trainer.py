@@ -8,6 +8,8 @@ epochs without improvement, or at ``max_epochs`` / ``max_steps`` / ``max_time``.
 (weights, optimizer, RNG, position in the epoch) goes to ``MODEL.last.pt`` at every validation
 and on an interruption, so ``resume`` continues where the run stopped, with the same batches.
 
+It trains on the CPU or on a CUDA device (``device``); the model file is the same either way.
+
 The optimizer is Adam (the paper's CSLM toolkit used plain SGD with a decaying rate; Adam reaches
 the same kind of model in far fewer epochs, which is what a CPU budget needs).
 """
@@ -70,14 +72,16 @@ def last_path(model_path: str) -> str:
 
 @torch.no_grad()
 def perplexity(model: CSLM, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096) -> Perplexity:
+    """Held-out figures of ``model`` on the device its weights are on."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     total = np.zeros(len(targets), dtype=np.float64)
     for start in range(0, len(targets), batch):
-        c = torch.from_numpy(contexts[start : start + batch])
-        t = torch.from_numpy(targets[start : start + batch])
+        c = torch.from_numpy(contexts[start : start + batch]).to(device)
+        t = torch.from_numpy(targets[start : start + batch]).to(device)
         logp = model.log_probs(c).gather(1, t[:, None])[:, 0]
-        total[start : start + batch] = logp.double().numpy()
+        total[start : start + batch] = logp.double().cpu().numpy()
     model.train(was_training)
     oov = oov_mask(targets)
     known = total[~oov]
@@ -124,14 +128,16 @@ class LMTrainer:
         on_progress: Callable[[str], None] | None = None,
         stop: Callable[[], int | None] | None = None,
         on_step: Callable[[int, float, float], None] | None = None,
+        device: torch.device | str = "cpu",
     ) -> None:
         self.model_path, self.vocab, self.settings, self.info = model_path, vocab, settings, info
+        self.device = torch.device(device)
         self.train_contexts, self.train_targets = train
         self.valid_contexts, self.valid_targets = valid
         self.log, self.on_progress, self.stop, self.on_step = log, on_progress, stop, on_step
         self.data_key = data_fingerprint(*train, *valid)
         torch.manual_seed(settings.seed)
-        self.model = CSLM(config)
+        self.model = CSLM(config).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings.lr)
         self.state = _State()
         if resume:
@@ -149,6 +155,8 @@ class LMTrainer:
         self.model.load_state_dict(last.state_dict)
         self.optimizer.load_state_dict(ts["optimizer"])
         torch.set_rng_state(ts["rng"])
+        if ts.get("cuda_rng") and self.device.type == "cuda":  # dropout's masks on the GPU
+            torch.cuda.set_rng_state(ts["cuda_rng"], self.device)
         self.state = _State(**ts["state"])
 
     def _training_state(self) -> dict[str, Any]:
@@ -156,6 +164,7 @@ class LMTrainer:
             "data": self.data_key,
             "optimizer": self.optimizer.state_dict(),
             "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
             "state": asdict(self.state),
         }
 
@@ -202,13 +211,15 @@ class LMTrainer:
         self.model.train()
         n = len(self.train_targets)
         batches = max(1, math.ceil(n / s.batch_size))
-        contexts = torch.from_numpy(self.train_contexts)
-        targets = torch.from_numpy(self.train_targets)
-        loss_sum, loss_n, tick = 0.0, 0, time.monotonic()
+        # the n-grams live on the training device (a few bytes per token), batches are gathered there
+        contexts = torch.from_numpy(self.train_contexts).to(self.device)
+        targets = torch.from_numpy(self.train_targets).to(self.device)
+        # the loss is summed on the device and read at each log line: no wait for the GPU per step
+        loss_sum, loss_n, tick = torch.zeros((), dtype=torch.float64, device=self.device), 0, time.monotonic()
         while True:
             if s.max_epochs is not None and st.epoch >= s.max_epochs:
                 return "epochs"
-            order = torch.from_numpy(self._order(st.epoch))
+            order = torch.from_numpy(self._order(st.epoch)).to(self.device)
             while st.batch < batches:
                 idx = order[st.batch * s.batch_size : (st.batch + 1) * s.batch_size]
                 logits = self.model(contexts[idx])
@@ -218,21 +229,23 @@ class LMTrainer:
                 self.optimizer.step()
                 st.batch += 1
                 st.step += 1
-                loss_sum += loss.item() * len(idx)
+                loss_sum += loss.detach().double() * len(idx)
                 loss_n += len(idx)
                 if st.step % s.log_every == 0:
+                    mean_loss = float(loss_sum) / loss_n
                     now = time.monotonic()
                     self._event(
                         {
                             "event": "train",
-                            "loss": loss_sum / loss_n,
+                            "loss": mean_loss,
                             "ngrams_per_s": loss_n / max(now - tick, 1e-9),
                             "elapsed": self._elapsed(started),
                         }
                     )
                     if self.on_step:
-                        self.on_step(st.step, loss_sum / loss_n, loss_n / max(now - tick, 1e-9))
-                    loss_sum, loss_n, tick = 0.0, 0, now
+                        self.on_step(st.step, mean_loss, loss_n / max(now - tick, 1e-9))
+                    loss_sum.zero_()
+                    loss_n, tick = 0, now
                 if self.stop is not None and (why := self.stop()):
                     # Ctrl-C, SIGTERM, SIGHUP between two steps: the latest state, for --resume
                     st.elapsed = self._elapsed(started)

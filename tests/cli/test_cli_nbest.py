@@ -141,3 +141,13 @@ def test_train_lm_command(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert b"resumed at step 20" in r.stderr
+
+
+def test_train_lm_refuses_a_device_it_cannot_use(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present (tests/cli/test_cuda.py trains on it)")
+    r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm.pt"), "--device", "cuda")
+    assert r.returncode == 2 and b"no CUDA device" in r.stderr and b"Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
