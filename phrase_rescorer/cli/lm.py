@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any
 
@@ -67,7 +68,13 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     help="After training, also report the best network's perplexity on this text (e.g. the "
     "test set's reference), next to KenLM's with --kenlm.",
 )
-@click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True, help="n-grams per step.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=256,
+    show_default=True,
+    help="n-grams per step; under torchrun, per process (a step then takes this x processes).",
+)
 @click.option(
     "--lr", type=click.FloatRange(0, min_open=True), default=1e-3, show_default=True, help="Adam's learning rate."
 )
@@ -135,14 +142,18 @@ def train_lm(
     Example:
       phrase-rescorer train-lm corpus/train.tok.lc.fr cslm.pt --valid corpus/dev.tok.lc.fr \\
           --kenlm lm/fr.5gram.blm --max-time 1200
+
+    On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
     from ..data.corpus import read_sentences
     from ..lm.kenlm import KenLMError, query_perplexity
     from ..lm.lm_file import load_lm
+    from ..lm.perplexity import perplexity
     from ..lm.text import build_vocabulary, ngrams, sentence_ids, split_held_out
-    from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path, perplexity
+    from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path
     from ..moses.toolkit import MosesNotFound, find_moses
     from ..output import check_distinct_paths, check_output_path
+    from ..parallel import distributed
     from ..training.log import EventLog
     from ..training.run_record import Interrupted
 
@@ -151,7 +162,13 @@ def train_lm(
         for given in (text, valid_path, test_path):
             if given is not None:
                 check_distinct_paths(given, output)  # a text, overwritten by a model after hours
-    dev = resolve_device(device)
+    try:  # under torchrun: this process's place in the group, and its device
+        group, dev = distributed.start(resolve_device(device))
+    except distributed.DistributedError as e:
+        raise UserError(str(e), e.exit_code) from e
+    ctx.call_on_close(group.close)
+    if not group.is_main:  # one process reports (progress, summaries); errors still show
+        ctx.find_root().ensure_object(dict)["quiet"] = True
     query = None
     if kenlm_path is not None:
         try:
@@ -194,7 +211,12 @@ def train_lm(
     say(
         ctx,
         f"CSLM: {config.order}-gram, embeddings {config.embed_dim}, layers "
-        f"{','.join(map(str, config.hidden))}, dropout {config.dropout}; device {dev}",
+        f"{','.join(map(str, config.hidden))}, dropout {config.dropout}; device {dev}"
+        + (
+            f"; {group.world_size} processes ({group.backend}), {kw['batch_size'] * group.world_size} n-grams per step"
+            if group.distributed
+            else ""
+        ),
     )
     info = {
         "argv": sys.argv[1:],
@@ -205,7 +227,8 @@ def train_lm(
     }
     bars: list[Progress] = []
     with contextlib.ExitStack() as stack:
-        log = stack.enter_context(EventLog(log_path or _companion(model_out, ".log"), append=resume))
+        log_file = log_path or _companion(model_out, ".log")
+        log = stack.enter_context(EventLog(log_file if group.is_main else os.devnull, append=resume))
         caught = stack.enter_context(deferred_signals())
         try:
             trainer = LMTrainer(
@@ -222,6 +245,7 @@ def train_lm(
                 stop=lambda: caught[0] if caught else None,
                 on_step=lambda step, loss, rate: _show_step(bars[0], step, loss, rate),
                 device=dev,
+                group=group,
             )
             bars.append(
                 stack.enter_context(
@@ -259,6 +283,8 @@ def train_lm(
                 "the same command with --resume to continue",
                 e.exit_code,
             ) from e
+    if not group.is_main:
+        return  # rank 0 reports and measures the test text
     best = trainer.info.get("valid", {})
     say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
     nan = float("nan")

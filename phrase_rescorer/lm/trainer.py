@@ -9,6 +9,10 @@ epochs without improvement, or at ``max_epochs`` / ``max_steps`` / ``max_time``.
 and on an interruption, so ``resume`` continues where the run stopped, with the same batches.
 
 It trains on the CPU or on a CUDA device (``device``); the model file is the same either way.
+Under torchrun (``group``) every process holds all the n-grams and the same order; a step's
+global batch of ``batch_size`` x processes n-grams is shared out (``Group.share``), gradients are
+averaged by DistributedDataParallel so that the update is the one of the whole batch, every
+process measures the same held-out perplexity, and rank 0 alone writes files and the log.
 
 The optimizer is Adam (the paper's CSLM toolkit used plain SGD with a decaying rate; Adam reaches
 the same kind of model in far fewer epochs, which is what a CPU budget needs).
@@ -28,11 +32,12 @@ import torch
 
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
+from ..parallel.distributed import Group
 from ..training.log import EventLog
 from ..training.run_record import Interrupted
 from .lm_file import LMFile, load_lm, save_lm
 from .network import CSLM, LMConfig
-from .text import oov_mask
+from .perplexity import perplexity
 
 
 class LMTrainingError(UsageError):
@@ -52,45 +57,8 @@ class LMTrainConfig:
     log_every: int = 100
 
 
-@dataclass
-class Perplexity:
-    """Held-out figures: perplexity over the in-shortlist tokens (KenLM's "excluding OOVs"), over
-    every token with an OOV scored as p(<unk>), and the counts."""
-
-    ppl: float
-    ppl_with_unk: float
-    tokens: int
-    oovs: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def last_path(model_path: str) -> str:
     return model_path[:-3] + ".last.pt" if model_path.endswith(".pt") else model_path + ".last"
-
-
-@torch.no_grad()
-def perplexity(model: CSLM, contexts: np.ndarray, targets: np.ndarray, batch: int = 4096) -> Perplexity:
-    """Held-out figures of ``model`` on the device its weights are on."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    total = np.zeros(len(targets), dtype=np.float64)
-    for start in range(0, len(targets), batch):
-        c = torch.from_numpy(contexts[start : start + batch]).to(device)
-        t = torch.from_numpy(targets[start : start + batch]).to(device)
-        logp = model.log_probs(c).gather(1, t[:, None])[:, 0]
-        total[start : start + batch] = logp.double().cpu().numpy()
-    model.train(was_training)
-    oov = oov_mask(targets)
-    known = total[~oov]
-    return Perplexity(
-        ppl=math.exp(-known.mean()) if known.size else math.nan,
-        ppl_with_unk=math.exp(-total.mean()) if total.size else math.nan,
-        tokens=int(len(targets)),
-        oovs=int(oov.sum()),
-    )
 
 
 def data_fingerprint(*arrays: np.ndarray) -> str:
@@ -129,15 +97,19 @@ class LMTrainer:
         stop: Callable[[], int | None] | None = None,
         on_step: Callable[[int, float, float], None] | None = None,
         device: torch.device | str = "cpu",
+        group: Group | None = None,
     ) -> None:
         self.model_path, self.vocab, self.settings, self.info = model_path, vocab, settings, info
         self.device = torch.device(device)
+        self.group = group or Group()
+        self.global_batch = settings.batch_size * self.group.world_size
         self.train_contexts, self.train_targets = train
         self.valid_contexts, self.valid_targets = valid
         self.log, self.on_progress, self.stop, self.on_step = log, on_progress, stop, on_step
         self.data_key = data_fingerprint(*train, *valid)
         torch.manual_seed(settings.seed)
         self.model = CSLM(config).to(self.device)
+        self.net = self.group.wrap(self.model)  # DistributedDataParallel under torchrun
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings.lr)
         self.state = _State()
         if resume:
@@ -152,6 +124,12 @@ class LMTrainer:
             )
         if last.config != self.model.config:
             raise LMTrainingError(f"{last.path}: network sizes differ from this run's")
+        saved_batch = ts.get("global_batch", self.settings.batch_size)
+        if saved_batch != self.global_batch:  # a step's place in the epoch depends on it
+            raise LMTrainingError(
+                f"{last.path}: trained with a global batch of {saved_batch} n-grams, this run's is "
+                f"{self.global_batch} (--batch-size x processes): resume with the same global batch"
+            )
         self.model.load_state_dict(last.state_dict)
         self.optimizer.load_state_dict(ts["optimizer"])
         torch.set_rng_state(ts["rng"])
@@ -162,6 +140,7 @@ class LMTrainer:
     def _training_state(self) -> dict[str, Any]:
         return {
             "data": self.data_key,
+            "global_batch": self.global_batch,
             "optimizer": self.optimizer.state_dict(),
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
@@ -172,7 +151,7 @@ class LMTrainer:
         return np.random.default_rng([self.settings.seed, epoch]).permutation(len(self.train_targets))
 
     def _event(self, event: dict[str, Any]) -> None:
-        if self.log is not None:
+        if self.log is not None and self.group.is_main:
             self.log.write({"step": self.state.step, "epoch": self.state.epoch, **event})
 
     def _validate(self, started: float) -> bool:
@@ -182,9 +161,10 @@ class LMTrainer:
         if best:
             self.state.best = figures.ppl
             self.info.update(steps=self.state.step, epochs=self.state.epoch, valid=figures.to_dict())
-            save_lm(self.model_path, self.model, self.vocab, dict(self.info))
+            if self.group.is_main:
+                save_lm(self.model_path, self.model, self.vocab, dict(self.info))
         self.state.elapsed = self._elapsed(started)
-        save_lm(last_path(self.model_path), self.model, self.vocab, dict(self.info), self._training_state())
+        self._save_last()
         self._event(
             {
                 "event": "valid",
@@ -194,23 +174,28 @@ class LMTrainer:
                 "best": best,
             }
         )
-        if self.on_progress:
+        if self.on_progress and self.group.is_main:
             self.on_progress(
                 f"step {self.state.step:,}, epoch {self.state.epoch}: held-out perplexity "
                 f"{figures.ppl:.2f}{' (best)' if best else ''}"
             )
         return best
 
+    def _save_last(self) -> None:
+        if self.group.is_main:
+            save_lm(last_path(self.model_path), self.model, self.vocab, dict(self.info), self._training_state())
+
     def _elapsed(self, started: float) -> float:
         return self._base_elapsed + time.monotonic() - started
 
     def run(self) -> str:
-        s, st = self.settings, self.state
+        s, st, g = self.settings, self.state, self.group
         self._base_elapsed = st.elapsed
         started = time.monotonic()
         self.model.train()
         n = len(self.train_targets)
-        batches = max(1, math.ceil(n / s.batch_size))
+        global_batch = self.global_batch
+        batches = max(1, math.ceil(n / global_batch))
         # the n-grams live on the training device (a few bytes per token), batches are gathered there
         contexts = torch.from_numpy(self.train_contexts).to(self.device)
         targets = torch.from_numpy(self.train_targets).to(self.device)
@@ -221,18 +206,28 @@ class LMTrainer:
                 return "epochs"
             order = torch.from_numpy(self._order(st.epoch)).to(self.device)
             while st.batch < batches:
-                idx = order[st.batch * s.batch_size : (st.batch + 1) * s.batch_size]
-                logits = self.model(contexts[idx])
-                loss = torch.nn.functional.cross_entropy(logits, targets[idx])
+                batch = order[st.batch * global_batch : (st.batch + 1) * global_batch]
+                idx = g.share(batch)
+                logits = self.net(contexts[idx])
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                if g.distributed:
+                    # this share's sum over the whole batch's size, times the processes: DDP's
+                    # average of the gradients is then the gradient of the whole batch's mean
+                    total = torch.nn.functional.cross_entropy(logits, targets[idx], reduction="sum")
+                    (total * (g.world_size / len(batch))).backward()
+                    loss_sum += total.detach().double()
+                else:
+                    loss = torch.nn.functional.cross_entropy(logits, targets[idx])
+                    loss.backward()
+                    loss_sum += loss.detach().double() * len(idx)
                 self.optimizer.step()
                 st.batch += 1
                 st.step += 1
-                loss_sum += loss.detach().double() * len(idx)
                 loss_n += len(idx)
                 if st.step % s.log_every == 0:
-                    mean_loss = float(loss_sum) / loss_n
+                    summed, counted = g.sum([float(loss_sum), loss_n])
+                    mean_loss = summed / counted
+                    loss_n = int(counted)
                     now = time.monotonic()
                     self._event(
                         {
@@ -246,11 +241,11 @@ class LMTrainer:
                         self.on_step(st.step, mean_loss, loss_n / max(now - tick, 1e-9))
                     loss_sum.zero_()
                     loss_n, tick = 0, now
-                if self.stop is not None and (why := self.stop()):
+                if self.stop is not None and (why := g.max([self.stop() or 0])[0]):  # every process stops
                     # Ctrl-C, SIGTERM, SIGHUP between two steps: the latest state, for --resume
                     st.elapsed = self._elapsed(started)
                     last = last_path(self.model_path)
-                    save_lm(last, self.model, self.vocab, dict(self.info), self._training_state())
+                    self._save_last()
                     self._event({"event": "end", "reason": "interrupted", "elapsed": st.elapsed})
                     raise Interrupted(why, st.step, last)
                 if s.valid_every and st.step % s.valid_every == 0 and st.batch < batches:
@@ -260,7 +255,7 @@ class LMTrainer:
                     if not just_measured:
                         self._validate(started)
                     return "max_steps"
-                if s.max_time is not None and self._elapsed(started) >= s.max_time:
+                if s.max_time is not None and g.max([int(self._elapsed(started) >= s.max_time)])[0]:
                     if not just_measured:
                         self._validate(started)
                     return "max_time"

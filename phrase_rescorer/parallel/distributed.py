@@ -33,6 +33,7 @@ import torch.distributed as dist
 from ..errors import UsageError
 
 T = TypeVar("T")
+Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 
 #: How long a collective may wait for the slowest process. Training processes run in lock
 #: step; rescoring processes wait for the slowest part at the end, hence the long default.
@@ -103,7 +104,7 @@ class Group:
         """Rank 0: the process that writes files and reports."""
         return self.rank == 0
 
-    def share(self, rows: np.ndarray) -> np.ndarray:
+    def share(self, rows: Rows) -> Rows:
         """This process's rows of ``rows``: every ``world_size``-th from ``rank`` on, so the
         shares of all processes are disjoint and together are ``rows``."""
         return rows[self.rank :: self.world_size] if self.distributed else rows

@@ -284,3 +284,30 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path)
     valid = _valid(two / "m.log")
     del valid[12]  # the 2-process run's closing validation
     assert _close(valid, _valid(one / "m.log"))
+
+
+def _lm_ppl(log: Path) -> dict[int, float]:
+    return {e["step"]: e["valid_token_ppl"] for e in read_log(str(log)) if e["event"] == "valid"}
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_cslm_like_one_with_the_same_global_batch(tmp_path: Path) -> None:
+    """train-lm under torchrun: 2 processes x 16 n-grams follow 1 process x 32; a resume with
+    another global batch is refused."""
+    from tests.helpers.cslm import TEXTS
+
+    text = tmp_path / "text.fr"
+    text.write_bytes(b"".join(t.read_bytes() for t in TEXTS))
+    sizes = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--dropout", "0", "--vocab-size", "60"]
+    args = [*sizes, "--max-steps", "20", "--valid-every", "5", "--valid", str(TEXTS[0]), "--device", "cpu"]
+    one_process("train-lm", str(text), str(tmp_path / "one.pt"), *args, "--batch-size", "32")
+    r = torchrun("train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", "16")
+    assert r.returncode == 0, r.stderr
+    ref, got = _lm_ppl(tmp_path / "one.log"), _lm_ppl(tmp_path / "two.log")
+    assert len(ref) >= 4 and _close(got, ref)
+    events = [e["event"] for e in read_log(str(tmp_path / "two.log"))]
+    assert events.count("start") == 1 and events.count("end") == 1  # one writer
+    refused = CliRunner().invoke(
+        cli, ["train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", "16", "--resume"]
+    )
+    assert refused.exit_code == 2 and "global batch of 32" in refused.output
