@@ -12,9 +12,9 @@ import click
 from ..errors import EXIT_INPUT
 from ..lm.network import PRESETS, preset
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say, threads_option
+from .common import UserError, device_option, progress, say, threads_option
 from .progress import Progress
-from .training_run import deferred_signals
+from .training_run import deferred_signals, join_group
 
 
 def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -153,7 +153,6 @@ def train_lm(
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path
     from ..moses.toolkit import MosesNotFound, find_moses
     from ..output import check_distinct_paths, check_output_path
-    from ..parallel import distributed
     from ..training.log import EventLog
     from ..training.run_record import Interrupted
 
@@ -162,13 +161,7 @@ def train_lm(
         for given in (text, valid_path, test_path):
             if given is not None:
                 check_distinct_paths(given, output)  # a text, overwritten by a model after hours
-    try:  # under torchrun: this process's place in the group, and its device
-        group, dev = distributed.start(resolve_device(device))
-    except distributed.DistributedError as e:
-        raise UserError(str(e), e.exit_code) from e
-    ctx.call_on_close(group.close)
-    if not group.is_main:  # one process reports (progress, summaries); errors still show
-        ctx.find_root().ensure_object(dict)["quiet"] = True
+    group, dev = join_group(ctx, device)
     query = None
     if kenlm_path is not None:
         try:

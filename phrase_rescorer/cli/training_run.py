@@ -1,6 +1,7 @@
 """One training run from the command line, for every training command (``train``,
 ``train-nmt``): the options checked, the data prepared, progress and summaries, signals turned
-into a resumable stop. The commands differ only in what they read."""
+into a resumable stop. The commands differ only in what they read. ``train-lm`` shares the
+process group and the signal handling."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
+import torch
 
 from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
@@ -74,13 +76,7 @@ def run_training(
     except ValueError as e:
         raise UserError(str(e)) from e
     cfg = TrainConfig(**options)
-    try:
-        group, dev = distributed.start(resolve_device(device))
-    except distributed.DistributedError as e:
-        raise UserError(str(e), e.exit_code) from e
-    ctx.call_on_close(group.close)
-    if not group.is_main:  # one process reports (progress, summaries); errors still show
-        ctx.find_root().ensure_object(dict)["quiet"] = True
+    group, dev = join_group(ctx, device)
     if cfg.bf16 and dev.type == "cpu":
         warning = cpu_features().bf16_warning()
         if warning:
@@ -205,6 +201,19 @@ def run_training(
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")
     say(ctx, f"wrote {model_out} (best), {last_path} (latest, for --resume)")
+
+
+def join_group(ctx: click.Context, device: str) -> tuple[distributed.Group, torch.device]:
+    """This process's group and device (under torchrun: its place among the processes, its GPU),
+    closed with the command; only rank 0 reports (progress, summaries), errors still show."""
+    try:
+        group, dev = distributed.start(resolve_device(device))
+    except distributed.DistributedError as e:
+        raise UserError(str(e), e.exit_code) from e
+    ctx.call_on_close(group.close)
+    if not group.is_main:
+        ctx.find_root().ensure_object(dict)["quiet"] = True
+    return group, dev
 
 
 @contextlib.contextmanager

@@ -117,8 +117,20 @@ def test_translate_on_cuda_equals_the_cpu(tmp_path: Path) -> None:
     assert len(outs["cpu"]) == 8 and outs["cpu"] == outs["cuda"]
 
 
-def held_out_logps(log: Path) -> list[float]:
-    return [e["valid_mean_logp"] for e in read_log(str(log)) if e["event"] == "valid"]
+def held_out(log: Path, key: str = "valid_mean_logp") -> list[float]:
+    return [e[key] for e in read_log(str(log)) if e["event"] == "valid"]
+
+
+def follows_the_cpu(tmp_path: Path, command: str, inputs: list[str], args: list[str], key: str) -> int:
+    """``command`` trained on both devices: every validation's figure ``key`` agrees; returns how
+    many there were."""
+    curves = {}
+    for device in ("cpu", "cuda"):
+        run(command, *inputs, str(tmp_path / f"{device}.pt"), *args, "--device", device)
+        curves[device] = held_out(tmp_path / f"{device}.log", key)
+    for a, b in zip(curves["cpu"], curves["cuda"], strict=True):
+        assert close(a, b, TRAIN_REL, 0), curves
+    return len(curves["cpu"])
 
 
 TRAIN = [*TINY_NETWORK, "--batch-size", "16", "--valid-every", "10", "--patience", "0", "--seed", "3"]
@@ -126,14 +138,7 @@ TRAIN = [*TINY_NETWORK, "--batch-size", "16", "--valid-every", "10", "--patience
 
 def test_training_on_cuda_follows_the_cpu(tmp_path: Path) -> None:
     """The same 30 steps on both devices: the held-out log p of every validation agrees."""
-    curves = {}
-    for device in ("cpu", "cuda"):
-        model = tmp_path / f"{device}.pt"
-        run("train", str(SAMPLE), str(model), *TRAIN, "--max-steps", "30", "--device", device)
-        curves[device] = held_out_logps(tmp_path / f"{device}.log")
-    assert len(curves["cpu"]) == 3
-    for a, b in zip(curves["cpu"], curves["cuda"], strict=True):
-        assert close(a, b, TRAIN_REL, 0), curves
+    assert follows_the_cpu(tmp_path, "train", [str(SAMPLE)], [*TRAIN, "--max-steps", "30"], "valid_mean_logp") == 3
 
 
 def test_a_resumed_cuda_run_continues_where_it_stopped(tmp_path: Path) -> None:
@@ -142,7 +147,7 @@ def test_a_resumed_cuda_run_continues_where_it_stopped(tmp_path: Path) -> None:
     run("train", str(SAMPLE), str(whole), *TRAIN, "--max-steps", "40", "--device", "cuda")
     run("train", str(SAMPLE), str(parts), *TRAIN, "--max-steps", "20", "--device", "cuda")
     run("train", str(SAMPLE), str(parts), *TRAIN, "--max-steps", "40", "--device", "cuda", "--resume")
-    a, b = held_out_logps(tmp_path / "whole.log"), held_out_logps(tmp_path / "parts.log")
+    a, b = held_out(tmp_path / "whole.log"), held_out(tmp_path / "parts.log")
     assert len(a) == len(b) == 4
     for x, y in zip(a, b, strict=True):
         assert close(x, y, 1e-4, 0), (a, b)
@@ -153,7 +158,7 @@ def test_bf16_training_on_cuda_learns(tmp_path: Path) -> None:
     curves = {}
     for name, extra in (("fp32", []), ("bf16", ["--bf16"])):
         run("train", str(SAMPLE), str(tmp_path / f"{name}.pt"), *TRAIN, "--max-steps", "30", "--device", "cuda", *extra)
-        curves[name] = held_out_logps(tmp_path / f"{name}.log")
+        curves[name] = held_out(tmp_path / f"{name}.log")
     assert curves["bf16"][-1] > curves["bf16"][0]
     assert close(curves["bf16"][-1], curves["fp32"][-1], 0.05, 0), curves
 
@@ -161,29 +166,16 @@ def test_bf16_training_on_cuda_learns(tmp_path: Path) -> None:
 def test_train_lm_on_cuda_follows_the_cpu(tmp_path: Path) -> None:
     text = tmp_path / "text.fr"
     text.write_bytes((TINY_MOSES / "dev.fr").read_bytes() + (TINY_MOSES / "test.fr").read_bytes())
-    ppl = {}
-    for device in ("cpu", "cuda"):
-        model = tmp_path / f"{device}.pt"
-        args = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--dropout", "0", "--vocab-size", "60"]
-        args += ["--max-steps", "40", "--batch-size", "32", "--valid-every", "10"]
-        run("train-lm", str(text), str(model), *args, "--valid", str(TINY_MOSES / "dev.fr"), "--device", device)
-        ppl[device] = [e["valid_token_ppl"] for e in read_log(str(tmp_path / f"{device}.log")) if e["event"] == "valid"]
-    assert ppl["cpu"] and len(ppl["cpu"]) == len(ppl["cuda"])
-    for a, b in zip(ppl["cpu"], ppl["cuda"], strict=True):
-        assert close(a, b, TRAIN_REL, 0), ppl
+    args = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--dropout", "0", "--vocab-size", "60"]
+    args += ["--max-steps", "40", "--batch-size", "32", "--valid-every", "10", "--valid", str(TINY_MOSES / "dev.fr")]
+    assert follows_the_cpu(tmp_path, "train-lm", [str(text)], args, "valid_token_ppl") >= 4
 
 
 def test_train_nmt_on_cuda_follows_the_cpu(tmp_path: Path) -> None:
-    curves = {}
-    for device in ("cpu", "cuda"):
-        model = tmp_path / f"{device}.pt"
-        args = ["--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8"]
-        args += ["--max-steps", "20", "--valid-every", "5", "--valid-fraction", "0.25", "--patience", "0"]
-        run("train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(model), *args, "--device", device)
-        curves[device] = held_out_logps(tmp_path / f"{device}.log")
-    assert len(curves["cpu"]) == 4
-    for a, b in zip(curves["cpu"], curves["cuda"], strict=True):
-        assert close(a, b, TRAIN_REL, 0), curves
+    args = ["--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8"]
+    args += ["--max-steps", "20", "--valid-every", "5", "--valid-fraction", "0.25", "--patience", "0"]
+    inputs = [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
+    assert follows_the_cpu(tmp_path, "train-nmt", inputs, args, "valid_mean_logp") == 4
 
 
 def test_gz_output_on_cuda_is_the_cpu_bytes_outside_the_column(tmp_path: Path) -> None:
