@@ -66,7 +66,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
     default=None,
     help="The CSLM (train-lm): adds the paper's reranked rows, \"+ CSLM\" on the baseline's runs, "
     "\"+ CSLM + RNN\" (and + WP) on the others': each run's dev and test n-best lists get the "
-    "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked.",
+    "CSLM feature, the reranking weights are tuned on dev with mert, test is reranked. May be "
+    "added or changed when an experiment is continued: its MERT runs are kept.",
 )
 @click.option(
     "--nmt",
@@ -75,7 +76,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
     default=None,
     help='A translation network trained on sentence pairs (train-nmt): adds "+ NMT" rows built '
     'like the CSLM\'s (the feature ln p(hypothesis | source)); with --lm also "+ CSLM + NMT" '
-    "(and + RNN ones).",
+    "(and + RNN ones). Like --lm, may be added or changed when an experiment is continued.",
 )
 @click.option(
     "--rerank-nbest",

@@ -12,21 +12,27 @@ run's own seed) on the list with its own features only (the others removed), and
 hypothesis of each dev and test sentence. Files, in the decoder run's directory::
 
     rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with every feature
+    rerank/features.json                          each feature's model (SHA-256), written last
     rerank/KEY/{dev,test}.nbest.gz               a system's lists, when it uses fewer features
     rerank/KEY/weights                            its tuned reranking weights
     rerank/KEY/dev.best, rerank/KEY/test.best     the chosen hypotheses
     rerank/KEY/result.json                        written last: the reranked run is finished
 
-A restarted experiment keeps a finished reranked run and redoes an unfinished one.
+A restarted experiment keeps a finished reranked run and redoes an unfinished one. The models
+may change between two starts (``--lm`` or ``--nmt`` added, replaced by another file, or left
+out): the decoder runs are kept, the lists are not decoded again, the features of models that
+changed or went are removed from them and those of new or changed models appended, and a
+reranked run is redone when a model of its features changed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +52,7 @@ from ..reranking.nbest_features import read_matrix
 from ..reranking.weights import vector, write_weights_file
 from .moses_runs import decode_nbest
 from .systems import ExperimentError, System
+from .workdir import sha256_of
 
 #: The feature each sentence-level model adds, and its word in keys and labels.
 CSLM = ("CSLM0", "cslm", "CSLM")
@@ -61,6 +68,14 @@ class SentenceModels:
 
     def features(self) -> list[tuple[str, str, str]]:
         return [f for f, path in ((CSLM, self.lm), (NMT, self.nmt)) if path]
+
+    def fingerprints(self) -> dict[str, str]:
+        """Each feature's name and the SHA-256 of its model file."""
+        return {f[0]: sha256_of(path) for f, path in ((CSLM, self.lm), (NMT, self.nmt)) if path}
+
+    def only(self, names: Sequence[str]) -> SentenceModels:
+        """The models of the features ``names``."""
+        return SentenceModels(self.lm if CSLM[0] in names else None, self.nmt if NMT[0] in names else None)
 
     def combinations(self) -> list[list[tuple[str, str, str]]]:
         """Each reranked system's features: each model alone, then all together."""
@@ -95,6 +110,16 @@ def _load(models: SentenceModels, sources: Sequence[str], device: str) -> list[F
     return out
 
 
+def _recorded(path: str) -> dict[str, str]:
+    """The features a run's lists were scored with ({} when unknown: every feature redone)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def score_lists(
     toolkit: MosesToolkit,
     run_dir: str,
@@ -105,25 +130,66 @@ def score_lists(
     nbest: int,
     threads: int,
     say: Callable[[str], None],
-) -> float:
-    """The run's dev and test n-best lists with every feature (kept when already written);
-    the seconds it took."""
+) -> tuple[float, set[str]]:
+    """The run's dev and test n-best lists with every feature of ``models``: decoded and scored,
+    or, when scored earlier, brought up to date without decoding (the features of models that
+    changed or were left out removed, those of new or changed models appended). Returns the
+    seconds it took and the features computed now."""
     work = rerank_dir(run_dir)
     os.makedirs(work, exist_ok=True)
     t0 = time.time()
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    wanted = models.fingerprints()
+    record = os.path.join(work, "features.json")
+    scored = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
+    # the record is written after both lists: without it, what the lists hold is unknown
+    recorded = _recorded(record) if all(map(os.path.exists, scored.values())) else {}
+    redo = [name for name in wanted if recorded.get(name) != wanted[name]]
+    if not redo and set(recorded) <= set(wanted) and os.path.exists(record):
+        return time.time() - t0, set()
+    drop = [name for name, _, _ in (CSLM, NMT) if name not in wanted or name in redo]
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(record)
+    computed = set(redo)
     for part, (source, _reference) in (("dev", dev), ("test", test)):
-        scored = os.path.join(work, f"{part}.nbest.gz")
-        if os.path.exists(scored):
-            continue
-        raw = os.path.join(work, f"{part}.{nbest}best")
-        say(f"{part}: decoding {nbest}-best lists with the tuned weights")
-        decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, raw, nbest, threads=threads)
         sources = read_source_text(source)
-        say(f"{part}: appending {', '.join(f[0] for f in models.features())}")
-        append_features(raw, scored, _load(models, sources, device), sources=sources, source_path=source)
-        os.remove(raw)
-    return time.time() - t0
+        if os.path.exists(scored[part]):
+            say(f"{part}: the scored lists kept; features {', '.join(redo) or 'none'} computed again")
+            plain = os.path.join(work, f"{part}.plain.gz")
+            with AtomicOutput(plain) as out:
+                for line in read_nbest(scored[part]):
+                    out.write(without_features(line, drop))
+            features = models.only(redo)
+        else:
+            plain = os.path.join(work, f"{part}.{nbest}best")
+            say(f"{part}: decoding {nbest}-best lists with the tuned weights")
+            decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, plain, nbest, threads=threads)
+            features, computed = models, set(wanted)
+        if features.features():
+            say(f"{part}: appending {', '.join(f[0] for f in features.features())}")
+            append_features(plain, scored[part], _load(features, sources, device), sources=sources, source_path=source)
+            os.remove(plain)
+        else:
+            os.replace(plain, scored[part])  # only features removed: the stripped list is the list
+    with AtomicOutput(record, compress=False) as out:
+        out.write((json.dumps(wanted, indent=2) + "\n").encode("utf-8"))
+    return time.time() - t0, computed
+
+
+def _finished_with(result: str, models: Mapping[str, str], computed: set[str]) -> bool:
+    """Whether a reranked run's ``result`` exists and was tuned on today's features: the same
+    models (a result written before the models were recorded: none of its features computed
+    again now)."""
+    try:
+        with open(result, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):  # absent or unreadable: (re)done
+        return False
+    if not isinstance(meta, dict):
+        return False
+    if "models" in meta:
+        return meta["models"] == dict(models)
+    return not (set(models) & computed)
 
 
 def rerank_run(
@@ -139,11 +205,17 @@ def rerank_run(
     seed: int,
     threads: int,
     score_seconds: float,
+    fingerprints: Mapping[str, str],
+    computed: set[str],
     say: Callable[[str], None],
 ) -> None:
-    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``."""
+    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``;
+    a finished one is kept while its features' models (``fingerprints``) are those it was tuned
+    with, and none of its features was ``computed`` again since (``score_lists``)."""
     work = os.path.join(rerank_dir(run_dir), system.key)
-    if os.path.exists(os.path.join(work, "result.json")):
+    names = [f[0] for f in features]
+    models = {name: fingerprints[name] for name in names}
+    if _finished_with(os.path.join(work, "result.json"), models, computed):
         say("finished earlier, kept")
         return
     os.makedirs(work, exist_ok=True)
@@ -180,7 +252,8 @@ def rerank_run(
         meta = {
             "seed": seed,
             "nbest": nbest,
-            "features": [f[0] for f in features],
+            "features": names,
+            "models": models,
             "mert_dev_bleu": round(result.dev_bleu, 2),
             "decode_and_score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),

@@ -121,6 +121,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     decoders = systems_for(settings.model is not None, settings.unk_feature, settings.inverse_model is not None)
     models = SentenceModels(settings.lm, settings.nmt)
     combinations = models.combinations()
+    fingerprints = models.fingerprints()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     starts = {
@@ -177,7 +178,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             report()
             if not combinations:
                 continue
-            seconds = score_lists(
+            seconds, computed = score_lists(
                 toolkit,
                 run_dir,
                 models,
@@ -200,6 +201,8 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                     seed=seed,
                     threads=settings.threads,
                     score_seconds=seconds,
+                    fingerprints=fingerprints,
+                    computed=computed,
                     say=_prefixed(say, f"{reranker.key} run {run}"),
                 )
                 scores[reranker.key].append(

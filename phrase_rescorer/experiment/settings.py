@@ -46,14 +46,14 @@ class Settings:
     rescore_options: dict = field(default_factory=dict)
 
     def identity(self) -> dict:
-        """What a restart must share with the first start (not: runs, threads, scoring)."""
+        """What a restart must share with the first start (not: runs, threads, scoring, and not
+        the sentence-level models ``lm`` and ``nmt``: a restart may add, replace or drop them,
+        and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``)."""
         return {
             "ini": os.path.abspath(self.ini),
             "dev": [os.path.abspath(p) for p in self.dev],
             "test": [os.path.abspath(p) for p in self.test],
             "model": os.path.abspath(self.model) if self.model else None,
-            "lm": os.path.abspath(self.lm) if self.lm else None,
-            **({"nmt": os.path.abspath(self.nmt)} if self.nmt else {}),
             **({"inverse_model": os.path.abspath(self.inverse_model)} if self.inverse_model else {}),
             "rerank_nbest": self.rerank_nbest,
             "unk_feature": self.unk_feature,
@@ -131,9 +131,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         settings.test,
         settings.test_raw_reference,
         settings.model,
-        settings.lm,
-        settings.nmt,
-        settings.inverse_model,
+        inverse_model=settings.inverse_model,
     )
     if not os.path.exists(path):
         write_json(path, {**identity, "fingerprints": prints})
@@ -157,8 +155,6 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         "test": settings.test,
         "test_raw_reference": settings.test_raw_reference,
         "model": settings.model,
-        "lm": settings.lm,
-        "nmt": settings.nmt,
         "inverse_model": settings.inverse_model,
     }
     files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)

@@ -105,13 +105,12 @@ def fingerprints(
     test: tuple[str, str],
     raw_reference: str | None,
     model: str | None,
-    lm: str | None = None,
-    nmt: str | None = None,
     inverse_model: str | None = None,
 ) -> dict:
-    """What a restart must find unchanged (module docstring); ``lm`` and ``nmt``: the sentence-level
-    models of the reranked rows, ``inverse_model`` the second column's network (``nmt`` and
-    ``inverse_model`` recorded only when given, as experiments before them had none)."""
+    """What a restart must find unchanged (module docstring); ``inverse_model`` the second
+    column's network (recorded only when given, as experiments before it had none). The
+    sentence-level models are not among them: each decoder run records the ones its lists were
+    scored with (``reranked.score_lists``)."""
     return {
         "ini": sha256_of(ini),
         "ini_files": ini_files(ini),
@@ -119,8 +118,6 @@ def fingerprints(
         "test": [sha256_of(p) for p in test],
         "test_raw_reference": sha256_of(raw_reference) if raw_reference else None,
         "model": sha256_of(model) if model else None,
-        "lm": sha256_of(lm) if lm else None,
-        **({"nmt": sha256_of(nmt)} if nmt else {}),
         **({"inverse_model": sha256_of(inverse_model)} if inverse_model else {}),
     }
 

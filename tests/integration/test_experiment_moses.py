@@ -180,6 +180,35 @@ def test_restart_skips_finished_runs_and_redoes_unfinished_ones(setup: dict) -> 
     assert again.stdout == setup["first"].stdout
 
 
+@pytest.mark.slow
+def test_a_restart_with_another_cslm_keeps_the_decoder_runs(setup: dict, tmp_path: Path) -> None:
+    """The sentence-level models may change between two starts: another --lm and no --nmt.
+    The MERT runs and the lists are kept (no decoding), the CSLM's feature computed again, the
+    NMT's removed; the CSLM rows are reranked again, the rows left out are not reported."""
+    assert setup["first"].returncode == 0, setup["first"].stderr
+    out, args = setup["out"], list(setup["args"])
+    mert = out / "systems" / "baseline" / "run1" / "moses.ini"
+    stamp = mert.stat().st_mtime_ns
+    lm2 = tiny_lm(tmp_path / "cslm2.pt", seed=2)
+    args[args.index("--lm") + 1] = str(lm2)
+    del args[args.index("--nmt") : args.index("--nmt") + 2]
+    again = experiment(*args)
+    assert again.returncode == 0, again.stderr
+    assert "baseline run 1: finished earlier, kept" in again.stderr
+    assert "decoding" not in again.stderr
+    assert "baseline run 1: dev: the scored lists kept; features CSLM0 computed again" in again.stderr
+    assert "cslm run 1: tuning the reranking weights" in again.stderr
+    assert mert.stat().st_mtime_ns == stamp
+    rows = [line.split("  ")[0].strip() for line in again.stdout.splitlines()[2:8]]
+    assert rows == ["baseline", "+ RNN", "+ RNN + WP", "+ CSLM", "+ CSLM + RNN", "+ CSLM + RNN + WP"]
+    rerank = out / "systems" / "baseline" / "run1" / "rerank"
+    with gzip.open(rerank / "test.nbest.gz", "rt", encoding="utf-8") as f:
+        assert all(" CSLM0= " in line and " NMT0= " not in line for line in f)
+    result = json.loads((rerank / "cslm" / "result.json").read_text())
+    assert list(result["models"]) == ["CSLM0"]
+    assert json.loads((rerank / "features.json").read_text()) == result["models"]
+
+
 def test_no_moses_is_refused(tmp_path: Path) -> None:
     result = experiment(
         "--moses",

@@ -1,0 +1,105 @@
+"""The sentence-level models of an experiment may change between two starts: a decoder run's
+scored n-best lists are then brought up to date without decoding again (``reranked.score_lists``),
+and a reranked run is kept only while its features' models are those it was tuned with
+(``reranked._finished_with``). No Moses is needed: the lists exist, so nothing is decoded."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.experiment.reranked import CSLM, NMT, SentenceModels, _finished_with, score_lists
+from tests.helpers.cslm import TINY_MOSES, tiny_lm
+from tests.helpers.nmt import tiny_nmt
+
+PARTS = {"dev": (str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")), "test": (str(TINY_MOSES / "test.en"), "")}
+VALUE = re.compile(rb"(CSLM0|NMT0)= (\S+)")
+APPENDED = re.compile(rb" (?:CSLM0|NMT0)= \S+")
+
+
+def decoder_list(reference: Path) -> bytes:
+    """A list as the decoder writes it: per sentence its reference and the reference less its last word."""
+    lines = []
+    for i, ref in enumerate(reference.read_text(encoding="utf-8").splitlines()):
+        words = ref.split()
+        for hyp in dict.fromkeys([" ".join(words), " ".join(words[:-1])]):
+            lines.append(f"{i} ||| {hyp} ||| LM0= -10.5 WordPenalty0= -{len(hyp.split())} ||| -3.5\n")
+    return "".join(lines).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("models")
+    return {"lm": tiny_lm(tmp / "lm.pt"), "lm2": tiny_lm(tmp / "lm2.pt", seed=2), "nmt": tiny_nmt(tmp / "nmt.pt")}
+
+
+def features(path: Path) -> list[dict[str, bytes]]:
+    return [dict(VALUE.findall(line)) for line in gzip.decompress(path.read_bytes()).splitlines()]
+
+
+def score(run: Path, lm: Path | None, nmt: Path | None) -> set[str]:
+    said: list[str] = []
+    _, computed = score_lists(
+        None,  # type: ignore[arg-type]  # the lists exist: nothing is decoded
+        str(run),
+        SentenceModels(str(lm) if lm else None, str(nmt) if nmt else None),
+        PARTS["dev"],
+        PARTS["test"],
+        nbest=2,
+        threads=1,
+        say=said.append,
+    )
+    assert not any("decoding" in s for s in said), said
+    return computed
+
+
+def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "run1"
+    (run / "rerank").mkdir(parents=True)
+    raw = {part: decoder_list(TINY_MOSES / f"{part}.fr") for part in ("dev", "test")}
+    lists = {part: run / "rerank" / f"{part}.nbest.gz" for part in raw}
+    for part, data in raw.items():  # scored by an earlier version: no record of the models
+        lists[part].write_bytes(gzip.compress(data))
+
+    assert score(run, models["lm"], None) == {CSLM[0]}
+    first = features(lists["dev"])
+    assert all(f.keys() == {b"CSLM0"} for f in first)
+    record = json.loads((run / "rerank" / "features.json").read_text())
+    assert list(record) == [CSLM[0]]
+
+    stamp = lists["dev"].stat().st_mtime_ns
+    assert score(run, models["lm"], None) == set()  # nothing changed: nothing done
+    assert lists["dev"].stat().st_mtime_ns == stamp
+
+    assert score(run, models["lm"], models["nmt"]) == {NMT[0]}  # added: the CSLM's values kept
+    both = features(lists["dev"])
+    assert [f[b"CSLM0"] for f in both] == [f[b"CSLM0"] for f in first]
+    assert all(f.keys() == {b"CSLM0", b"NMT0"} for f in both)
+
+    assert score(run, models["lm2"], models["nmt"]) == {CSLM[0]}  # replaced: computed again
+    replaced = features(lists["dev"])
+    assert [f[b"NMT0"] for f in replaced] == [f[b"NMT0"] for f in both]
+    assert [f[b"CSLM0"] for f in replaced] != [f[b"CSLM0"] for f in both]
+
+    assert score(run, models["lm2"], None) == set()  # left out: its feature removed
+    assert all(f.keys() == {b"CSLM0"} for f in features(lists["test"]))
+    assert score(run, None, models["nmt"]) == {NMT[0]}
+    for part, data in raw.items():  # every byte of the decoder's lines kept throughout
+        assert APPENDED.sub(b"", gzip.decompress(lists[part].read_bytes())) == data
+
+
+def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) -> None:
+    result = tmp_path / "result.json"
+    assert not _finished_with(str(result), {"CSLM0": "a"}, set())
+    result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}}))
+    assert _finished_with(str(result), {"CSLM0": "a"}, {"CSLM0"})
+    assert not _finished_with(str(result), {"CSLM0": "b"}, set())
+    result.write_text(json.dumps({"features": ["CSLM0"]}))  # written before models were recorded
+    assert _finished_with(str(result), {"CSLM0": "a"}, {"NMT0"})
+    assert not _finished_with(str(result), {"CSLM0": "a"}, {"CSLM0"})
+    result.write_text("{not json")
+    assert not _finished_with(str(result), {"CSLM0": "a"}, set())
