@@ -129,28 +129,28 @@ def score_lists(
     *,
     nbest: int,
     threads: int,
+    fingerprints: Mapping[str, str],
     say: Callable[[str], None],
-) -> tuple[float, set[str]]:
-    """The run's dev and test n-best lists with every feature of ``models``: decoded and scored,
-    or, when scored earlier, brought up to date without decoding (the features of models that
-    changed or were left out removed, those of new or changed models appended). Returns the
-    seconds it took and the features computed now."""
+) -> float:
+    """The run's dev and test n-best lists with every feature of ``models`` (their
+    ``fingerprints``, taken once for the whole experiment): decoded and scored, or, when scored
+    earlier, brought up to date without decoding (the features of models that changed or were
+    left out removed, those of new or changed models appended). Returns the seconds it took."""
     work = rerank_dir(run_dir)
     os.makedirs(work, exist_ok=True)
     t0 = time.time()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    wanted = models.fingerprints()
+    wanted = dict(fingerprints)
     record = os.path.join(work, "features.json")
     scored = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     # the record is written after both lists: without it, what the lists hold is unknown
     recorded = _recorded(record) if all(map(os.path.exists, scored.values())) else {}
     redo = [name for name in wanted if recorded.get(name) != wanted[name]]
     if not redo and set(recorded) <= set(wanted) and os.path.exists(record):
-        return time.time() - t0, set()
+        return time.time() - t0
     drop = [name for name, _, _ in (CSLM, NMT) if name not in wanted or name in redo]
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError):  # interrupted from here on: every feature redone
         os.remove(record)
-    computed = set(redo)
     for part, (source, _reference) in (("dev", dev), ("test", test)):
         sources = read_source_text(source)
         if os.path.exists(scored[part]):
@@ -164,7 +164,7 @@ def score_lists(
             plain = os.path.join(work, f"{part}.{nbest}best")
             say(f"{part}: decoding {nbest}-best lists with the tuned weights")
             decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, plain, nbest, threads=threads)
-            features, computed = models, set(wanted)
+            features = models
         if features.features():
             say(f"{part}: appending {', '.join(f[0] for f in features.features())}")
             append_features(plain, scored[part], _load(features, sources, device), sources=sources, source_path=source)
@@ -173,23 +173,18 @@ def score_lists(
             os.replace(plain, scored[part])  # only features removed: the stripped list is the list
     with AtomicOutput(record, compress=False) as out:
         out.write((json.dumps(wanted, indent=2) + "\n").encode("utf-8"))
-    return time.time() - t0, computed
+    return time.time() - t0
 
 
-def _finished_with(result: str, models: Mapping[str, str], computed: set[str]) -> bool:
-    """Whether a reranked run's ``result`` exists and was tuned on today's features: the same
-    models (a result written before the models were recorded: none of its features computed
-    again now)."""
+def _finished_with(result: str, models: Mapping[str, str]) -> bool:
+    """Whether a reranked run's ``result`` exists and was tuned with these ``models`` (one
+    written before the models were recorded is redone)."""
     try:
         with open(result, encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError):  # absent or unreadable: (re)done
         return False
-    if not isinstance(meta, dict):
-        return False
-    if "models" in meta:
-        return meta["models"] == dict(models)
-    return not (set(models) & computed)
+    return isinstance(meta, dict) and meta.get("models") == dict(models)
 
 
 def rerank_run(
@@ -206,18 +201,18 @@ def rerank_run(
     threads: int,
     score_seconds: float,
     fingerprints: Mapping[str, str],
-    computed: set[str],
     say: Callable[[str], None],
 ) -> None:
     """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``;
     a finished one is kept while its features' models (``fingerprints``) are those it was tuned
-    with, and none of its features was ``computed`` again since (``score_lists``)."""
+    with."""
     work = os.path.join(rerank_dir(run_dir), system.key)
     names = [f[0] for f in features]
     models = {name: fingerprints[name] for name in names}
-    if _finished_with(os.path.join(work, "result.json"), models, computed):
+    if _finished_with(os.path.join(work, "result.json"), models):
         say("finished earlier, kept")
         return
+    shutil.rmtree(work, ignore_errors=True)  # no earlier result beside the files written now
     os.makedirs(work, exist_ok=True)
     t1 = time.time()
     drop = [f[0] for f in all_features if f not in features]

@@ -178,7 +178,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             report()
             if not combinations:
                 continue
-            seconds, computed = score_lists(
+            seconds = score_lists(
                 toolkit,
                 run_dir,
                 models,
@@ -186,6 +186,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                 settings.test,
                 nbest=settings.rerank_nbest,
                 threads=settings.threads,
+                fingerprints=fingerprints,
                 say=_prefixed(say, f"{system.key} run {run}"),
             )
             for features, reranker in zip(combinations, rerankers[index], strict=True):
@@ -202,7 +203,6 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                     threads=settings.threads,
                     score_seconds=seconds,
                     fingerprints=fingerprints,
-                    computed=computed,
                     say=_prefixed(say, f"{reranker.key} run {run}"),
                 )
                 scores[reranker.key].append(

@@ -114,6 +114,11 @@ class LMTrainer:
         self.state = _State()
         if resume:
             self._restore(load_lm(last_path(model_path)))
+        if self.group.distributed:
+            # every process drew the same initial weights (DDP keeps rank 0's); from here each
+            # draws its own dropout masks (a resumed run under torchrun draws other masks than
+            # an uninterrupted one: only rank 0's state is saved)
+            torch.manual_seed(settings.seed + 1_000_003 * (self.group.rank + 1) + self.state.step)
 
     def _restore(self, last: LMFile) -> None:
         ts = last.training_state or {}
@@ -133,8 +138,9 @@ class LMTrainer:
         self.model.load_state_dict(last.state_dict)
         self.optimizer.load_state_dict(ts["optimizer"])
         torch.set_rng_state(ts["rng"])
-        if ts.get("cuda_rng") and self.device.type == "cuda":  # dropout's masks on the GPU
-            torch.cuda.set_rng_state(ts["cuda_rng"], self.device)
+        cuda_rng = ts.get("cuda_rng")  # a tensor: tested against None, never for truth
+        if cuda_rng is not None and self.device.type == "cuda":  # dropout's masks on the GPU
+            torch.cuda.set_rng_state(cuda_rng, self.device)
         self.state = _State(**ts["state"])
 
     def _training_state(self) -> dict[str, Any]:
@@ -155,8 +161,11 @@ class LMTrainer:
             self.log.write({"step": self.state.step, "epoch": self.state.epoch, **event})
 
     def _validate(self, started: float) -> bool:
-        """Measure, keep the best, save the latest; True when this one is the best so far."""
-        figures = perplexity(self.model, self.valid_contexts, self.valid_targets)
+        """Measure, keep the best, save the latest; True when this one is the best so far. Under
+        torchrun rank 0 measures and tells the others, so that all take the same decisions."""
+        figures = perplexity(self.model, self.valid_contexts, self.valid_targets) if self.group.is_main else None
+        figures = self.group.broadcast(figures)
+        assert figures is not None
         best = figures.ppl < self.state.best
         if best:
             self.state.best = figures.ppl
@@ -241,7 +250,14 @@ class LMTrainer:
                         self.on_step(st.step, mean_loss, loss_n / max(now - tick, 1e-9))
                     loss_sum.zero_()
                     loss_n, tick = 0, now
-                if self.stop is not None and (why := g.max([self.stop() or 0])[0]):  # every process stops
+                # a signal, the time limit: one agreement of every process per step
+                why, out_of_time = g.max(
+                    [
+                        (self.stop() or 0) if self.stop else 0,
+                        int(s.max_time is not None and self._elapsed(started) >= s.max_time),
+                    ]
+                )
+                if why:
                     # Ctrl-C, SIGTERM, SIGHUP between two steps: the latest state, for --resume
                     st.elapsed = self._elapsed(started)
                     last = last_path(self.model_path)
@@ -255,7 +271,7 @@ class LMTrainer:
                     if not just_measured:
                         self._validate(started)
                     return "max_steps"
-                if s.max_time is not None and g.max([int(self._elapsed(started) >= s.max_time)])[0]:
+                if out_of_time:
                     if not just_measured:
                         self._validate(started)
                     return "max_time"

@@ -4,10 +4,11 @@ device it uses, and the few collective operations that training and sharded resc
 ``torchrun`` (``python -m torch.distributed.run``) starts ``--nproc-per-node`` processes on each
 of ``--nnodes`` machines and tells each one who it is in environment variables: ``WORLD_SIZE``
 (processes in all), ``RANK`` (this one, 0 .. WORLD_SIZE-1), ``LOCAL_RANK`` (its number on this
-machine) and where to meet (``MASTER_ADDR``, ``MASTER_PORT``). The ``train`` and ``rescore``
-commands read them, so the same command lines run unchanged under torchrun. Without them (or with
-``WORLD_SIZE=1``) a command is one process and :class:`Group` is the one-process group, whose
-collectives return their argument: the one-process code path does no communication at all.
+machine) and where to meet (``MASTER_ADDR``, ``MASTER_PORT``). The training commands
+(``train``, ``train-nmt``, ``train-lm``) and ``rescore`` read them, so the same command lines
+run unchanged under torchrun. Without them (or with ``WORLD_SIZE=1``) a command is one process
+and :class:`Group` is the one-process group, whose collectives return their argument: the
+one-process code path does no communication at all.
 
 Devices: under torchrun, ``--device auto`` (or ``cuda``) gives process LOCAL_RANK the GPU
 ``cuda:LOCAL_RANK``, so ``--nproc-per-node`` should be the number of GPUs of a machine;

@@ -75,6 +75,18 @@ def test_resume_continues_the_same_run(tmp_path: Path) -> None:
         assert torch.equal(a.state_dict[name], b.state_dict[name]), name
 
 
+def test_a_state_saved_on_a_gpu_resumes_on_the_cpu(tmp_path: Path) -> None:
+    """A run saved on CUDA holds the GPU's RNG state (a tensor); resuming it anywhere reads it
+    without asking a tensor for its truth."""
+    path = tiny_lm(tmp_path / "lm.pt", steps=12)
+    last = load_lm(last_path(str(path)))
+    assert last.training_state is not None
+    last.training_state["cuda_rng"] = torch.zeros(16, dtype=torch.uint8)  # as torch.cuda.get_rng_state gives
+    save_lm(last_path(str(path)), last.build(), last.vocab, last.info, last.training_state)
+    tiny_lm(path, steps=20, resume=True)
+    assert load_lm(last_path(str(path))).info["steps"] == 20
+
+
 def test_a_tampered_model_file_is_refused_before_building(tmp_path: Path, lm: Path) -> None:
     payload = torch.load(lm, weights_only=True)
     payload["config"]["hidden"] = [3000]

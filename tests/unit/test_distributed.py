@@ -292,22 +292,27 @@ def _lm_ppl(log: Path) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_two_processes_train_the_cslm_like_one_with_the_same_global_batch(tmp_path: Path) -> None:
-    """train-lm under torchrun: 2 processes x 16 n-grams follow 1 process x 32; a resume with
-    another global batch is refused."""
+    """train-lm under torchrun: 2 processes x B n-grams follow 1 process x 2B (dropout 0), also
+    through an epoch's last batch of one n-gram (process 1's share empty); a resume with another
+    global batch is refused."""
+    from phrase_rescorer.data.corpus import read_sentences
     from tests.helpers.cslm import TEXTS
 
     text = tmp_path / "text.fr"
-    text.write_bytes(b"".join(t.read_bytes() for t in TEXTS))
+    text.write_bytes(b"".join(t.read_bytes() for t in TEXTS) + b"le chat\n")
+    ngrams = sum(len(s) + 1 for s in read_sentences(str(text)))
+    b = next(b for b in range(8, 40) if ngrams % (2 * b) == 1)  # the last global batch: 1 n-gram
     sizes = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--dropout", "0", "--vocab-size", "60"]
-    args = [*sizes, "--max-steps", "20", "--valid-every", "5", "--valid", str(TEXTS[0]), "--device", "cpu"]
-    one_process("train-lm", str(text), str(tmp_path / "one.pt"), *args, "--batch-size", "32")
-    r = torchrun("train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", "16")
+    steps = 2 * (ngrams // (2 * b) + 1)  # two epochs
+    args = [*sizes, "--max-steps", str(steps), "--valid-every", "5", "--valid", str(TEXTS[0]), "--device", "cpu"]
+    one_process("train-lm", str(text), str(tmp_path / "one.pt"), *args, "--batch-size", str(2 * b))
+    r = torchrun("train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", str(b))
     assert r.returncode == 0, r.stderr
     ref, got = _lm_ppl(tmp_path / "one.log"), _lm_ppl(tmp_path / "two.log")
     assert len(ref) >= 4 and _close(got, ref)
     events = [e["event"] for e in read_log(str(tmp_path / "two.log"))]
     assert events.count("start") == 1 and events.count("end") == 1  # one writer
     refused = CliRunner().invoke(
-        cli, ["train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", "16", "--resume"]
+        cli, ["train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", str(b), "--resume"]
     )
-    assert refused.exit_code == 2 and "global batch of 32" in refused.output
+    assert refused.exit_code == 2 and f"global batch of {2 * b}" in refused.output

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.reranked import CSLM, NMT, SentenceModels, _finished_with, score_lists
+from phrase_rescorer.experiment.reranked import CSLM, SentenceModels, _finished_with, score_lists
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
 from tests.helpers.nmt import tiny_nmt
 
@@ -41,20 +41,23 @@ def features(path: Path) -> list[dict[str, bytes]]:
     return [dict(VALUE.findall(line)) for line in gzip.decompress(path.read_bytes()).splitlines()]
 
 
-def score(run: Path, lm: Path | None, nmt: Path | None) -> set[str]:
+def score(run: Path, lm: Path | None, nmt: Path | None) -> list[str]:
+    """score_lists on the run; what it says it did with the dev list."""
     said: list[str] = []
-    _, computed = score_lists(
+    models = SentenceModels(str(lm) if lm else None, str(nmt) if nmt else None)
+    score_lists(
         None,  # type: ignore[arg-type]  # the lists exist: nothing is decoded
         str(run),
-        SentenceModels(str(lm) if lm else None, str(nmt) if nmt else None),
+        models,
         PARTS["dev"],
         PARTS["test"],
         nbest=2,
         threads=1,
+        fingerprints=models.fingerprints(),
         say=said.append,
     )
     assert not any("decoding" in s for s in said), said
-    return computed
+    return [s for s in said if s.startswith("dev:")]
 
 
 def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_path: Path) -> None:
@@ -65,41 +68,40 @@ def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_p
     for part, data in raw.items():  # scored by an earlier version: no record of the models
         lists[part].write_bytes(gzip.compress(data))
 
-    assert score(run, models["lm"], None) == {CSLM[0]}
+    assert score(run, models["lm"], None)[0] == "dev: the scored lists kept; features CSLM0 computed again"
     first = features(lists["dev"])
     assert all(f.keys() == {b"CSLM0"} for f in first)
     record = json.loads((run / "rerank" / "features.json").read_text())
     assert list(record) == [CSLM[0]]
 
     stamp = lists["dev"].stat().st_mtime_ns
-    assert score(run, models["lm"], None) == set()  # nothing changed: nothing done
+    assert score(run, models["lm"], None) == []  # nothing changed: nothing done
     assert lists["dev"].stat().st_mtime_ns == stamp
 
-    assert score(run, models["lm"], models["nmt"]) == {NMT[0]}  # added: the CSLM's values kept
+    assert "features NMT0 computed" in score(run, models["lm"], models["nmt"])[0]  # added: the CSLM's values kept
     both = features(lists["dev"])
     assert [f[b"CSLM0"] for f in both] == [f[b"CSLM0"] for f in first]
     assert all(f.keys() == {b"CSLM0", b"NMT0"} for f in both)
 
-    assert score(run, models["lm2"], models["nmt"]) == {CSLM[0]}  # replaced: computed again
+    assert "features CSLM0 computed" in score(run, models["lm2"], models["nmt"])[0]  # replaced: computed again
     replaced = features(lists["dev"])
     assert [f[b"NMT0"] for f in replaced] == [f[b"NMT0"] for f in both]
     assert [f[b"CSLM0"] for f in replaced] != [f[b"CSLM0"] for f in both]
 
-    assert score(run, models["lm2"], None) == set()  # left out: its feature removed
+    assert "features none computed" in score(run, models["lm2"], None)[0]  # left out: its feature removed
     assert all(f.keys() == {b"CSLM0"} for f in features(lists["test"]))
-    assert score(run, None, models["nmt"]) == {NMT[0]}
+    assert "features NMT0 computed" in score(run, None, models["nmt"])[0]
     for part, data in raw.items():  # every byte of the decoder's lines kept throughout
         assert APPENDED.sub(b"", gzip.decompress(lists[part].read_bytes())) == data
 
 
 def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
-    assert not _finished_with(str(result), {"CSLM0": "a"}, set())
+    assert not _finished_with(str(result), {"CSLM0": "a"})
     result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}}))
-    assert _finished_with(str(result), {"CSLM0": "a"}, {"CSLM0"})
-    assert not _finished_with(str(result), {"CSLM0": "b"}, set())
+    assert _finished_with(str(result), {"CSLM0": "a"})
+    assert not _finished_with(str(result), {"CSLM0": "b"})
     result.write_text(json.dumps({"features": ["CSLM0"]}))  # written before models were recorded
-    assert _finished_with(str(result), {"CSLM0": "a"}, {"NMT0"})
-    assert not _finished_with(str(result), {"CSLM0": "a"}, {"CSLM0"})
+    assert not _finished_with(str(result), {"CSLM0": "a"})
     result.write_text("{not json")
-    assert not _finished_with(str(result), {"CSLM0": "a"}, set())
+    assert not _finished_with(str(result), {"CSLM0": "a"})

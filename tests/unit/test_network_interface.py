@@ -122,6 +122,8 @@ def test_the_summary_capability_is_found_on_every_python(cho2014: RNNEncoderDeco
         name for name, value in vars(SummaryNetwork).items() if callable(value) and not name.startswith("_")
     }
     assert declared == set(SUMMARY_MEMBERS)
+    with pytest.raises(TypeError):  # not runtime-checkable: an isinstance test cannot creep back in
+        isinstance(cho2014, SummaryNetwork)
     assert type(make_scorer("prefix", cho2014, "cpu")) is PrefixScorer
     assert type(make_scorer("batched", cho2014, "cpu")) is BatchedScorer
     assert type(make_scorer("prefix", cho2014, "cpu", dtype=torch.bfloat16)) is PrefixScorer
