@@ -89,9 +89,11 @@ def _cell(summary: dict | None) -> str:
 
 
 def format_table(report: dict) -> str:
-    """Systems × (dev, test, detokenized test), mean ± sd over runs, Δ test and p vs the baseline."""
+    """Systems × (dev, test, detokenized test), mean ± sd over runs, Δ test and p vs the baseline;
+    the system column as wide as its longest name, so that the columns stay aligned."""
+    width = max([18] + [len(entry["label"]) for entry in report["systems"].values()])
     header = (
-        f"{'system':<18} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
+        f"{'system':<{width}} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
         f"{'Δ test':>7}  {'p':>7}"
     )
     lines = [header, "-" * len(header)]
@@ -103,7 +105,7 @@ def format_table(report: dict) -> str:
             delta, p = f"{ar['difference']:+.2f}", f"{ar['p_value']:.4f}"
         runs = len(entry["runs"])
         lines.append(
-            f"{entry['label']:<18} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
+            f"{entry['label']:<{width}} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
             f"{_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}"
         )
     signatures = report.get("signatures") or {}

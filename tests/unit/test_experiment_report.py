@@ -58,3 +58,15 @@ def test_a_system_without_runs_yet() -> None:
     assert report["comparisons"] == {}
     assert report["systems"]["rnn"]["runs"] == []
     assert "+ RNN" in format_table(report)
+
+
+def test_columns_stay_aligned_under_a_long_system_name() -> None:
+    systems = systems_for(True, False)
+    runs = {"baseline": [run(HYPS, 1)], "rnn": [run(HYPS, 2), run(HYPS, 3)]}
+    report = build_report(systems, runs, settings_json={}, raw_reference=True)
+    report["systems"]["rnn"]["label"] = "+ CSLM + RNN both directions + NMT"
+    lines = format_table(report).splitlines()
+    header, base_row, rnn_row = lines[0], lines[2], lines[3]
+    runs_end = header.index("runs") + len("runs")
+    assert base_row[runs_end - 1] == "1" and rnn_row[runs_end - 1] == "2"
+    assert len(base_row) == len(header) and len(lines[1]) == len(header)
