@@ -316,3 +316,29 @@ def test_two_processes_train_the_cslm_like_one_with_the_same_global_batch(tmp_pa
         cli, ["train-lm", str(text), str(tmp_path / "two.pt"), *args, "--batch-size", str(b), "--resume"]
     )
     assert refused.exit_code == 2 and f"global batch of {2 * b}" in refused.output
+
+
+def test_a_group_is_left_together_only_after_a_command_that_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group.close waits for the other processes unless an exception is unwinding: closed as the
+    command's click context closes, it sees the command's exception (with every click >= 8.1)."""
+    import click
+
+    import phrase_rescorer.parallel.distributed as distributed
+
+    waited: list[bool] = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: None)
+    monkeypatch.setattr(Group, "wait_for_all", lambda self, poll=0.05: waited.append(True))
+    group = Group(Launch(rank=1, world_size=2, local_rank=1))
+
+    @click.command()
+    @click.option("--fail", is_flag=True)
+    @click.pass_context
+    def command(ctx: click.Context, fail: bool) -> None:
+        ctx.call_on_close(group.close)
+        if fail:
+            raise click.UsageError("bad input")
+
+    assert CliRunner().invoke(command, []).exit_code == 0 and waited == [True]
+    waited.clear()
+    assert CliRunner().invoke(command, ["--fail"]).exit_code == 2 and waited == []
