@@ -15,7 +15,7 @@ from ..model.checkpoint import load_checkpoint
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
 from .systems import ExperimentError, check_ini, check_parallel
-from .workdir import changed_files, check_out_dir, fingerprints
+from .workdir import changed_files, check_out_dir, fingerprints, retimed, with_contents
 
 EventCallback = Callable[[str], None]
 
@@ -122,7 +122,8 @@ def _read_settings(path: str) -> dict:
 
 def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> None:
     """Record what defines the experiment, or refuse a restart that does not match it: other
-    settings, or files that changed since the first start (``workdir.fingerprints``)."""
+    settings, or files that changed since the first start (``workdir.fingerprints``; an ini's
+    file whose time alone changed is rehashed, ``workdir.retimed``)."""
     path = os.path.join(settings.out_dir, "settings.json")
     identity = settings.identity()
     prints = fingerprints(
@@ -134,7 +135,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         inverse_model=settings.inverse_model,
     )
     if not os.path.exists(path):
-        write_json(path, {**identity, "fingerprints": prints})
+        write_json(path, {**identity, "fingerprints": {**prints, "ini_files": with_contents(prints["ini_files"])}})
         return
     old = _read_settings(path)
     changed = [k for k in identity if old.get(k) != identity[k]]
@@ -147,7 +148,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         )
     if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
         say(f"{path}: recording the fingerprints of the experiment's files now")
-        write_json(path, {**old, "fingerprints": prints})
+        write_json(path, {**old, "fingerprints": {**prints, "ini_files": with_contents(prints["ini_files"])}})
         return
     names = {
         "ini": settings.ini,
@@ -157,7 +158,15 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         "model": settings.model,
         "inverse_model": settings.inverse_model,
     }
-    files = changed_files(old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}, prints, names)
+    before = old["fingerprints"] if isinstance(old["fingerprints"], dict) else {}
+    if isinstance(before.get("ini_files"), dict) and (moved := retimed(before["ini_files"], prints["ini_files"])):
+        before = {**before, "ini_files": {**before["ini_files"], **moved}}
+        write_json(path, {**old, "fingerprints": before})
+        say(
+            f"{', '.join(moved)}: modification time changed since the experiment started, content "
+            "unchanged (SHA-256): continued"
+        )
+    files = changed_files(before, prints, names)
     if files:
         raise ExperimentError(
             f"{settings.out_dir} holds an experiment whose files changed since it started ({', '.join(files)}): "

@@ -10,8 +10,11 @@
   used must not have changed: the SHA-256 of the dev and test files, of the model file and of
   the moses.ini itself, and the size and modification time (ns) of every file the ini names
   (phrase and reordering tables, language models: hashing gigabytes on every restart would
-  cost minutes; a table rewritten in place changes its mtime). Any difference is refused,
-  naming the file.
+  cost minutes; a table rewritten in place changes its mtime). Those files are hashed once,
+  at the first start (seconds for gigabytes), and again only where the modification time
+  alone changed: a copy that did not keep the times (``cp`` without ``-p``, data restored
+  from a backup) has the same content, and the restart goes on. Any other difference is
+  refused, naming the file.
 """
 
 from __future__ import annotations
@@ -83,6 +86,21 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
+def content_sha256(path: str) -> str:
+    """``sha256_of`` a file; for a directory (a binarized table), of every file under it, each
+    with its path relative to the directory, in sorted order."""
+    if not os.path.isdir(path):
+        return sha256_of(path)
+    h = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
+            h.update(bytes.fromhex(sha256_of(full)))
+    return h.hexdigest()
+
+
 def ini_files(ini: str) -> dict[str, list[int]]:
     """``{path: [size, mtime_ns]}`` of every file (or directory) that the ini's features name."""
     with open(ini, encoding="utf-8", newline="") as f:
@@ -122,15 +140,42 @@ def fingerprints(
     }
 
 
+def with_contents(files: Mapping[str, list]) -> dict[str, list]:
+    """``ini_files``' entries with the content's SHA-256 appended: ``[size, mtime_ns, sha256]``."""
+    return {p: [*v[:2], content_sha256(p)] for p, v in files.items()}
+
+
+def retimed(old: Mapping[str, object], new: Mapping[str, list]) -> dict[str, list]:
+    """The ini's files whose modification time alone changed since ``old`` was recorded and
+    whose content did not (same size, same SHA-256, hashed now), with their entries as
+    ``old`` should now hold them. Entries recorded without a hash cannot be rechecked."""
+    found = {}
+    for p, now in new.items():
+        before = old.get(p)
+        if not (isinstance(before, list) and len(before) == 3 and before[0] == now[0] and before[1] != now[1]):
+            continue
+        with contextlib.suppress(ExperimentError):  # unreadable now: left to changed_files
+            if content_sha256(p) == before[2]:
+                found[p] = [now[0], now[1], before[2]]
+    return found
+
+
 def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:
     """The files whose fingerprints differ between ``old`` and ``new``; ``names`` holds the
-    paths under the same keys (a path, or a list of paths for a list of fingerprints)."""
+    paths under the same keys (a path, or a list of paths for a list of fingerprints). The
+    ini's files are compared by size and modification time (a hash recorded beside is
+    ``retimed``'s)."""
     changed = []
     for key, value in new.items():
         before = old.get(key)
         if key == "ini_files":
             before = before if isinstance(before, dict) else {}
-            changed += [p for p in sorted(set(before) | set(value)) if before.get(p) != value.get(p)]
+
+            def stat(entries: Mapping[str, object], p: str) -> object:
+                entry = entries.get(p)
+                return entry[:2] if isinstance(entry, list) else entry
+
+            changed += [p for p in sorted(set(before) | set(value)) if stat(before, p) != stat(value, p)]
         elif isinstance(value, list):
             before = before if isinstance(before, list) and len(before) == len(value) else [None] * len(value)
             paths = names[key]

@@ -21,7 +21,7 @@ from phrase_rescorer.cli.common import Terminated
 from phrase_rescorer.experiment import runner
 from phrase_rescorer.experiment.settings import Settings, check_resume
 from phrase_rescorer.experiment.systems import ExperimentError
-from phrase_rescorer.experiment.workdir import LOCK_NAME, locked_out_dir
+from phrase_rescorer.experiment.workdir import LOCK_NAME, content_sha256, locked_out_dir
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, REPO, cli_env
@@ -235,7 +235,10 @@ def test_a_restart_after_a_file_changed_is_refused(files: dict[str, Path], tmp_p
     if change is _touch_table:  # the ini names a table of its own from the start
         changed = change(files, model)
         check_resume(settings(files, out, model))
-        os.utime(changed, ns=(0, changed.stat().st_mtime_ns + 10**9))  # rewritten in place
+        data = bytearray(changed.read_bytes())
+        data[-9] ^= 1  # rewritten in place: the same size, one byte changed
+        changed.write_bytes(bytes(data))
+        os.utime(changed, ns=(0, changed.stat().st_mtime_ns + 10**9))
     else:
         check_resume(settings(files, out, model))
         check_resume(settings(files, out, model))  # unchanged: continued
@@ -248,6 +251,52 @@ def test_a_restart_after_a_file_changed_is_refused(files: dict[str, Path], tmp_p
         check_resume(settings(files, out, model))
     assert e.value.exit_code == 2
     assert "fingerprints" in json.loads((out / "settings.json").read_text())
+
+
+def test_a_table_copied_without_its_times_is_continued(files: dict[str, Path], tmp_path: Path) -> None:
+    """The data restored from a backup, or copied without ``-p``: the tables' modification times
+    changed, their content did not. The restart rehashes them, goes on, says so once and records
+    the new times (the next restart hashes nothing); an entry recorded before hashes were kept
+    cannot be rechecked, and is refused as before."""
+    model = tiny_checkpoint(tmp_path / "rnn.pt", hidden=8, vocab=50)
+    out = tmp_path / "out"
+    out.mkdir()
+    table = _touch_table(files, model)
+    check_resume(settings(files, out, model))
+    recorded = json.loads((out / "settings.json").read_text())["fingerprints"]["ini_files"][str(table)]
+    assert len(recorded) == 3 and len(recorded[2]) == 64
+    os.utime(table, ns=(0, table.stat().st_mtime_ns + 10**9))
+    said: list[str] = []
+    check_resume(settings(files, out, model), said.append)
+    assert said == [
+        f"{table}: modification time changed since the experiment started, content unchanged (SHA-256): continued"
+    ]
+    now = json.loads((out / "settings.json").read_text())["fingerprints"]["ini_files"][str(table)]
+    assert now == [recorded[0], table.stat().st_mtime_ns, recorded[2]]
+    said.clear()
+    check_resume(settings(files, out, model), said.append)
+    assert said == []
+    old = json.loads((out / "settings.json").read_text())
+    old["fingerprints"]["ini_files"][str(table)] = now[:2]  # as an earlier version recorded it
+    (out / "settings.json").write_text(json.dumps(old))
+    os.utime(table, ns=(0, table.stat().st_mtime_ns + 10**9))
+    with pytest.raises(ExperimentError, match=rf"files changed since it started \({re.escape(str(table))}\)"):
+        check_resume(settings(files, out, model))
+
+
+def test_a_binarized_table_directory_is_hashed_file_by_file(tmp_path: Path) -> None:
+    table = tmp_path / "pt.minphr"
+    (table / "sub").mkdir(parents=True)
+    (table / "a").write_bytes(b"one")
+    (table / "sub" / "b").write_bytes(b"two")
+    first = content_sha256(str(table))
+    os.utime(table / "a", ns=(0, 10**9))
+    assert content_sha256(str(table)) == first  # times are not content
+    (table / "sub" / "b").rename(table / "b")
+    assert content_sha256(str(table)) != first  # nor is a file in another place the same table
+    (table / "b").rename(table / "sub" / "b")
+    (table / "a").write_bytes(b"on3")
+    assert content_sha256(str(table)) != first
 
 
 def test_settings_json_of_an_earlier_version_gets_its_fingerprints(files: dict[str, Path], tmp_path: Path) -> None:
