@@ -21,7 +21,7 @@ from phrase_rescorer.cli.common import Terminated
 from phrase_rescorer.experiment import runner
 from phrase_rescorer.experiment.settings import Settings, check_resume
 from phrase_rescorer.experiment.systems import ExperimentError
-from phrase_rescorer.experiment.workdir import LOCK_NAME, content_sha256, locked_out_dir
+from phrase_rescorer.experiment.workdir import LOCK_NAME, content_sha256, locked_out_dir, retimed
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.moses import moses_root
 from tests.helpers.paths import PYTHON, REPO, cli_env
@@ -295,8 +295,10 @@ def test_a_binarized_table_directory_is_hashed_file_by_file(tmp_path: Path) -> N
     (table / "sub" / "b").rename(table / "b")
     assert content_sha256(str(table)) != first  # nor is a file in another place the same table
     (table / "b").rename(table / "sub" / "b")
+    assert retimed({str(table): [1, 2, first]}, {str(table): [4096, 3]}) == {str(table): [4096, 3, first]}
     (table / "a").write_bytes(b"on3")
     assert content_sha256(str(table)) != first
+    assert retimed({str(table): [1, 2, first]}, {str(table): [4096, 3]}) == {}
 
 
 def test_settings_json_of_an_earlier_version_gets_its_fingerprints(files: dict[str, Path], tmp_path: Path) -> None:
