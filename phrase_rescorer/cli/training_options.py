@@ -37,9 +37,9 @@ def training_options(
             type=click.Choice(sorted(PRESETS)),
             default=preset,
             show_default=True,
-            help="Model sizes: paper (15k shortlists, 100-d embeddings, 1000 hidden, 500 maxout, "
-            "rank 100), medium (8k, 256, 512, 256, 128) or small (8k, 64, 256, 128, 64). Each "
-            "size option below overrides.",
+            help="Model sizes (shortlist per side, embeddings, hidden, maxout, output rank): "
+            + ", ".join(f"{name} ({', '.join(map(str, sizes.values()))})" for name, sizes in PRESETS.items())
+            + ". Each size option below overrides.",
         ),
         click.option("--vocab-size", type=click.IntRange(4), help="Shortlist size per side, special symbols included."),
         click.option("--embed-dim", type=click.IntRange(1), help="Word embedding size (both sides)."),

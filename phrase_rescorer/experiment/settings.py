@@ -135,7 +135,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         inverse_model=settings.inverse_model,
     )
     if not os.path.exists(path):
-        write_json(path, {**identity, "fingerprints": {**prints, "ini_files": with_contents(prints["ini_files"])}})
+        write_json(path, {**identity, "fingerprints": with_contents(prints)})
         return
     old = _read_settings(path)
     changed = [k for k in identity if old.get(k) != identity[k]]
@@ -148,7 +148,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         )
     if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
         say(f"{path}: recording the fingerprints of the experiment's files now")
-        write_json(path, {**old, "fingerprints": {**prints, "ini_files": with_contents(prints["ini_files"])}})
+        write_json(path, {**old, "fingerprints": with_contents(prints)})
         return
     names = {
         "ini": settings.ini,

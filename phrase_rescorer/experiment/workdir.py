@@ -140,9 +140,10 @@ def fingerprints(
     }
 
 
-def with_contents(files: Mapping[str, list]) -> dict[str, list]:
-    """``ini_files``' entries with the content's SHA-256 appended: ``[size, mtime_ns, sha256]``."""
-    return {p: [*v[:2], content_sha256(p)] for p, v in files.items()}
+def with_contents(prints: dict) -> dict:
+    """``fingerprints`` as the first start records them: each of the ini's files with its
+    content's SHA-256 appended, ``[size, mtime_ns, sha256]``."""
+    return {**prints, "ini_files": {p: [*v[:2], content_sha256(p)] for p, v in prints["ini_files"].items()}}
 
 
 def retimed(old: Mapping[str, object], new: Mapping[str, list]) -> dict[str, list]:
@@ -163,6 +164,12 @@ def retimed(old: Mapping[str, object], new: Mapping[str, list]) -> dict[str, lis
     return found
 
 
+def _stat(entries: Mapping[str, object], path: str) -> object:
+    """The size and modification time of one of ``ini_files``' entries, without its hash."""
+    entry = entries.get(path)
+    return entry[:2] if isinstance(entry, list) else entry
+
+
 def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str]:
     """The files whose fingerprints differ between ``old`` and ``new``; ``names`` holds the
     paths under the same keys (a path, or a list of paths for a list of fingerprints). The
@@ -173,12 +180,7 @@ def changed_files(old: dict, new: dict, names: Mapping[str, object]) -> list[str
         before = old.get(key)
         if key == "ini_files":
             before = before if isinstance(before, dict) else {}
-
-            def stat(entries: Mapping[str, object], p: str) -> object:
-                entry = entries.get(p)
-                return entry[:2] if isinstance(entry, list) else entry
-
-            changed += [p for p in sorted(set(before) | set(value)) if stat(before, p) != stat(value, p)]
+            changed += [p for p in sorted(set(before) | set(value)) if _stat(before, p) != _stat(value, p)]
         elif isinstance(value, list):
             before = before if isinstance(before, list) and len(before) == len(value) else [None] * len(value)
             paths = names[key]
