@@ -103,6 +103,15 @@ _FILE = click.Path(exists=True, dir_okay=False)
     "data or model changed since it started). One run at a time per directory.",
 )
 @click.option(
+    "--baseline-from",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Another experiment's --out whose finished baseline runs are copied instead of tuned "
+    "again: a new network against the same baseline. Refused unless that experiment had the "
+    "same ini, dev and test files (unchanged), seed, --nbest, --start-weights and "
+    "--maximum-iterations.",
+)
+@click.option(
     "--maximum-iterations",
     type=click.IntRange(min=1),
     default=None,
@@ -167,6 +176,7 @@ def experiment(
     unk_feature: bool,
     runs: int,
     out_dir: str,
+    baseline_from: str | None,
     maximum_iterations: int | None,
     nbest: int,
     threads: int,
@@ -229,6 +239,7 @@ def experiment(
         trials=trials,
         min_coverage=min_coverage,
         rescore_options={"device": device},
+        baseline_from=baseline_from,
     )
     quiet = is_quiet(ctx)
 

@@ -13,7 +13,8 @@ Layout of the output directory (everything is kept)::
     systems/KEY/runN/rerank/      with --lm: the run's n-best lists reranked with the CSLM
                                   (``reranked``: the "+ CSLM" rows)
 
-A run is finished when its ``result.json`` exists (written last, atomically); a restarted
+With ``--baseline-from`` the baseline's finished runs are copied from another experiment's
+directory (``borrowed``). A run is finished when its ``result.json`` exists (written last, atomically); a restarted
 experiment skips finished runs and starts unfinished ones afresh, with the same seed. Runs go
 round the systems (run 1 of every system, then run 2, ...) so that an experiment stopped early
 still compares like with like.
@@ -30,17 +31,13 @@ from dataclasses import asdict
 from ..lm.lm_file import load_lm
 from ..moses.toolkit import MosesToolkit
 from . import bleu
+from .borrowed import borrow_baseline, check_source
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
 from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
-from .systems import System, check_coverage, prepare_system, systems_for
+from .systems import System, check_coverage, prepare_system, run_seed, systems_for
 from .workdir import locked_out_dir
-
-
-def run_seed(base: int, system_index: int, run: int) -> int:
-    """Each run's own mert seed: distinct for every (system, run), recorded in its result."""
-    return base + 1000 * system_index + run
 
 
 def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: str = "1best") -> RunScores:
@@ -114,6 +111,8 @@ def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback
 
 
 def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str, say: EventCallback) -> dict:
+    if settings.baseline_from:
+        check_source(settings, settings.baseline_from)
     check_resume(settings, say)
     for network in filter(None, (settings.model, settings.inverse_model)):
         src, tgt = check_coverage(table, network, settings.min_coverage)
@@ -124,7 +123,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     fingerprints = models.fingerprints()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
-    starts = {
+    starts = {  # the wider systems first: + RNN's table is cut from theirs (``prepare_system``)
         s.key: prepare_system(
             s,
             settings.ini,
@@ -136,8 +135,10 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             on_progress=say,
             inverse_model=settings.inverse_model,
         )
-        for s in decoders
+        for s in sorted(decoders, key=lambda s: -s.columns)
     }
+    if settings.baseline_from:
+        borrow_baseline(settings, settings.baseline_from, say)
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
     refs["test_raw"] = (
         bleu.read_lines(settings.test_raw_reference)

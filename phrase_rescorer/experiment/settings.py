@@ -44,6 +44,7 @@ class Settings:
     trials: int = 10000
     min_coverage: float = 0.5
     rescore_options: dict = field(default_factory=dict)
+    baseline_from: str | None = None  # another experiment's --out whose baseline runs are taken (``borrowed``)
 
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not
@@ -101,7 +102,7 @@ def describe_model(path: str) -> dict:
     }
 
 
-def _read_settings(path: str) -> dict:
+def read_settings(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             old = json.load(f)
@@ -137,7 +138,7 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
     if not os.path.exists(path):
         write_json(path, {**identity, "fingerprints": with_contents(prints)})
         return
-    old = _read_settings(path)
+    old = read_settings(path)
     changed = [k for k in identity if old.get(k) != identity[k]]
     if changed:
         details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)

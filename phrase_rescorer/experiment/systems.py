@@ -28,6 +28,7 @@ from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
 from ..moses.ini_weights import features, reset_weights
+from ..moses.phrase_table import without_appended
 from ..moses.stems import existing_table
 from ..moses.table_reader import InputTable
 from ..output import AtomicOutput
@@ -57,10 +58,20 @@ RNN_WP = System("rnn-wp", "+ RNN + WP", 2)
 RNN_BOTH = System("rnn-both", "+ RNN both directions", 2, inverse=True)
 
 
+def run_seed(base: int, system_index: int, run: int) -> int:
+    """Each run's own mert seed: distinct for every (system, run), recorded in its result."""
+    return base + 1000 * system_index + run
+
+
 def systems_for(with_model: bool, unk_feature: bool, inverse: bool = False) -> list[System]:
     if not with_model:
         return [BASELINE]
     return [BASELINE, RNN, *([RNN_WP] if unk_feature else []), *([RNN_BOTH] if inverse else [])]
+
+
+#: Systems whose table begins with the network's column (the columns after it: the WP count, the
+#: inverse network's): ``+ RNN``'s table is theirs without the last column.
+RNN_FIRST = (RNN_BOTH, RNN_WP)
 
 
 def check_ini(ini: str, name: str = "TranslationModel0") -> str:
@@ -165,6 +176,23 @@ def _every_tenth(say: Callable[[str], None] | None) -> Callable[[int, int, int |
     return progress
 
 
+def drop_last_columns(table: str, new_table: str, count: int) -> None:
+    """Write ``new_table``: ``table`` without the last ``count`` scores of every line."""
+    with InputTable(table, check_scores=False) as entries, AtomicOutput(new_table) as out:
+        for entry in entries:
+            out.write(without_appended(entry, count))
+
+
+def _rnn_first_table(tables: str) -> tuple[str, int] | None:
+    """A rescored table already written whose first added column is the network's, and how many
+    columns follow it."""
+    for other in RNN_FIRST:
+        path = os.path.join(tables, f"phrase-table.{other.key}.gz")
+        if os.path.exists(path):
+            return path, other.columns - RNN.columns
+    return None
+
+
 def prepare_system(
     system: System,
     ini: str,
@@ -179,7 +207,10 @@ def prepare_system(
 ) -> str:
     """The starting moses.ini of ``system`` (rescoring its table first when needed, with
     ``inverse_model``'s column after ``model``'s for a system of both directions): kept as
-    ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused."""
+    ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused.
+    ``+ RNN``'s table is cut from one of ``RNN_FIRST``'s when that is written already (the same
+    network's column over the same batches: the same bytes, ``tests/unit/test_experiment_setup.py``),
+    which saves rescoring the table once more; ``runner`` prepares the wider systems first."""
     directory = os.path.join(out_dir, "systems", system.key)
     os.makedirs(directory, exist_ok=True)
     start = os.path.join(directory, "start.ini")
@@ -197,6 +228,11 @@ def prepare_system(
         tables = os.path.join(out_dir, "tables")
         os.makedirs(tables, exist_ok=True)
         new_table = os.path.join(tables, f"phrase-table.{system.key}.gz")
+        wider = _rnn_first_table(tables) if system == RNN else None
+        if not os.path.exists(new_table) and wider:
+            if on_progress:
+                on_progress(f"{new_table}: {wider[0]} without its last {wider[1]} column(s)")
+            drop_last_columns(wider[0], new_table, wider[1])
         if not os.path.exists(new_table):  # written atomically: present means complete
             if on_progress:
                 on_progress(f"rescoring {table} -> {new_table}")

@@ -167,3 +167,13 @@ def with_appended(entry: Entry, columns: bytes) -> bytes:
     """The entry's line with ``" " + columns`` inserted at the end of its scores field."""
     raw, end = entry.raw, entry.scores_end
     return b"".join((raw[:end], b" ", columns, raw[end:], entry.terminator))
+
+
+def without_appended(entry: Entry, count: int) -> bytes:
+    """The entry's line without the last ``count`` scores of its scores field: a line of
+    ``with_appended`` as it was before those columns were appended (each after one space)."""
+    raw, end = entry.raw, entry.scores_end
+    cut = end
+    for _ in range(count):
+        cut = raw.rindex(b" ", 0, cut)
+    return b"".join((raw[:cut], raw[end:], entry.terminator))

@@ -23,34 +23,10 @@ from phrase_rescorer.experiment.settings import Settings, check_resume
 from phrase_rescorer.experiment.systems import ExperimentError
 from phrase_rescorer.experiment.workdir import LOCK_NAME, content_sha256, locked_out_dir, retimed
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from tests.faults.conftest import TINY
 from tests.helpers.moses import moses_root
-from tests.helpers.paths import PYTHON, REPO, cli_env
+from tests.helpers.paths import PYTHON, cli_env
 from tests.helpers.rescore_data import tiny_checkpoint
-
-TINY = REPO / "tests" / "data" / "tiny-moses"
-
-
-@pytest.fixture(scope="module")
-def stand_in_moses(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("moses")
-    for relative in EXPERIMENT_NEEDS:
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("#!/bin/sh\nexit 1\n")
-        path.chmod(0o755)
-    return root
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> dict[str, Path]:
-    """A copy of the tiny system's ini (absolute paths) and of its dev and test sets."""
-    ini = tmp_path / "moses.ini"
-    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
-    paths = {"ini": ini}
-    for name in ("dev.en", "dev.fr", "test.en", "test.fr"):
-        paths[name] = tmp_path / name
-        paths[name].write_bytes((TINY / name).read_bytes())
-    return paths
 
 
 def experiment(moses: Path, files: dict[str, Path], out: str, *extra: str) -> tuple[int, str]:

@@ -209,6 +209,36 @@ def test_a_restart_with_another_cslm_keeps_the_decoder_runs(setup: dict, tmp_pat
     assert json.loads((rerank / "features.json").read_text()) == result["models"]
 
 
+@pytest.mark.slow
+def test_a_new_network_takes_the_baseline_runs_of_an_earlier_experiment(setup: dict, tmp_path: Path) -> None:
+    """--baseline-from: a second network compared against the first experiment's baseline; the
+    baseline's run is copied (not tuned again) and scored as it was, the new network's tuned."""
+    assert setup["first"].returncode == 0, setup["first"].stderr
+    first_out, args = setup["out"], list(setup["args"])
+    model = tmp_path / "rnn2.pt"
+    train_tiny(TINY / "phrase-table.gz", model, steps=10, seed=1)
+    args[args.index("--model") + 1] = str(model)
+    for option in ("--lm", "--nmt", "--rerank-nbest"):
+        del args[args.index(option) : args.index(option) + 2]
+    args.remove("--unk-feature")
+    out = tmp_path / "out"
+    args[args.index("--out") + 1] = str(out)
+    again = experiment(*args, "--baseline-from", str(first_out))
+    assert again.returncode == 0, again.stderr
+    assert f"baseline run 1: taken from {first_out}" in again.stderr
+    assert "baseline run 1: MERT" not in again.stderr
+    assert "rnn run 1: MERT iteration 2 done" in again.stderr
+    run, earlier = out / "systems" / "baseline" / "run1", first_out / "systems" / "baseline" / "run1"
+    for name in ("moses.ini", "test.1best", "result.json"):
+        assert (run / name).read_bytes() == (earlier / name).read_bytes()
+    assert not (run / "rerank").exists()
+    report = json.loads((out / "experiment.json").read_text())
+    before = json.loads((first_out / "experiment.json").read_text())
+    assert report["systems"]["baseline"]["runs"] == before["systems"]["baseline"]["runs"]
+    assert report["settings"]["baseline_from"] == str(first_out)
+    assert list(report["comparisons"]) == ["rnn"]
+
+
 def test_no_moses_is_refused(tmp_path: Path) -> None:
     result = experiment(
         "--moses",

@@ -11,11 +11,20 @@ from pathlib import Path
 import pytest
 
 from phrase_rescorer.experiment.settings import Settings, check, check_resume, target_lang
-from phrase_rescorer.experiment.systems import ExperimentError, check_coverage, systems_for
+from phrase_rescorer.experiment.systems import (
+    RNN,
+    RNN_FIRST,
+    ExperimentError,
+    check_coverage,
+    prepare_system,
+    systems_for,
+)
 from phrase_rescorer.moses.ini_weights import features, reset_weights
+from phrase_rescorer.moses.phrase_table import Entry, parse_line, with_appended, without_appended
 from phrase_rescorer.moses.toolkit import MosesNotFound, find_moses
 from tests.helpers.analysis_model import train_tiny
 from tests.helpers.paths import REPO
+from tests.helpers.rescore_data import tiny_checkpoint
 
 TINY = REPO / "tests" / "data" / "tiny-moses"
 TUNED_INI = """[feature]
@@ -168,3 +177,41 @@ def test_target_language_from_the_option_or_the_model_file(tmp_path: Path) -> No
     assert target_lang(settings(tmp_path, model=str(known), target_lang="de")) == "de"  # the option first
     with pytest.raises(ExperimentError, match="--target-lang: 'French' is not a language code"):
         target_lang(settings(tmp_path, target_lang="French"))
+
+
+@pytest.mark.parametrize("wider", RNN_FIRST, ids=lambda s: s.key)
+def test_the_rnn_table_is_cut_from_a_wider_one_byte_for_byte(tmp_path: Path, wider) -> None:  # type: ignore[no-untyped-def]
+    """+ RNN's table, cut from a system's whose first added column is the network's, is the
+    table rescored with the network alone, byte for byte."""
+    forward, other = tiny_checkpoint(tmp_path / "fwd.pt", seed=1), tiny_checkpoint(tmp_path / "inv.pt", seed=2)
+    table, ini = str(TINY / "phrase-table.gz"), str(local_ini(tmp_path))
+    said: list[str] = []
+    for out, systems in (("cut", [wider, RNN]), ("alone", [RNN])):
+        for system in systems:
+            prepare_system(
+                system, ini, table, str(forward), str(tmp_path / out), inverse_model=str(other), on_progress=said.append
+            )
+    cut = tmp_path / "cut" / "tables" / "phrase-table.rnn.gz"
+    assert (
+        said.count(
+            f"{cut}: {tmp_path / 'cut' / 'tables' / f'phrase-table.{wider.key}.gz'} without its last 1 column(s)"
+        )
+        == 1
+    )
+    assert gzip.decompress(cut.read_bytes()) == gzip.decompress(
+        (tmp_path / "alone" / "tables" / "phrase-table.rnn.gz").read_bytes()
+    )
+
+
+@pytest.mark.parametrize("terminator", [b"\n", b"\r\n", b""])
+@pytest.mark.parametrize("rest", [b"", b" ||| 0-0 ||| 1 1 1", b" ||| ||| |||"])
+def test_without_appended_undoes_with_appended(terminator: bytes, rest: bytes) -> None:
+    raw = b"a b ||| x y ||| 0.5 1e-05 0.25" + rest
+    source, target, end = parse_line(raw, "t", 1)
+    entry = Entry(1, raw, terminator, source, target, end)
+    line = with_appended(entry, b"0.125 2.5")
+    source, target, end = parse_line(line[: len(line) - len(terminator)], "t", 1)
+    appended = Entry(1, line[: len(line) - len(terminator)], terminator, source, target, end)
+    assert without_appended(appended, 2) == raw + terminator
+    assert without_appended(appended, 1) == with_appended(entry, b"0.125")
+    assert without_appended(appended, 0) == line

@@ -1,0 +1,101 @@
+"""The baseline's MERT runs taken from another experiment (``experiment --baseline-from DIR``).
+
+The baseline system depends on neither network: its runs are the same whichever ``-m`` an
+experiment compares, when the ini, the dev and test sets, the seed (run r of the baseline has
+seed + r, ``systems.run_seed``), the n-best size, the starting weights and the iteration cap are
+the same. An experiment with a new network can then take the baseline's finished runs from an
+earlier one instead of tuning them again (about a quarter of an hour of MERT each on the
+bundled en→fr system). The other experiment's ``settings.json`` must record those settings and
+the same fingerprints of the ini, its files and the dev and test sets (``workdir``); anything
+else is refused before any work, naming the difference.
+
+A run is copied whole into ``--out`` (its reranked lists, which depend on the sentence-level
+models, are left behind and built again when asked for): first under a temporary name, then
+renamed, so an interruption leaves either no run or a finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from ..errors import EXIT_OS, EXIT_USAGE
+from .settings import EventCallback, Settings, read_settings
+from .systems import BASELINE, ExperimentError, run_seed
+from .workdir import changed_files, fingerprints, retimed
+
+#: The settings the baseline's runs depend on (``Settings.identity``'s keys).
+BASELINE_SETTINGS = ("ini", "dev", "test", "seed", "nbest", "start_weights", "max_iterations")
+#: The fingerprints of the files they read (``workdir.fingerprints``' keys).
+BASELINE_FILES = ("ini", "ini_files", "dev", "test")
+
+
+def check_source(settings: Settings, source: str) -> dict:
+    """Refuse a ``--baseline-from`` whose baseline is not this experiment's; return its settings."""
+    if os.path.exists(settings.out_dir) and os.path.exists(source) and os.path.samefile(source, settings.out_dir):
+        raise ExperimentError(f"--baseline-from {source}: that is --out itself", EXIT_USAGE)
+    path = os.path.join(source, "settings.json")
+    if not os.path.isfile(path):
+        raise ExperimentError(
+            f"--baseline-from {source}: no experiment there (no settings.json); "
+            "give the --out of an earlier experiment",
+            EXIT_USAGE,
+        )
+    old = read_settings(path)
+    identity = settings.identity()
+    differ = [k for k in BASELINE_SETTINGS if old.get(k) != identity[k]]
+    if differ:
+        details = "; ".join(f"{k}: {old.get(k)!r} there, {identity[k]!r} here" for k in differ)
+        raise ExperimentError(
+            f"--baseline-from {source}: its baseline was tuned with other settings ({details})", EXIT_USAGE
+        )
+    now = fingerprints(settings.ini, settings.dev, settings.test, None, None)
+    now = {k: now[k] for k in BASELINE_FILES}
+    recorded = old.get("fingerprints")
+    before: dict = recorded if isinstance(recorded, dict) else {}
+    if isinstance(before.get("ini_files"), dict):
+        before = {**before, "ini_files": {**before["ini_files"], **retimed(before["ini_files"], now["ini_files"])}}
+    names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test}
+    files = changed_files(before, now, names) if before else ["its settings.json records no fingerprints"]
+    if files:
+        raise ExperimentError(
+            f"--baseline-from {source}: its baseline was tuned on other files ({', '.join(files)})", EXIT_USAGE
+        )
+    return old
+
+
+def borrow_baseline(settings: Settings, source: str, say: EventCallback = lambda _: None) -> int:
+    """Copy the baseline's finished runs 1..``settings.runs`` that ``--out`` lacks from the
+    experiment in ``source`` (checked by ``check_source``); return how many were copied."""
+    copied = 0
+    for run in range(1, settings.runs + 1):
+        name = os.path.join("systems", BASELINE.key, f"run{run}")
+        here, there = os.path.join(settings.out_dir, name), os.path.join(source, name)
+        if os.path.exists(os.path.join(here, "result.json")):
+            continue
+        try:
+            with open(os.path.join(there, "result.json"), encoding="utf-8") as f:
+                result = json.load(f)
+        except FileNotFoundError:
+            say(f"{BASELINE.key} run {run}: not finished in {source}, tuned here")
+            continue
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ExperimentError(f"{there}/result.json: cannot read it ({e})", EXIT_OS) from None
+        seed = run_seed(settings.seed, 0, run)
+        if not isinstance(result, dict) or result.get("seed") != seed:
+            raise ExperimentError(
+                f"{there}/result.json: not the baseline's run {run} with seed {seed} (it records {result!r:.80})",
+                EXIT_USAGE,
+            )
+        partial = f"{here}.copying"
+        try:
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(here, ignore_errors=True)  # an unfinished run of this experiment
+            shutil.copytree(there, partial, ignore=shutil.ignore_patterns("rerank"), symlinks=True)
+            os.rename(partial, here)
+        except OSError as e:
+            raise ExperimentError(f"{there}: cannot copy it to {here} ({e})", EXIT_OS) from None
+        say(f"{BASELINE.key} run {run}: taken from {source}")
+        copied += 1
+    return copied

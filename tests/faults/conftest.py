@@ -1,0 +1,36 @@
+"""Fixtures of the ``experiment`` fault tests: a directory of stand-in Moses programs (enough
+for refusals made before Moses runs) and a copy of the tiny system's ini, dev and test sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from tests.helpers.paths import REPO
+
+TINY = REPO / "tests" / "data" / "tiny-moses"
+
+
+@pytest.fixture(scope="module")
+def stand_in_moses(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("moses")
+    for relative in EXPERIMENT_NEEDS:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\nexit 1\n")
+        path.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """A copy of the tiny system's ini (absolute paths) and of its dev and test sets."""
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    paths = {"ini": ini}
+    for name in ("dev.en", "dev.fr", "test.en", "test.fr"):
+        paths[name] = tmp_path / name
+        paths[name].write_bytes((TINY / name).read_bytes())
+    return paths
