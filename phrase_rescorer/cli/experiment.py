@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -239,7 +240,7 @@ def experiment(
         trials=trials,
         min_coverage=min_coverage,
         rescore_options={"device": device},
-        baseline_from=baseline_from,
+        baseline_from=os.path.abspath(baseline_from) if baseline_from else None,
     )
     quiet = is_quiet(ctx)
 

@@ -6,12 +6,14 @@ seed + r, ``systems.run_seed``), the n-best size, the starting weights and the i
 the same. An experiment with a new network can then take the baseline's finished runs from an
 earlier one instead of tuning them again (about a quarter of an hour of MERT each on the
 bundled en→fr system). The other experiment's ``settings.json`` must record those settings and
-the same fingerprints of the ini, its files and the dev and test sets (``workdir``); anything
-else is refused before any work, naming the difference.
+the same fingerprints of the ini, its files and the dev and test sets (``workdir``), and its
+baseline must have started MERT from the same ``start.ini``, byte for byte; anything else is
+refused before any table is rescored, naming the difference.
 
 A run is copied whole into ``--out`` (its reranked lists, which depend on the sentence-level
-models, are left behind and built again when asked for): first under a temporary name, then
-renamed, so an interruption leaves either no run or a finished one.
+models, are left behind and built again when asked for), its ``result.json`` recording where it
+came from (``borrowed_from``, shown with the run in ``experiment.json``): first under a
+temporary name, then renamed, so an interruption leaves either no run or a finished one.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 
 from ..errors import EXIT_OS, EXIT_USAGE
-from .settings import EventCallback, Settings, read_settings
+from .settings import EventCallback, Settings, read_settings, write_json
 from .systems import BASELINE, ExperimentError, run_seed
 from .workdir import changed_files, fingerprints, retimed
 
@@ -42,7 +45,7 @@ def check_source(settings: Settings, source: str) -> dict:
             "give the --out of an earlier experiment",
             EXIT_USAGE,
         )
-    old = read_settings(path)
+    old = read_settings(path, advice="give the --out of an earlier experiment")
     identity = settings.identity()
     differ = [k for k in BASELINE_SETTINGS if old.get(k) != identity[k]]
     if differ:
@@ -56,46 +59,90 @@ def check_source(settings: Settings, source: str) -> dict:
     before: dict = recorded if isinstance(recorded, dict) else {}
     if isinstance(before.get("ini_files"), dict):
         before = {**before, "ini_files": {**before["ini_files"], **retimed(before["ini_files"], now["ini_files"])}}
-    names = {"ini": settings.ini, "dev": settings.dev, "test": settings.test}
-    files = changed_files(before, now, names) if before else ["its settings.json records no fingerprints"]
+    if not before:
+        raise ExperimentError(
+            f"--baseline-from {source}: its settings.json records no fingerprints of the files (an "
+            "experiment of an earlier version): that they are unchanged cannot be checked",
+            EXIT_USAGE,
+        )
+    files = changed_files(before, now, {"ini": settings.ini, "dev": settings.dev, "test": settings.test})
     if files:
         raise ExperimentError(
-            f"--baseline-from {source}: its baseline was tuned on other files ({', '.join(files)})", EXIT_USAGE
+            f"--baseline-from {source}: files changed since that experiment started ({', '.join(files)})", EXIT_USAGE
         )
     return old
 
 
-def borrow_baseline(settings: Settings, source: str, say: EventCallback = lambda _: None) -> int:
+def _same_start(source: str, start_ini: str) -> None:
+    """Refuse a baseline that started MERT from another ``start.ini`` than ``start_ini``."""
+    theirs = os.path.join(source, "systems", BASELINE.key, "start.ini")
+    try:
+        with open(theirs, "rb") as a, open(start_ini, "rb") as b:
+            same = a.read() == b.read()
+    except OSError as e:
+        raise ExperimentError(
+            f"--baseline-from {source}: cannot compare its {theirs} ({e.strerror})", EXIT_OS
+        ) from None
+    if not same:
+        raise ExperimentError(
+            f"--baseline-from {source}: its baseline started MERT from other weights or features "
+            f"({theirs} differs from {start_ini})",
+            EXIT_USAGE,
+        )
+
+
+def _read_result(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExperimentError(f"{path}: cannot read it ({e})", EXIT_OS) from None
+    return result if isinstance(result, dict) else {"not an object": result}
+
+
+def borrow_baseline(settings: Settings, source: str, start_ini: str, say: EventCallback = lambda _: None) -> int:
     """Copy the baseline's finished runs 1..``settings.runs`` that ``--out`` lacks from the
-    experiment in ``source`` (checked by ``check_source``); return how many were copied."""
-    copied = 0
+    experiment in ``source`` (checked by ``check_source``; its baseline's start ``start_ini``,
+    this experiment's); return how many were copied. Every check is made before the first copy."""
+    source = os.path.abspath(source)
+    wanted = []
     for run in range(1, settings.runs + 1):
         name = os.path.join("systems", BASELINE.key, f"run{run}")
         here, there = os.path.join(settings.out_dir, name), os.path.join(source, name)
         if os.path.exists(os.path.join(here, "result.json")):
             continue
-        try:
-            with open(os.path.join(there, "result.json"), encoding="utf-8") as f:
-                result = json.load(f)
-        except FileNotFoundError:
+        result = _read_result(os.path.join(there, "result.json"))
+        if result is None:
             say(f"{BASELINE.key} run {run}: not finished in {source}, tuned here")
             continue
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ExperimentError(f"{there}/result.json: cannot read it ({e})", EXIT_OS) from None
         seed = run_seed(settings.seed, 0, run)
-        if not isinstance(result, dict) or result.get("seed") != seed:
+        if result.get("seed") != seed:
             raise ExperimentError(
                 f"{there}/result.json: not the baseline's run {run} with seed {seed} (it records {result!r:.80})",
                 EXIT_USAGE,
             )
+        wanted.append((run, here, there, result))
+    if wanted:
+        _same_start(source, start_ini)
+    for run, here, there, result in wanted:
         partial = f"{here}.copying"
         try:
             shutil.rmtree(partial, ignore_errors=True)
             shutil.rmtree(here, ignore_errors=True)  # an unfinished run of this experiment
-            shutil.copytree(there, partial, ignore=shutil.ignore_patterns("rerank"), symlinks=True)
+            shutil.copytree(
+                there,
+                partial,
+                ignore=lambda directory, _, top=there: ["rerank"] if directory == top else [],
+                copy_function=shutil.copyfile,  # the data, not a read-only mode of an archived run
+                symlinks=True,
+            )
+            for directory, _, _ in os.walk(partial):
+                os.chmod(directory, os.stat(directory).st_mode | stat.S_IRWXU)
+            write_json(os.path.join(partial, "result.json"), {**result, "borrowed_from": source})
             os.rename(partial, here)
         except OSError as e:
             raise ExperimentError(f"{there}: cannot copy it to {here} ({e})", EXIT_OS) from None
         say(f"{BASELINE.key} run {run}: taken from {source}")
-        copied += 1
-    return copied
+    return len(wanted)

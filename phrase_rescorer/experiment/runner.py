@@ -36,7 +36,7 @@ from .moses_runs import decode, tune
 from .report import RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
 from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
-from .systems import System, check_coverage, prepare_system, run_seed, systems_for
+from .systems import BASELINE, System, check_coverage, prepare_system, run_seed, systems_for
 from .workdir import locked_out_dir
 
 
@@ -123,9 +123,10 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     fingerprints = models.fingerprints()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
-    starts = {  # the wider systems first: + RNN's table is cut from theirs (``prepare_system``)
-        s.key: prepare_system(
-            s,
+
+    def start_ini(system: System) -> str:
+        return prepare_system(
+            system,
             settings.ini,
             table,
             settings.model,
@@ -135,10 +136,13 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             on_progress=say,
             inverse_model=settings.inverse_model,
         )
-        for s in sorted(decoders, key=lambda s: -s.columns)
-    }
+
+    # the baseline first (copied runs are checked against its start before any rescoring), then
+    # the wider systems: + RNN's table is cut from theirs (``prepare_system``)
+    starts = {BASELINE.key: start_ini(BASELINE)}
     if settings.baseline_from:
-        borrow_baseline(settings, settings.baseline_from, say)
+        borrow_baseline(settings, settings.baseline_from, starts[BASELINE.key], say)
+    starts.update({s.key: start_ini(s) for s in sorted(decoders[1:], key=lambda s: -s.columns)})
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
     refs["test_raw"] = (
         bleu.read_lines(settings.test_raw_reference)

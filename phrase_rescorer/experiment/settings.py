@@ -102,21 +102,16 @@ def describe_model(path: str) -> dict:
     }
 
 
-def read_settings(path: str) -> dict:
+def read_settings(path: str, advice: str = "give another --out, or remove the file to start this one afresh") -> dict:
+    """An experiment's ``settings.json``; refused, with ``advice``, when it is not one."""
     try:
         with open(path, encoding="utf-8") as f:
             old = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ExperimentError(
-            f"{path}: not an experiment's settings ({e}); give another --out, "
-            "or remove the file to start this one afresh",
-            EXIT_USAGE,
-        ) from None
+        raise ExperimentError(f"{path}: not an experiment's settings ({e}); {advice}", EXIT_USAGE) from None
     if not isinstance(old, dict):
         raise ExperimentError(
-            f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an "
-            "object); give another --out, or remove the file to start this one afresh",
-            EXIT_USAGE,
+            f"{path}: not an experiment's settings (a JSON {type(old).__name__}, not an object); {advice}", EXIT_USAGE
         )
     return old
 

@@ -1,115 +1,182 @@
 """``experiment --baseline-from DIR``: the baseline's finished runs copied from another
-experiment, and every refusal made before any work (another seed, a changed dev set, a directory
-that holds no experiment, --out itself). The copy is checked file by file: whole, without the
-reranked lists, atomically, and only for the runs --out lacks."""
+experiment, and every refusal made before a table is rescored (other settings, a changed dev
+set, a directory that holds no experiment, --out itself, another start.ini, another seed). The
+copy is checked file by file: whole, without the reranked lists, atomically, writable, with its
+origin recorded, and only for the runs --out lacks."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from phrase_rescorer.experiment.borrowed import borrow_baseline, check_source
 from phrase_rescorer.experiment.settings import check_resume
-from phrase_rescorer.experiment.systems import ExperimentError
+from phrase_rescorer.experiment.systems import BASELINE, ExperimentError, prepare_system
 from tests.faults.test_experiment_faults import experiment, listing, one_error, settings
 
+START = "[weight]\nLM0= 0.5\n"
 
-def earlier(files: dict[str, Path], tmp_path: Path, runs: int = 2, seed: int = 1) -> Path:
-    """An earlier experiment's --out: its settings.json and its baseline's finished runs, each
-    with a MERT directory and reranked lists."""
+
+def earlier(files: dict[str, Path], tmp_path: Path, runs: int = 2, **options: object) -> Path:
+    """An earlier experiment's --out: its settings.json (``settings`` with ``options``), its
+    baseline's start.ini and finished runs, each with a MERT directory and reranked lists."""
     source = tmp_path / "earlier"
     source.mkdir()
     first = settings(files, source)
-    first.seed = seed
+    for key, value in options.items():
+        setattr(first, key, value)
     check_resume(first)
+    prepare_system(BASELINE, first.ini, "", None, str(source), start_weights=first.start_weights)
     for run in range(1, runs + 1):
         run_dir = source / "systems" / "baseline" / f"run{run}"
-        (run_dir / "mert-work").mkdir(parents=True)
+        (run_dir / "mert-work" / "rerank").mkdir(parents=True)  # a deeper "rerank" is data
         (run_dir / "mert-work" / "run1.best100.out").write_text(f"0 ||| run {run} ||| d: 1 ||| 1\n")
         (run_dir / "rerank").mkdir()
         (run_dir / "rerank" / "test.nbest.gz").write_bytes(b"lists of another CSLM")
         (run_dir / "test.1best").write_text(f"the output of run {run}\n")
-        (run_dir / "result.json").write_text(json.dumps({"system": "baseline", "run": run, "seed": seed + run}))
+        result = {"system": "baseline", "run": run, "seed": first.seed + run}
+        (run_dir / "result.json").write_text(json.dumps(result))
     return source
+
+
+def mine(files: dict[str, Path], out: Path, runs: int = 3) -> tuple:
+    """This experiment's settings and its baseline's start.ini, as the runner prepares them."""
+    here = settings(files, out)
+    here.runs = runs
+    out.mkdir(exist_ok=True)
+    return here, prepare_system(BASELINE, here.ini, "", None, str(out))
 
 
 def test_the_baseline_runs_are_copied_whole_without_their_lists(files: dict[str, Path], tmp_path: Path) -> None:
     source = earlier(files, tmp_path, runs=2)
-    out = tmp_path / "out"
-    out.mkdir()
-    mine = settings(files, out)
-    mine.runs = 3
-    check_source(mine, str(source))
+    for directory, _, _ in os.walk(source / "systems"):  # an archived experiment, kept read-only
+        os.chmod(directory, 0o555)
+    here, start = mine(files, tmp_path / "out")
+    check_source(here, str(source))
     said: list[str] = []
-    assert borrow_baseline(mine, str(source), said.append) == 2
+    assert borrow_baseline(here, str(source), start, said.append) == 2
     assert said == [
+        f"baseline run 3: not finished in {source}, tuned here",
         f"baseline run 1: taken from {source}",
         f"baseline run 2: taken from {source}",
-        f"baseline run 3: not finished in {source}, tuned here",
     ]
     for run in (1, 2):
-        there, here = source / "systems" / "baseline" / f"run{run}", out / "systems" / "baseline" / f"run{run}"
-        assert listing(here) == {k: v for k, v in listing(there).items() if not k.startswith("rerank")}
-    assert not (out / "systems" / "baseline" / "run3").exists()
-    assert not list(out.rglob("*.copying"))
+        there = source / "systems" / "baseline" / f"run{run}"
+        copy = tmp_path / "out" / "systems" / "baseline" / f"run{run}"
+        copied = listing(copy)
+        result = json.loads(copied.pop("result.json") or b"")
+        assert result == {**json.loads((there / "result.json").read_text()), "borrowed_from": str(source)}
+        assert copied == {k: v for k, v in listing(there).items() if k != "result.json" and not k.startswith("rerank")}
+        assert all(os.stat(p).st_mode & stat.S_IWUSR for p, _, _ in os.walk(copy))  # reranked lists can go in
+    assert not (tmp_path / "out" / "systems" / "baseline" / "run3").exists()
+    for directory, _, _ in os.walk(source / "systems"):
+        os.chmod(directory, 0o755)
     # a run --out has finished is its own: not copied again
-    (out / "systems" / "baseline" / "run1" / "test.1best").write_text("tuned here\n")
-    assert borrow_baseline(mine, str(source)) == 0
-    assert (out / "systems" / "baseline" / "run1" / "test.1best").read_text() == "tuned here\n"
+    (tmp_path / "out" / "systems" / "baseline" / "run1" / "test.1best").write_text("tuned here\n")
+    assert borrow_baseline(here, str(source), start) == 0
+    assert (tmp_path / "out" / "systems" / "baseline" / "run1" / "test.1best").read_text() == "tuned here\n"
 
 
-def test_an_unfinished_run_of_out_is_replaced(files: dict[str, Path], tmp_path: Path) -> None:
+def test_an_unfinished_run_and_an_interrupted_copy_are_replaced(files: dict[str, Path], tmp_path: Path) -> None:
     source = earlier(files, tmp_path, runs=1)
     out = tmp_path / "out"
     stale = out / "systems" / "baseline" / "run1" / "mert-work"
     stale.mkdir(parents=True)
     (stale / "run3.moses.ini").write_text("an interrupted MERT run\n")
-    mine = settings(files, out)
-    mine.runs = 1
-    assert borrow_baseline(mine, str(source)) == 1
+    (out / "systems" / "baseline" / "run1.copying").mkdir()
+    (out / "systems" / "baseline" / "run1.copying" / "half").write_text("an interrupted copy\n")
+    here, start = mine(files, out, runs=1)
+    assert borrow_baseline(here, str(source), start) == 1
     assert not (stale / "run3.moses.ini").exists()
     assert (out / "systems" / "baseline" / "run1" / "result.json").exists()
+    assert sorted(p.name for p in (out / "systems" / "baseline").iterdir()) == ["run1", "start.ini"]
 
 
-def test_a_run_of_another_seed_is_refused(files: dict[str, Path], tmp_path: Path) -> None:
-    source = earlier(files, tmp_path, runs=1)
-    result = source / "systems" / "baseline" / "run1" / "result.json"
-    result.write_text(json.dumps({"system": "baseline", "run": 1, "seed": 1001}))
+@pytest.mark.parametrize("what", ["seed", "start.ini"])
+def test_a_run_of_another_seed_or_start_is_refused_before_any_copy(
+    files: dict[str, Path], tmp_path: Path, what: str
+) -> None:
+    source = earlier(files, tmp_path, runs=2)
     out = tmp_path / "out"
-    out.mkdir()
-    with pytest.raises(ExperimentError, match=r"not the baseline's run 1 with seed 2") as e:
-        borrow_baseline(settings(files, out), str(source))
+    here, start = mine(files, out)
+    if what == "seed":
+        (source / "systems" / "baseline" / "run2" / "result.json").write_text(json.dumps({"run": 2, "seed": 1002}))
+        message = r"run2/result.json: not the baseline's run 2 with seed 3 \(it records \{'run': 2, 'seed': 1002\}\)"
+    else:
+        Path(start).write_text(Path(start).read_text().replace("LM0= 0.5", "LM0= 0.25"))
+        message = r"its baseline started MERT from other weights or features \(.*start.ini differs from .*\)"
+    with pytest.raises(ExperimentError, match=message) as e:
+        borrow_baseline(here, str(source), start)
     assert e.value.exit_code == 2
-    assert not (out / "systems").exists()
+    assert sorted(p.name for p in (out / "systems" / "baseline").iterdir()) == ["start.ini"]  # nothing copied
 
 
-@pytest.mark.parametrize("what", ["seed", "dev file", "no experiment", "out itself"])
+REFUSALS = {
+    "seed": ({"seed": 5}, [], "its baseline was tuned with other settings (seed: 5 there, 1 here)"),
+    "nbest": ({"nbest": 200}, [], "its baseline was tuned with other settings (nbest: 200 there, 100 here)"),
+    "start weights": (
+        {"start_weights": "ini"},
+        [],
+        "its baseline was tuned with other settings (start_weights: 'ini' there, 'moses-defaults' here)",
+    ),
+    "iterations": (
+        {},
+        ["--maximum-iterations", "4"],
+        "its baseline was tuned with other settings (max_iterations: None there, 4 here)",
+    ),
+    "dev file": ({}, [], "files changed since that experiment started ({dev})"),
+    "no fingerprints": (
+        {},
+        [],
+        "its settings.json records no fingerprints of the files (an experiment of an earlier version): "
+        "that they are unchanged cannot be checked",
+    ),
+    "no experiment": ({}, [], None),
+    "out itself": ({}, [], "that is --out itself"),
+}
+
+
+@pytest.mark.parametrize("what", REFUSALS)
 def test_a_baseline_that_is_not_this_one_is_refused_before_any_work(
     stand_in_moses: Path, files: dict[str, Path], tmp_path: Path, what: str
 ) -> None:
-    source = earlier(files, tmp_path, runs=1, seed=5 if what == "seed" else 1)
+    options, extra, expected = REFUSALS[what]
+    source = earlier(files, tmp_path, runs=1, **options)
     out = tmp_path / "out"
-    expected = {
-        "seed": f"--baseline-from {source}: its baseline was tuned with other settings (seed: 5 there, 1 here)",
-        "dev file": f"--baseline-from {source}: its baseline was tuned on other files ({files['dev.fr']})",
-        "no experiment": f"--baseline-from {tmp_path}: no experiment there (no settings.json); "
-        "give the --out of an earlier experiment",
-        "out itself": f"--baseline-from {source}: that is --out itself",
-    }[what]
+    given = source
     if what == "dev file":
         files["dev.fr"].write_text(files["dev.fr"].read_text().replace("a", "b", 1))
-    given = {"no experiment": tmp_path, "out itself": source}.get(what, source)
-    if what == "out itself":
+    elif what == "no fingerprints":
+        recorded = json.loads((source / "settings.json").read_text())
+        del recorded["fingerprints"]
+        (source / "settings.json").write_text(json.dumps(recorded))
+    elif what == "no experiment":
+        given = tmp_path
+    elif what == "out itself":
         out = source
+    line = expected.format(dev=files["dev.fr"]) if expected else None
+    if line is None:
+        line = "no experiment there (no settings.json); give the --out of an earlier experiment"
 
     def recorded() -> dict:
         return {k: v for k, v in listing(source).items() if k != ".experiment.lock"}
 
     before = recorded()
-    code, err = experiment(stand_in_moses, files, str(out), "--baseline-from", str(given))
+    code, err = experiment(stand_in_moses, files, str(out), "--baseline-from", str(given), *extra)
     assert code == 2
-    assert one_error(err) == f"phrase-rescorer: error: {expected}"
+    assert one_error(err) == f"phrase-rescorer: error: --baseline-from {given}: {line}"
     assert recorded() == before
     assert out == source or [p.name for p in out.iterdir()] == [".experiment.lock"]  # nothing recorded
+
+
+def test_a_damaged_settings_json_there_is_not_to_be_removed(files: dict[str, Path], tmp_path: Path) -> None:
+    source = earlier(files, tmp_path, runs=1)
+    (source / "settings.json").write_text("{not json")
+    here, _ = mine(files, tmp_path / "out")
+    advice = "give the --out of an earlier experiment"
+    with pytest.raises(ExperimentError, match=rf"not an experiment's settings .*; {advice}$"):
+        check_source(here, str(source))

@@ -107,6 +107,8 @@ def test_end_to_end(setup: dict) -> None:
     ]
     assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
     assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
+    tables = out / "tables"  # rescored once: + RNN's table is + RNN + WP's without the WP column
+    assert f"{tables / 'phrase-table.rnn.gz'}: {tables / 'phrase-table.rnn-wp.gz'} without its last 1" in first.stderr
 
     report = json.loads((out / "experiment.json").read_text())
     refs = bleu.read_lines(str(TINY / "test.fr"))
@@ -229,14 +231,18 @@ def test_a_new_network_takes_the_baseline_runs_of_an_earlier_experiment(setup: d
     assert "baseline run 1: MERT" not in again.stderr
     assert "rnn run 1: MERT iteration 2 done" in again.stderr
     run, earlier = out / "systems" / "baseline" / "run1", first_out / "systems" / "baseline" / "run1"
-    for name in ("moses.ini", "test.1best", "result.json"):
+    for name in ("moses.ini", "test.1best", "dev.1best"):
         assert (run / name).read_bytes() == (earlier / name).read_bytes()
     assert not (run / "rerank").exists()
-    report = json.loads((out / "experiment.json").read_text())
-    before = json.loads((first_out / "experiment.json").read_text())
-    assert report["systems"]["baseline"]["runs"] == before["systems"]["baseline"]["runs"]
-    assert report["settings"]["baseline_from"] == str(first_out)
-    assert list(report["comparisons"]) == ["rnn"]
+    before = json.loads((first_out / "experiment.json").read_text())["systems"]["baseline"]["runs"]
+    for restart in ((), ("--baseline-from", str(first_out))):  # a restart, with or without it
+        report = json.loads((out / "experiment.json").read_text())
+        assert report["systems"]["baseline"]["runs"] == [{**before[0], "borrowed_from": str(first_out)}]
+        assert list(report["comparisons"]) == ["rnn"]
+        again = experiment(*args, *restart)
+        assert again.returncode == 0, again.stderr
+        assert "baseline run 1: finished earlier, kept" in again.stderr and "taken from" not in again.stderr
+        assert "MERT" not in again.stderr
 
 
 def test_no_moses_is_refused(tmp_path: Path) -> None:
