@@ -14,9 +14,9 @@ Layout of the output directory (everything is kept)::
                                   (``reranked``: the "+ CSLM" rows)
 
 With ``--baseline-from`` the baseline's finished runs are copied from another experiment's
-directory (``borrowed``). A run is finished when its ``result.json`` exists (written last, atomically); a restarted
-experiment skips finished runs and starts unfinished ones afresh, with the same seed. Runs go
-round the systems (run 1 of every system, then run 2, ...) so that an experiment stopped early
+directory (``borrowed``). A run is finished when its ``result.json`` exists (written last,
+atomically); a restarted experiment skips finished runs and starts unfinished ones afresh, with
+the same seed. Runs go round the systems (run 1 of every system, then run 2, ...) so that an experiment stopped early
 still compares like with like.
 """
 

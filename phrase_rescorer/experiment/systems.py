@@ -183,11 +183,16 @@ def drop_last_columns(table: str, new_table: str, count: int) -> None:
             out.write(without_appended(entry, count))
 
 
+def rescored_table(tables: str, system: System) -> str:
+    """Where the experiment writes ``system``'s rescored table (in ``OUT/tables``)."""
+    return os.path.join(tables, f"phrase-table.{system.key}.gz")
+
+
 def _rnn_first_table(tables: str) -> tuple[str, int] | None:
     """A rescored table already written whose first added column is the network's, and how many
     columns follow it."""
     for other in RNN_FIRST:
-        path = os.path.join(tables, f"phrase-table.{other.key}.gz")
+        path = rescored_table(tables, other)
         if os.path.exists(path):
             return path, other.columns - RNN.columns
     return None
@@ -227,7 +232,7 @@ def prepare_system(
             models.append(inverse_model)
         tables = os.path.join(out_dir, "tables")
         os.makedirs(tables, exist_ok=True)
-        new_table = os.path.join(tables, f"phrase-table.{system.key}.gz")
+        new_table = rescored_table(tables, system)
         wider = _rnn_first_table(tables) if system == RNN else None
         if not os.path.exists(new_table) and wider:
             if on_progress:
