@@ -9,10 +9,14 @@ gradients within float32 rounding, and the first losses of a run):
   their source (no ``torch.where`` over padded rows, no padded matrix products);
 * the decoder likewise runs its step t only on the targets at least t + 1 tokens long, and the
   readout and the output layer only on real target positions (``N`` rows, N = target tokens +
-  </s>), ending in one fused log-softmax and pick (``cross_entropy``);
-* the per-step inputs come from ``unbind`` and ``split`` of the all-steps projection, whose
-  backward passes are one ``stack`` / ``cat`` each: indexing ``x_proj[:, t]`` instead cost a
-  zero-filled gradient of the whole projection per step and per gate (quadratic in the length).
+  </s>), ending in one log-softmax and pick;
+* with the model's default cell (reset before U) and outside bf16 autocast, both recurrences run
+  as ``gru_sequence``, their backward pass written out (the recurrent matrices' gradients in one
+  product over all steps, no recurrent work on the encoder's zero initial state), their inputs
+  projected for the real positions only; otherwise step by step under autograd, the per-step
+  inputs from ``unbind`` and ``split`` of the all-steps projection (indexing ``x_proj[:, t]``
+  instead cost a zero-filled gradient of the whole projection per step and per gate);
+* the log-softmax's (N, V) buffer becomes the logits' gradient in place (``picked_log_probs``).
 
 The parameters, the GRU cell (reset before or after the recurrent matrix) and the summary are the
 model's own; only the order of the arithmetic differs.
@@ -20,12 +24,14 @@ model's own; only the order of the arithmetic differs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork, is_summary_network
+from .gru_sequence import gru_sequence, last_states
 
 
 class PackedLogProbs(nn.Module):
@@ -66,6 +72,29 @@ def training_log_probs(model: Network) -> nn.Module:
     return PackedLogProbs(model) if is_summary_network(model) else PlainLogProbs(model)
 
 
+def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[i, targets[i]] (N,) for logits (N, V): ``-cross_entropy(..., reduction=
+    "none")`` with one (N, V) buffer instead of three. The log-softmax is kept for the backward
+    pass, which turns it into the logits' gradient in place, g (onehot - softmax); cross_entropy
+    would zero-fill one more (N, V) buffer and write the gradient into a third."""
+    return _PickedLogProbs.apply(logits, targets)
+
+
+class _PickedLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(logits, dim=1)
+        ctx.save_for_backward(logp, targets)
+        return logp.gather(1, targets.unsqueeze(1)).squeeze(1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        logp, targets = ctx.saved_tensors
+        # The saved log-softmax is nobody else's (the forward pass made it): it becomes the gradient.
+        d = logp.exp_().mul_(-grad.unsqueeze(1))
+        return d.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1)), None
+
+
 def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:
     """For lengths sorted longest first: how many rows are still running at each step."""
     counts, n = [], len(lengths_desc)
@@ -84,18 +113,37 @@ def _step(gru: GRU, xrz: torch.Tensor, xh: torch.Tensor, h: torch.Tensor) -> tor
     return z * h + (1.0 - z) * h_tilde
 
 
+def _written_out(gru: GRU) -> bool:
+    """Whether the recurrence runs as ``gru_sequence`` (its backward written out): the model's
+    default cell, outside bf16 autocast (whose casts autograd's per-step operators carry)."""
+    return gru.cell == "reset_before" and not torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
+
+
+def _packed_index(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(steps, rows) of the real positions, step-major: row i at step t for i < counts[t]."""
+    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts) if n])
+    rows = torch.cat([torch.arange(n) for n in counts if n])
+    return steps.to(device), rows.to(device)
+
+
 def _encode(m: SummaryNetwork, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
     H = m.config.hidden_dim
     lengths, order = torch.sort(src_len, descending=True, stable=True)
-    counts = _active_counts(lengths.tolist(), src.shape[1])
-    x_proj = m.encoder.W(m.src_embed(src[order]))  # (B, S, 3H), all steps at once
-    xrz, xh = x_proj.split([2 * H, H], dim=2)
-    h = x_proj.new_zeros(src.shape[0], H)
-    for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
-        if n == 0:
-            break
-        new = _step(m.encoder, a[:n], b[:n], h[:n])
-        h = new if n == h.shape[0] else torch.cat([new, h[n:]])
+    lengths_list = lengths.tolist()
+    counts = [n for n in _active_counts(lengths_list, src.shape[1]) if n]
+    src = src[order]
+    if _written_out(m.encoder):
+        steps, rows = _packed_index(counts, src.device)
+        x = m.encoder.W(m.src_embed(src[rows, steps]))  # (N, 3H), real positions only
+        states = gru_sequence(x, None, m.encoder.U_rz.weight, m.encoder.U.weight, counts)
+        h = last_states(states, counts, lengths_list)
+    else:
+        x_proj = m.encoder.W(m.src_embed(src))  # (B, S, 3H), all steps at once
+        xrz, xh = x_proj.split([2 * H, H], dim=2)
+        h = x_proj.new_zeros(src.shape[0], H)
+        for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=False):
+            new = _step(m.encoder, a[:n], b[:n], h[:n])
+            h = new if n == h.shape[0] else torch.cat([new, h[n:]])
     c = m.summarize(h)
     return c[torch.argsort(order)]  # back to batch order
 
@@ -108,19 +156,22 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
     tgt, c = tgt[order], c[order]
     h, ctx, oc = m.context_terms(c)
     y_prev = m.previous_word_embeddings(tgt)  # (B, T, E)
-    x_proj = m.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
-    xrz, xh = x_proj.split([2 * H, H], dim=2)
-    states = []  # step t: the states of the counts[t] rows still inside their target
-    for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
-        if n == 0:
-            break
-        h = _step(m.decoder, a[:n], b[:n], h[:n])
-        states.append(h)
-    # Real positions, step-major (the order of ``states``): row i at step t for i < counts[t].
-    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts) if n])
-    rows = torch.cat([torch.arange(n) for n in counts if n])
-    steps, rows = steps.to(tgt.device), rows.to(tgt.device)
-    logits = m.readout(torch.cat(states), y_prev[rows, steps], oc[rows])  # (N, V)
-    token_logp = -F.cross_entropy(logits.float(), tgt[rows, steps], reduction="none")
+    # Real positions, step-major: row i at step t for i < counts[t].
+    steps, rows = _packed_index(counts, tgt.device)
+    if _written_out(m.decoder):
+        x = m.decoder.W(y_prev[rows, steps]) + ctx[rows]  # (N, 3H), real positions only
+        states = gru_sequence(x, h, m.decoder.U_rz.weight, m.decoder.U.weight, [n for n in counts if n])
+    else:
+        x_proj = m.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
+        xrz, xh = x_proj.split([2 * H, H], dim=2)
+        per_step = []  # step t: the states of the counts[t] rows still inside their target
+        for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
+            if n == 0:
+                break
+            h = _step(m.decoder, a[:n], b[:n], h[:n])
+            per_step.append(h)
+        states = torch.cat(per_step)
+    logits = m.readout(states, y_prev[rows, steps], oc[rows])  # (N, V)
+    token_logp = picked_log_probs(logits.float(), tgt[rows, steps])
     per_pair = torch.zeros(B, dtype=token_logp.dtype, device=tgt.device).index_add(0, rows, token_logp)
     return per_pair[torch.argsort(order)]  # back to batch order

@@ -15,7 +15,7 @@ from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.optim import ChunkedAdadelta
-from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts
+from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, picked_log_probs
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
@@ -125,3 +125,18 @@ def test_chunked_adadelta_is_torchs_adadelta_bit_for_bit() -> None:
     restored = ChunkedAdadelta(b, lr=0.7, rho=0.95, eps=1e-6)
     restored.load_state_dict(s2)
     assert torch.equal(restored.state_dict()["state"][0]["acc_delta"], s2["state"][0]["acc_delta"])
+
+
+def test_picked_log_probs_equal_cross_entropy() -> None:
+    """The in-place log-prob pick against torch's cross_entropy: values and the logits' gradient."""
+    gen = torch.Generator().manual_seed(4)
+    logits = (3 * torch.randn(11, 40, generator=gen, dtype=torch.float64)).requires_grad_()
+    targets = torch.randint(0, 40, (11,), generator=gen)
+    targets[3] = targets[4]  # two rows with the same target
+    weight = torch.randn(11, generator=gen, dtype=torch.float64)
+    want = -torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    (want_grad,) = torch.autograd.grad((want * weight).sum(), logits)
+    got = picked_log_probs(logits, targets)
+    (got_grad,) = torch.autograd.grad((got * weight).sum(), logits)
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(got_grad, want_grad, atol=1e-12, rtol=1e-12)

@@ -1,0 +1,133 @@
+"""A whole GRU recurrence over length-sorted rows, with its backward pass written out.
+
+The model's ``GRU.step`` (reset before the recurrent matrix) applied step after step, as the
+packed training computation runs it: step t on the first ``counts[t]`` rows (rows sorted longest
+first, so the rows still inside their phrase come first). Inputs and states are *packed*,
+step-major: the rows of step 0, then those of step 1, and so on (N = sum of the counts rows).
+
+What writing the backward pass out buys over autograd running the steps one by one:
+
+* the recurrent matrices' gradients come from **one matrix product over all steps** (N rows
+  deep) instead of one 64-deep outer product per step, each allocated and summed into the
+  gradient;
+* a zero initial state (the encoder's) costs no recurrent product at the first step, forward or
+  backward: U_rz 0 and U (r 0) are zero, r has no effect there, and the matrices get nothing from
+  that step;
+* no per-step graph nodes and no zero-filled gradients of slices.
+
+The arithmetic of each step is the model's; only its order and what is skipped because it is
+exactly zero differ. ``tests/unit/test_gru_sequence.py`` checks states and every gradient against
+autograd over ``GRU.step`` within float32 rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def gru_sequence(
+    x: torch.Tensor, h0: torch.Tensor | None, w_rz: torch.Tensor, w_u: torch.Tensor, counts: list[int]
+) -> torch.Tensor:
+    """The states (N, H) of every step, packed step-major, from the packed input projections
+    x (N, 3H) (``[W_r; W_z; W] x_t + b``, plus any context terms), the initial state h0 (B, H)
+    (None: zeros) and the recurrent weights ``U_rz.weight`` (2H, H) and ``U.weight`` (H, H).
+    ``counts``: rows at each step, non-increasing, none zero."""
+    return _GRUSequence.apply(x, h0, w_rz, w_u, tuple(counts))
+
+
+def last_states(states: torch.Tensor, counts: list[int], lengths: list[int]) -> torch.Tensor:
+    """Each row's state after its last step (B, H), from ``gru_sequence``'s packed states; rows
+    in the counts' order, ``lengths`` the steps of each (non-increasing)."""
+    offsets = [0]
+    for n in counts:
+        offsets.append(offsets[-1] + n)
+    index = torch.tensor([offsets[n - 1] + i for i, n in enumerate(lengths)], device=states.device)
+    return states.index_select(0, index)
+
+
+class _GRUSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        h0: torch.Tensor | None,
+        w_rz: torch.Tensor,
+        w_u: torch.Tensor,
+        counts: tuple[int, ...],
+    ) -> torch.Tensor:
+        H = w_u.shape[0]
+        N = x.shape[0]
+        states = x.new_empty(N, H)
+        rz = x.new_empty(N, 2 * H)  # the gates r, z of every step
+        hh = x.new_empty(N, H)  # the candidate state h~ of every step
+        rh = x.new_empty(N, H)  # r * h_{t-1}, the recurrent matrix U's input
+        off, h = 0, h0
+        for n in counts:
+            s = slice(off, off + n)
+            if h is None:  # zero state: no recurrent term, and r has no effect
+                torch.sigmoid(x[s, : 2 * H], out=rz[s])
+                torch.tanh(x[s, 2 * H :], out=hh[s])
+                rh[s].zero_()
+                torch.mul(hh[s], 1.0 - rz[s, H:], out=states[s])
+            else:
+                hp = h[:n]
+                torch.sigmoid(torch.addmm(x[s, : 2 * H], hp, w_rz.t()), out=rz[s])
+                torch.mul(rz[s, :H], hp, out=rh[s])
+                torch.tanh(torch.addmm(x[s, 2 * H :], rh[s], w_u.t()), out=hh[s])
+                torch.addcmul(hh[s], rz[s, H:], hp - hh[s], out=states[s])  # z h + (1 - z) h~
+            h = states[s]
+            off += n
+        ctx.counts = counts
+        ctx.zero_start = h0 is None
+        ctx.save_for_backward(states, rz, hh, rh, w_rz, w_u, *(() if h0 is None else (h0,)))
+        return states
+
+    @staticmethod
+    def backward(ctx: Any, d_states: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        states, rz, hh, rh, w_rz, w_u, *given = ctx.saved_tensors
+        counts: tuple[int, ...] = ctx.counts
+        H = w_u.shape[0]
+        offsets = [0]
+        for n in counts:
+            offsets.append(offsets[-1] + n)
+
+        def previous(t: int) -> torch.Tensor | None:
+            """h_{t-1} of step t's rows; None for a zero initial state."""
+            if t > 0:
+                return states[offsets[t - 1] : offsets[t - 1] + counts[t]]
+            return given[0][: counts[0]] if given else None
+
+        dx = states.new_empty(states.shape[0], 3 * H)  # d loss / d x, the inputs' gradient
+        carry = None  # d loss / d h_{t} from step t + 1, for its rows
+        for t in range(len(counts) - 1, -1, -1):
+            s = slice(offsets[t], offsets[t + 1])
+            dh = d_states[s]
+            if carry is not None:
+                dh = dh.clone()
+                dh[: carry.shape[0]] += carry
+            r, z, c, hp = rz[s, :H], rz[s, H:], hh[s], previous(t)
+            torch.mul(dh * (1.0 - z), 1.0 - c * c, out=dx[s, 2 * H :])  # through h~ = tanh(..)
+            torch.mul(dh * (-c if hp is None else hp - c), z * (1.0 - z), out=dx[s, H : 2 * H])  # z
+            if hp is None:  # r multiplied a zero state
+                dx[s, :H].zero_()
+                carry = None
+                continue
+            d_rh = torch.mm(dx[s, 2 * H :], w_u)
+            torch.mul(d_rh * hp, r * (1.0 - r), out=dx[s, :H])
+            carry = torch.addmm(dh * z, dx[s, : 2 * H], w_rz).addcmul_(d_rh, r)
+        # The recurrent matrices' gradients: one product over every step that had a state.
+        first = 0 if given else counts[0]
+        d_w_u = torch.mm(dx[first:, 2 * H :].t(), rh[first:])
+        inputs = [p for p in map(previous, range(len(counts))) if p is not None]
+        d_w_rz = torch.mm(dx[first:, : 2 * H].t(), torch.cat(inputs)) if inputs else torch.zeros_like(w_rz)
+        dh0 = None
+        if given and carry is not None:  # carry: step 0's d loss / d h_0, for its rows
+            h0 = given[0]
+            dh0 = (
+                carry
+                if carry.shape[0] == h0.shape[0]
+                else torch.cat([carry, carry.new_zeros(h0.shape[0] - carry.shape[0], H)])
+            )
+        return dx, dh0, d_w_rz, d_w_u, None

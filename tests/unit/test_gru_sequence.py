@@ -1,0 +1,70 @@
+"""``training.gru_sequence`` against autograd over the model's ``GRU.step``: the same states and
+the same gradients (inputs, initial state, both recurrent matrices) within float32 rounding, with
+a zero or a given initial state, ragged row counts and one-step runs; and in float64, where
+the two orders of the arithmetic must agree to 1e-12."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from phrase_rescorer.model.cho2014 import GRU
+from phrase_rescorer.training.gru_sequence import gru_sequence, last_states
+
+
+def _plain(gru: GRU, x: torch.Tensor, h0: torch.Tensor | None, counts: list[int]) -> torch.Tensor:
+    """``GRU.step`` step after step on the first counts[t] rows, states packed step-major."""
+    H = gru.hidden_dim
+    h = h0 if h0 is not None else x.new_zeros(counts[0], H)
+    out, off = [], 0
+    for n in counts:
+        h = gru.step(x[off : off + n], h[:n])
+        out.append(h)
+        off += n
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("zero_start", [True, False])
+@pytest.mark.parametrize("counts", [[5, 5, 3, 2, 2, 1], [4], [3, 1], [6, 6, 6]])
+def test_states_and_gradients_equal_autograd(dtype: torch.dtype, zero_start: bool, counts: list[int]) -> None:
+    torch.manual_seed(3)
+    H, B = 7, counts[0] + 2  # h0 has rows that never run: their gradient is zero
+    gru = GRU(4, H).to(dtype)
+    with torch.no_grad():
+        for p in gru.parameters():
+            p.normal_(0.0, 0.6)  # far from linear, so that a wrong term shows
+    x = torch.randn(sum(counts), 3 * H, dtype=dtype, requires_grad=True)
+    h0 = None if zero_start else torch.randn(B, H, dtype=dtype, requires_grad=True)
+    weight = torch.randn(sum(counts), H, dtype=dtype)  # a loss that weighs every state
+
+    inputs = [x, gru.U_rz.weight, gru.U.weight, *([h0] if h0 is not None else [])]
+    names = ["x", "U_rz", "U", "h0"][: len(inputs)]
+    want = _plain(gru, x, h0, counts)
+    want_grads = torch.autograd.grad((want * weight).sum(), inputs)
+    got = gru_sequence(x, h0, gru.U_rz.weight, gru.U.weight, counts)
+    got_grads = torch.autograd.grad((got * weight).sum(), inputs)
+
+    tol = dict(atol=1e-12, rtol=1e-12) if dtype == torch.float64 else dict(atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(got, want, **tol)
+    for name, g, w in zip(names, got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, **tol, msg=name)
+
+
+def test_a_zero_start_spends_nothing_on_the_first_steps_recurrence() -> None:
+    """With h0 = None the first step's gradient of r is exactly zero (r multiplies a zero state),
+    and the recurrent matrices get nothing from that step."""
+    torch.manual_seed(0)
+    gru = GRU(3, 5)
+    x = torch.randn(4, 15, requires_grad=True)
+    states = gru_sequence(x, None, gru.U_rz.weight, gru.U.weight, [4])
+    states.sum().backward()
+    assert torch.equal(x.grad[:, :5], torch.zeros(4, 5))
+    assert torch.equal(gru.U_rz.weight.grad, torch.zeros(10, 5))
+    assert torch.equal(gru.U.weight.grad, torch.zeros(5, 5))
+
+
+def test_last_states_picks_each_rows_final_step() -> None:
+    counts, lengths = [3, 2, 1], [3, 2, 1]
+    states = torch.arange(6.0).unsqueeze(1)  # step 0: rows 0-2, step 1: rows 0-1, step 2: row 0
+    assert last_states(states, counts, lengths).squeeze(1).tolist() == [5.0, 4.0, 2.0]
