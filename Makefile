@@ -94,7 +94,7 @@ bench: $(STAMP)
 
 # glibc keeps freed memory instead of page-faulting it in again every step (docs/performance.md).
 profile-training: $(STAMP)
-	MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=17179869184 $(PY) -m benchmarks.training_profile
+	$(PY) -m benchmarks.training_profile
 
 .PHONY: check format-check golden
 

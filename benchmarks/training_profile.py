@@ -15,12 +15,12 @@ pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
   products of a batch of short phrases stay from the rate of a large one.
 
 The profiler adds a few microseconds per operator; the profiled step's time is printed next to
-the plain one so that the overhead can be read off. Under glibc's default settings the memory a
-step frees goes back to the system and is page-faulted in again, which the profiler makes worse:
-``make profile-training`` runs this with ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
-raised (docs/performance.md, "Where the time of a step goes"). Shortlists come from the timed lines (filled
-up to the preset's size, as in ``parts.shortlists``), not the whole table, so that a profile
-takes a minute.
+the plain one so that the overhead can be read off. The steps keep their freed memory for reuse
+as the training commands do (``allocator.keep_freed_memory``, through ``benchmark_trainer``):
+under glibc's defaults it went back to the system and was page-faulted in again every step,
+which the profiler made worse (docs/performance.md, "Where the time of a step goes").
+Shortlists come from the timed lines (filled up to the preset's size, as in
+``parts.shortlists``), not the whole table, so that a profile takes a minute.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..allocator import keep_freed_memory
 from ..errors import EXIT_INPUT
 from ..lm.network import PRESETS, preset
 from . import cli
@@ -224,6 +225,7 @@ def train_lm(
         log = stack.enter_context(EventLog(log_file if group.is_main else os.devnull, append=resume))
         caught = stack.enter_context(deferred_signals())
         try:
+            keep_freed_memory()
             trainer = LMTrainer(
                 model_out,
                 config,

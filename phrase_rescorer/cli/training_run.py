@@ -16,6 +16,7 @@ from typing import Any
 import click
 import torch
 
+from ..allocator import keep_freed_memory
 from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
@@ -111,6 +112,7 @@ def run_training(
             summary=summary,
             **model_sizes,
         )
+        keep_freed_memory()
         trainer = Trainer(
             data,
             config,
