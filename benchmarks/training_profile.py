@@ -18,7 +18,7 @@ The profiler adds a few microseconds per operator; the profiled step's time is p
 the plain one so that the overhead can be read off. The steps keep their freed memory for reuse
 as the training commands do (``allocator.keep_freed_memory``, through ``benchmark_trainer``):
 under glibc's defaults it went back to the system and was page-faulted in again every step,
-which the profiler made worse (docs/performance.md, "Where the time of a step goes").
+which the profiler made worse (docs/training-speed.md, "Where the time of a step goes").
 Shortlists come from the timed lines (filled up to the preset's size, as in
 ``parts.shortlists``), not the whole table, so that a profile takes a minute.
 """

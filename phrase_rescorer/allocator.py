@@ -7,7 +7,7 @@ was freed) with a fresh mapping, unmaps it when it is freed, and gives the heap'
 its trim threshold, so the next step faults the same memory in again, zeroed by the kernel page
 by page. :func:`keep_freed_memory` sets both thresholds to 1 GiB (the mmap threshold to 32 MiB
 where a glibc refuses more): the blocks then come from the heap and stay there for the next
-step (measured: docs/performance.md, "Training speed"). The cost is resident memory: up to the
+step (measured: docs/training-speed.md). The cost is resident memory: up to the
 largest step's freed blocks stay mapped, which a training process holds anyway.
 
 The training commands call it once at their start. It does nothing where the C library is not
