@@ -10,7 +10,7 @@ gradients within float32 rounding, and the first losses of a run):
 * the decoder likewise runs its step t only on the targets at least t + 1 tokens long, and the
   readout and the output layer only on real target positions (``N`` rows, N = target tokens +
   </s>), ending in one log-softmax and pick;
-* with the model's default cell (reset before U) and outside bf16 autocast, both recurrences run
+* with the model's default cell (reset before U) and outside autocast, both recurrences run
   as ``gru_sequence``, their backward pass written out (the recurrent matrices' gradients in one
   product over all steps, no recurrent work on the encoder's zero initial state), their inputs
   projected for the real positions only; otherwise step by step under autograd, the per-step
@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork, is_summary_network
@@ -76,7 +77,8 @@ def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     """log softmax(logits)[i, targets[i]] (N,) for logits (N, V): ``-cross_entropy(..., reduction=
     "none")`` with one (N, V) buffer instead of three. The log-softmax is kept for the backward
     pass, which turns it into the logits' gradient in place, g (onehot - softmax); cross_entropy
-    would zero-fill one more (N, V) buffer and write the gradient into a third."""
+    would zero-fill one more (N, V) buffer and write the gradient into a third. Its graph can be
+    backpropagated once (no double backward), as training does."""
     return _PickedLogProbs.apply(logits, targets)
 
 
@@ -88,6 +90,7 @@ class _PickedLogProbs(torch.autograd.Function):
         return logp.gather(1, targets.unsqueeze(1)).squeeze(1)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         logp, targets = ctx.saved_tensors
         # The saved log-softmax is nobody else's (the forward pass made it): it becomes the gradient.
@@ -113,10 +116,10 @@ def _step(gru: GRU, xrz: torch.Tensor, xh: torch.Tensor, h: torch.Tensor) -> tor
     return z * h + (1.0 - z) * h_tilde
 
 
-def _written_out(gru: GRU) -> bool:
+def _written_out(gru: GRU, device: torch.device) -> bool:
     """Whether the recurrence runs as ``gru_sequence`` (its backward written out): the model's
-    default cell, outside bf16 autocast (whose casts autograd's per-step operators carry)."""
-    return gru.cell == "reset_before" and not torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
+    default cell, outside autocast (whose casts autograd's per-step operators carry)."""
+    return gru.cell == "reset_before" and not torch.is_autocast_enabled(device.type)
 
 
 def _packed_index(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +135,7 @@ def _encode(m: SummaryNetwork, src: torch.Tensor, src_len: torch.Tensor) -> torc
     lengths_list = lengths.tolist()
     counts = [n for n in _active_counts(lengths_list, src.shape[1]) if n]
     src = src[order]
-    if _written_out(m.encoder):
+    if _written_out(m.encoder, src.device):
         steps, rows = _packed_index(counts, src.device)
         x = m.encoder.W(m.src_embed(src[rows, steps]))  # (N, 3H), real positions only
         states = gru_sequence(x, None, m.encoder.U_rz.weight, m.encoder.U.weight, counts)
@@ -158,7 +161,7 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
     y_prev = m.previous_word_embeddings(tgt)  # (B, T, E)
     # Real positions, step-major: row i at step t for i < counts[t].
     steps, rows = _packed_index(counts, tgt.device)
-    if _written_out(m.decoder):
+    if _written_out(m.decoder, tgt.device):
         x = m.decoder.W(y_prev[rows, steps]) + ctx[rows]  # (N, 3H), real positions only
         states = gru_sequence(x, h, m.decoder.U_rz.weight, m.decoder.U.weight, [n for n in counts if n])
     else:

@@ -27,7 +27,10 @@ def _plain(gru: GRU, x: torch.Tensor, h0: torch.Tensor | None, counts: list[int]
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("zero_start", [True, False])
 @pytest.mark.parametrize("counts", [[5, 5, 3, 2, 2, 1], [4], [3, 1], [6, 6, 6]])
-def test_states_and_gradients_equal_autograd(dtype: torch.dtype, zero_start: bool, counts: list[int]) -> None:
+@pytest.mark.parametrize("strided", [False, True])
+def test_states_and_gradients_equal_autograd(
+    dtype: torch.dtype, zero_start: bool, counts: list[int], strided: bool
+) -> None:
     torch.manual_seed(3)
     H, B = 7, counts[0] + 2  # h0 has rows that never run: their gradient is zero
     gru = GRU(4, H).to(dtype)
@@ -40,10 +43,15 @@ def test_states_and_gradients_equal_autograd(dtype: torch.dtype, zero_start: boo
 
     inputs = [x, gru.U_rz.weight, gru.U.weight, *([h0] if h0 is not None else [])]
     names = ["x", "U_rz", "U", "h0"][: len(inputs)]
+
+    def loss(states: torch.Tensor) -> torch.Tensor:
+        # strided: the states' incoming gradient is a transposed (non-contiguous) view
+        return (states.t() * weight.t()).sum() if strided else (states * weight).sum()
+
     want = _plain(gru, x, h0, counts)
-    want_grads = torch.autograd.grad((want * weight).sum(), inputs)
+    want_grads = torch.autograd.grad(loss(want), inputs)
     got = gru_sequence(x, h0, gru.U_rz.weight, gru.U.weight, counts)
-    got_grads = torch.autograd.grad((got * weight).sum(), inputs)
+    got_grads = torch.autograd.grad(loss(got), inputs)
 
     tol = dict(atol=1e-12, rtol=1e-12) if dtype == torch.float64 else dict(atol=2e-6, rtol=1e-5)
     torch.testing.assert_close(got, want, **tol)
@@ -68,3 +76,10 @@ def test_last_states_picks_each_rows_final_step() -> None:
     counts, lengths = [3, 2, 1], [3, 2, 1]
     states = torch.arange(6.0).unsqueeze(1)  # step 0: rows 0-2, step 1: rows 0-1, step 2: row 0
     assert last_states(states, counts, lengths).squeeze(1).tolist() == [5.0, 4.0, 2.0]
+
+
+@pytest.mark.parametrize("counts", [[], [2, 3], [2, 0], [2, 2]])
+def test_row_counts_that_do_not_fit_are_refused(counts: list[int]) -> None:
+    gru = GRU(3, 5)
+    with pytest.raises(ValueError, match="row counts"):
+        gru_sequence(torch.zeros(5, 15), None, gru.U_rz.weight, gru.U.weight, counts)

@@ -13,9 +13,9 @@ import torch
 
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.model.cho2014 import GRU, ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.optim import ChunkedAdadelta
-from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, picked_log_probs
+from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, _written_out, picked_log_probs
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
@@ -140,3 +140,13 @@ def test_picked_log_probs_equal_cross_entropy() -> None:
     (got_grad,) = torch.autograd.grad((got * weight).sum(), logits)
     torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(got_grad, want_grad, atol=1e-12, rtol=1e-12)
+
+
+def test_autocast_and_the_other_cell_take_the_step_by_step_path() -> None:
+    """The written-out recurrence runs only with the model's default cell outside autocast."""
+    before = GRU(3, 4, cell="reset_before")
+    cpu = torch.device("cpu")
+    assert _written_out(before, cpu)
+    assert not _written_out(GRU(3, 4, cell="reset_after"), cpu)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not _written_out(before, cpu)
