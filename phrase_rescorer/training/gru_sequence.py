@@ -47,11 +47,14 @@ def gru_sequence(
 def last_states(states: torch.Tensor, counts: list[int], lengths: list[int]) -> torch.Tensor:
     """Each row's state after its last step (B, H), from ``gru_sequence``'s packed states; rows
     in the counts' order, ``lengths`` the steps of each (non-increasing)."""
-    offsets = [0]
-    for n in counts:
-        offsets.append(offsets[-1] + n)
+    offsets = _offsets(counts)
     index = torch.tensor([offsets[n - 1] + i for i, n in enumerate(lengths)], device=states.device)
     return states.index_select(0, index)
+
+
+def _offsets(counts: list[int] | tuple[int, ...]) -> list[int]:
+    """Where each step's rows begin in the packed rows, and the end: [0, c0, c0 + c1, ..., N]."""
+    return [0, *itertools.accumulate(counts)]
 
 
 class _GRUSequence(torch.autograd.Function):
@@ -96,9 +99,7 @@ class _GRUSequence(torch.autograd.Function):
         states, rz, hh, rh, w_rz, w_u, *given = ctx.saved_tensors
         counts: tuple[int, ...] = ctx.counts
         H = w_u.shape[0]
-        offsets = [0]
-        for n in counts:
-            offsets.append(offsets[-1] + n)
+        offsets = _offsets(counts)
 
         def previous(t: int) -> torch.Tensor | None:
             """h_{t-1} of step t's rows; None for a zero initial state."""

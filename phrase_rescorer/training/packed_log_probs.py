@@ -123,9 +123,10 @@ def _written_out(gru: GRU, device: torch.device) -> bool:
 
 
 def _packed_index(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(steps, rows) of the real positions, step-major: row i at step t for i < counts[t]."""
-    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts) if n])
-    rows = torch.cat([torch.arange(n) for n in counts if n])
+    """(steps, rows) of the real positions, step-major: row i at step t for i < counts[t]
+    (``counts`` without its trailing zeros)."""
+    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts)])
+    rows = torch.cat([torch.arange(n) for n in counts])
     return steps.to(device), rows.to(device)
 
 
@@ -155,7 +156,7 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
     H = m.config.hidden_dim
     B, T = tgt.shape
     lengths, order = torch.sort(tgt_len, descending=True, stable=True)
-    counts = _active_counts(lengths.tolist(), T)
+    counts = [n for n in _active_counts(lengths.tolist(), T) if n]
     tgt, c = tgt[order], c[order]
     h, ctx, oc = m.context_terms(c)
     y_prev = m.previous_word_embeddings(tgt)  # (B, T, E)
@@ -163,14 +164,12 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
     steps, rows = _packed_index(counts, tgt.device)
     if _written_out(m.decoder, tgt.device):
         x = m.decoder.W(y_prev[rows, steps]) + ctx[rows]  # (N, 3H), real positions only
-        states = gru_sequence(x, h, m.decoder.U_rz.weight, m.decoder.U.weight, [n for n in counts if n])
+        states = gru_sequence(x, h, m.decoder.U_rz.weight, m.decoder.U.weight, counts)
     else:
         x_proj = m.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
         xrz, xh = x_proj.split([2 * H, H], dim=2)
         per_step = []  # step t: the states of the counts[t] rows still inside their target
-        for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=True):
-            if n == 0:
-                break
+        for n, a, b in zip(counts, xrz.unbind(1), xh.unbind(1), strict=False):
             h = _step(m.decoder, a[:n], b[:n], h[:n])
             per_step.append(h)
         states = torch.cat(per_step)
