@@ -23,11 +23,15 @@ backpropagated once (no double backward), as training does.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+
+from . import gru_gates
 
 
 def gru_sequence(
@@ -50,6 +54,10 @@ def last_states(states: torch.Tensor, counts: list[int], lengths: list[int]) -> 
     offsets = _offsets(counts)
     index = torch.tensor([offsets[n - 1] + i for i, n in enumerate(lengths)], device=states.device)
     return states.index_select(0, index)
+
+
+#: h_{t-1} of step t's rows (None: a zero initial state), in the backward pass.
+Previous = Callable[[int], "torch.Tensor | None"]
 
 
 def _offsets(counts: list[int] | tuple[int, ...]) -> list[int]:
@@ -83,9 +91,9 @@ class _GRUSequence(torch.autograd.Function):
                 torch.mul(hh[s], 1.0 - rz[s, H:], out=states[s])
             else:
                 hp = h[:n]
-                torch.sigmoid(torch.addmm(x[s, : 2 * H], hp, w_rz.t()), out=rz[s])
+                torch.addmm(x[s, : 2 * H], hp, w_rz.t(), out=rz[s]).sigmoid_()
                 torch.mul(rz[s, :H], hp, out=rh[s])
-                torch.tanh(torch.addmm(x[s, 2 * H :], rh[s], w_u.t()), out=hh[s])
+                torch.addmm(x[s, 2 * H :], rh[s], w_u.t(), out=hh[s]).tanh_()
                 torch.addcmul(hh[s], rz[s, H:], hp - hh[s], out=states[s])  # z h + (1 - z) h~
             h = states[s]
             off += n
@@ -108,23 +116,11 @@ class _GRUSequence(torch.autograd.Function):
             return given[0][: counts[0]] if given else None
 
         dx = states.new_empty(states.shape[0], 3 * H)  # d loss / d x, the inputs' gradient
-        carry = None  # d loss / d h_{t} from step t + 1, for its rows
-        for t in range(len(counts) - 1, -1, -1):
-            s = slice(offsets[t], offsets[t + 1])
-            dh = d_states[s]
-            if carry is not None:
-                dh = dh.clone()
-                dh[: carry.shape[0]] += carry
-            r, z, c, hp = rz[s, :H], rz[s, H:], hh[s], previous(t)
-            torch.mul(dh * (1.0 - z), 1.0 - c * c, out=dx[s, 2 * H :])  # through h~ = tanh(..)
-            torch.mul(dh * (-c if hp is None else hp - c), z * (1.0 - z), out=dx[s, H : 2 * H])  # z
-            if hp is None:  # r multiplied a zero state
-                dx[s, :H].zero_()
-                carry = None
-                continue
-            d_rh = torch.mm(dx[s, 2 * H :], w_u)
-            torch.mul(d_rh * hp, r * (1.0 - r), out=dx[s, :H])
-            carry = torch.addmm(dh * z, dx[s, : 2 * H], w_rz).addcmul_(d_rh, r)
+        lib = gru_gates.usable(d_states, states, w_rz, w_u, *given)
+        if lib is not None:
+            carry = _backward_compiled(lib, d_states.contiguous(), states, rz, hh, w_rz, w_u, counts, previous, dx)
+        else:
+            carry = _backward_torch(d_states, rz, hh, w_rz, w_u, counts, previous, dx)
         # The recurrent matrices' gradients: one product over every step that had a state.
         first = 0 if given else counts[0]
         d_w_u = torch.mm(dx[first:, 2 * H :].t(), rh[first:])
@@ -139,3 +135,70 @@ class _GRUSequence(torch.autograd.Function):
                 else torch.cat([carry, carry.new_zeros(h0.shape[0] - carry.shape[0], H)])
             )
         return dx, dh0, d_w_rz, d_w_u, None
+
+
+def _backward_torch(
+    d_states: torch.Tensor,
+    rz: torch.Tensor,
+    hh: torch.Tensor,
+    w_rz: torch.Tensor,
+    w_u: torch.Tensor,
+    counts: tuple[int, ...],
+    previous: Previous,
+    dx: torch.Tensor,
+) -> torch.Tensor | None:
+    """The steps of the backward pass, last to first, with torch's operators: fills ``dx`` and
+    returns d loss / d h_0 for step 0's rows (None for a zero initial state)."""
+    H = w_u.shape[0]
+    offsets = _offsets(counts)
+    carry = None  # d loss / d h_{t} from step t + 1, for its rows
+    for t in range(len(counts) - 1, -1, -1):
+        s = slice(offsets[t], offsets[t + 1])
+        dh = d_states[s]
+        if carry is not None:
+            dh = dh.clone()
+            dh[: carry.shape[0]] += carry
+        r, z, c, hp = rz[s, :H], rz[s, H:], hh[s], previous(t)
+        torch.mul(dh * (1.0 - z), 1.0 - c * c, out=dx[s, 2 * H :])  # through h~ = tanh(..)
+        torch.mul(dh * (-c if hp is None else hp - c), z * (1.0 - z), out=dx[s, H : 2 * H])  # z
+        if hp is None:  # r multiplied a zero state
+            dx[s, :H].zero_()
+            carry = None
+            continue
+        d_rh = torch.mm(dx[s, 2 * H :], w_u)
+        torch.mul(d_rh * hp, r * (1.0 - r), out=dx[s, :H])
+        carry = torch.addmm(dh * z, dx[s, : 2 * H], w_rz).addcmul_(d_rh, r)
+    return carry
+
+
+def _backward_compiled(
+    lib: ctypes.CDLL,
+    d_states: torch.Tensor,
+    states: torch.Tensor,
+    rz: torch.Tensor,
+    hh: torch.Tensor,
+    w_rz: torch.Tensor,
+    w_u: torch.Tensor,
+    counts: tuple[int, ...],
+    previous: Previous,
+    dx: torch.Tensor,
+) -> torch.Tensor | None:
+    """``_backward_torch`` with each step's element-wise work in ``gru_gates``' two loops: per
+    step, the gates loop, the product with U, the reset loop, the product with U_rz."""
+    H = w_u.shape[0]
+    offsets = _offsets(counts)
+    dhz = states.new_empty(counts[0], H)  # each step's carry before its product with U_rz
+    carry = None
+    for t in range(len(counts) - 1, -1, -1):
+        a, n = offsets[t], counts[t]
+        hp = previous(t)
+        hp = None if hp is None else hp.contiguous()
+        gru_gates.gates(lib, d_states[a : a + n], carry, rz[a : a + n], hh[a : a + n], hp, dx[a : a + n], dhz[:n])
+        if hp is None:  # r multiplied a zero state
+            dx[a : a + n, :H].zero_()
+            carry = None
+            continue
+        d_rh = torch.mm(dx[a : a + n, 2 * H :], w_u)
+        gru_gates.reset(lib, d_rh, rz[a : a + n], hp, dx[a : a + n], dhz[:n])
+        carry = dhz[:n].addmm(dx[a : a + n, : 2 * H], w_rz)
+    return carry

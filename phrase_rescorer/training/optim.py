@@ -24,9 +24,10 @@ torch's own update.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
+from torch.profiler import record_function
 
 from . import adadelta_loop
 
@@ -46,7 +47,11 @@ class ChunkedAdadelta(torch.optim.Adadelta):
         self.chunk = chunk
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(  # type: ignore[override]
+        self, closure: Callable[[], float] | None = None, grad_scale: float = 1.0
+    ) -> float | None:
+        """One update; each gradient taken times ``grad_scale`` (``clipped_step``'s factor), the
+        gradients themselves left as they are."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -69,10 +74,10 @@ class ChunkedAdadelta(torch.optim.Adadelta):
                     or torch.is_complex(p)
                     or not (p.is_contiguous() and g.is_contiguous() and sq.is_contiguous() and acc.is_contiguous())
                 ):
-                    _update(p, g, sq, acc, lr, rho, eps)
+                    _update(p, _scaled(g, grad_scale), sq, acc, lr, rho, eps)
                 else:
                     flat.append((p.view(-1), g.view(-1), sq.view(-1), acc.view(-1)))
-            self._update_flat(flat, lr, rho, eps)
+            self._update_flat(flat, lr, rho, eps, grad_scale)
         return loss
 
     def _update_flat(
@@ -81,12 +86,13 @@ class ChunkedAdadelta(torch.optim.Adadelta):
         lr: float,
         rho: float,
         eps: float,
+        grad_scale: float,
     ) -> None:
         """The update of contiguous CPU parameters, each viewed as one dimension."""
         for p, g, sq, acc in flat:
             for s in range(0, p.numel(), self.chunk):
                 e = s + self.chunk
-                _update(p[s:e], g[s:e], sq[s:e], acc[s:e], lr, rho, eps)
+                _update(p[s:e], _scaled(g[s:e], grad_scale), sq[s:e], acc[s:e], lr, rho, eps)
 
 
 class CompiledAdadelta(ChunkedAdadelta):
@@ -108,14 +114,15 @@ class CompiledAdadelta(ChunkedAdadelta):
         lr: float,
         rho: float,
         eps: float,
+        grad_scale: float,
     ) -> None:
         same: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         other: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for t in flat:
             (same if all(x.dtype == torch.float32 for x in t) else other).append(t)
-        adadelta_loop.step(self._lib, same, lr, rho, eps, torch.get_num_threads())
+        adadelta_loop.step(self._lib, same, lr, rho, eps, torch.get_num_threads(), grad_scale)
         if other:  # other dtypes: torch's update, in pieces
-            super()._update_flat(other, lr, rho, eps)
+            super()._update_flat(other, lr, rho, eps, grad_scale)
 
 
 #: The Adadelta implementations a run may use (``--optimizer-kernel``): compiled where it can be
@@ -138,6 +145,38 @@ def make_optimizer(
     if kernel == "compiled" and on_cpu and adadelta_loop.load() is not None:
         return CompiledAdadelta(params, lr=lr, rho=rho, eps=eps)
     return ChunkedAdadelta(params, lr=lr, rho=rho, eps=eps)
+
+
+def clipped_step(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor], max_norm: float) -> None:
+    """``clip_grad_norm_(params, max_norm)``, then ``opt.step()``. With ``CompiledAdadelta`` the
+    clipping's factor is applied inside the update's loop, where the gradients are read anyway,
+    instead of in a pass over them of its own: the same factor (torch's formula:
+    ``min(max_norm / (norm + 1e-6), 1)`` as a float32 tensor) and the same float32 products, so the
+    same update (tested); the gradients are left unscaled. The two parts run in the profiler's
+    named ranges ``train.clip`` and ``train.optimizer``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not isinstance(opt, CompiledAdadelta) or not grads:
+        with record_function("train.clip"):
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+        with record_function("train.optimizer"):
+            opt.step()
+        return
+    with record_function("train.clip"), torch.no_grad():
+        factor = float(torch.clamp(max_norm / (_total_norm(grads) + 1e-6), max=1.0))
+    with record_function("train.optimizer"):
+        opt.step(grad_scale=factor)
+
+
+def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it."""
+    get_total_norm = getattr(torch.nn.utils, "get_total_norm", None)  # torch >= 2.6
+    if get_total_norm is not None:
+        return get_total_norm(grads, 2.0)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
+
+
+def _scaled(g: torch.Tensor, grad_scale: float) -> torch.Tensor:
+    return g if grad_scale == 1.0 else g * grad_scale
 
 
 def _update(

@@ -45,7 +45,7 @@ from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, autocast, evaluate
 from .log import EventLog
-from .optim import make_optimizer
+from .optim import clipped_step, make_optimizer
 from .packed_log_probs import training_log_probs
 from .run_record import Interrupted, RunState, model_info, run_record
 from .run_settings import TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
@@ -93,9 +93,8 @@ class Trainer:
         self.net = self.group.wrap(training_log_probs(self.model))
         # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
-        self.opt = make_optimizer(
-            self.model.parameters(), cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
-        )
+        self.params = list(self.model.parameters())
+        self.opt = make_optimizer(self.params, cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel)
         self.p = RunState()
         self.info = model_info(data, cfg, argv, languages, record)
         if self.group.distributed:
@@ -209,10 +208,7 @@ class Trainer:
                 (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
             else:
                 loss.backward()
-        with record_function("train.clip"):
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        with record_function("train.optimizer"):
-            self.opt.step()
+        clipped_step(self.opt, self.params, self.cfg.clip_norm)  # ranges train.clip, train.optimizer
         return loss.detach()
 
     def limit_reached(self, t_start: float) -> str | None:

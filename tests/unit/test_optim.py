@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from phrase_rescorer.training import adadelta_loop
-from phrase_rescorer.training.optim import ChunkedAdadelta, CompiledAdadelta, make_optimizer
+from phrase_rescorer.training.optim import ChunkedAdadelta, CompiledAdadelta, clipped_step, make_optimizer
 from phrase_rescorer.training.run_settings import TrainConfig, TrainingError
 
 #: Stated tolerance against torch's update, per step: float32 rounding (the loop's square roots
@@ -81,6 +81,58 @@ def test_a_long_run_does_not_drift_from_torchs() -> None:
     assert apart.max().item() <= 1e-6 and apart.mean().item() <= 1e-7
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("max_norm", [0.5, 1e9])  # clipped, and a factor of exactly 1
+def test_the_clipping_inside_the_loop_is_clip_grad_norm_then_the_step(threads: int, max_norm: float) -> None:
+    """``clipped_step`` with the compiled loop (the clipping's factor applied as the loop reads
+    each gradient) against ``clip_grad_norm_`` and then the same loop: the same parameters and
+    states bit for bit, every kind of parameter (contiguous float32, non-contiguous, float64);
+    the gradients left as backward made them."""
+    _needs_compiler()
+    torch.manual_seed(7)
+    a = [torch.randn(s) for s in SHAPES]
+    a.append(torch.randn(6, 4).t())
+    a.append(torch.randn(9, dtype=torch.float64))
+    b = [x.clone() for x in a]
+    mine, plain = CompiledAdadelta(a, lr=1.0, rho=0.95), CompiledAdadelta(b, lr=1.0, rho=0.95)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for step in range(4):
+            for x, y in zip(a, b, strict=True):
+                x.grad = torch.randn(x.shape, dtype=x.dtype) * 10 ** (1 - step)
+                y.grad = x.grad.clone()
+            grads = [x.grad.clone() for x in a]
+            clipped_step(mine, a, max_norm)
+            torch.nn.utils.clip_grad_norm_(b, max_norm)
+            plain.step()
+            for x, y, g in zip(a, b, grads, strict=True):
+                assert torch.equal(x, y)
+                assert torch.equal(x.grad, g)
+    finally:
+        torch.set_num_threads(before)
+    for k, state in plain.state_dict()["state"].items():
+        for name in ("square_avg", "acc_delta"):
+            assert torch.equal(mine.state_dict()["state"][k][name], state[name])
+
+
+def test_the_chunked_update_clips_as_torch_does() -> None:
+    """Without the compiled loop, ``clipped_step`` is ``clip_grad_norm_`` and torch's update."""
+    torch.manual_seed(8)
+    a = [torch.randn(100), torch.randn(3, 5)]
+    b = [x.clone() for x in a]
+    mine = ChunkedAdadelta(a, lr=1.0, rho=0.95)
+    torchs = torch.optim.Adadelta(b, lr=1.0, rho=0.95, foreach=False)
+    for x, y in zip(a, b, strict=True):
+        x.grad = torch.randn(x.shape) * 10
+        y.grad = x.grad.clone()
+    clipped_step(mine, a, 1.0)
+    torch.nn.utils.clip_grad_norm_(b, 1.0)
+    torchs.step()
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y) and torch.equal(x.grad, y.grad)
+
+
 def test_a_run_gets_the_kernel_it_asks_for() -> None:
     params = [torch.nn.Parameter(torch.zeros(3))]
     assert type(make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6, kernel="chunked")) is ChunkedAdadelta
@@ -96,12 +148,12 @@ def test_a_run_gets_the_kernel_it_asks_for() -> None:
 def test_the_loop_is_built_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_compiler()
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
     assert adadelta_loop.load() is not None
     (built,) = (tmp_path / "cache").iterdir()  # one library, no temporary left behind
     assert built.name.startswith("adadelta-") and built.suffix == ".so"
     stamp = built.stat().st_mtime_ns
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
     assert adadelta_loop.load() is not None
     assert built.stat().st_mtime_ns == stamp and len(list((tmp_path / "cache").iterdir())) == 1
 
@@ -111,8 +163,8 @@ def test_where_the_loop_cannot_be_built_the_run_goes_on_chunked(
 ) -> None:
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
-    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_problem", [])
     params = [torch.nn.Parameter(torch.zeros(3))]
     assert type(make_optimizer(params, "adadelta", 1.0, 0.95, 1e-6)) is ChunkedAdadelta
     problem = adadelta_loop.problem()
@@ -130,8 +182,8 @@ def test_a_compiler_that_fails_is_named_with_its_first_line(tmp_path: Path, monk
     failing.chmod(0o755)
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(failing))
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
-    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_problem", [])
     assert adadelta_loop.load() is None
     assert adadelta_loop.problem() == f"{failing} failed: cc: fatal: broken"
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # nothing half-built kept
@@ -140,10 +192,10 @@ def test_a_compiler_that_fails_is_named_with_its_first_line(tmp_path: Path, monk
 def test_a_cached_library_that_does_not_load_is_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_compiler()
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
-    built = adadelta_loop._build(["cc"])  # built into the cache, not loaded
+    built = adadelta_loop.LIBRARY.build(["cc"])  # built into the cache, not loaded
     built.write_bytes(b"")  # cut short, as by a crash before the data reached the disk
     monkeypatch.setenv("CC", "cc")
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
     assert adadelta_loop.load() is not None
     assert built.stat().st_size > 0 and len(list((tmp_path / "cache").iterdir())) == 1
 
@@ -153,7 +205,7 @@ def test_a_compiler_given_with_a_wrapper_is_run_as_such(tmp_path: Path, monkeypa
     _needs_compiler()
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", "env cc")
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
     assert adadelta_loop.load() is not None
 
 
@@ -162,8 +214,8 @@ def test_an_unwritable_cache_is_named_with_the_way_out(tmp_path: Path, monkeypat
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(blocked / "cache"))
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
-    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_problem", [])
     if adadelta_loop.load() is not None:
         pytest.fail("a library was loaded from a cache that cannot exist")
     problem = adadelta_loop.problem()

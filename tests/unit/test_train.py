@@ -314,8 +314,8 @@ def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
 
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
-    monkeypatch.setattr(adadelta_loop, "_loaded", [])
-    monkeypatch.setattr(adadelta_loop, "_problem", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_loaded", [])
+    monkeypatch.setattr(adadelta_loop.LIBRARY, "_problem", [])
     r = train(str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", "2")
     assert r.exit_code == 0, r.output
     warning = [line for line in r.output.splitlines() if "--optimizer-kernel" in line]
