@@ -126,11 +126,11 @@ def reset(
 
 
 def _check(n: int, H: int, *tensors: tuple[torch.Tensor, int]) -> None:
-    """The loops read and write by address: each tensor float32 and contiguous, of n rows and
-    the given multiple of H columns."""
+    """The loops read and write by address: each tensor float32, in CPU memory and contiguous,
+    of n rows and the given multiple of H columns."""
     for t, k in tensors:
-        if t.dtype != torch.float32 or not t.is_contiguous() or tuple(t.shape) != (n, k * H):
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() or tuple(t.shape) != (n, k * H):
             raise ValueError(
-                f"gru_gates: a {t.dtype} tensor of shape {tuple(t.shape)} does not fit {n} x {k} x {H}"
+                f"gru_gates: a {t.dtype} {t.device.type} tensor of shape {tuple(t.shape)} does not fit {n} x {k} x {H}"
                 f"{'' if t.is_contiguous() else ' (not contiguous)'}"
             )

@@ -24,7 +24,7 @@ torch's own update.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import torch
 from torch.profiler import record_function
@@ -147,13 +147,15 @@ def make_optimizer(
     return ChunkedAdadelta(params, lr=lr, rho=rho, eps=eps)
 
 
-def clipped_step(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor], max_norm: float) -> None:
-    """``clip_grad_norm_(params, max_norm)``, then ``opt.step()``. With ``CompiledAdadelta`` the
-    clipping's factor is applied inside the update's loop, where the gradients are read anyway,
-    instead of in a pass over them of its own: the same factor (torch's formula:
-    ``min(max_norm / (norm + 1e-6), 1)`` as a float32 tensor) and the same float32 products, so the
-    same update (tested); the gradients are left unscaled. The two parts run in the profiler's
-    named ranges ``train.clip`` and ``train.optimizer``."""
+def clipped_step(opt: torch.optim.Optimizer, max_norm: float) -> None:
+    """``clip_grad_norm_`` over the optimizer's parameters, then ``opt.step()``. With
+    ``CompiledAdadelta`` the clipping's factor is applied inside the update's loop, where the
+    gradients are read anyway, instead of in a pass over them of its own: the same factor
+    (torch's formula, ``min(max_norm / (norm + 1e-6), 1)`` in the gradients' dtype, rounded to
+    float32 as torch's float32 multiply rounds it) and the same products, so the same update
+    (tested); the gradients are left unscaled. The two parts run in the profiler's named ranges
+    ``train.clip`` and ``train.optimizer``."""
+    params = [p for group in opt.param_groups for p in group["params"]]
     grads = [p.grad for p in params if p.grad is not None]
     if not isinstance(opt, CompiledAdadelta) or not grads:
         with record_function("train.clip"):

@@ -93,8 +93,9 @@ class Trainer:
         self.net = self.group.wrap(training_log_probs(self.model))
         # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
-        self.params = list(self.model.parameters())
-        self.opt = make_optimizer(self.params, cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel)
+        self.opt = make_optimizer(
+            self.model.parameters(), cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
+        )
         self.p = RunState()
         self.info = model_info(data, cfg, argv, languages, record)
         if self.group.distributed:
@@ -208,7 +209,7 @@ class Trainer:
                 (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
             else:
                 loss.backward()
-        clipped_step(self.opt, self.params, self.cfg.clip_norm)  # ranges train.clip, train.optimizer
+        clipped_step(self.opt, self.cfg.clip_norm)  # ranges train.clip, train.optimizer
         return loss.detach()
 
     def limit_reached(self, t_start: float) -> str | None:

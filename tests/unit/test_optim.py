@@ -103,7 +103,7 @@ def test_the_clipping_inside_the_loop_is_clip_grad_norm_then_the_step(threads: i
                 x.grad = torch.randn(x.shape, dtype=x.dtype) * 10 ** (1 - step)
                 y.grad = x.grad.clone()
             grads = [x.grad.clone() for x in a]
-            clipped_step(mine, a, max_norm)
+            clipped_step(mine, max_norm)
             torch.nn.utils.clip_grad_norm_(b, max_norm)
             plain.step()
             for x, y, g in zip(a, b, grads, strict=True):
@@ -126,7 +126,7 @@ def test_the_chunked_update_clips_as_torch_does() -> None:
     for x, y in zip(a, b, strict=True):
         x.grad = torch.randn(x.shape) * 10
         y.grad = x.grad.clone()
-    clipped_step(mine, a, 1.0)
+    clipped_step(mine, 1.0)
     torch.nn.utils.clip_grad_norm_(b, 1.0)
     torchs.step()
     for x, y in zip(a, b, strict=True):
