@@ -233,9 +233,13 @@ class RNNEncoderDecoder(nn.Module):
 
     def readout(self, h: torch.Tensor, y_prev: torch.Tensor, oc: torch.Tensor) -> torch.Tensor:
         """Logits over the target shortlist from h'_t (.., H), e(y_{t-1}) (.., E), O_c c (.., 2M)."""
+        return self.G_l(self.readout_features(h, y_prev, oc))  # (.., V)
+
+    def readout_features(self, h: torch.Tensor, y_prev: torch.Tensor, oc: torch.Tensor) -> torch.Tensor:
+        """G_r s (.., R): the readout before its output layer ``G_l``."""
         s = self.O_h(h) + self.O_y(y_prev) + oc  # (.., 2M)
         s = s.unflatten(-1, (self.config.maxout_dim, 2)).amax(-1)  # maxout over pairs: (.., M)
-        return self.G_l(self.G_r(s))  # (.., V)
+        return self.G_r(s)
 
     def start(self, enc: Summary) -> torch.Tensor:
         return enc.h0

@@ -142,6 +142,7 @@ class SummaryNetwork(Network, Protocol):
 
     encoder: GRU
     decoder: GRU
+    G_l: nn.Linear  # the output layer: readout(...) = G_l(readout_features(...))
 
     def summarize(self, h_last: torch.Tensor) -> torch.Tensor: ...
 
@@ -151,10 +152,21 @@ class SummaryNetwork(Network, Protocol):
 
     def decoder_step(self, x_proj: torch.Tensor, h: torch.Tensor) -> torch.Tensor: ...
 
+    def readout_features(self, h: torch.Tensor, y_prev: torch.Tensor, oc: torch.Tensor) -> torch.Tensor: ...
+
 
 #: What ``SummaryNetwork`` adds to ``Network`` (tests/unit/test_network_interface.py keeps the two
 #: lists equal).
-SUMMARY_MEMBERS = ("encoder", "decoder", "summarize", "context_terms", "decoder_inputs", "decoder_step")
+SUMMARY_MEMBERS = (
+    "encoder",
+    "decoder",
+    "G_l",
+    "summarize",
+    "context_terms",
+    "decoder_inputs",
+    "decoder_step",
+    "readout_features",
+)
 
 
 def is_summary_network(model: object) -> TypeGuard[SummaryNetwork]:

@@ -16,7 +16,8 @@ gradients within float32 rounding, and the first losses of a run):
   projected for the real positions only; otherwise step by step under autograd, the per-step
   inputs from ``unbind`` and ``split`` of the all-steps projection (indexing ``x_proj[:, t]``
   instead cost a zero-filled gradient of the whole projection per step and per gate);
-* the log-softmax's (N, V) buffer becomes the logits' gradient in place (``picked_log_probs``).
+* the output layer, its log-softmax and the pick of the targets in one (N, V) buffer, which
+  becomes the logits' gradient in place (``target_log_probs``: C loops on the CPU in float32).
 
 The parameters, the GRU cell (reset before or after the recurrent matrix) and the summary are the
 model's own; only the order of the arithmetic differs.
@@ -24,15 +25,13 @@ model's own; only the order of the arithmetic differs.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
-from torch.autograd.function import once_differentiable
 
 from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork, is_summary_network
 from .gru_sequence import gru_sequence, last_states
+from .target_log_probs import target_log_probs
 
 
 class PackedLogProbs(nn.Module):
@@ -71,31 +70,6 @@ def training_log_probs(model: Network) -> nn.Module:
     """What a training step calls: the packed computation for a network with cho2014's GRU
     summary (``network.SummaryNetwork``), else the plain one."""
     return PackedLogProbs(model) if is_summary_network(model) else PlainLogProbs(model)
-
-
-def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[i, targets[i]] (N,) for logits (N, V): ``-cross_entropy(..., reduction=
-    "none")`` with one (N, V) buffer instead of three. The log-softmax is kept for the backward
-    pass, which turns it into the logits' gradient in place, g (onehot - softmax); cross_entropy
-    would zero-fill one more (N, V) buffer and write the gradient into a third. Its graph can be
-    backpropagated once (no double backward), as training does."""
-    return _PickedLogProbs.apply(logits, targets)
-
-
-class _PickedLogProbs(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logp = torch.log_softmax(logits, dim=1)
-        ctx.save_for_backward(logp, targets)
-        return logp.gather(1, targets.unsqueeze(1)).squeeze(1)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        logp, targets = ctx.saved_tensors
-        # The saved log-softmax is nobody else's (the forward pass made it): it becomes the gradient.
-        d = logp.exp_().mul_(-grad.unsqueeze(1))
-        return d.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1)), None
 
 
 def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:
@@ -173,7 +147,7 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
             h = _step(m.decoder, a[:n], b[:n], h[:n])
             per_step.append(h)
         states = torch.cat(per_step)
-    logits = m.readout(states, y_prev[rows, steps], oc[rows])  # (N, V)
-    token_logp = picked_log_probs(logits.float(), tgt[rows, steps])
+    u = m.readout_features(states, y_prev[rows, steps], oc[rows])  # (N, R)
+    token_logp = target_log_probs(u, m.G_l, tgt[rows, steps])  # through the (N, V) logits
     per_pair = torch.zeros(B, dtype=token_logp.dtype, device=tgt.device).index_add(0, rows, token_logp)
     return per_pair[torch.argsort(order)]  # back to batch order

@@ -15,8 +15,9 @@ from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.cho2014 import GRU, ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.optim import ChunkedAdadelta
-from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, _written_out, picked_log_probs
+from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, _written_out
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
+from phrase_rescorer.training.target_log_probs import picked_log_probs
 from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 

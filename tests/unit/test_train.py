@@ -310,18 +310,21 @@ def test_the_compiled_and_the_chunked_update_train_the_same_run(table: Path, str
 def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
     table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The GRU's gate loops fall back too: the run's backward passes use torch's operators."""
-    from phrase_rescorer.training import adadelta_loop, gru_gates
+    """The GRU's gate loops and the output layer's loops fall back too: the run's passes use
+    torch's operators."""
+    from phrase_rescorer.training import adadelta_loop, gru_gates, target_log_probs
 
     monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
-    for library in (adadelta_loop.LIBRARY, gru_gates.LIBRARY):
+    for library in (adadelta_loop.LIBRARY, gru_gates.LIBRARY, target_log_probs.LIBRARY):
         monkeypatch.setattr(library, "_loaded", [])
         monkeypatch.setattr(library, "_problem", [])
     r = train(str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", "2")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "m.pt").exists()
     problem = gru_gates.LIBRARY.problem()  # tried in the run's first backward pass
+    assert problem is not None and "no-cc" in problem
+    problem = target_log_probs.LIBRARY.problem()  # tried in the run's first forward pass
     assert problem is not None and "no-cc" in problem
     warning = [line for line in r.output.splitlines() if "--optimizer-kernel" in line]
     assert len(warning) == 1 and "the loop cannot be built here" in warning[0] and "no-cc" in warning[0], r.output

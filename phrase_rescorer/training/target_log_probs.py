@@ -1,0 +1,272 @@
+"""log p(y_t | ...) of the targets from the output layer: its product, log-softmax and pick.
+
+The end of a training step's forward pass is the output layer over the shortlist, logits = u Wᵀ
++ b for N positions (N × V, V = 15,000 words at paper size), then one log-softmax per row and the
+target's entry. Written with torch's operators that is about ten passes over the (N, V) buffer
+(the bias copied in before the product, the product reading it back, the log-softmax's three,
+the backward pass's exp, scaling and scatter, the bias gradient's sum), memory-bound at 20 MB.
+Two paths compute it:
+
+* ``picked_log_probs`` (any dtype and device): the output layer as ``nn.Linear``, then a
+  log-softmax whose (N, V) buffer becomes the logits' gradient in place, g (onehot - softmax);
+  ``cross_entropy`` would zero-fill one more (N, V) buffer and write the gradient into a third.
+* two C loops (float32 on the CPU, where ``c_library`` can build them; ``target_log_probs``
+  chooses): the product without its bias, then ``out_forward`` adds the bias as it reads each
+  row, keeps per row only log Σ exp (the row's maximum, then the sum of exponentials over the
+  row while it is in cache) and picks the target; the backward pass's ``out_backward`` turns the
+  kept logits into the gradient exp(z - lse)(-g) (+ g at the target) in place in one pass,
+  summing the bias's gradient as it goes (per thread, then in thread order: the same sum on
+  every run). The exponential is a polynomial of Cephes' expf (relative error under 2e-7, 0
+  below e^-87), the sums kept in 16 lanes: the values and gradients agree with the torch path
+  within 1e-6 (``tests/unit/test_target_log_probs.py``), not bit for bit. The rows are split
+  over torch's thread count (pthreads; under ``MIN_ROWS_PER_THREAD`` rows a thread, fewer).
+
+Each graph can be backpropagated once (no double backward), as training does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+from .c_library import CLibrary
+
+SOURCE = r"""
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#define LANES 16
+
+/* e^x for x <= 0 (NaN stays NaN): Cephes' expf polynomial on x - k ln 2, scaled by 2^k; 0 below
+   -87 (where e^x is under 2^-125). Written so that the compiler vectorizes it. */
+static inline float exp_nonpositive(float x) {
+    float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* rounded: 1.5 * 2^23 */
+    float r = x - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int e = (x >= -87.0f ? (int)k : 0) + 127; /* 1..127 for -87 <= x <= 0; NaN: any */
+    int bits = e << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+typedef struct {
+    long start, end, V;
+    float *logits;
+    const float *bias;
+    const long *tgt;
+    float *mx, *ls, *picked; /* per row: the maximum of logits + bias, log sum exp(. - max) */
+    const float *g;
+    double *sums; /* this thread's V column sums */
+} job_t;
+
+/* Rows start..end, z = logits + bias: mx = max z, ls = log sum_j exp(z_j - mx), picked = (z_t - mx) - ls
+   (torch's order: the maximum taken off first, so that large logits lose no precision). */
+static void *forward_rows(void *arg) {
+    job_t *j = (job_t *)arg;
+    long V = j->V, full = V - V % LANES;
+    const float *restrict b = j->bias;
+    for (long i = j->start; i < j->end; i++) {
+        const float *restrict l = j->logits + i * V;
+        float mx[LANES], sm[LANES];
+        for (int k = 0; k < LANES; k++) mx[k] = -INFINITY, sm[k] = 0.0f;
+        for (long c = 0; c < full; c += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float z = l[c + k] + b[c + k];
+                mx[k] = z > mx[k] ? z : mx[k];
+            }
+        for (long c = full; c < V; c++) {
+            float z = l[c] + b[c];
+            mx[c - full] = z > mx[c - full] ? z : mx[c - full];
+        }
+        float m = mx[0];
+        for (int k = 1; k < LANES; k++) m = mx[k] > m ? mx[k] : m;
+        if (!(m > -INFINITY)) m = 0.0f; /* every logit -inf: the sum is 0, lse -inf */
+        for (long c = 0; c < full; c += LANES)
+            for (int k = 0; k < LANES; k++) sm[k] += exp_nonpositive(l[c + k] + b[c + k] - m);
+        for (long c = full; c < V; c++) sm[c - full] += exp_nonpositive(l[c] + b[c] - m);
+        float s = 0.0f;
+        for (int k = 0; k < LANES; k++) s += sm[k];
+        float ls = logf(s);
+        long t = j->tgt[i];
+        j->mx[i] = m;
+        j->ls[i] = ls;
+        j->picked[i] = ((l[t] + b[t]) - m) - ls;
+    }
+    return 0;
+}
+
+/* Rows start..end: logits become exp((z - mx) - ls) * -g, + g at the target; their column sums
+   added to dbias. */
+static void *backward_rows(void *arg) {
+    job_t *j = (job_t *)arg;
+    long V = j->V;
+    const float *restrict b = j->bias;
+    double *restrict db = j->sums;
+    for (long c = 0; c < V; c++) db[c] = 0.0;
+    for (long i = j->start; i < j->end; i++) {
+        float *restrict l = j->logits + i * V;
+        float m = j->mx[i], ls = j->ls[i], neg = -j->g[i];
+        for (long c = 0; c < V; c++) {
+            float d = exp_nonpositive(((l[c] + b[c]) - m) - ls) * neg;
+            l[c] = d;
+            db[c] += d;
+        }
+        long t = j->tgt[i];
+        l[t] += j->g[i];
+        db[t] += j->g[i];
+    }
+    return 0;
+}
+
+/* Rows 0..n split over `threads` threads (the caller's among them); a thread that cannot be
+   started has its rows run here. Returns 0, or -1 where one could not be started. */
+static int on_threads(void *(*work)(void *), job_t *jobs, int threads, long n) {
+    pthread_t ids[64];
+    int started[64] = {0}, status = 0;
+    for (int t = 0; t < threads; t++) jobs[t].start = n * t / threads, jobs[t].end = n * (t + 1) / threads;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&ids[t], 0, work, &jobs[t]) == 0) started[t] = 1;
+        else status = -1;
+    }
+    work(&jobs[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(ids[t], 0);
+        else work(&jobs[t]);
+    }
+    return status;
+}
+
+int out_forward(long n, long V, float *logits, const float *bias, const long *tgt, float *mx, float *ls,
+                float *picked, int threads) {
+    job_t jobs[64];
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    for (int t = 0; t < threads; t++) {
+        job_t j = {0, 0, V, logits, bias, tgt, mx, ls, picked, 0, 0};
+        jobs[t] = j;
+    }
+    return on_threads(forward_rows, jobs, threads, n);
+}
+
+/* sums: threads * V doubles of scratch; dbias: the V column sums (in double, added in thread order). */
+int out_backward(long n, long V, float *logits, const float *bias, const long *tgt, const float *mx,
+                 const float *ls, const float *g, double *sums, float *dbias, int threads) {
+    job_t jobs[64];
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    for (int t = 0; t < threads; t++) {
+        job_t j = {0, 0, V, logits, bias, tgt, (float *)mx, (float *)ls, 0, g, sums + t * V};
+        jobs[t] = j;
+    }
+    int status = on_threads(backward_rows, jobs, threads, n);
+    for (int t = 1; t < threads; t++)
+        for (long c = 0; c < V; c++) sums[c] += sums[t * V + c];
+    for (long c = 0; c < V; c++) dbias[c] = (float)sums[c];
+    return status;
+}
+"""
+
+#: Fewer rows than this per thread are not worth a thread (a paper-size batch has about 300).
+MIN_ROWS_PER_THREAD = 32
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    size, address = ctypes.c_long, ctypes.c_void_p
+    lib.out_forward.restype = ctypes.c_int
+    lib.out_forward.argtypes = [size, size, *[address] * 6, ctypes.c_int]
+    lib.out_backward.restype = ctypes.c_int
+    lib.out_backward.argtypes = [size, size, *[address] * 8, ctypes.c_int]
+
+
+LIBRARY = CLibrary("target-log-probs", SOURCE, _declare)
+
+
+def target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(layer(u))[i, targets[i]] (N,) for u (N, R): the C loops where they apply
+    (float32 CPU tensors outside autocast, a layer with a bias, the library built), else
+    ``picked_log_probs(layer(u), targets)``."""
+    w, b = layer.weight, layer.bias
+    lib = None
+    if (
+        b is not None
+        and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in (u, w, b))
+        and not torch.is_autocast_enabled("cpu")
+    ):
+        lib = LIBRARY.load()
+    if lib is None:
+        return picked_log_probs(layer(u).float(), targets)
+    return _CompiledTargetLogProbs.apply(u, w, b, targets, lib)
+
+
+def _threads(rows: int) -> int:
+    return max(1, min(torch.get_num_threads(), rows // MIN_ROWS_PER_THREAD, 64))
+
+
+class _CompiledTargetLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, targets: torch.Tensor, lib: ctypes.CDLL
+    ) -> torch.Tensor:
+        n, V = u.shape[0], w.shape[0]
+        logits = torch.mm(u, w.t())  # (N, V), the bias added by the loop
+        b = b.contiguous()
+        targets = targets.contiguous().to(torch.long)
+        if n and (targets.min() < 0 or targets.max() >= V):
+            raise IndexError(f"target_log_probs: a target outside the {V} outputs")
+        mx, ls, picked = u.new_empty(n), u.new_empty(n), u.new_empty(n)
+        pointers = (logits, b, targets, mx, ls, picked)
+        lib.out_forward(n, V, *(t.data_ptr() for t in pointers), _threads(n))
+        ctx.lib = lib
+        ctx.save_for_backward(u, w, b, targets, logits, mx, ls)
+        return picked
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        u, w, b, targets, logits, mx, ls = ctx.saved_tensors
+        n, V = logits.shape
+        g = grad.contiguous().to(torch.float32)
+        threads = _threads(n)
+        sums = logits.new_empty(threads, V, dtype=torch.float64)
+        db = logits.new_empty(V)
+        # The kept logits are nobody else's (the forward pass made them): they become the gradient.
+        pointers = (logits, b, targets, mx, ls, g, sums, db)
+        ctx.lib.out_backward(n, V, *(t.data_ptr() for t in pointers), threads)
+        du = logits.mm(w) if ctx.needs_input_grad[0] else None
+        dw = logits.t().mm(u) if ctx.needs_input_grad[1] else None
+        return du, dw, db if ctx.needs_input_grad[2] else None, None, None
+
+
+def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[i, targets[i]] (N,) for logits (N, V): ``-cross_entropy(..., reduction=
+    "none")`` with one (N, V) buffer instead of three (module text)."""
+    return _PickedLogProbs.apply(logits, targets)
+
+
+class _PickedLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(logits, dim=1)
+        ctx.save_for_backward(logp, targets)
+        return logp.gather(1, targets.unsqueeze(1)).squeeze(1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        logp, targets = ctx.saved_tensors
+        # The saved log-softmax is nobody else's (the forward pass made it): it becomes the gradient.
+        d = logp.exp_().mul_(-grad.unsqueeze(1))
+        return d.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1)), None
