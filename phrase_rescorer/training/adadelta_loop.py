@@ -20,11 +20,10 @@ from collections.abc import Sequence
 
 import torch
 
-from .c_library import CLibrary
+from .c_library import RUN_PARTS, CLibrary
 
-SOURCE = r"""
+SOURCE = RUN_PARTS + r"""
 #include <math.h>
-#include <pthread.h>
 
 typedef struct {
     float **p, **g, **sq, **acc;
@@ -73,8 +72,8 @@ static void *run(void *arg) {
     return 0;
 }
 
-/* One step over k parameters of n[t] elements each, on `threads` threads (the caller's among
-   them). Returns 0, or -1 where a thread could not be started (that part then runs here). */
+/* One step over k parameters of n[t] elements each, in `threads` parts (run_parts: c_library).
+   Returns 0, or -1 where a thread could not be started (that part then runs here). */
 int adadelta_step(float **p, float **g, float **sq, float **acc, const long *n, int k, int threads,
                   float rho, float one_minus_rho, float eps, float neg_lr, float scale) {
     long total = 0;
@@ -82,24 +81,12 @@ int adadelta_step(float **p, float **g, float **sq, float **acc, const long *n, 
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
     job_t jobs[64];
-    pthread_t ids[64];
-    int started[64] = {0};
-    int status = 0;
     for (int t = 0; t < threads; t++) {
         job_t j = {p, g, sq, acc, n, k, total * t / threads, total * (t + 1) / threads,
                    rho, one_minus_rho, eps, neg_lr, scale};
         jobs[t] = j;
     }
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&ids[t], 0, run, &jobs[t]) == 0) started[t] = 1;
-        else status = -1;
-    }
-    run(&jobs[0]);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(ids[t], 0);
-        else run(&jobs[t]);
-    }
-    return status;
+    return run_parts(run, (char *)jobs, sizeof(job_t), threads);
 }
 """
 
@@ -117,7 +104,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     ]
 
 
-LIBRARY = CLibrary("adadelta", SOURCE, _declare)
+LIBRARY = CLibrary("adadelta", SOURCE, _declare, openmp=True)
 
 
 def load() -> ctypes.CDLL | None:

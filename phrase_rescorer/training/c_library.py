@@ -15,6 +15,13 @@ Building takes under a second, in an exclusive temporary directory; the file is 
 linked into place, and one already there (built by another process, perhaps loaded) is kept; a
 cached file that does not load is built again.
 
+A loop split over threads runs its parts with ``RUN_PARTS`` (C source the library's source
+includes): a library asked for with ``openmp=True`` is first built with ``-fopenmp`` and kept
+only where its OpenMP runtime is torch's own (the same ``omp_get_max_threads`` as torch's
+``libgomp``), so that its parts run on the threads torch's operators use, which spin for a
+while after each operator and would otherwise take the core a new thread needs; elsewhere (no
+OpenMP, another runtime) the same source is built without it and starts pthreads per call.
+
 Where no compiler works, ``load()`` returns None and ``problem()`` says why: each caller keeps its
 pure-torch computation.
 """
@@ -29,6 +36,44 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+import torch
+
+#: ``run_parts(work, parts, size, threads)``: work(parts + t * size) for t < threads, the caller's
+#: thread among them (module text); returns 0, or -1 where a pthread could not be started (its
+#: part then runs on the caller's). ``omp_runtime()``, in an OpenMP build: where the library's
+#: ``omp_get_max_threads`` lives.
+RUN_PARTS = r"""
+#include <pthread.h>
+#include <stddef.h>
+#ifdef _OPENMP
+#include <omp.h>
+void *omp_runtime(void) { return (void *)&omp_get_max_threads; }
+#endif
+
+static int run_parts(void *(*work)(void *), char *parts, size_t size, int threads) {
+    if (threads < 1) threads = 1;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int t = 0; t < threads; t++) work(parts + t * size);
+    return 0;
+#else
+    pthread_t ids[64];
+    int started[64] = {0}, status = 0;
+    if (threads > 64) threads = 64;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&ids[t], 0, work, parts + t * size) == 0) started[t] = 1;
+        else status = -1;
+    }
+    work(parts);
+    for (int t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(ids[t], 0);
+        else work(parts + t * size);
+    }
+    return status;
+#endif
+}
+"""
 
 FLAGS = ("-std=gnu99", "-O3", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
 
@@ -71,16 +116,19 @@ class CLibrary:
     """One C source, built and loaded once per process. ``name`` names its cached files;
     ``declare`` sets the ``ctypes`` signatures of its functions on the loaded library."""
 
-    def __init__(self, name: str, source: str, declare: Callable[[ctypes.CDLL], None]) -> None:
-        self.name, self.source, self.declare = name, source, declare
+    def __init__(
+        self, name: str, source: str, declare: Callable[[ctypes.CDLL], None], openmp: bool = False
+    ) -> None:
+        self.name, self.source, self.declare, self.openmp = name, source, declare, openmp
         self._loaded: list[ctypes.CDLL | None] = []
         self._problem: list[str] = []
+        self.threads_from = ""  # once loaded: "torch's OpenMP threads" or "pthreads"
 
-    def build(self, compiler: list[str], again: bool = False) -> Path:
-        """The library for this compiler and CPU: from the cache, else built into it (``again``:
-        the cached file would not load, build it anew)."""
+    def build(self, compiler: list[str], again: bool = False, extra: tuple[str, ...] = ()) -> Path:
+        """The library for this compiler and CPU (and ``extra`` flags): from the cache, else built
+        into it (``again``: the cached file would not load, build it anew)."""
         target_flags, macros = _target(compiler)
-        flags = (*FLAGS, *target_flags)
+        flags = (*FLAGS, *target_flags, *extra)
         key = hashlib.sha256("\0".join((self.source, " ".join(flags), macros)).encode()).hexdigest()[:16]
         directory = cache_dir()
         target = directory / f"{self.name}-{key}.so"
@@ -121,16 +169,33 @@ class CLibrary:
                 compiler = shlex.split(os.environ.get("CC") or "cc")
                 if not compiler:
                     raise RuntimeError("CC is set to nothing")
-                try:
-                    lib = ctypes.CDLL(str(self.build(compiler)))
-                except OSError:  # a cached file that does not load (cut short, another system)
-                    lib = ctypes.CDLL(str(self.build(compiler, again=True)))
+                lib = self._with_torchs_openmp(compiler) if self.openmp else None
+                self.threads_from = "torch's OpenMP threads" if lib is not None else "pthreads"
+                if lib is None:
+                    lib = self._built(compiler, ())
                 self.declare(lib)
                 self._loaded.append(lib)
             except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as e:
                 self._problem.append(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
                 self._loaded.append(None)
         return self._loaded[0]
+
+    def _built(self, compiler: list[str], extra: tuple[str, ...]) -> ctypes.CDLL:
+        try:
+            return ctypes.CDLL(str(self.build(compiler, extra=extra)))
+        except OSError:  # a cached file that does not load (cut short, another system)
+            return ctypes.CDLL(str(self.build(compiler, again=True, extra=extra)))
+
+    def _with_torchs_openmp(self, compiler: list[str]) -> ctypes.CDLL | None:
+        """The OpenMP build, where the compiler makes one and its runtime is torch's (module text)."""
+        torchs = Path(torch.__file__).parent / "lib" / "libgomp.so.1"
+        try:
+            lib = self._built(compiler, ("-fopenmp",))
+            theirs = ctypes.cast(ctypes.CDLL(str(torchs)).omp_get_max_threads, ctypes.c_void_p).value
+            lib.omp_runtime.restype = ctypes.c_void_p
+            return lib if theirs is not None and lib.omp_runtime() == theirs else None
+        except (OSError, AttributeError, RuntimeError, subprocess.SubprocessError):
+            return None
 
     def problem(self) -> str | None:
         """Why the library cannot be used here (after trying to build it), None where it can."""

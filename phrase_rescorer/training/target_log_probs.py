@@ -19,7 +19,8 @@ Two paths compute it:
   every run). The exponential is a polynomial of Cephes' expf (relative error under 2e-7, 0
   below e^-87), the sums kept in 16 lanes: the values and gradients agree with the torch path
   within 1e-6 (``tests/unit/test_target_log_probs.py``), not bit for bit. The rows are split
-  over torch's thread count (pthreads; under ``MIN_ROWS_PER_THREAD`` rows a thread, fewer).
+  over torch's thread count (under ``MIN_ROWS_PER_THREAD`` rows a thread, fewer), on torch's own
+  OpenMP threads where ``c_library`` can build for them, else on pthreads.
 
 Each graph can be backpropagated once (no double backward), as training does.
 """
@@ -33,11 +34,10 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .c_library import CLibrary
+from .c_library import RUN_PARTS, CLibrary
 
-SOURCE = r"""
+SOURCE = RUN_PARTS + r"""
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #define LANES 16
@@ -131,22 +131,10 @@ static void *backward_rows(void *arg) {
     return 0;
 }
 
-/* Rows 0..n split over `threads` threads (the caller's among them); a thread that cannot be
-   started has its rows run here. Returns 0, or -1 where one could not be started. */
+/* Rows 0..n split over `threads` parts (run_parts: c_library). */
 static int on_threads(void *(*work)(void *), job_t *jobs, int threads, long n) {
-    pthread_t ids[64];
-    int started[64] = {0}, status = 0;
     for (int t = 0; t < threads; t++) jobs[t].start = n * t / threads, jobs[t].end = n * (t + 1) / threads;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&ids[t], 0, work, &jobs[t]) == 0) started[t] = 1;
-        else status = -1;
-    }
-    work(&jobs[0]);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(ids[t], 0);
-        else work(&jobs[t]);
-    }
-    return status;
+    return run_parts(work, (char *)jobs, sizeof(job_t), threads);
 }
 
 int out_forward(long n, long V, float *logits, const float *bias, const long *tgt, float *mx, float *ls,
@@ -191,7 +179,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.out_backward.argtypes = [size, size, *[address] * 8, ctypes.c_int]
 
 
-LIBRARY = CLibrary("target-log-probs", SOURCE, _declare)
+LIBRARY = CLibrary("target-log-probs", SOURCE, _declare, openmp=True)
 
 
 def target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor) -> torch.Tensor:
