@@ -79,7 +79,8 @@ def test_both_builds_update_alike_bit_for_bit_on_three_threads() -> None:
 def test_both_builds_give_the_same_target_log_probs_bit_for_bit_on_three_threads() -> None:
     openmp, pthreads = _pair(tlp)
     gen = torch.Generator().manual_seed(3)
-    u0, w0, b0 = torch.randn(200, 12, generator=gen), torch.randn(333, 12, generator=gen), torch.randn(333, generator=gen)
+    u0, w0 = torch.randn(200, 12, generator=gen), torch.randn(333, 12, generator=gen)
+    b0 = torch.randn(333, generator=gen)
     targets = torch.randint(0, 333, (200,), generator=gen)
     before = torch.get_num_threads()
     results = []
