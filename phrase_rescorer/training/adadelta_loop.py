@@ -22,7 +22,9 @@ import torch
 
 from .c_library import RUN_PARTS, CLibrary
 
-SOURCE = RUN_PARTS + r"""
+SOURCE = (
+    RUN_PARTS
+    + r"""
 #include <math.h>
 
 typedef struct {
@@ -89,6 +91,7 @@ int adadelta_step(float **p, float **g, float **sq, float **acc, const long *n, 
     return run_parts(run, (char *)jobs, sizeof(job_t), threads);
 }
 """
+)
 
 #: Fewer elements than this per thread are not worth a thread (one paper-size step has 18 M).
 MIN_PER_THREAD = 1 << 18

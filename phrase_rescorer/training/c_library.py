@@ -116,9 +116,7 @@ class CLibrary:
     """One C source, built and loaded once per process. ``name`` names its cached files;
     ``declare`` sets the ``ctypes`` signatures of its functions on the loaded library."""
 
-    def __init__(
-        self, name: str, source: str, declare: Callable[[ctypes.CDLL], None], openmp: bool = False
-    ) -> None:
+    def __init__(self, name: str, source: str, declare: Callable[[ctypes.CDLL], None], openmp: bool = False) -> None:
         self.name, self.source, self.declare, self.openmp = name, source, declare, openmp
         self._loaded: list[ctypes.CDLL | None] = []
         self._problem: list[str] = []

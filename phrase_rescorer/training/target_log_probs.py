@@ -36,7 +36,9 @@ from torch.autograd.function import once_differentiable
 
 from .c_library import RUN_PARTS, CLibrary
 
-SOURCE = RUN_PARTS + r"""
+SOURCE = (
+    RUN_PARTS
+    + r"""
 #include <math.h>
 #include <string.h>
 
@@ -166,6 +168,7 @@ int out_backward(long n, long V, float *logits, const float *bias, const long *t
     return status;
 }
 """
+)
 
 #: Fewer rows than this per thread are not worth a thread (a paper-size batch has about 300).
 MIN_ROWS_PER_THREAD = 32
