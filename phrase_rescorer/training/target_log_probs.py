@@ -12,13 +12,14 @@ Two paths compute it:
   ``cross_entropy`` would zero-fill one more (N, V) buffer and write the gradient into a third.
 * two C loops (float32 on the CPU, where ``c_library`` can build them; ``target_log_probs``
   chooses): the product without its bias, then ``out_forward`` adds the bias as it reads each
-  row, keeps per row only log Σ exp (the row's maximum, then the sum of exponentials over the
-  row while it is in cache) and picks the target; the backward pass's ``out_backward`` turns the
-  kept logits into the gradient exp(z - lse)(-g) (+ g at the target) in place in one pass,
-  summing the bias's gradient as it goes (per thread, then in thread order: the same sum on
+  row, keeps per row only its maximum m and log Σ exp(z - m) (the sum taken while the row is in
+  cache) and picks the target; the backward pass's ``out_backward`` turns the kept logits into
+  the gradient exp((z - m) - log Σ)(-g) (+ g at the target) in place in one pass, summing the
+  bias's gradient as it goes (in double, per thread, then in thread order: the same sum on
   every run). The exponential is a polynomial of Cephes' expf (relative error under 2e-7, 0
-  below e^-87), the sums kept in 16 lanes: the values and gradients agree with the torch path
-  within 1e-6 (``tests/unit/test_target_log_probs.py``), not bit for bit. The rows are split
+  below e^-87), the sums kept in 16 lanes: values and gradients are as close to float64 as
+  torch's float32 path (at most twice its largest error, ``tests/unit/
+  test_target_log_probs.py``), not bit for bit equal to it. The rows are split
   over torch's thread count (under ``MIN_ROWS_PER_THREAD`` rows a thread, fewer), on torch's own
   OpenMP threads where ``c_library`` can build for them, else on pthreads.
 
