@@ -134,35 +134,33 @@ static void *backward_rows(void *arg) {
     return 0;
 }
 
-/* Rows 0..n split over `threads` parts (run_parts: c_library). */
-static int on_threads(void *(*work)(void *), job_t *jobs, int threads, long n) {
-    for (int t = 0; t < threads; t++) jobs[t].start = n * t / threads, jobs[t].end = n * (t + 1) / threads;
+/* 1..64 parts. */
+static int parts(int threads) { return threads < 1 ? 1 : threads > 64 ? 64 : threads; }
+
+/* Rows 0..n of `job` split over `threads` parts (run_parts: c_library); part t sums into its own
+   V doubles at job.sums + t * V. */
+static int on_threads(void *(*work)(void *), job_t job, int threads, long n) {
+    job_t jobs[64];
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = job;
+        jobs[t].start = n * t / threads, jobs[t].end = n * (t + 1) / threads;
+        if (job.sums) jobs[t].sums = job.sums + t * job.V;
+    }
     return run_parts(work, (char *)jobs, sizeof(job_t), threads);
 }
 
 int out_forward(long n, long V, float *logits, const float *bias, const long *tgt, float *mx, float *ls,
                 float *picked, int threads) {
-    job_t jobs[64];
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    for (int t = 0; t < threads; t++) {
-        job_t j = {0, 0, V, logits, bias, tgt, mx, ls, picked, 0, 0};
-        jobs[t] = j;
-    }
-    return on_threads(forward_rows, jobs, threads, n);
+    job_t job = {0, 0, V, logits, bias, tgt, mx, ls, picked, 0, 0};
+    return on_threads(forward_rows, job, parts(threads), n);
 }
 
 /* sums: threads * V doubles of scratch; dbias: the V column sums (in double, added in thread order). */
 int out_backward(long n, long V, float *logits, const float *bias, const long *tgt, const float *mx,
                  const float *ls, const float *g, double *sums, float *dbias, int threads) {
-    job_t jobs[64];
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    for (int t = 0; t < threads; t++) {
-        job_t j = {0, 0, V, logits, bias, tgt, (float *)mx, (float *)ls, 0, g, sums + t * V};
-        jobs[t] = j;
-    }
-    int status = on_threads(backward_rows, jobs, threads, n);
+    threads = parts(threads);
+    job_t job = {0, 0, V, logits, bias, tgt, (float *)mx, (float *)ls, 0, g, sums};
+    int status = on_threads(backward_rows, job, threads, n);
     for (int t = 1; t < threads; t++)
         for (long c = 0; c < V; c++) sums[c] += sums[t * V + c];
     for (long c = 0; c < V; c++) dbias[c] = (float)sums[c];
