@@ -75,6 +75,9 @@ static int run_parts(void *(*work)(void *), char *parts, size_t size, int thread
 }
 """
 
+#: ``CLibrary.threads_from`` of a library whose parts run on torch's own OpenMP threads.
+OPENMP_THREADS = "torch's OpenMP threads"
+
 FLAGS = ("-std=gnu99", "-O3", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
 
 #: This CPU's own instructions, as the compiler spells them (gcc and clang on x86: -march; clang on
@@ -120,7 +123,7 @@ class CLibrary:
         self.name, self.source, self.declare, self.openmp = name, source, declare, openmp
         self._loaded: list[ctypes.CDLL | None] = []
         self._problem: list[str] = []
-        self.threads_from = ""  # once loaded: "torch's OpenMP threads" or "pthreads"
+        self.threads_from = ""  # once loaded: OPENMP_THREADS or "pthreads"
 
     def build(self, compiler: list[str], again: bool = False, extra: tuple[str, ...] = ()) -> Path:
         """The library for this compiler and CPU (and ``extra`` flags): from the cache, else built
@@ -168,7 +171,7 @@ class CLibrary:
                 if not compiler:
                     raise RuntimeError("CC is set to nothing")
                 lib = self._with_torchs_openmp(compiler) if self.openmp else None
-                self.threads_from = "torch's OpenMP threads" if lib is not None else "pthreads"
+                self.threads_from = OPENMP_THREADS if lib is not None else "pthreads"
                 if lib is None:
                     lib = self._built(compiler, ())
                 self.declare(lib)

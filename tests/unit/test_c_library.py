@@ -42,7 +42,7 @@ def test_the_openmp_build_is_kept_only_on_torchs_own_runtime() -> None:
     lib = adadelta_loop.LIBRARY.load()
     if lib is None:
         pytest.skip(f"the loops cannot be built here: {adadelta_loop.LIBRARY.problem()}")
-    if adadelta_loop.LIBRARY.threads_from == "torch's OpenMP threads":
+    if adadelta_loop.LIBRARY.threads_from == c_library.OPENMP_THREADS:
         torchs = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libgomp.so.1")).omp_get_max_threads
         assert lib.omp_runtime() == ctypes.cast(torchs, ctypes.c_void_p).value
     else:
