@@ -80,9 +80,8 @@ int adadelta_step(float **p, float **g, float **sq, float **acc, const long *n, 
                   float rho, float one_minus_rho, float eps, float neg_lr, float scale) {
     long total = 0;
     for (int t = 0; t < k; t++) total += n[t];
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    job_t jobs[64];
+    threads = parts(threads);
+    job_t jobs[MAX_PARTS];
     for (int t = 0; t < threads; t++) {
         job_t j = {p, g, sq, acc, n, k, total * t / threads, total * (t + 1) / threads,
                    rho, one_minus_rho, eps, neg_lr, scale};

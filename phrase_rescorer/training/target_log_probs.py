@@ -134,13 +134,10 @@ static void *backward_rows(void *arg) {
     return 0;
 }
 
-/* 1..64 parts. */
-static int parts(int threads) { return threads < 1 ? 1 : threads > 64 ? 64 : threads; }
-
 /* Rows 0..n of `job` split over `threads` parts (run_parts: c_library); part t sums into its own
    V doubles at job.sums + t * V. */
 static int on_threads(void *(*work)(void *), job_t job, int threads, long n) {
-    job_t jobs[64];
+    job_t jobs[MAX_PARTS];
     for (int t = 0; t < threads; t++) {
         jobs[t] = job;
         jobs[t].start = n * t / threads, jobs[t].end = n * (t + 1) / threads;
