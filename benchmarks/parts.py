@@ -84,19 +84,31 @@ def machine() -> dict[str, object]:
     }
 
 
+class ReferenceProduct:
+    """The n x n x n float32 product against which the benchmark rates its work, ready to be timed
+    one at a time: alone (``matmul_gflops``) or between the timed steps, so that both are measured
+    in the same seconds of a machine whose speed drifts (``training_steps.timed_steps``)."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048):
+        self.device = device
+        self.flops = 2 * n**3
+        self.a = torch.randn(n, n, device=device).to(dtype)
+        self.b = torch.randn(n, n, device=device).to(dtype)
+
+    def seconds(self) -> float:
+        """Wall time of one product."""
+        synchronize(self.device)
+        t = time.perf_counter()
+        torch.mm(self.a, self.b)
+        synchronize(self.device)
+        return time.perf_counter() - t
+
+
 def matmul_gflops(device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
     """Best rate of an n x n x n matrix product (the machine's practical peak for this dtype)."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    best = float("inf")
-    for i in range(repeats + 1):
-        synchronize(device)
-        t = time.perf_counter()
-        torch.mm(a, b)
-        synchronize(device)
-        if i:  # the first one warms up
-            best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best / 1e9
+    product = ReferenceProduct(device, dtype, n)
+    product.seconds()  # the first one warms up
+    return product.flops / min(product.seconds() for _ in range(repeats)) / 1e9
 
 
 def synchronize(device: torch.device) -> None:

@@ -4,7 +4,9 @@ For each network size (the benchmark's preset and the other of paper/small; only
 network with ``--quick``), each precision (float32; bfloat16 autocast unless ``--no-cpu-bf16``)
 and each batch size: pairs/s, useful GFLOP/s (3x the forward matrix products of the pairs
 trained, without padding: ``flops.pair_flops``) and that rate as a fraction of the machine's
-measured float32 matrix-product rate. Float32 at the benchmark's own size is also timed on one
+float32 matrix-product rate, twice: of its best rate measured once before (``matmul_fraction``)
+and of its rate timed between the steps (``beside_fraction``, the steadier figure where the
+machine's speed drifts). Float32 at the benchmark's own size is also timed on one
 thread (on a busy machine one thread can be the faster setting).
 
 ``adadelta_update``, timed before the steps: the Adadelta update alone on the benchmark's network: torch's operations in
@@ -58,7 +60,7 @@ def cpu_training(
     )
     say(
         f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
-        f"{'% of fp32 matmul':>17}"
+        f"{'% of fp32 matmul':>17} {'% of it beside':>15}"
     )
     for size in sizes_timed(preset):
         config, s, t = parts.size_variant(size, src, tgt)
@@ -67,14 +69,21 @@ def cpu_training(
                 torch.set_num_threads(n)
                 try:
                     for b in batches:
-                        rate, useful = training_steps.training_figures(
-                            config, pairs, s, t, b, steps, torch.device("cpu"), work, bf16=dtype == "bfloat16"
+                        fig = training_steps.training_figures(
+                            config, pairs, s, t, b, steps, torch.device("cpu"), work, dtype == "bfloat16", True
                         )
+                        rate, useful, beside = fig.pairs_per_s, fig.useful_gflops, fig.beside_fraction
                         key = f"{size} {dtype}, batch {b}, {n} thread{'s' if n > 1 else ''}"
-                        out[key] = {"pairs_per_s": rate, "useful_gflops": useful, "matmul_fraction": useful / cpu_rate}
+                        out[key] = {
+                            "pairs_per_s": rate,
+                            "useful_gflops": useful,
+                            "matmul_fraction": useful / cpu_rate,
+                            "beside_gflops": fig.beside_gflops,
+                            "beside_fraction": beside,
+                        }
                         say(
                             f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
-                            f"{100 * useful / cpu_rate:>16.0f}%"
+                            f"{100 * useful / cpu_rate:>16.0f}% {100 * (beside or 0):>14.0f}%"
                         )
                 finally:
                     torch.set_num_threads(threads)

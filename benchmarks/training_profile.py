@@ -5,7 +5,8 @@ this says why. It profiles the steps (``torch.profiler``, the same batches of a 
 pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
 
 * the step without the profiler: pairs/s, useful GFLOP/s (3x the forward products of the pairs,
-  ``flops.pair_flops``) and its share of the machine's 2048^3 float32 product rate;
+  ``flops.pair_flops``) and its share of the machine's 2048^3 float32 product rate, both of its
+  best rate measured once and of its rate timed between the steps (the same seconds as theirs);
 * the step's phases, the named ranges of ``Trainer.step`` (batch, forward, backward, clip,
   optimizer), each split into time inside operators and time between them (Python, dispatch);
 * the operators' own time by kind: matrix products (with the rate the profiler's FLOP count
@@ -49,7 +50,8 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     say(
         f"\nstep without the profiler: {step:,.1f} ms ({fig['pairs_per_s']:,.1f} pairs/s, useful "
         f"{fig['useful_gflops']:.1f} GFLOP/s = {100 * fig['useful_gflops'] / cpu_rate:.0f}% of the fp32 matmul "
-        f"rate); with it: {fig['profiled_step_ms']:,.1f} ms"
+        f"rate; {100 * fig['beside_fraction']:.0f}% of its {fig['beside_gflops']:.1f} GFLOP/s timed between the "
+        f"steps); with it: {fig['profiled_step_ms']:,.1f} ms"
     )
     say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
     for name, p in fig["phases"].items():
@@ -143,7 +145,7 @@ def main(
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
             f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.opt).__name__}; {steps} steps"
         )
-        pairs_per_s, useful_gflops = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"))
+        timed = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"), beside=True)
         batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
@@ -154,9 +156,11 @@ def main(
     fig = analyse(prof, steps, wall)
     mean_batch = sum(map(len, batches)) / steps
     fig.update(
-        step_ms=mean_batch * 1e3 / pairs_per_s,
-        pairs_per_s=pairs_per_s,
-        useful_gflops=useful_gflops,
+        step_ms=mean_batch * 1e3 / timed.pairs_per_s,
+        pairs_per_s=timed.pairs_per_s,
+        useful_gflops=timed.useful_gflops,
+        beside_gflops=timed.beside_gflops,
+        beside_fraction=timed.beside_fraction,
         cpu_matmul_gflops=cpu_rate,
         machine=machine,
         preset=preset,

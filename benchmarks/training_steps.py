@@ -2,13 +2,15 @@
 
 What the training part of the benchmark (``training``), its accelerator part (``accelerator``)
 and the profile of a step (``training_profile``) time: pairs/s and useful GFLOP/s, 3x the forward
-matrix products of the pairs without padding (``flops.pair_flops``).
+matrix products of the pairs without padding (``flops.pair_flops``), and on request the rate of
+the benchmark's reference product timed between the steps, to hold them against.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,22 @@ from phrase_rescorer.training.run_settings import TrainConfig, TrainingData
 from phrase_rescorer.training.trainer import Trainer
 
 
+@dataclass(frozen=True)
+class StepFigures:
+    """What ``timed_steps`` measured. ``beside_gflops``: the rate of ``parts.ReferenceProduct``
+    timed once before each step (None when not asked for): the product's mean rate over the same
+    seconds as the steps, the rate to hold them against on a machine whose speed drifts (on a
+    shared 2-core VM the best-of-5 rate taken once swung by a third between processes)."""
+
+    pairs_per_s: float
+    useful_gflops: float
+    beside_gflops: float | None = None
+
+    @property
+    def beside_fraction(self) -> float | None:
+        return None if self.beside_gflops is None else self.useful_gflops / self.beside_gflops
+
+
 def training_figures(
     config: ModelConfig,
     pairs: PairSet,
@@ -35,31 +53,43 @@ def training_figures(
     device: torch.device,
     work: Path,
     bf16: bool = False,
-) -> tuple[float, float]:
-    """(pairs/s, useful GFLOP/s) of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta)
-    on batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
+    beside: bool = False,
+) -> StepFigures:
+    """``timed_steps`` of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
+    batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
     Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
     backward pass costs two forward passes' products)."""
     trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
-    return timed_steps(trainer, plan, steps, config, device)
+    return timed_steps(trainer, plan, steps, config, device, beside)
 
 
 def timed_steps(
-    trainer: Trainer, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device
-) -> tuple[float, float]:
-    """(pairs/s, useful GFLOP/s) of ``steps`` steps over ``plan`` after one warm-up step."""
+    trainer: Trainer,
+    plan: list[np.ndarray],
+    steps: int,
+    config: ModelConfig,
+    device: torch.device,
+    beside: bool = False,
+) -> StepFigures:
+    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after one warm-up step; with
+    ``beside``, also the reference product's rate, timed once before each step (its time is not
+    the steps')."""
     encoded = trainer.data.encoded
-    done, flops, elapsed = 0, 0, 0.0
+    product = parts.ReferenceProduct(device) if beside else None
+    done, flops, elapsed, product_time = 0, 0, 0.0, 0.0
     for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
+        product_seconds = product.seconds() if product else 0.0
         parts.synchronize(device)
         t = time.perf_counter()
         trainer.step(b)
         parts.synchronize(device)
         if i:
             elapsed += time.perf_counter() - t
+            product_time += product_seconds
             done += len(b)
             flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
-    return done / elapsed, flops / elapsed / 1e9
+    beside_gflops = product.flops * steps / product_time / 1e9 if product else None
+    return StepFigures(done / elapsed, flops / elapsed / 1e9, beside_gflops)
 
 
 def benchmark_trainer(
@@ -106,4 +136,4 @@ def training_pairs_per_second(
     work: Path,
 ) -> float:
     """Pairs/s of ``training_figures``."""
-    return training_figures(config, pairs, src, tgt, batch_size, steps, device, work)[0]
+    return training_figures(config, pairs, src, tgt, batch_size, steps, device, work).pairs_per_s
