@@ -32,6 +32,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import gru_gates
+from .packed_rows import step_offsets
 
 
 def gru_sequence(
@@ -48,21 +49,8 @@ def gru_sequence(
     return _GRUSequence.apply(x, h0, w_rz, w_u, tuple(counts))
 
 
-def last_states(states: torch.Tensor, counts: list[int], lengths: list[int]) -> torch.Tensor:
-    """Each row's state after its last step (B, H), from ``gru_sequence``'s packed states; rows
-    in the counts' order, ``lengths`` the steps of each (non-increasing)."""
-    offsets = _offsets(counts)
-    index = torch.tensor([offsets[n - 1] + i for i, n in enumerate(lengths)], device=states.device)
-    return states.index_select(0, index)
-
-
 #: h_{t-1} of step t's rows (None: a zero initial state), in the backward pass.
 Previous = Callable[[int], "torch.Tensor | None"]
-
-
-def _offsets(counts: list[int] | tuple[int, ...]) -> list[int]:
-    """Where each step's rows begin in the packed rows, and the end: [0, c0, c0 + c1, ..., N]."""
-    return [0, *itertools.accumulate(counts)]
 
 
 class _GRUSequence(torch.autograd.Function):
@@ -107,7 +95,7 @@ class _GRUSequence(torch.autograd.Function):
         states, rz, hh, rh, w_rz, w_u, *given = ctx.saved_tensors
         counts: tuple[int, ...] = ctx.counts
         H = w_u.shape[0]
-        offsets = _offsets(counts)
+        offsets = step_offsets(counts)
 
         def previous(t: int) -> torch.Tensor | None:
             """h_{t-1} of step t's rows; None for a zero initial state."""
@@ -150,7 +138,7 @@ def _backward_torch(
     """The steps of the backward pass, last to first, with torch's operators: fills ``dx`` and
     returns d loss / d h_0 for step 0's rows (None for a zero initial state)."""
     H = w_u.shape[0]
-    offsets = _offsets(counts)
+    offsets = step_offsets(counts)
     carry = None  # d loss / d h_{t} from step t + 1, for its rows
     for t in range(len(counts) - 1, -1, -1):
         s = slice(offsets[t], offsets[t + 1])
@@ -186,7 +174,7 @@ def _backward_compiled(
     """``_backward_torch`` with each step's element-wise work in ``gru_gates``' two loops: per
     step, the gates loop, the product with U, the reset loop, the product with U_rz."""
     H = w_u.shape[0]
-    offsets = _offsets(counts)
+    offsets = step_offsets(counts)
     dhz = states.new_empty(counts[0], H)  # each step's carry before its product with U_rz
     carry = None
     for t in range(len(counts) - 1, -1, -1):

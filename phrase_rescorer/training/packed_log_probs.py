@@ -30,7 +30,8 @@ from torch import nn
 
 from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork, is_summary_network
-from .gru_sequence import gru_sequence, last_states
+from .gru_sequence import gru_sequence
+from .packed_rows import last_states, prefix_rows
 from .target_log_probs import target_log_probs
 
 
@@ -136,8 +137,9 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
     y_prev = m.previous_word_embeddings(tgt)  # (B, T, E)
     # Real positions, step-major: row i at step t for i < counts[t].
     steps, rows = _packed_index(counts, tgt.device)
+    y_rows = y_prev[rows, steps]  # e(y_{t-1}) of the real positions (N, E)
     if _written_out(m.decoder, tgt.device):
-        x = m.decoder.W(y_prev[rows, steps]) + ctx[rows]  # (N, 3H), real positions only
+        x = m.decoder.W(y_rows) + prefix_rows(ctx, counts)  # (N, 3H), real positions only
         states = gru_sequence(x, h, m.decoder.U_rz.weight, m.decoder.U.weight, counts)
     else:
         x_proj = m.decoder.W(y_prev) + ctx.unsqueeze(1)  # (B, T, 3H)
@@ -147,7 +149,7 @@ def _decode_log_probs(m: SummaryNetwork, c: torch.Tensor, tgt: torch.Tensor, tgt
             h = _step(m.decoder, a[:n], b[:n], h[:n])
             per_step.append(h)
         states = torch.cat(per_step)
-    u = m.readout_features(states, y_prev[rows, steps], oc[rows])  # (N, R)
+    u = m.readout_features(states, y_rows, prefix_rows(oc, counts))  # (N, R)
     token_logp = target_log_probs(u, m.G_l, tgt[rows, steps])  # through the (N, V) logits
     per_pair = torch.zeros(B, dtype=token_logp.dtype, device=tgt.device).index_add(0, rows, token_logp)
     return per_pair[torch.argsort(order)]  # back to batch order

@@ -13,7 +13,7 @@ import torch
 
 from phrase_rescorer.model.cho2014 import GRU
 from phrase_rescorer.training import gru_gates
-from phrase_rescorer.training.gru_sequence import gru_sequence, last_states
+from phrase_rescorer.training.gru_sequence import gru_sequence
 
 
 def _plain(gru: GRU, x: torch.Tensor, h0: torch.Tensor | None, counts: list[int]) -> torch.Tensor:
@@ -136,12 +136,6 @@ def test_a_zero_start_spends_nothing_on_the_first_steps_recurrence() -> None:
     assert torch.equal(x.grad[:, :5], torch.zeros(4, 5))
     assert torch.equal(gru.U_rz.weight.grad, torch.zeros(10, 5))
     assert torch.equal(gru.U.weight.grad, torch.zeros(5, 5))
-
-
-def test_last_states_picks_each_rows_final_step() -> None:
-    counts, lengths = [3, 2, 1], [3, 2, 1]
-    states = torch.arange(6.0).unsqueeze(1)  # step 0: rows 0-2, step 1: rows 0-1, step 2: row 0
-    assert last_states(states, counts, lengths).squeeze(1).tolist() == [5.0, 4.0, 2.0]
 
 
 @pytest.mark.parametrize("counts", [[], [2, 3], [2, 0], [2, 2]])
