@@ -60,7 +60,7 @@ def cpu_training(
     )
     say(
         f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
-        f"{'% of fp32 matmul':>17} {'% of it beside':>15}"
+        f"{'% of fp32 matmul':>17} {'% of it beside':>15} {'faults/step':>12}"
     )
     for size in sizes_timed(preset):
         config, s, t = parts.size_variant(size, src, tgt)
@@ -80,10 +80,12 @@ def cpu_training(
                             "matmul_fraction": useful / cpu_rate,
                             "beside_gflops": fig.beside_gflops,
                             "beside_fraction": beside,
+                            "page_faults_per_step": fig.page_faults_per_step,
                         }
                         say(
                             f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
-                            f"{100 * useful / cpu_rate:>16.0f}% {100 * (beside or 0):>14.0f}%"
+                            f"{100 * useful / cpu_rate:>16.0f}% {100 * (beside or 0):>14.0f}% "
+                            f"{fig.page_faults_per_step or 0:>12,.0f}"
                         )
                 finally:
                     torch.set_num_threads(threads)

@@ -53,6 +53,11 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
         f"rate; {100 * fig['beside_fraction']:.0f}% of its {fig['beside_gflops']:.1f} GFLOP/s timed between the "
         f"steps); with it: {fig['profiled_step_ms']:,.1f} ms"
     )
+    if fig["page_faults_per_step"] is not None:
+        say(
+            f"minor page faults per timed step: {fig['page_faults_per_step']:,.0f} (after "
+            f"{training_steps.WARMUP_STEPS} warm-up steps)"
+        )
     say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
     for name, p in fig["phases"].items():
         say(f"  {name:<10} {p['ms']:>9,.1f}  between operators {p['outside_operators_ms']:>8,.1f}")
@@ -94,7 +99,7 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
-    help="Steps timed, and then profiled (after one warm-up step each).",
+    help="Steps timed, and then profiled (after the warm-up steps of the benchmark).",
 )
 @click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
 @click.option(
@@ -146,7 +151,8 @@ def main(
             f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.opt).__name__}; {steps} steps"
         )
         timed = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"), beside=True)
-        batches = list(itertools.islice(itertools.cycle(plan), 1, steps + 1))
+        warm = training_steps.WARMUP_STEPS
+        batches = list(itertools.islice(itertools.cycle(plan), warm, warm + steps))  # the timed ones
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
             t = time.perf_counter()
@@ -161,6 +167,7 @@ def main(
         useful_gflops=timed.useful_gflops,
         beside_gflops=timed.beside_gflops,
         beside_fraction=timed.beside_fraction,
+        page_faults_per_step=timed.page_faults_per_step,
         cpu_matmul_gflops=cpu_rate,
         machine=machine,
         preset=preset,

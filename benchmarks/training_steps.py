@@ -37,6 +37,7 @@ class StepFigures:
     pairs_per_s: float
     useful_gflops: float
     beside_gflops: float | None = None
+    page_faults_per_step: float | None = None  # minor faults of the timed steps (None: not counted here)
 
     @property
     def beside_fraction(self) -> float | None:
@@ -56,11 +57,18 @@ def training_figures(
     beside: bool = False,
 ) -> StepFigures:
     """``timed_steps`` of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
-    batches of the table's pairs as the trainer draws them (``epoch_plan``). One warm-up step.
-    Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
+    batches of the table's pairs as the trainer draws them (``epoch_plan``), after
+    ``WARMUP_STEPS``. Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
     backward pass costs two forward passes' products)."""
     trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
     return timed_steps(trainer, plan, steps, config, device, beside)
+
+
+#: Steps run before the timed ones. A process's first steps grow the heap to what the largest
+#: batches need (page faults at ~12 microseconds each on a shared VM: one step faulted 60,000
+#: pages in, the next eight 2,000-5,000 each, then almost none); hours of training see the
+#: settled heap, and so do the timed steps after these (their faults are counted and printed).
+WARMUP_STEPS = 10
 
 
 def timed_steps(
@@ -71,25 +79,37 @@ def timed_steps(
     device: torch.device,
     beside: bool = False,
 ) -> StepFigures:
-    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after one warm-up step; with
-    ``beside``, also the reference product's rate, timed once before each step (its time is not
-    the steps')."""
+    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after ``WARMUP_STEPS`` (the plan
+    cycled); with ``beside``, also the reference product's rate, timed once before each step (its
+    time is not the steps')."""
     encoded = trainer.data.encoded
-    product = parts.ReferenceProduct(device) if beside else None
+    product = parts.ReferenceProduct(device) if beside else None  # its memory taken before the heap settles
+    for b in itertools.islice(itertools.cycle(plan), WARMUP_STEPS):
+        trainer.step(b)
     done, flops, elapsed, product_time = 0, 0, 0.0, 0.0
-    for i, b in enumerate(itertools.islice(itertools.cycle(plan), steps + 1)):
-        product_seconds = product.seconds() if product else 0.0
+    faults_before = _minor_faults()
+    for b in itertools.islice(itertools.cycle(plan), WARMUP_STEPS, WARMUP_STEPS + steps):
+        product_time += product.seconds() if product else 0.0
         parts.synchronize(device)
         t = time.perf_counter()
         trainer.step(b)
         parts.synchronize(device)
-        if i:
-            elapsed += time.perf_counter() - t
-            product_time += product_seconds
-            done += len(b)
-            flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
+        elapsed += time.perf_counter() - t
+        done += len(b)
+        flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
+    faults_after = _minor_faults()
     beside_gflops = product.flops * steps / product_time / 1e9 if product else None
-    return StepFigures(done / elapsed, flops / elapsed / 1e9, beside_gflops)
+    faults = None if faults_before is None or faults_after is None else (faults_after - faults_before) / steps
+    return StepFigures(done / elapsed, flops / elapsed / 1e9, beside_gflops, faults)
+
+
+def _minor_faults() -> int | None:
+    """This process's minor page faults so far (None where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def benchmark_trainer(

@@ -74,6 +74,7 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
         assert t["beside_gflops"] > 0 and t["beside_fraction"] == pytest.approx(t["useful_gflops"] / t["beside_gflops"])
+        assert t["page_faults_per_step"] >= 0
     archs = figures["arch_rescoring"]
     assert archs["lines"] == 200 and archs["scores_equal"] is True
     assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
@@ -330,6 +331,7 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
     assert sum(f["kinds_ms"].values()) + f["outside_operators_ms"] == pytest.approx(f["profiled_step_ms"])
     assert f["kinds_ms"]["matrix products"] > 0 and f["matmul_gflops"] > 0
     assert f["beside_gflops"] > 0 and f["beside_fraction"] == pytest.approx(f["useful_gflops"] / f["beside_gflops"])
+    assert f["page_faults_per_step"] >= 0 and "minor page faults per timed step" in r.stdout
     assert f["matmul_shapes"] and all(s["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for s in f["matmul_shapes"])
     assert "phases of Trainer.step" in r.stdout and "costliest matrix products" in r.stdout
 
