@@ -58,8 +58,8 @@ def training_figures(
 ) -> StepFigures:
     """``timed_steps`` of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
     batches of the table's pairs as the trainer draws them (``epoch_plan``), after
-    ``WARMUP_STEPS``. Useful work: 3x the forward FLOPs of the pairs without padding (``flops.pair_flops``; the
-    backward pass costs two forward passes' products)."""
+    ``WARMUP_STEPS``. Useful work: 3x the forward FLOPs of the pairs without padding
+    (``flops.pair_flops``; the backward pass costs two forward passes' products)."""
     trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
     return timed_steps(trainer, plan, steps, config, device, beside)
 

@@ -9,7 +9,9 @@ gradients within float32 rounding, and the first losses of a run):
   their source (no ``torch.where`` over padded rows, no padded matrix products);
 * the decoder likewise runs its step t only on the targets at least t + 1 tokens long, and the
   readout and the output layer only on real target positions (``N`` rows, N = target tokens +
-  </s>), ending in one log-softmax and pick;
+  </s>), ending in one log-softmax and pick; the context terms of each row (C c, O_c c) are
+  repeated over its steps by ``packed_rows.prefix_rows``, whose backward pass adds slices where
+  indexing's would scatter on one thread;
 * with the model's default cell (reset before U) and outside autocast, both recurrences run
   as ``gru_sequence``, their backward pass written out (the recurrent matrices' gradients in one
   product over all steps, no recurrent work on the encoder's zero initial state), their inputs
