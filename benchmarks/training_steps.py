@@ -65,7 +65,7 @@ def training_figures(
 
 
 #: Steps run before the timed ones. A process's first steps grow the heap to what the largest
-#: batches need (page faults at ~12 microseconds each on a shared VM: one step faulted 60,000
+#: batches need (page faults at ~14 microseconds each on a shared VM: one step faulted 60,000
 #: pages in, the next eight 2,000-5,000 each, then almost none); hours of training see the
 #: settled heap, and so do the timed steps after these (their faults are counted and printed).
 WARMUP_STEPS = 10
