@@ -47,7 +47,7 @@ from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
-from phrase_rescorer.lm.text import build_vocabulary, ngrams, sentence_ids
+from phrase_rescorer.lm.text import build_vocabulary, text_ngrams
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
 from phrase_rescorer.nbest import features as nbest_features
 from phrase_rescorer.nbest.stream import append_features
@@ -93,7 +93,7 @@ def context_counts(nbest: Path, config: LMConfig, vocab: Vocabulary) -> tuple[in
     def count(
         model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: object = "cpu"
     ) -> tuple[np.ndarray, np.ndarray]:
-        contexts, _ = ngrams(config.order, [sentence_ids(vocab, s) for s in sentences])
+        contexts, _ = text_ngrams(config.order, vocab, sentences)
         for i, c in enumerate(
             (len(sentences), sum(len(s) for s in sentences), len(contexts), len(np.unique(contexts, axis=0)))
         ):

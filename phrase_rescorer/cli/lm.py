@@ -105,7 +105,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--kenlm",
     "kenlm_path",
-    type=click.Path(),
+    type=click.Path(exists=True, dir_okay=False),  # refused before training, not after it
     help="Also report this KenLM model's perplexity on the held-out text (ARPA or binary; "
     "through bin/query of --moses / $MOSES), with the same OOV convention.",
 )
@@ -147,15 +147,13 @@ def train_lm(
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
     from ..data.corpus import read_sentences
-    from ..lm.kenlm import KenLMError, query_perplexity
-    from ..lm.lm_file import load_lm
-    from ..lm.perplexity import perplexity
-    from ..lm.text import build_vocabulary, ngrams, sentence_ids, split_held_out
+    from ..lm.text import build_vocabulary, split_held_out, text_ngrams
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path
     from ..moses.toolkit import MosesNotFound, find_moses
     from ..output import check_distinct_paths, check_output_path
     from ..training.log import EventLog
     from ..training.run_record import Interrupted
+    from .lm_report import report_training
 
     for output in (model_out, last_path(model_out), log_path or _companion(model_out, ".log")):
         check_output_path(output, by_name=False)  # refused now, not at the first save
@@ -185,8 +183,8 @@ def train_lm(
         dropout=kw["dropout"],
         vocab_size=len(vocab),
     )
-    train = ngrams(config.order, (sentence_ids(vocab, s) for s in train_sentences))
-    valid = ngrams(config.order, (sentence_ids(vocab, s) for s in valid_sentences))
+    train = text_ngrams(config.order, vocab, train_sentences)
+    valid = text_ngrams(config.order, vocab, valid_sentences)
     settings = LMTrainConfig(
         batch_size=kw["batch_size"],
         lr=kw["lr"],
@@ -280,38 +278,14 @@ def train_lm(
             ) from e
     if not group.is_main:
         return  # rank 0 reports and measures the test text
-    best = trainer.info.get("valid", {})
-    say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
-    nan = float("nan")
-    say(
+    report_training(
         ctx,
-        f"held-out perplexity (best, step {trainer.info.get('steps', 0):,}): CSLM "
-        f"{best.get('ppl', nan):.2f} over {best.get('tokens', 0) - best.get('oovs', 0):,} tokens, "
-        f"{best.get('oovs', 0):,} OOVs left out ({best.get('ppl_with_unk', nan):.2f} with OOVs scored as <unk>)",
+        trainer,
+        reason,
+        valid_sentences=valid_sentences,
+        test_path=test_path,
+        kenlm=(query, kenlm_path) if query is not None and kenlm_path is not None else None,
     )
-    evaluated = [("held-out", valid_sentences)]
-    if test_path is not None:
-        test_sentences = list(read_sentences(test_path))
-        best_net = load_lm(model_out).build(dev)
-        figures = perplexity(best_net, *ngrams(config.order, (sentence_ids(vocab, s) for s in test_sentences)))
-        say(
-            ctx,
-            f"{test_path}: CSLM perplexity {figures.ppl:.2f} over {figures.tokens - figures.oovs:,} tokens, "
-            f"{figures.oovs:,} OOVs left out ({figures.ppl_with_unk:.2f} with OOVs scored as <unk>)",
-        )
-        evaluated.append((test_path, test_sentences))
-    if query is not None and kenlm_path is not None:
-        for name, texts in evaluated:
-            try:
-                k = query_perplexity(query, kenlm_path, "".join(" ".join(s) + "\n" for s in texts))
-            except KenLMError as e:
-                raise UserError(str(e), e.exit_code) from e
-            say(
-                ctx,
-                f"{name}: KenLM {kenlm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
-                f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)",
-            )
-    say(ctx, f"wrote {model_out} (best), {last_path(model_out)} (latest, for --resume)")
 
 
 def _show_step(bar: Progress, step: int, loss: float, rate: float) -> None:

@@ -22,7 +22,7 @@ import torch
 
 from ..data.vocab import UNK_ID, Vocabulary
 from .network import CSLM
-from .text import ngrams, sentence_ids
+from .text import ngrams, sentence_ids, text_ngrams
 
 #: Distinct contexts per network call: the output rows are batch x vocabulary floats.
 ROWS_PER_CALL = 1024
@@ -72,7 +72,7 @@ def sentence_log_probs(
 @torch.no_grad()
 def plain_sentence_log_probs(model: CSLM, vocab: Vocabulary, tokens: Sequence[str]) -> float:
     """The plain computation, one n-gram at a time (for checking)."""
-    contexts, targets = ngrams(model.config.order, [sentence_ids(vocab, tokens)])
+    contexts, targets = text_ngrams(model.config.order, vocab, [tokens])
     total = 0.0
     for context, target in zip(contexts, targets, strict=True):
         row = model.log_probs(torch.from_numpy(context[None, :]))

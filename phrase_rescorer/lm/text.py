@@ -80,6 +80,11 @@ def ngrams(order: int, sentences: Iterable[np.ndarray]) -> tuple[np.ndarray, np.
     return np.concatenate(contexts), np.concatenate(targets)
 
 
+def text_ngrams(order: int, vocab: Vocabulary, sentences: Iterable[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`ngrams` of tokenized sentences, each encoded with ``vocab`` by :func:`sentence_ids`."""
+    return ngrams(order, (sentence_ids(vocab, tokens) for tokens in sentences))
+
+
 def oov_mask(targets: np.ndarray) -> np.ndarray:
     """True where the predicted token is outside the shortlist (``<unk>``)."""
     return targets == UNK_ID

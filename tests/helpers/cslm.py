@@ -6,7 +6,7 @@ from pathlib import Path
 
 from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.lm.network import LMConfig
-from phrase_rescorer.lm.text import build_vocabulary, ngrams, sentence_ids
+from phrase_rescorer.lm.text import build_vocabulary, text_ngrams
 from phrase_rescorer.lm.trainer import LMTrainConfig, LMTrainer
 from tests.helpers.paths import REPO
 
@@ -20,7 +20,7 @@ def tiny_lm(path: Path, *, vocab_size: int = 60, steps: int = 150, seed: int = 1
     sentences = [s for text in TEXTS for s in read_sentences(str(text))]
     vocab = build_vocabulary(sentences, vocab_size)
     config = LMConfig(order=3, embed_dim=8, hidden=(16,), vocab_size=len(vocab), init_range=0.1)
-    data = ngrams(config.order, (sentence_ids(vocab, s) for s in sentences))
+    data = text_ngrams(config.order, vocab, sentences)
     settings = LMTrainConfig(batch_size=32, lr=1e-2, max_steps=steps, valid_every=None, seed=seed)
     LMTrainer(str(path), config, vocab, data, data, settings, info={"language": "fr"}, resume=resume).run()
     return path

@@ -173,3 +173,35 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
     r = run("nbest", str(lists["test"]), str(tmp_path / "wrong"), "-m", str(model), "--source", str(short))
     assert r.returncode == 3 and b"7 source sentences, but" in r.stderr, r.stderr
     assert not (tmp_path / "wrong").exists()
+
+
+def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:
+    """``train-lm --kenlm`` prints KenLM's perplexity of the held-out and the test text as Moses'
+    own ``query -v summary`` gives it, and refuses an LM file that is not there before training."""
+    moses = moses_root(("bin/query",))
+    arpa = TINY_MOSES / "lm.fr.3gram.arpa.gz"
+    common = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--max-steps", "5", "--threads", "1"]
+    common += ["--valid", str(TINY_MOSES / "dev.fr"), "--test", str(TINY_MOSES / "test.fr"), "--moses", str(moses)]
+    r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm.pt"), *common, "--kenlm", str(arpa))
+    assert r.returncode == 0, r.stderr
+    said = r.stderr.decode()
+    for name in ("dev.fr", "test.fr"):
+        summary = subprocess.run(
+            [str(moses / "bin/query"), "-v", "summary", str(arpa)],
+            input=(TINY_MOSES / name).read_bytes(),
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        figures = dict(line.split(":\t") for line in summary.splitlines() if ":\t" in line)
+        label = "held-out" if name == "dev.fr" else str(TINY_MOSES / name)
+        assert (
+            f"{label}: KenLM {arpa} perplexity {float(figures['Perplexity excluding OOVs']):.2f} "
+            f"over {int(figures['Tokens']) - int(figures['OOVs']):,} tokens, {int(figures['OOVs']):,} OOVs left out "
+            f"({float(figures['Perplexity including OOVs']):.2f} with OOVs)"
+        ) in said, said
+    assert f"{TINY_MOSES / 'test.fr'}: CSLM perplexity" in said
+    missing = tmp_path / "no.arpa"
+    r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm2.pt"), *common, "--kenlm", str(missing))
+    assert r.returncode == 2, r.stderr
+    assert "--kenlm" in r.stderr.decode() and "does not exist" in r.stderr.decode()
+    assert not (tmp_path / "lm2.log").exists()  # nothing trained
