@@ -25,7 +25,7 @@ from ..model.architectures import arch_config
 from ..model.cho2014 import ModelConfig
 from ..output import check_distinct_paths
 from ..parallel import distributed
-from ..training import adadelta_loop
+from ..training import adadelta_loop, products
 from ..training.optim import CompiledAdadelta
 from ..training.run_record import Interrupted
 from ..training.run_settings import TrainConfig, TrainingError, companion_path, prepare_data, preset_sizes
@@ -86,6 +86,11 @@ def run_training(
         problem = adadelta_loop.problem()  # builds the loop (under a second, once per machine)
         if problem:
             warn(f"--optimizer-kernel compiled: the loop cannot be built here ({problem}); Adadelta runs chunked")
+    if dev.type == "cpu":
+        try:
+            products.library()  # a misspelt PHRASE_RESCORER_PRODUCTS refused now, not at the first step
+        except ValueError as e:
+            raise UserError(str(e)) from e
     directory = os.path.dirname(os.path.abspath(model_out))
     if not os.path.isdir(directory):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import onednn
+
 
 class PackedLinear(nn.Module):
     """``y = x W^T + b`` with W held in oneDNN's blocked layout (inference only).
@@ -39,7 +41,7 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight.detach()
         self.bias = None if linear.bias is None else linear.bias.detach()
         self.rows = rows_hint
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
+        self.packed = onednn.pack(linear.weight.detach(), rows_hint)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2:  # oneDNN's linear takes (rows, features)
@@ -47,15 +49,7 @@ class PackedLinear(nn.Module):
             return y.reshape(*x.shape[:-1], self.out_features)
         if x.shape[0] != self.rows:  # see the class docstring
             return F.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-
-
-def onednn_available() -> bool:
-    return bool(
-        torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    )
+        return onednn.times_transposed(x, self.packed, bias=self.bias)
 
 
 def _self_check(linear: nn.Linear, packed: PackedLinear) -> bool:
@@ -73,7 +67,7 @@ def pack_linears(model: nn.Module, rows_hint: int = 256) -> nn.Module:
     first = next(model.parameters(), None)
     if first is None or first.device.type != "cpu" or first.dtype != torch.float32:
         return model
-    if not onednn_available():
+    if not onednn.available():
         return model
     shared = {id(p): p for p in model.parameters()}  # the copy shares the weights, not copies them
     packed = copy.deepcopy(model, memo=shared)

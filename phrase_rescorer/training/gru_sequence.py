@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import gru_gates
+from . import gru_gates, products
 from .packed_rows import step_offsets
 
 
@@ -79,9 +79,9 @@ class _GRUSequence(torch.autograd.Function):
                 torch.mul(hh[s], 1.0 - rz[s, H:], out=states[s])
             else:
                 hp = h[:n]
-                torch.addmm(x[s, : 2 * H], hp, w_rz.t(), out=rz[s]).sigmoid_()
+                torch.sigmoid(products.times_transposed(hp, w_rz, x[s, : 2 * H]), out=rz[s])
                 torch.mul(rz[s, :H], hp, out=rh[s])
-                torch.addmm(x[s, 2 * H :], rh[s], w_u.t(), out=hh[s]).tanh_()
+                torch.tanh(products.times_transposed(rh[s], w_u, x[s, 2 * H :]), out=hh[s])
                 torch.addcmul(hh[s], rz[s, H:], hp - hh[s], out=states[s])  # z h + (1 - z) h~
             h = states[s]
             off += n
@@ -111,6 +111,7 @@ class _GRUSequence(torch.autograd.Function):
             carry = _backward_torch(d_states, rz, hh, w_rz, w_u, counts, previous, dx)
         # The recurrent matrices' gradients: one product over every step that had a state.
         first = 0 if given else counts[0]
+        # (torch's BLAS: their depth N changes with every batch, see ``products``)
         d_w_u = torch.mm(dx[first:, 2 * H :].t(), rh[first:])
         inputs = [p for p in map(previous, range(len(counts))) if p is not None]
         d_w_rz = torch.mm(dx[first:, : 2 * H].t(), torch.cat(inputs)) if inputs else torch.zeros_like(w_rz)
@@ -153,9 +154,9 @@ def _backward_torch(
             dx[s, :H].zero_()
             carry = None
             continue
-        d_rh = torch.mm(dx[s, 2 * H :], w_u)
+        d_rh = products.mm(dx[s, 2 * H :], w_u)
         torch.mul(d_rh * hp, r * (1.0 - r), out=dx[s, :H])
-        carry = torch.addmm(dh * z, dx[s, : 2 * H], w_rz).addcmul_(d_rh, r)
+        carry = products.mm(dx[s, : 2 * H], w_rz, dh * z).addcmul_(d_rh, r)
     return carry
 
 
@@ -186,7 +187,7 @@ def _backward_compiled(
             dx[a : a + n, :H].zero_()
             carry = None
             continue
-        d_rh = torch.mm(dx[a : a + n, 2 * H :], w_u)
+        d_rh = products.mm(dx[a : a + n, 2 * H :], w_u)
         gru_gates.reset(lib, d_rh, rz[a : a + n], hp, dx[a : a + n], dhz[:n])
-        carry = dhz[:n].addmm(dx[a : a + n, : 2 * H], w_rz)
+        carry = products.mm(dx[a : a + n, : 2 * H], w_rz, dhz[:n])
     return carry

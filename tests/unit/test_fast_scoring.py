@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+from phrase_rescorer import onednn
 from phrase_rescorer.data.batching import flat_store, sequences_batch
 from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
 from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
-from phrase_rescorer.rescoring.packed_linear import onednn_available, pack_linears
+from phrase_rescorer.rescoring.packed_linear import pack_linears
 from phrase_rescorer.rescoring.prefix import PrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie
 from phrase_rescorer.rescoring.window_threads import split_window
@@ -249,7 +250,7 @@ def test_split_window_keeps_every_line_once() -> None:
     assert len(split_window(sources, targets[:300], index[:300], 4)) == 1  # too few lines to split
 
 
-@pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
+@pytest.mark.skipif(not onednn.available(), reason="this torch has no oneDNN")
 def test_packed_linears_compute_the_same_function() -> None:
     model = make_model(9)
     packed = pack_linears(model, rows_hint=6)
