@@ -10,6 +10,8 @@ from typing import Any
 
 PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv", "aten::dot"}
+#: oneDNN's product (``training.products``): x W^T, with or without an addend.
+ONEDNN_LINEAR = "mkldnn::_linear_pointwise"
 _KINDS = (  # (kind, name fragments after "aten::"); the first match wins
     ("softmax and loss", ("softmax", "nll_loss", "cross_entropy")),
     ("reductions", ("sum", "norm", "mean", "amax", "max_all")),
@@ -84,12 +86,12 @@ KINDS = ("matrix products", *(k for k, _ in _KINDS), "autograd bookkeeping", "ot
 def is_operator(name: str) -> bool:
     """An operator (or autograd's work on one), not a named range such as a phase or
     ``Optimizer.step#...``, whose own time is Python between operators."""
-    return name.startswith(("aten::", "autograd::")) or "Backward" in name
+    return name.startswith(("aten::", "autograd::", "mkldnn::")) or "Backward" in name
 
 
 def kind_of(name: str) -> str:
     """The kind of an operator by its profiler name."""
-    if name in MATMUL:
+    if name in MATMUL or name == ONEDNN_LINEAR:
         return "matrix products"
     if name.startswith("autograd::") or "Backward" in name:
         return "autograd bookkeeping"
@@ -98,6 +100,16 @@ def kind_of(name: str) -> str:
         if any(op == f or op.startswith(f + "_") or op.endswith("_" + f) or f"_{f}_" in op for f in fragments):
             return kind
     return "other operators"
+
+
+def linear_flops(name: str, shapes: list[list[int]]) -> int:
+    """FLOPs of one call of oneDNN's x W^T (the profiler counts none), from its inputs' shapes:
+    x (M, K) and W (N, K), or x, the addend (M, N) and W; 0 for any other operator."""
+    matrices = [s for s in shapes if len(s) == 2] if name == ONEDNN_LINEAR else []
+    if len(matrices) not in (2, 3):
+        return 0
+    x, w = matrices[0], matrices[-1]
+    return 2 * x[0] * x[1] * w[0] if x[1] == w[1] else 0
 
 
 def _operator_time(event) -> float:
@@ -132,15 +144,16 @@ def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
         kinds[kind] += self_ms
         operators[e.key] += self_ms
         if kind == "matrix products":
+            flops = e.flops or linear_flops(e.key, e.input_shapes) * e.count
             mm_time += self_ms
-            mm_flops += e.flops / steps
+            mm_flops += flops / steps
             shapes.append(
                 {
                     "op": e.key,
                     "shapes": str(e.input_shapes),
                     "ms": self_ms,
                     "calls": e.count / steps,
-                    "gflops": e.flops / steps / (self_ms * 1e6) if self_ms else 0.0,
+                    "gflops": flops / steps / (self_ms * 1e6) if self_ms else 0.0,
                 }
             )
     in_ops = sum(kinds.values())

@@ -6,8 +6,9 @@ and each batch size: pairs/s, useful GFLOP/s (3x the forward matrix products of 
 trained, without padding: ``flops.pair_flops``) and that rate as a fraction of the machine's
 float32 matrix-product rate, twice: of its best rate measured once before (``matmul_fraction``)
 and of its rate timed between the steps (``beside_fraction``, the steadier figure where the
-machine's speed drifts). Float32 at the benchmark's own size is also timed on one
-thread (on a busy machine one thread can be the faster setting).
+machine's speed drifts; the faster of torch's BLAS and oneDNN, both timed there). Float32 at
+the benchmark's own size is also timed on one thread (on a busy machine one thread can be the
+faster setting).
 
 ``adadelta_update``, timed before the steps: the Adadelta update alone on the benchmark's network: torch's operations in
 cache-sized pieces (``chunked``) against the one C loop (``compiled``, the default), interleaved,
@@ -60,7 +61,7 @@ def cpu_training(
     )
     say(
         f"  {'network':<8} {'precision':<9} {'batch':>5} {'threads':>7} {'pairs/s':>9} {'useful GFLOP/s':>15} "
-        f"{'% of fp32 matmul':>17} {'% of it beside':>15} {'faults/step':>12}"
+        f"{'% of fp32 matmul':>17} {'% of best beside':>17} {'faults/step':>12}"
     )
     for size in sizes_timed(preset):
         config, s, t = parts.size_variant(size, src, tgt)
@@ -80,11 +81,13 @@ def cpu_training(
                             "matmul_fraction": useful / cpu_rate,
                             "beside_gflops": fig.beside_gflops,
                             "beside_fraction": beside,
+                            "beside_by_library": fig.beside_by_library,
+                            "warmup_steps": fig.warmup_steps,
                             "page_faults_per_step": fig.page_faults_per_step,
                         }
                         say(
                             f"  {size:<8} {dtype:<9} {b:>5} {n:>7} {rate:>9,.1f} {useful:>15.1f} "
-                            f"{100 * useful / cpu_rate:>16.0f}% {100 * (beside or 0):>14.0f}% "
+                            f"{100 * useful / cpu_rate:>16.0f}% {100 * (beside or 0):>16.0f}% "
                             f"{fig.page_faults_per_step or 0:>12,.0f}"
                         )
                 finally:

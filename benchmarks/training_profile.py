@@ -44,19 +44,24 @@ from phrase_rescorer.training.optim import KERNELS
 from phrase_rescorer.training.run_settings import TrainConfig
 
 
+def _rates(by_library: dict[str, float]) -> str:
+    """e.g. "blas 94.1, onednn 108.4 GFLOP/s"."""
+    return ", ".join(f"{lib} {rate:.1f}" for lib, rate in by_library.items()) + " GFLOP/s"
+
+
 def report(fig: dict[str, Any], cpu_rate: float) -> None:
     say = click.echo
     step = fig["step_ms"]
     say(
         f"\nstep without the profiler: {step:,.1f} ms ({fig['pairs_per_s']:,.1f} pairs/s, useful "
         f"{fig['useful_gflops']:.1f} GFLOP/s = {100 * fig['useful_gflops'] / cpu_rate:.0f}% of the fp32 matmul "
-        f"rate; {100 * fig['beside_fraction']:.0f}% of its {fig['beside_gflops']:.1f} GFLOP/s timed between the "
-        f"steps); with it: {fig['profiled_step_ms']:,.1f} ms"
+        f"rate; {100 * fig['beside_fraction']:.0f}% of the {fig['beside_gflops']:.1f} GFLOP/s of the faster product "
+        f"timed between the steps, {_rates(fig['beside_by_library'])}); with it: {fig['profiled_step_ms']:,.1f} ms"
     )
     if fig["page_faults_per_step"] is not None:
         say(
             f"minor page faults per timed step: {fig['page_faults_per_step']:,.0f} (after "
-            f"{training_steps.WARMUP_STEPS} warm-up steps)"
+            f"{fig['warmup_steps']} warm-up steps)"
         )
     say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
     for name, p in fig["phases"].items():
@@ -134,8 +139,13 @@ def main(
         f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
         f"{machine['load_average']:.1f}"
     )
-    cpu_rate = parts.matmul_gflops(torch.device("cpu"))
-    say(f"machine fp32 matrix product (2048^3): {cpu_rate:.1f} GFLOP/s")
+    cpu = torch.device("cpu")
+    cpu_rate = parts.matmul_gflops(cpu)
+    rates = {
+        lib: cpu_rate if lib == "blas" else parts.matmul_gflops(cpu, library=lib)
+        for lib in parts.product_libraries(cpu)
+    }
+    say(f"machine fp32 matrix product (2048^3, best of 5): {_rates(rates)}")
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-profile-") as tmp:
         work = Path(tmp)
         head = work / "head.gz"
@@ -151,7 +161,7 @@ def main(
             f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.opt).__name__}; {steps} steps"
         )
         timed = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"), beside=True)
-        warm = training_steps.WARMUP_STEPS
+        warm = timed.warmup_steps
         batches = list(itertools.islice(itertools.cycle(plan), warm, warm + steps))  # the timed ones
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
@@ -167,6 +177,8 @@ def main(
         useful_gflops=timed.useful_gflops,
         beside_gflops=timed.beside_gflops,
         beside_fraction=timed.beside_fraction,
+        beside_by_library=timed.beside_by_library,
+        warmup_steps=timed.warmup_steps,
         page_faults_per_step=timed.page_faults_per_step,
         cpu_matmul_gflops=cpu_rate,
         machine=machine,

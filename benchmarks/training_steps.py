@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,12 +33,16 @@ class StepFigures:
     """What ``timed_steps`` measured. ``beside_gflops``: the rate of ``parts.ReferenceProduct``
     timed once before each step (None when not asked for): the product's mean rate over the same
     seconds as the steps, the rate to hold them against on a machine whose speed drifts (on a
-    shared 2-core VM the best-of-5 rate taken once swung by a third between processes)."""
+    shared 2-core VM the best-of-5 rate taken once swung by a third between processes). Each of
+    ``parts.product_libraries`` is timed so (``beside_by_library``); ``beside_gflops`` is the
+    faster one's."""
 
     pairs_per_s: float
     useful_gflops: float
     beside_gflops: float | None = None
     page_faults_per_step: float | None = None  # minor faults of the timed steps (None: not counted here)
+    beside_by_library: dict[str, float] | None = None
+    warmup_steps: int = 0
 
     @property
     def beside_fraction(self) -> float | None:
@@ -64,11 +69,15 @@ def training_figures(
     return timed_steps(trainer, plan, steps, config, device, beside)
 
 
-#: Steps run before the timed ones. A process's first steps grow the heap to what the largest
-#: batches need (page faults at ~14 microseconds each on a shared VM: one step faulted 60,000
-#: pages in, the next eight 2,000-5,000 each, then almost none); hours of training see the
-#: settled heap, and so do the timed steps after these (their faults are counted and printed).
+#: Steps run before the timed ones, at least. A process's first steps grow the heap to what the
+#: largest batches need (page faults at ~14 microseconds each on a shared VM: one step faulted
+#: 60,000 pages in, the next eight 2,000-5,000 each, then almost none), and oneDNN compiles a
+#: kernel for each new row count of the recurrences' products (``training.products``: a hundred-
+#: odd steps at paper size); hours of training see the settled state, and so do the timed steps.
 WARMUP_STEPS = 10
+#: More warm-up steps are run until ``SETTLED_STEPS`` in a row fault fewer than ``SETTLED_FAULTS``
+#: pages in each, up to ``MAX_WARMUP_STEPS`` (the timed steps' faults are counted and printed).
+SETTLED_STEPS, SETTLED_FAULTS, MAX_WARMUP_STEPS = 20, 100, 300
 
 
 def timed_steps(
@@ -83,13 +92,16 @@ def timed_steps(
     cycled); with ``beside``, also the reference product's rate, timed once before each step (its
     time is not the steps')."""
     encoded = trainer.data.encoded
-    product = parts.ReferenceProduct(device) if beside else None  # its memory taken before the heap settles
-    for b in itertools.islice(itertools.cycle(plan), WARMUP_STEPS):
-        trainer.step(b)
-    done, flops, elapsed, product_time = 0, 0, 0.0, 0.0
+    # their memory taken before the heap settles
+    references = [parts.ReferenceProduct(device, library=lib) for lib in parts.product_libraries(device)]
+    batches = itertools.cycle(plan)
+    warmup = _warm_up(trainer, batches)
+    done, flops, elapsed = 0, 0, 0.0
+    product_time = dict.fromkeys((p.library for p in references), 0.0)
     faults_before = _minor_faults()
-    for b in itertools.islice(itertools.cycle(plan), WARMUP_STEPS, WARMUP_STEPS + steps):
-        product_time += product.seconds() if product else 0.0
+    for b in itertools.islice(batches, steps):
+        for product in references if beside else ():
+            product_time[product.library] += product.seconds()
         parts.synchronize(device)
         t = time.perf_counter()
         trainer.step(b)
@@ -98,9 +110,30 @@ def timed_steps(
         done += len(b)
         flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
     faults_after = _minor_faults()
-    beside_gflops = product.flops * steps / product_time / 1e9 if product else None
+    rates = {p.library: p.flops * steps / product_time[p.library] / 1e9 for p in references} if beside else None
     faults = None if faults_before is None or faults_after is None else (faults_after - faults_before) / steps
-    return StepFigures(done / elapsed, flops / elapsed / 1e9, beside_gflops, faults)
+    return StepFigures(
+        done / elapsed, flops / elapsed / 1e9, max(rates.values()) if rates else None, faults, rates, warmup
+    )
+
+
+def _warm_up(trainer: Trainer, batches: Iterator[np.ndarray]) -> int:
+    """Run ``WARMUP_STEPS`` steps, then more until the state has settled (``SETTLED_STEPS``
+    steps in a row with fewer than ``SETTLED_FAULTS`` faults each, at most ``MAX_WARMUP_STEPS``
+    in all); the steps run."""
+    quiet, done = 0, 0
+    while done < MAX_WARMUP_STEPS:
+        before = _minor_faults()
+        trainer.step(next(batches))
+        done += 1
+        after = _minor_faults()
+        if before is None or after is None:
+            quiet = SETTLED_STEPS  # faults not counted here: the fixed warm-up only
+        else:
+            quiet = quiet + 1 if after - before < SETTLED_FAULTS else 0
+        if done >= WARMUP_STEPS and quiet >= SETTLED_STEPS:
+            break
+    return done
 
 
 def _minor_faults() -> int | None:

@@ -75,6 +75,8 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])
         assert t["beside_gflops"] > 0 and t["beside_fraction"] == pytest.approx(t["useful_gflops"] / t["beside_gflops"])
         assert t["page_faults_per_step"] >= 0
+        assert t["beside_gflops"] == max(t["beside_by_library"].values()) and "blas" in t["beside_by_library"]
+        assert t["warmup_steps"] >= 10
     archs = figures["arch_rescoring"]
     assert archs["lines"] == 200 and archs["scores_equal"] is True
     assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
@@ -332,7 +334,10 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
     assert f["kinds_ms"]["matrix products"] > 0 and f["matmul_gflops"] > 0
     assert f["beside_gflops"] > 0 and f["beside_fraction"] == pytest.approx(f["useful_gflops"] / f["beside_gflops"])
     assert f["page_faults_per_step"] >= 0 and "minor page faults per timed step" in r.stdout
-    assert f["matmul_shapes"] and all(s["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for s in f["matmul_shapes"])
+    assert f["beside_gflops"] == max(f["beside_by_library"].values()) and "blas" in f["beside_by_library"]
+    assert "machine fp32 matrix product (2048^3, best of 5): blas " in r.stdout
+    ops = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise")
+    assert f["matmul_shapes"] and all(s["op"] in ops and s["gflops"] > 0 for s in f["matmul_shapes"])
     assert "phases of Trainer.step" in r.stdout and "costliest matrix products" in r.stdout
 
 
@@ -365,6 +370,18 @@ def test_operator_kinds() -> None:
     ]
     assert not is_operator("Optimizer.step#ChunkedAdadelta.step") and not is_operator("train.forward")
     assert is_operator("aten::mm") and is_operator("MmBackward0")
+    assert is_operator("mkldnn::_linear_pointwise") and kind_of("mkldnn::_linear_pointwise") == "matrix products"
+
+
+def test_onednn_products_flops_from_their_shapes() -> None:
+    """The profiler counts no FLOPs for oneDNN's product: 2 M N K from x (M, K) and W (N, K),
+    the addend (M, N) between them in the binary form."""
+    from benchmarks.profile_analysis import linear_flops
+
+    assert linear_flops("mkldnn::_linear_pointwise", [[64, 100], [300, 100], [], [], [], []]) == 2 * 64 * 100 * 300
+    assert linear_flops("mkldnn::_linear_pointwise", [[64, 100], [64, 300], [300, 100], [], []]) == 2 * 64 * 100 * 300
+    assert linear_flops("aten::mm", [[64, 100], [100, 300]]) == 0
+    assert linear_flops("mkldnn::_linear_pointwise", [[64, 100], [300, 99]]) == 0
 
 
 def test_nbest_part_without_shared_data(tmp_path: Path) -> None:
