@@ -79,7 +79,7 @@ def machine() -> dict[str, object]:
         "logical_cpus": os.cpu_count(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "onednn": torch.backends.mkldnn.is_available(),
+        "onednn": onednn.available(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }

@@ -32,10 +32,11 @@ def _operators_present() -> bool:
 
 
 def available() -> bool:
-    """True where this torch carries oneDNN's product and runs it in full float32 precision
-    (not lowered through ``torch.backends.mkldnn.matmul.fp32_precision``)."""
+    """True where this torch carries oneDNN's product, has it enabled (``torch.backends.mkldnn.
+    enabled``, or its ``flags(enabled=False)``) and runs it in full float32 precision (not lowered
+    through ``torch.backends.mkldnn.matmul.fp32_precision``)."""
     precision = getattr(getattr(torch.backends.mkldnn, "matmul", None), "fp32_precision", None)
-    return _operators_present() and precision in (None, "none", "ieee")
+    return _operators_present() and bool(torch.backends.mkldnn.enabled) and precision in (None, "none", "ieee")
 
 
 def times_transposed(

@@ -99,3 +99,24 @@ def test_onednn_forms_of_the_product() -> None:
     _close(onednn.times_transposed(x.contiguous(), onednn.pack(w, 16)), exact, 40)
     with pytest.raises(ValueError, match="a bias or an addend, not both"):
         onednn.times_transposed(x, w, bias=bias, add=add)
+
+
+@pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN linear operator")
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")  # torch's flags() sets it too
+def test_onednn_disabled_or_at_lowered_precision_leaves_the_products_to_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(products.ENV, raising=False)
+    x, w, add = _operands(8, 16, 12)
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert not onednn.available() and products.library() == "blas"
+        assert torch.equal(products.times_transposed(x, w, add), torch.addmm(add, x, w.t()))
+    assert onednn.available()
+    matmul = getattr(torch.backends.mkldnn, "matmul", None)
+    if matmul is None or not hasattr(matmul, "fp32_precision"):
+        pytest.skip("this torch has no oneDNN float32 precision setting")
+    before = matmul.fp32_precision
+    try:
+        matmul.fp32_precision = "bf16"
+        assert not onednn.available() and products.library() == "blas"
+    finally:
+        matmul.fp32_precision = before
+    assert onednn.available()

@@ -329,3 +329,13 @@ def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
     warning = [line for line in r.output.splitlines() if "--optimizer-kernel" in line]
     assert len(warning) == 1 and "the loop cannot be built here" in warning[0] and "no-cc" in warning[0], r.output
     assert "adadelta (chunked update)" in r.output
+
+
+def test_a_misspelt_products_library_is_refused_before_training(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PHRASE_RESCORER_PRODUCTS", "mkl")
+    r = CliRunner().invoke(cli, ["train", str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", "1"])
+    assert r.exit_code == 2, r.output
+    assert "PHRASE_RESCORER_PRODUCTS='mkl': give onednn or blas" in r.output
+    assert not (tmp_path / "m.log").exists()
