@@ -307,6 +307,20 @@ def test_the_compiled_and_the_chunked_update_train_the_same_run(table: Path, str
         assert "adadelta (compiled update)" in r.output
 
 
+def test_the_products_in_blas_train_the_same_run(
+    table: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default run (the recurrences' products in oneDNN where torch has it) against every
+    product in torch's BLAS: the same losses within float32 rounding (1e-5 relative, 40 steps)."""
+    monkeypatch.setenv("PHRASE_RESCORER_PRODUCTS", "blas")
+    r = train(str(table), str(tmp_path / "m.pt"), *TINY, "--max-steps", str(STEPS))
+    assert r.exit_code == 0, r.output
+    ours, theirs = losses(straight / "m.log"), losses(tmp_path / "m.log")
+    assert [s for s, _ in ours] == [s for s, _ in theirs] and len(ours) == STEPS
+    for (_, a), (_, b) in zip(ours, theirs, strict=True):
+        assert math.isclose(a, b, rel_tol=1e-5), (a, b)
+
+
 def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
     table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
