@@ -62,8 +62,8 @@ def training_figures(
     beside: bool = False,
 ) -> StepFigures:
     """``timed_steps`` of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
-    batches of the table's pairs as the trainer draws them (``epoch_plan``), after
-    ``WARMUP_STEPS``. Useful work: 3x the forward FLOPs of the pairs without padding
+    batches of the table's pairs as the trainer draws them (``epoch_plan``), after the warm-up
+    (``_warm_up``). Useful work: 3x the forward FLOPs of the pairs without padding
     (``flops.pair_flops``; the backward pass costs two forward passes' products)."""
     trainer, plan = benchmark_trainer(config, pairs, src, tgt, batch_size, device, work, bf16)
     return timed_steps(trainer, plan, steps, config, device, beside)
@@ -88,9 +88,9 @@ def timed_steps(
     device: torch.device,
     beside: bool = False,
 ) -> StepFigures:
-    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after ``WARMUP_STEPS`` (the plan
-    cycled); with ``beside``, also the reference product's rate, timed once before each step (its
-    time is not the steps')."""
+    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after the warm-up (``_warm_up``;
+    the plan cycled); with ``beside``, also each reference product's rate, timed once before each
+    step (its time is not the steps')."""
     encoded = trainer.data.encoded
     # their memory taken before the heap settles
     libraries = parts.product_libraries(device) if beside else []
