@@ -17,8 +17,9 @@ What writing the backward pass out buys over autograd running the steps one by o
 
 The arithmetic of each step is the model's; only its order and what is skipped because it is
 exactly zero differ. Each step's products with the recurrent matrices go through ``products``
-(oneDNN where torch carries it, else torch's BLAS: the same products to float32 rounding). ``tests/unit/test_gru_sequence.py`` checks states and every gradient against
-autograd over ``GRU.step``: within float32 rounding, and to 1e-12 in float64. Its graph can be
+(oneDNN where torch carries it, else torch's BLAS: the same products to float32 rounding).
+``tests/unit/test_gru_sequence.py`` checks states and every gradient against autograd over
+``GRU.step``: within float32 rounding, and to 1e-12 in float64. Its graph can be
 backpropagated once (no double backward), as training does.
 """
 
