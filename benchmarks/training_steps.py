@@ -30,19 +30,21 @@ from phrase_rescorer.training.trainer import Trainer
 
 @dataclass(frozen=True)
 class StepFigures:
-    """What ``timed_steps`` measured. ``beside_gflops``: the rate of ``parts.ReferenceProduct``
-    timed once before each step (None when not asked for): the product's mean rate over the same
-    seconds as the steps, the rate to hold them against on a machine whose speed drifts (on a
-    shared 2-core VM the best-of-5 rate taken once swung by a third between processes). Each of
-    ``parts.product_libraries`` is timed so (``beside_by_library``); ``beside_gflops`` is the
-    faster one's."""
+    """What ``timed_steps`` measured. ``beside_by_library``: the rate of ``parts.ReferenceProduct``
+    in each of ``parts.product_libraries``, timed once before each step (None when not asked
+    for): the product's mean rate over the same seconds as the steps, the rate to hold them
+    against on a machine whose speed drifts (on a shared 2-core VM the best-of-5 rate taken once
+    swung by a third between processes); ``beside_gflops`` is the faster library's."""
 
     pairs_per_s: float
     useful_gflops: float
-    beside_gflops: float | None = None
     page_faults_per_step: float | None = None  # minor faults of the timed steps (None: not counted here)
     beside_by_library: dict[str, float] | None = None
     warmup_steps: int = 0
+
+    @property
+    def beside_gflops(self) -> float | None:
+        return max(self.beside_by_library.values()) if self.beside_by_library else None
 
     @property
     def beside_fraction(self) -> float | None:
@@ -115,9 +117,7 @@ def timed_steps(
     faults_after = _minor_faults()
     rates = {p.library: p.flops * steps / product_time[p.library] / 1e9 for p in references} if beside else None
     faults = None if faults_before is None or faults_after is None else (faults_after - faults_before) / steps
-    return StepFigures(
-        done / elapsed, flops / elapsed / 1e9, max(rates.values()) if rates else None, faults, rates, warmup
-    )
+    return StepFigures(done / elapsed, flops / elapsed / 1e9, faults, rates, warmup)
 
 
 def _warm_up(trainer: Trainer, batches: Iterator[np.ndarray]) -> int:
