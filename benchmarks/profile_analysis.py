@@ -6,6 +6,7 @@ products by shape."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 PHASES = ("train.batch", "train.forward", "train.backward", "train.clip", "train.optimizer")
@@ -102,14 +103,40 @@ def kind_of(name: str) -> str:
     return "other operators"
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A product of (m, k) by (k, n)."""
+
+    m: int
+    k: int
+    n: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.k * self.n
+
+
+def shape_of(name: str, shapes: list[list[int]]) -> Shape | None:
+    """The (m, k, n) of one profiled matrix-product call from its inputs' shapes: ``aten::mm``
+    (a, b), ``aten::addmm`` (c, a, b), oneDNN's x W^T (x, W or x, the addend, W); None for other
+    operators (batched products, products of vectors) or shapes that do not multiply."""
+    matrices = [s for s in shapes if len(s) == 2]
+    if name == "aten::mm" and len(matrices) == 2:
+        (m, k), (k2, n) = matrices
+    elif name == "aten::addmm" and len(shapes) >= 3 and len(shapes[1]) == len(shapes[2]) == 2:
+        (m, k), (k2, n) = shapes[1], shapes[2]
+    elif name == ONEDNN_LINEAR and len(matrices) in (2, 3):
+        (m, k), (n, k2) = matrices[0], matrices[-1]
+    else:
+        return None
+    return Shape(m, k, n) if k == k2 and m and k and n else None
+
+
 def linear_flops(name: str, shapes: list[list[int]]) -> int:
-    """FLOPs of one call of oneDNN's x W^T (the profiler counts none), from its inputs' shapes:
-    x (M, K) and W (N, K), or x, the addend (M, N) and W; 0 for any other operator."""
-    matrices = [s for s in shapes if len(s) == 2] if name == ONEDNN_LINEAR else []
-    if len(matrices) not in (2, 3):
-        return 0
-    x, w = matrices[0], matrices[-1]
-    return 2 * x[0] * x[1] * w[0] if x[1] == w[1] else 0
+    """FLOPs of one call of oneDNN's x W^T (the profiler counts none), from its inputs' shapes
+    (``shape_of``); 0 for any other operator."""
+    shape = shape_of(name, shapes) if name == ONEDNN_LINEAR else None
+    return shape.flops if shape else 0
 
 
 def _operator_time(event) -> float:

@@ -14,6 +14,9 @@ pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
   bookkeeping, the rest;
 * the matrix products by shape, the costliest first, each with its GFLOP/s: how far the small
   products of a batch of short phrases stay from the rate of a large one.
+* the ceiling of those products (``product_ceiling``; float32, ``--no-ceiling`` to skip): each
+  shape timed alone, and the step's rate if they ran that fast and all else were free; then the
+  families of products where the step loses most against their alone time.
 
 The profiler adds a few microseconds per operator; the profiled step's time is printed next to
 the plain one so that the overhead can be read off. The steps keep their freed memory for reuse
@@ -37,7 +40,7 @@ import click
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks import parts, training_steps
+from benchmarks import parts, product_ceiling, training_steps
 from benchmarks.profile_analysis import analyse
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.training.optim import KERNELS
@@ -47,6 +50,11 @@ from phrase_rescorer.training.run_settings import TrainConfig
 def _rates(by_library: dict[str, float]) -> str:
     """e.g. "blas 94.1, onednn 108.4 GFLOP/s"."""
     return ", ".join(f"{lib} {rate:.1f}" for lib, rate in by_library.items()) + " GFLOP/s"
+
+
+def _ms(by_library: dict[str, float]) -> str:
+    """e.g. "blas 120.3 ms, onednn 101.2 ms"."""
+    return ", ".join(f"{lib} {ms:,.1f} ms" for lib, ms in by_library.items())
 
 
 def report(fig: dict[str, Any], cpu_rate: float) -> None:
@@ -80,6 +88,21 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     say("\ncostliest matrix products by input shapes (ms per step, calls per step, GFLOP/s)")
     for s in fig["matmul_shapes"]:
         say(f"  {s['op']:<12} {s['shapes']:<44} {s['ms']:>8,.1f} {s['calls']:>6,.1f} {s['gflops']:>7.1f}")
+    c = fig.get("ceiling")
+    if c:
+        say(
+            f"\nceiling of these products: their {c['shapes']} shapes timed alone, operands in cache, "
+            f"{_ms(c['alone_ms_by_library'])} per step, {c['alone_ms']:,.1f} ms at the faster per shape "
+            f"(in the step: {fig['kinds_ms']['matrix products']:,.1f} ms under the profiler); with everything "
+            f"else free a step would run its useful FLOPs at {c['useful_gflops']:.1f} GFLOP/s = "
+            f"{100 * c['share']:.0f}% of the faster 2048^3 product timed with them ({_rates(c['bound_by_library'])})"
+        )
+        say(
+            "  where the step loses most against them (rows x depth x width, N: every count met; "
+            "ms per step: in the step, alone)"
+        )
+        for d in c["by_family"][:8]:
+            say(f"  {d['family']:<24} {d['step_ms']:>8,.1f} {d['alone_ms']:>8,.1f}")
 
 
 @parts.command
@@ -114,6 +137,13 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     show_default=True,
     help="Adadelta's update, as train's option of that name.",
 )
+@click.option(
+    "--ceiling/--no-ceiling",
+    default=True,
+    show_default=True,
+    help="Time each product shape of the profiled steps alone (float32 only; ~1 minute at paper "
+    "size): the rate a step of those products could reach with all else free.",
+)
 @parts.threads_option
 @parts.json_option
 def main(
@@ -124,6 +154,7 @@ def main(
     steps: int,
     bf16: bool,
     optimizer_kernel: str,
+    ceiling: bool,
     threads: int | None,
     json_path: str | None,
 ) -> None:
@@ -188,6 +219,8 @@ def main(
         optimizer=type(trainer.opt).__name__,
         lines=n,
     )
+    if ceiling and not bf16:
+        fig["ceiling"] = product_ceiling.ceiling(prof, steps, timed.useful_gflops * fig["step_ms"] * 1e6)
     report(fig, cpu_rate)
     if json_path:
         Path(json_path).write_text(json.dumps(fig, indent=2, default=str) + "\n")

@@ -339,6 +339,16 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
     ops = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise")
     assert f["matmul_shapes"] and all(s["op"] in ops and s["gflops"] > 0 for s in f["matmul_shapes"])
     assert "phases of Trainer.step" in r.stdout and "costliest matrix products" in r.stdout
+    c = f["ceiling"]  # every product shape timed alone
+    assert c["shapes"] > 0 and c["unknown_ms"] == 0
+    assert 0 < c["alone_ms"] <= min(c["alone_ms_by_library"].values()) * (1 + 1e-9)
+    assert set(c["alone_ms_by_library"]) == set(c["bound_by_library"]) == set(f["beside_by_library"])
+    assert c["useful_gflops"] == pytest.approx(f["useful_gflops"] * f["step_ms"] / c["alone_ms"])
+    assert c["share"] == pytest.approx(c["useful_gflops"] / max(c["bound_by_library"].values()))
+    families = c["by_family"]
+    assert sum(d["step_ms"] for d in families) == pytest.approx(f["kinds_ms"]["matrix products"], rel=1e-6)
+    assert sum(d["alone_ms"] for d in families) == pytest.approx(c["alone_ms"])
+    assert "ceiling of these products" in r.stdout and "where the step loses most" in r.stdout
 
 
 def test_operator_kinds() -> None:
@@ -382,6 +392,30 @@ def test_onednn_products_flops_from_their_shapes() -> None:
     assert linear_flops("mkldnn::_linear_pointwise", [[64, 100], [64, 300], [300, 100], [], []]) == 2 * 64 * 100 * 300
     assert linear_flops("aten::mm", [[64, 100], [100, 300]]) == 0
     assert linear_flops("mkldnn::_linear_pointwise", [[64, 100], [300, 99]]) == 0
+
+
+def test_product_shapes_from_the_profiler() -> None:
+    """(m, k, n) of each product the profiler records, whatever the operator's argument order;
+    the shapes that differ in one dimension only are one family, that dimension N."""
+    from benchmarks.product_ceiling import families
+    from benchmarks.profile_analysis import Shape, shape_of
+
+    assert shape_of("aten::mm", [[448, 100], [100, 15000]]) == Shape(448, 100, 15000)
+    assert shape_of("aten::addmm", [[1000], [64, 1000], [1000, 3000], [], []]) == Shape(64, 1000, 3000)
+    assert shape_of("aten::addmm", [[64, 3000], [64, 1000], [1000, 3000], [], []]) == Shape(64, 1000, 3000)
+    linear = "mkldnn::_linear_pointwise"
+    assert shape_of(linear, [[64, 1000], [2000, 1000], [], [], [], []]) == Shape(64, 1000, 2000)
+    assert shape_of(linear, [[64, 1000], [64, 2000], [2000, 1000], [], []]) == Shape(64, 1000, 2000)
+    assert shape_of("aten::mm", [[4, 5], [6, 7]]) is None and shape_of("aten::bmm", [[2, 3, 4], [2, 4, 5]]) is None
+    assert shape_of("aten::mm", [[4, 0], [0, 7]]) is None
+    shapes = [Shape(448, 100, 15000), Shape(512, 100, 15000), Shape(2000, 448, 1000), Shape(2000, 512, 1000)]
+    assert families([*shapes, Shape(64, 1000, 3000)]) == {
+        shapes[0]: "N x 100 x 15000",
+        shapes[1]: "N x 100 x 15000",
+        shapes[2]: "2000 x N x 1000",
+        shapes[3]: "2000 x N x 1000",
+        Shape(64, 1000, 3000): "N x 1000 x 3000",
+    }
 
 
 def test_nbest_part_without_shared_data(tmp_path: Path) -> None:

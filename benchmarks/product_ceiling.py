@@ -1,0 +1,132 @@
+"""The ceiling that a step's matrix products put on its rate (``training_profile``).
+
+Every product shape the profiled steps ran is timed alone, in each library the machine has for
+it (the BLAS and oneDNN, ``parts.product_libraries``), its operands used again and again (in
+cache), with the layout that library likes (A B for the BLAS, x W^T for oneDNN), best of 5. The
+faster library's time of each shape, times its calls per step, summed, is how long a step would
+take if each product ran as fast as it does alone and every other operator (element-wise
+work, copies, autograd, the optimizer, Python) were free. The step's useful FLOPs over that
+time, against the 2048^3 product timed in the same seconds, is the highest share of the bound
+that a step of these shapes can reach on this machine: a ceiling, not a forecast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmarks import parts
+from benchmarks.profile_analysis import Shape, kind_of, shape_of
+from phrase_rescorer import onednn
+
+#: Each shape's timing: the calls of one timing last at least this long (seconds).
+MIN_TIMED_S = 2e-3
+
+
+@dataclass
+class Calls:
+    """One shape's products in a profiled step: calls and own milliseconds per step."""
+
+    calls: float = 0.0
+    ms: float = 0.0
+
+
+def products_per_step(prof, steps: int) -> tuple[dict[Shape, Calls], float]:
+    """The product shapes of a ``torch.profiler`` trace of ``steps`` steps with their calls and
+    time per step, and the milliseconds per step that the products of no known shape
+    (``shape_of``) took there."""
+    found: dict[Shape, Calls] = defaultdict(Calls)
+    unknown_ms = 0.0
+    for e in prof.key_averages(group_by_input_shape=True):
+        if kind_of(e.key) != "matrix products":
+            continue
+        shape = shape_of(e.key, e.input_shapes)
+        ms = e.self_cpu_time_total * 1e-3 / steps
+        if shape is None:  # counted at the time it took in the step
+            unknown_ms += ms
+        else:
+            found[shape].calls += e.count / steps
+            found[shape].ms += ms
+    return dict(found), unknown_ms
+
+
+def families(shapes: list[Shape]) -> dict[Shape, str]:
+    """Each shape's family, e.g. "N x 100 x 15000": the shapes that differ in one dimension only
+    (a batch's positions, new with every batch), that dimension written N. Each shape joins the
+    largest of its three possible families."""
+
+    def keys(s: Shape) -> list[str]:
+        return [f"N x {s.k} x {s.n}", f"{s.m} x N x {s.n}", f"{s.m} x {s.k} x N"]
+
+    size = Counter(key for s in shapes for key in keys(s))
+    return {s: max(keys(s), key=lambda key: size[key]) for s in shapes}
+
+
+def alone_seconds(shape: Shape, library: str) -> float:
+    """Best time of one product of ``shape`` in ``library`` ("blas" or "onednn"), float32 on the
+    CPU, its operands in cache: best of 5 timings of enough calls to last ``MIN_TIMED_S``."""
+    a = torch.randn(shape.m, shape.k)
+    if library == "onednn":
+        w = torch.randn(shape.n, shape.k)
+
+        def one() -> None:
+            onednn.times_transposed(a, w)
+    else:
+        b, out = torch.randn(shape.k, shape.n), torch.empty(shape.m, shape.n)
+
+        def one() -> None:
+            torch.mm(a, b, out=out)
+
+    one()  # oneDNN compiles its kernel for the shape here
+    t = time.perf_counter()
+    one()
+    calls = max(1, int(MIN_TIMED_S / max(time.perf_counter() - t, 1e-7)))
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            one()
+        best = min(best, (time.perf_counter() - t) / calls)
+    return best
+
+
+def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
+    """The products' ceiling (module text) for a CPU trace of ``steps`` float32 steps whose useful
+    work is ``useful_flops_per_step``: the products' time per step at their alone rates in each
+    library and at the faster per shape, and the step's rate and share of the 2048^3 bound there."""
+    found, unknown_ms = products_per_step(prof, steps)
+    libraries = parts.product_libraries(torch.device("cpu"))
+    per_library = {lib: 0.0 for lib in libraries}
+    fastest = 0.0
+    family = families(list(found))
+    losses: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # in the step, alone
+    for shape, c in found.items():
+        times = {lib: alone_seconds(shape, lib) for lib in libraries}
+        for lib, s in times.items():
+            per_library[lib] += c.calls * s
+        fastest += c.calls * min(times.values())
+        loss = losses[family[shape]]
+        loss[0] += c.ms
+        loss[1] += c.calls * min(times.values()) * 1e3
+    bound = {lib: parts.matmul_gflops(torch.device("cpu"), library=lib) for lib in libraries}
+    seconds = fastest + unknown_ms * 1e-3
+    rate = useful_flops_per_step / seconds / 1e9 if seconds else 0.0
+    return {
+        "shapes": len(found),
+        "product_flops_per_step": sum(c.calls * s.flops for s, c in found.items()),
+        "alone_ms_by_library": {lib: s * 1e3 for lib, s in per_library.items()},
+        "alone_ms": fastest * 1e3,
+        "unknown_ms": unknown_ms,
+        "useful_gflops": rate,
+        "bound_by_library": bound,
+        "share": rate / max(bound.values()) if bound else 0.0,
+        # by family (``families``): the profiled step's ms and the alone ms, largest loss first
+        "by_family": sorted(
+            ({"family": f, "step_ms": a, "alone_ms": b} for f, (a, b) in losses.items()),
+            key=lambda d: d["alone_ms"] - d["step_ms"],
+        ),
+    }
