@@ -110,7 +110,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
     help="Another experiment's --out whose finished baseline runs are copied instead of tuned "
     "again: a new network against the same baseline. Refused unless that experiment had the "
     "same ini, dev and test files (unchanged), seed, --nbest, --start-weights and "
-    "--maximum-iterations.",
+    "--maximum-iterations. Its + RNN runs are copied too where -m is the same network and its "
+    "rescored table the same text (an --inverse-model added to that experiment's), else tuned.",
 )
 @click.option(
     "--maximum-iterations",

@@ -1,4 +1,4 @@
-"""The baseline's MERT runs taken from another experiment (``experiment --baseline-from DIR``).
+"""Finished MERT runs taken from another experiment (``experiment --baseline-from DIR``).
 
 The baseline system depends on neither network: its runs are the same whichever ``-m`` an
 experiment compares, when the ini, the dev and test sets, the seed (run r of the baseline has
@@ -10,6 +10,14 @@ the same fingerprints of the ini, its files and the dev and test sets (``workdir
 baseline must have started MERT from the same ``start.ini``, byte for byte; anything else is
 refused before any table is rescored, naming the difference.
 
+``+ RNN``'s runs are taken too where they are this experiment's own: the same network (its
+file's SHA-256 as the other experiment recorded it), the same rescoring options, the same seeds
+(``+ RNN`` is the second system of both), a ``start.ini`` equal to this one's once the other
+experiment's directory is read as this one's, and its rescored table the same text. That is the
+case when an experiment adds the inverse network (``--inverse-model``) to an earlier one's:
+only ``+ RNN both directions`` is then tuned. Anything else (a new network, above all) is no
+refusal: ``+ RNN`` is tuned here, and the log says why.
+
 A run is copied whole into ``--out`` (its reranked lists, which depend on the sentence-level
 models, are left behind and built again when asked for), its ``result.json`` recording where it
 came from (``borrowed_from``, shown with the run in ``experiment.json``): first under a
@@ -18,15 +26,18 @@ temporary name, then renamed, so an interruption leaves either no run or a finis
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import stat
 
 from ..errors import EXIT_OS, EXIT_USAGE
+from ..moses.phrase_table import PhraseTableError
+from ..moses.table_reader import InputTable
 from .settings import EventCallback, Settings, read_settings, write_json
-from .systems import BASELINE, ExperimentError, run_seed
-from .workdir import changed_files, fingerprints, retimed
+from .systems import BASELINE, RNN, ExperimentError, System, rescored_table, run_seed
+from .workdir import changed_files, fingerprints, retimed, sha256_of
 
 #: The settings the baseline's runs depend on (``Settings.identity``'s keys).
 BASELINE_SETTINGS = ("ini", "dev", "test", "seed", "nbest", "start_weights", "max_iterations")
@@ -73,22 +84,26 @@ def check_source(settings: Settings, source: str) -> dict:
     return old
 
 
-def _same_start(source: str, start_ini: str) -> None:
-    """Refuse a baseline that started MERT from another ``start.ini`` than ``start_ini``."""
-    theirs = os.path.join(source, "systems", BASELINE.key, "start.ini")
+def _start_difference(source: str, system: System, start_ini: str, out_dir: str) -> str | None:
+    """Why ``system``'s runs in ``source`` did not start from ``start_ini`` (None where they did):
+    their ``start.ini`` differs, ``source``'s directory read as ``out_dir``."""
+    theirs = os.path.join(source, "systems", system.key, "start.ini")
     try:
-        with open(theirs, "rb") as a, open(start_ini, "rb") as b:
-            same = a.read() == b.read()
-    except OSError as e:
-        raise ExperimentError(
-            f"--baseline-from {source}: cannot compare its {theirs} ({e.strerror})", EXIT_OS
-        ) from None
-    if not same:
-        raise ExperimentError(
-            f"--baseline-from {source}: its baseline started MERT from other weights or features "
-            f"({theirs} differs from {start_ini})",
-            EXIT_USAGE,
-        )
+        with open(theirs, encoding="utf-8", newline="") as a, open(start_ini, encoding="utf-8", newline="") as b:
+            same = a.read().replace(source, os.path.abspath(out_dir)) == b.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ExperimentError(f"--baseline-from {source}: cannot compare its {theirs} ({e})", EXIT_OS) from None
+    return None if same else f"{theirs} differs from {start_ini}"
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two tables (compressed or not, each in any format) hold the same lines."""
+
+    def lines(raw: bytes, terminator: bytes, _: int) -> bytes:
+        return raw + terminator
+
+    with InputTable(a, check_scores=False, parse=lines) as x, InputTable(b, check_scores=False, parse=lines) as y:
+        return all(p == q for p, q in itertools.zip_longest(x, y))
 
 
 def _read_result(path: str) -> dict | None:
@@ -107,25 +122,76 @@ def borrow_baseline(settings: Settings, source: str, start_ini: str, say: EventC
     experiment in ``source`` (checked by ``check_source``; its baseline's start ``start_ini``,
     this experiment's); return how many were copied. Every check is made before the first copy."""
     source = os.path.abspath(source)
+    wanted = _finished_runs(settings, source, BASELINE, 0, say)
+    if wanted and (difference := _start_difference(source, BASELINE, start_ini, settings.out_dir)):
+        raise ExperimentError(
+            f"--baseline-from {source}: its baseline started MERT from other weights or features ({difference})",
+            EXIT_USAGE,
+        )
+    return _copy(wanted, source, BASELINE, say)
+
+
+def borrow_network_runs(
+    settings: Settings, source: str, index: int, start_ini: str, say: EventCallback = lambda _: None
+) -> int:
+    """Copy ``+ RNN``'s finished runs that ``--out`` lacks from the experiment in ``source`` where
+    they are this experiment's own (module text; ``index``: its place among this experiment's
+    systems, for the seeds; ``start_ini``: its start here, its table rescored); return how many
+    were copied. Where they are not, say why and copy none."""
+    source = os.path.abspath(source)
+    wanted = _finished_runs(settings, source, RNN, index, say)
+    if not wanted:
+        return 0
+    old = read_settings(os.path.join(source, "settings.json"))
+    recorded = old.get("fingerprints")
+    theirs = recorded.get("model") if isinstance(recorded, dict) else None
+    reason: str | None
+    if settings.model is None or theirs != sha256_of(settings.model):
+        reason = "another network than -m"
+    elif old.get("rescore_options") != settings.identity()["rescore_options"]:
+        reason = "its table rescored with other options"
+    elif difference := _start_difference(source, RNN, start_ini, settings.out_dir):
+        reason = f"another start ({difference})"
+    else:
+        table = rescored_table(os.path.join(settings.out_dir, "tables"), RNN)
+        theirs_table = rescored_table(os.path.join(source, "tables"), RNN)
+        try:
+            same = _same_text(table, theirs_table)
+        except PhraseTableError as e:
+            raise ExperimentError(f"--baseline-from {source}: cannot compare the tables ({e})", EXIT_OS) from None
+        reason = None if same else f"its table {theirs_table} differs from {table}"
+    if reason:
+        say(f"{RNN.key}: the runs in {source} are not this experiment's ({reason}): tuned here")
+        return 0
+    return _copy(wanted, source, RNN, say)
+
+
+def _finished_runs(
+    settings: Settings, source: str, system: System, index: int, say: EventCallback
+) -> list[tuple[int, str, str, dict]]:
+    """``system``'s runs that ``--out`` lacks and ``source`` has finished, with their seeds
+    checked: (run, here, there, result)."""
     wanted = []
     for run in range(1, settings.runs + 1):
-        name = os.path.join("systems", BASELINE.key, f"run{run}")
+        name = os.path.join("systems", system.key, f"run{run}")
         here, there = os.path.join(settings.out_dir, name), os.path.join(source, name)
         if os.path.exists(os.path.join(here, "result.json")):
             continue
         result = _read_result(os.path.join(there, "result.json"))
         if result is None:
-            say(f"{BASELINE.key} run {run}: not finished in {source}, tuned here")
+            say(f"{system.key} run {run}: not finished in {source}, tuned here")
             continue
-        seed = run_seed(settings.seed, 0, run)
+        seed = run_seed(settings.seed, index, run)
         if result.get("seed") != seed:
             raise ExperimentError(
-                f"{there}/result.json: not the baseline's run {run} with seed {seed} (it records {result!r:.80})",
+                f"{there}/result.json: not the {system.key}'s run {run} with seed {seed} (it records {result!r:.80})",
                 EXIT_USAGE,
             )
         wanted.append((run, here, there, result))
-    if wanted:
-        _same_start(source, start_ini)
+    return wanted
+
+
+def _copy(wanted: list[tuple[int, str, str, dict]], source: str, system: System, say: EventCallback) -> int:
     for run, here, there, result in wanted:
         partial = f"{here}.copying"
         try:
@@ -144,5 +210,5 @@ def borrow_baseline(settings: Settings, source: str, start_ini: str, say: EventC
             os.rename(partial, here)
         except OSError as e:
             raise ExperimentError(f"{there}: cannot copy it to {here} ({e})", EXIT_OS) from None
-        say(f"{BASELINE.key} run {run}: taken from {source}")
+        say(f"{system.key} run {run}: taken from {source}")
     return len(wanted)

@@ -14,10 +14,10 @@ Layout of the output directory (everything is kept)::
                                   (``reranked``: the "+ CSLM" rows)
 
 With ``--baseline-from`` the baseline's finished runs are copied from another experiment's
-directory (``borrowed``). A run is finished when its ``result.json`` exists (written last,
-atomically); a restarted experiment skips finished runs and starts unfinished ones afresh, with
-the same seed. Runs go round the systems (run 1 of every system, then run 2, ...) so that an experiment stopped early
-still compares like with like.
+directory, and + RNN's where they are this experiment's own (``borrowed``). A run is finished
+when its ``result.json`` exists (written last, atomically); a restarted experiment skips finished
+runs and starts unfinished ones afresh, with the same seed. Runs go round the systems (run 1 of
+every system, then run 2, ...) so that an experiment stopped early still compares like with like.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from dataclasses import asdict
 from ..lm.lm_file import load_lm
 from ..moses.toolkit import MosesToolkit
 from . import bleu
-from .borrowed import borrow_baseline, check_source
+from .borrowed import borrow_baseline, borrow_network_runs, check_source
 from .moses_runs import decode, tune
 from .report import RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
 from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
-from .systems import BASELINE, System, check_coverage, prepare_system, run_seed, systems_for
+from .systems import BASELINE, RNN, System, check_coverage, prepare_system, run_seed, systems_for
 from .workdir import locked_out_dir
 
 
@@ -143,6 +143,8 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     if settings.baseline_from:
         borrow_baseline(settings, settings.baseline_from, starts[BASELINE.key], say)
     starts.update({s.key: start_ini(s) for s in sorted(decoders[1:], key=lambda s: -s.columns)})
+    if settings.baseline_from and RNN in decoders:
+        borrow_network_runs(settings, settings.baseline_from, decoders.index(RNN), starts[RNN.key], say)
     refs = {"dev": bleu.read_lines(settings.dev[1]), "test": bleu.read_lines(settings.test[1])}
     refs["test_raw"] = (
         bleu.read_lines(settings.test_raw_reference)

@@ -2,10 +2,12 @@
 experiment, and every refusal made before a table is rescored (other settings, a changed dev
 set, a directory that holds no experiment, --out itself, another start.ini, another seed). The
 copy is checked file by file: whole, without the reranked lists, atomically, writable, with its
-origin recorded, and only for the runs --out lacks."""
+origin recorded, and only for the runs --out lacks. + RNN's runs are copied only where they are
+this experiment's own (network, rescoring options, start, table), else tuned here."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.borrowed import borrow_baseline, check_source
+from phrase_rescorer.experiment.borrowed import borrow_baseline, borrow_network_runs, check_source
 from phrase_rescorer.experiment.settings import check_resume
 from phrase_rescorer.experiment.systems import BASELINE, ExperimentError, prepare_system
 from tests.faults.test_experiment_faults import experiment, listing, one_error, settings
@@ -180,3 +182,66 @@ def test_a_damaged_settings_json_there_is_not_to_be_removed(files: dict[str, Pat
     advice = "give the --out of an earlier experiment"
     with pytest.raises(ExperimentError, match=rf"not an experiment's settings .*; {advice}$"):
         check_source(here, str(source))
+
+
+def _rnn_system(out: Path, table: str, weight: str = "0.2") -> str:
+    """+ RNN's start.ini (its table in ``out``) and rescored table under ``out``; the start."""
+    tables, system = out / "tables", out / "systems" / "rnn"
+    tables.mkdir(parents=True, exist_ok=True)
+    system.mkdir(parents=True, exist_ok=True)
+    with gzip.open(tables / "phrase-table.rnn.gz", "wt", encoding="utf-8") as f:
+        f.write(table)
+    start = system / "start.ini"
+    start.write_text(f"PhraseDictionaryMemory path={tables}/phrase-table.rnn.gz\n[weight]\nTM0= {weight}\n")
+    return str(start)
+
+
+TABLE = "a ||| b ||| 0.5 0.5 0.5 0.5 0.01 ||| 0-0 |||\nc ||| d ||| 0.5 0.5 0.5 0.5 0.02 ||| 0-0 |||\n"
+NOT_OURS = {
+    "ours": None,
+    "network": "another network than -m",
+    "options": "its table rescored with other options",
+    "start": "another start (",
+    "table": "its table ",
+}
+
+
+@pytest.mark.parametrize("what", NOT_OURS)
+def test_the_rnn_runs_are_copied_only_where_they_are_this_experiments(
+    files: dict[str, Path], tmp_path: Path, what: str
+) -> None:
+    network = tmp_path / "rnn.pt"
+    network.write_bytes(b"the network's bytes")
+    source = tmp_path / "earlier"
+    source.mkdir()
+    first = settings(files, source, network)
+    check_resume(first)
+    _rnn_system(source, TABLE)
+    run_dir = source / "systems" / "rnn" / "run1"
+    run_dir.mkdir()
+    (run_dir / "test.1best").write_text("the output\n")
+    (run_dir / "result.json").write_text(json.dumps({"system": "rnn", "run": 1, "seed": first.seed + 1000 + 1}))
+    out = tmp_path / "out"
+    here = settings(files, out, network)
+    here.runs = 2
+    if what == "network":
+        other = tmp_path / "other.pt"
+        other.write_bytes(b"another network's bytes")
+        here.model = str(other)
+    elif what == "options":
+        here.rescore_options = {**(here.rescore_options or {}), "device": "cpu", "batch_size": 7}
+    start = _rnn_system(
+        out, TABLE.replace("0.02", "0.03") if what == "table" else TABLE, "0.3" if what == "start" else "0.2"
+    )
+    said: list[str] = []
+    copied = borrow_network_runs(here, str(source), 1, start, said.append)
+    if what == "ours":
+        assert copied == 1
+        assert said == [f"rnn run 2: not finished in {source}, tuned here", f"rnn run 1: taken from {source}"]
+        result = json.loads((out / "systems" / "rnn" / "run1" / "result.json").read_text())
+        assert result["borrowed_from"] == str(source) and result["seed"] == 1002
+        assert borrow_network_runs(here, str(source), 1, start) == 0  # finished here now
+    else:
+        assert copied == 0 and not (out / "systems" / "rnn" / "run1").exists()
+        assert said[-1].startswith(f"rnn: the runs in {source} are not this experiment's ({NOT_OURS[what]}")
+        assert said[-1].endswith("): tuned here")

@@ -245,6 +245,42 @@ def test_a_new_network_takes_the_baseline_runs_of_an_earlier_experiment(setup: d
         assert "MERT" not in again.stderr
 
 
+@pytest.mark.slow
+def test_the_inverse_network_added_takes_the_baseline_and_rnn_runs(setup: dict, tmp_path: Path) -> None:
+    """--baseline-from with the same -m and an --inverse-model: + RNN's table, cut here from the
+    both-directions table, is the first experiment's text, so + RNN's runs are copied with the
+    baseline's and only + RNN both directions is tuned."""
+    assert setup["first"].returncode == 0, setup["first"].stderr
+    first_out, args = setup["out"], list(setup["args"])
+    inverse = tmp_path / "inverse.pt"
+    trained = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "train", str(TINY / "phrase-table.gz"), str(inverse)]
+        + ["--vocab-size", "300", "--hidden-dim", "16", "--embed-dim", "8", "--maxout-dim", "8"]
+        + ["--output-rank", "4", "--max-steps", "2", "--direction", "inverse"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
+    assert trained.returncode == 0, trained.stderr
+    for option in ("--lm", "--nmt", "--rerank-nbest"):
+        del args[args.index(option) : args.index(option) + 2]
+    args.remove("--unk-feature")
+    out = tmp_path / "out"
+    args[args.index("--out") + 1] = str(out)
+    again = experiment(*args, "--inverse-model", str(inverse), "--baseline-from", str(first_out))
+    assert again.returncode == 0, again.stderr
+    for key in ("baseline", "rnn"):
+        assert f"{key} run 1: taken from {first_out}" in again.stderr
+        assert f"{key} run 1: MERT" not in again.stderr
+    assert "rnn-both run 1: MERT iteration 2 done" in again.stderr
+    before = json.loads((first_out / "experiment.json").read_text())["systems"]
+    report = json.loads((out / "experiment.json").read_text())["systems"]
+    for key in ("baseline", "rnn"):
+        assert report[key]["runs"] == [{**before[key]["runs"][0], "borrowed_from": str(first_out)}]
+    assert list(report) == ["baseline", "rnn", "rnn-both"] and "borrowed_from" not in report["rnn-both"]["runs"][0]
+
+
 def test_no_moses_is_refused(tmp_path: Path) -> None:
     result = experiment(
         "--moses",
