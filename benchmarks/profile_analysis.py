@@ -121,8 +121,8 @@ def shape_of(name: str, shapes: list[list[int]]) -> Shape | None:
     (a, b), ``aten::addmm`` (c, a, b), oneDNN's x W^T (x, W or x, the addend, W); None for other
     operators (batched products, products of vectors) or shapes that do not multiply."""
     matrices = [s for s in shapes if len(s) == 2]
-    if name == "aten::mm" and len(matrices) == 2:
-        (m, k), (k2, n) = matrices
+    if name == "aten::mm" and len(matrices) in (2, 3):  # a third: the out= tensor
+        (m, k), (k2, n) = matrices[:2]
     elif name == "aten::addmm" and len(shapes) >= 3 and len(shapes[1]) == len(shapes[2]) == 2:
         (m, k), (k2, n) = shapes[1], shapes[2]
     elif name == ONEDNN_LINEAR and len(matrices) in (2, 3):

@@ -222,6 +222,8 @@ def main(
     if ceiling and not bf16:
         fig["ceiling"] = product_ceiling.ceiling(prof, steps, timed.useful_gflops * fig["step_ms"] * 1e6)
     report(fig, cpu_rate)
+    if ceiling and bf16:
+        say("\nceiling of the products: not timed under --bf16 (the products are timed in float32 only)")
     if json_path:
         Path(json_path).write_text(json.dumps(fig, indent=2, default=str) + "\n")
 

@@ -10,13 +10,12 @@ the same fingerprints of the ini, its files and the dev and test sets (``workdir
 baseline must have started MERT from the same ``start.ini``, byte for byte; anything else is
 refused before any table is rescored, naming the difference.
 
-``+ RNN``'s runs are taken too where they are this experiment's own: the same network (its
-file's SHA-256 as the other experiment recorded it), the same rescoring options, the same seeds
-(``+ RNN`` is the second system of both), a ``start.ini`` equal to this one's once the other
-experiment's directory is read as this one's, and its rescored table the same text. That is the
-case when an experiment adds the inverse network (``--inverse-model``) to an earlier one's:
-only ``+ RNN both directions`` is then tuned. Anything else (a new network, above all) is no
-refusal: ``+ RNN`` is tuned here, and the log says why.
+``+ RNN``'s runs are taken too where tuning them here would repeat them (``network_runs``: the
+same network, the same start but for its table's path, the rescored table the same text; the
+seeds checked here): the case of an experiment that adds the inverse network
+(``--inverse-model``) to an earlier one's, which then tunes only ``+ RNN both directions``.
+Anything else (a new network, above all; their files unreadable too) is no refusal: ``+ RNN``
+is tuned here, and the log says why.
 
 A run is copied whole into ``--out`` (its reranked lists, which depend on the sentence-level
 models, are left behind and built again when asked for), its ``result.json`` recording where it
@@ -26,18 +25,16 @@ temporary name, then renamed, so an interruption leaves either no run or a finis
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
 import stat
 
 from ..errors import EXIT_OS, EXIT_USAGE
-from ..moses.phrase_table import PhraseTableError
-from ..moses.table_reader import InputTable
+from .network_runs import network_difference, repoint_table
 from .settings import EventCallback, Settings, read_settings, write_json
-from .systems import BASELINE, RNN, ExperimentError, System, rescored_table, run_seed
-from .workdir import changed_files, fingerprints, retimed, sha256_of
+from .systems import BASELINE, RNN, ExperimentError, System, run_seed
+from .workdir import changed_files, fingerprints, retimed
 
 #: The settings the baseline's runs depend on (``Settings.identity``'s keys).
 BASELINE_SETTINGS = ("ini", "dev", "test", "seed", "nbest", "start_weights", "max_iterations")
@@ -84,26 +81,22 @@ def check_source(settings: Settings, source: str) -> dict:
     return old
 
 
-def _start_difference(source: str, system: System, start_ini: str, out_dir: str) -> str | None:
-    """Why ``system``'s runs in ``source`` did not start from ``start_ini`` (None where they did):
-    their ``start.ini`` differs, ``source``'s directory read as ``out_dir``."""
-    theirs = os.path.join(source, "systems", system.key, "start.ini")
+def _same_start(source: str, start_ini: str) -> None:
+    """Refuse a baseline that started MERT from another ``start.ini`` than ``start_ini``."""
+    theirs = os.path.join(source, "systems", BASELINE.key, "start.ini")
     try:
-        with open(theirs, encoding="utf-8", newline="") as a, open(start_ini, encoding="utf-8", newline="") as b:
-            same = a.read().replace(source, os.path.abspath(out_dir)) == b.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExperimentError(f"--baseline-from {source}: cannot compare its {theirs} ({e})", EXIT_OS) from None
-    return None if same else f"{theirs} differs from {start_ini}"
-
-
-def _same_text(a: str, b: str) -> bool:
-    """Whether two tables (compressed or not, each in any format) hold the same lines."""
-
-    def lines(raw: bytes, terminator: bytes, _: int) -> bytes:
-        return raw + terminator
-
-    with InputTable(a, check_scores=False, parse=lines) as x, InputTable(b, check_scores=False, parse=lines) as y:
-        return all(p == q for p, q in itertools.zip_longest(x, y))
+        with open(theirs, "rb") as a, open(start_ini, "rb") as b:
+            same = a.read() == b.read()
+    except OSError as e:
+        raise ExperimentError(
+            f"--baseline-from {source}: cannot compare its {theirs} ({e.strerror})", EXIT_OS
+        ) from None
+    if not same:
+        raise ExperimentError(
+            f"--baseline-from {source}: its baseline started MERT from other weights or features "
+            f"({theirs} differs from {start_ini})",
+            EXIT_USAGE,
+        )
 
 
 def _read_result(path: str) -> dict | None:
@@ -123,11 +116,8 @@ def borrow_baseline(settings: Settings, source: str, start_ini: str, say: EventC
     this experiment's); return how many were copied. Every check is made before the first copy."""
     source = os.path.abspath(source)
     wanted = _finished_runs(settings, source, BASELINE, 0, say)
-    if wanted and (difference := _start_difference(source, BASELINE, start_ini, settings.out_dir)):
-        raise ExperimentError(
-            f"--baseline-from {source}: its baseline started MERT from other weights or features ({difference})",
-            EXIT_USAGE,
-        )
+    if wanted:
+        _same_start(source, start_ini)
     return _copy(wanted, source, BASELINE, say)
 
 
@@ -137,33 +127,20 @@ def borrow_network_runs(
     """Copy ``+ RNN``'s finished runs that ``--out`` lacks from the experiment in ``source`` where
     they are this experiment's own (module text; ``index``: its place among this experiment's
     systems, for the seeds; ``start_ini``: its start here, its table rescored); return how many
-    were copied. Where they are not, say why and copy none."""
+    were copied. Where they are not (their files missing or unreadable included), say why and
+    copy none; only this experiment's own files unreadable are an error."""
     source = os.path.abspath(source)
-    wanted = _finished_runs(settings, source, RNN, index, say)
-    if not wanted:
-        return 0
-    old = read_settings(os.path.join(source, "settings.json"))
-    recorded = old.get("fingerprints")
-    theirs = recorded.get("model") if isinstance(recorded, dict) else None
-    reason: str | None
-    if settings.model is None or theirs != sha256_of(settings.model):
-        reason = "another network than -m"
-    elif old.get("rescore_options") != settings.identity()["rescore_options"]:
-        reason = "its table rescored with other options"
-    elif difference := _start_difference(source, RNN, start_ini, settings.out_dir):
-        reason = f"another start ({difference})"
-    else:
-        table = rescored_table(os.path.join(settings.out_dir, "tables"), RNN)
-        theirs_table = rescored_table(os.path.join(source, "tables"), RNN)
+    reason, tables = network_difference(settings, source, RNN, start_ini)
+    wanted = []
+    if not reason:
         try:
-            same = _same_text(table, theirs_table)
-        except PhraseTableError as e:
-            raise ExperimentError(f"--baseline-from {source}: cannot compare the tables ({e})", EXIT_OS) from None
-        reason = None if same else f"its table {theirs_table} differs from {table}"
+            wanted = _finished_runs(settings, source, RNN, index, say)
+        except ExperimentError as e:  # a result.json there unreadable, or of another seed
+            reason = str(e)
     if reason:
         say(f"{RNN.key}: the runs in {source} are not this experiment's ({reason}): tuned here")
         return 0
-    return _copy(wanted, source, RNN, say)
+    return _copy(wanted, source, RNN, say, tables)
 
 
 def _finished_runs(
@@ -184,14 +161,26 @@ def _finished_runs(
         seed = run_seed(settings.seed, index, run)
         if result.get("seed") != seed:
             raise ExperimentError(
-                f"{there}/result.json: not the {system.key}'s run {run} with seed {seed} (it records {result!r:.80})",
+                f"{there}/result.json: not {_label(system)}'s run {run} with seed {seed} (it records {result!r:.80})",
                 EXIT_USAGE,
             )
         wanted.append((run, here, there, result))
     return wanted
 
 
-def _copy(wanted: list[tuple[int, str, str, dict]], source: str, system: System, say: EventCallback) -> int:
+def _label(system: System) -> str:
+    return "the baseline" if system == BASELINE else system.label
+
+
+def _copy(
+    wanted: list[tuple[int, str, str, dict]],
+    source: str,
+    system: System,
+    say: EventCallback,
+    tables: tuple[str, str] | None = None,
+) -> int:
+    """Copy the ``wanted`` runs (``_finished_runs``); with ``tables`` (the other experiment's
+    rescored table, this one's), every ini of a copied run names this one's table instead."""
     for run, here, there, result in wanted:
         partial = f"{here}.copying"
         try:
@@ -204,11 +193,14 @@ def _copy(wanted: list[tuple[int, str, str, dict]], source: str, system: System,
                 copy_function=shutil.copyfile,  # the data, not a read-only mode of an archived run
                 symlinks=True,
             )
-            for directory, _, _ in os.walk(partial):
+            for directory, _, names in os.walk(partial):
                 os.chmod(directory, os.stat(directory).st_mode | stat.S_IRWXU)
+                for name in names:
+                    if tables and name.endswith(".ini"):
+                        repoint_table(os.path.join(directory, name), *tables)
             write_json(os.path.join(partial, "result.json"), {**result, "borrowed_from": source})
             os.rename(partial, here)
-        except OSError as e:
+        except (OSError, UnicodeDecodeError) as e:
             raise ExperimentError(f"{there}: cannot copy it to {here} ({e})", EXIT_OS) from None
         say(f"{system.key} run {run}: taken from {source}")
     return len(wanted)

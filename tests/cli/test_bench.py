@@ -406,6 +406,7 @@ def test_product_shapes_from_the_profiler() -> None:
     linear = "mkldnn::_linear_pointwise"
     assert shape_of(linear, [[64, 1000], [2000, 1000], [], [], [], []]) == Shape(64, 1000, 2000)
     assert shape_of(linear, [[64, 1000], [64, 2000], [2000, 1000], [], []]) == Shape(64, 1000, 2000)
+    assert shape_of("aten::mm", [[4, 5], [5, 7], [4, 7]]) == Shape(4, 5, 7)  # with out=
     assert shape_of("aten::mm", [[4, 5], [6, 7]]) is None and shape_of("aten::bmm", [[2, 3, 4], [2, 4, 5]]) is None
     assert shape_of("aten::mm", [[4, 0], [0, 7]]) is None
     shapes = [Shape(448, 100, 15000), Shape(512, 100, 15000), Shape(2000, 448, 1000), Shape(2000, 512, 1000)]

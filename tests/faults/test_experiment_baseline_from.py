@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from phrase_rescorer.experiment.borrowed import borrow_baseline, borrow_network_runs, check_source
 from phrase_rescorer.experiment.settings import check_resume
 from phrase_rescorer.experiment.systems import BASELINE, ExperimentError, prepare_system
+from tests.faults.conftest import TINY
 from tests.faults.test_experiment_faults import experiment, listing, one_error, settings
 
 START = "[weight]\nLM0= 0.5\n"
@@ -184,25 +186,34 @@ def test_a_damaged_settings_json_there_is_not_to_be_removed(files: dict[str, Pat
         check_source(here, str(source))
 
 
-def _rnn_system(out: Path, table: str, weight: str = "0.2") -> str:
-    """+ RNN's start.ini (its table in ``out``) and rescored table under ``out``; the start."""
+def _rnn_system(out: Path, table: str, weight: str = "0.2", named: Path | None = None) -> str:
+    """+ RNN's start.ini and rescored table under ``out`` (the ini naming the table as ``named``,
+    by default where it is); the start."""
     tables, system = out / "tables", out / "systems" / "rnn"
     tables.mkdir(parents=True, exist_ok=True)
     system.mkdir(parents=True, exist_ok=True)
     with gzip.open(tables / "phrase-table.rnn.gz", "wt", encoding="utf-8") as f:
         f.write(table)
     start = system / "start.ini"
-    start.write_text(f"PhraseDictionaryMemory path={tables}/phrase-table.rnn.gz\n[weight]\nTM0= {weight}\n")
+    path = named or tables / "phrase-table.rnn.gz"
+    start.write_text(
+        f"[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=5 path={path} input-factor=0\n"
+        f"[weight]\nTranslationModel0= {weight}\n"
+    )
     return str(start)
 
 
 TABLE = "a ||| b ||| 0.5 0.5 0.5 0.5 0.01 ||| 0-0 |||\nc ||| d ||| 0.5 0.5 0.5 0.5 0.02 ||| 0-0 |||\n"
 NOT_OURS = {
     "ours": None,
+    "moved": None,  # the earlier --out moved since: its start.ini names the table where it was
+    "no network there": "it ran no network",
     "network": "another network than -m",
-    "options": "its table rescored with other options",
-    "start": "another start (",
+    "start": "another start: ",
     "table": "its table ",
+    "their table gone": "its table cannot be read: ",
+    "their start gone": "its ",
+    "seed": "not + RNN's run 1 with seed 1002",
 }
 
 
@@ -214,13 +225,18 @@ def test_the_rnn_runs_are_copied_only_where_they_are_this_experiments(
     network.write_bytes(b"the network's bytes")
     source = tmp_path / "earlier"
     source.mkdir()
-    first = settings(files, source, network)
+    first = settings(files, source, None if what == "no network there" else network)
     check_resume(first)
-    _rnn_system(source, TABLE)
+    _rnn_system(source, TABLE, named=tmp_path / "was" / "tables" / "phrase-table.rnn.gz" if what == "moved" else None)
     run_dir = source / "systems" / "rnn" / "run1"
-    run_dir.mkdir()
+    (run_dir / "mert-work").mkdir(parents=True)
+    table_there = source / "tables" / "phrase-table.rnn.gz"
+    named_there = tmp_path / "was" / "tables" / "phrase-table.rnn.gz" if what == "moved" else table_there
+    (run_dir / "moses.ini").write_text(f"PhraseDictionaryMemory path={named_there} input-factor=0\n")
+    (run_dir / "mert-work" / "run2.moses.ini").write_text(f"x path={named_there}.bak path={named_there}\n")
     (run_dir / "test.1best").write_text("the output\n")
-    (run_dir / "result.json").write_text(json.dumps({"system": "rnn", "run": 1, "seed": first.seed + 1000 + 1}))
+    seed = first.seed + 1000 + 1 + (7 if what == "seed" else 0)
+    (run_dir / "result.json").write_text(json.dumps({"system": "rnn", "run": 1, "seed": seed}))
     out = tmp_path / "out"
     here = settings(files, out, network)
     here.runs = 2
@@ -228,20 +244,58 @@ def test_the_rnn_runs_are_copied_only_where_they_are_this_experiments(
         other = tmp_path / "other.pt"
         other.write_bytes(b"another network's bytes")
         here.model = str(other)
-    elif what == "options":
-        here.rescore_options = {**(here.rescore_options or {}), "device": "cpu", "batch_size": 7}
-    start = _rnn_system(
-        out, TABLE.replace("0.02", "0.03") if what == "table" else TABLE, "0.3" if what == "start" else "0.2"
-    )
+    start = _rnn_system(out, TABLE.replace("0.02", "0.03") if what == "table" else TABLE)
+    if what == "start":
+        Path(start).write_text(Path(start).read_text().replace("= 0.2", "= 0.3"))
+    elif what == "their table gone":
+        table_there.unlink()
+    elif what == "their start gone":
+        (source / "systems" / "rnn" / "start.ini").unlink()
     said: list[str] = []
     copied = borrow_network_runs(here, str(source), 1, start, said.append)
-    if what == "ours":
+    if NOT_OURS[what] is None:
         assert copied == 1
         assert said == [f"rnn run 2: not finished in {source}, tuned here", f"rnn run 1: taken from {source}"]
-        result = json.loads((out / "systems" / "rnn" / "run1" / "result.json").read_text())
+        copy = out / "systems" / "rnn" / "run1"
+        result = json.loads((copy / "result.json").read_text())
         assert result["borrowed_from"] == str(source) and result["seed"] == 1002
+        ours = out / "tables" / "phrase-table.rnn.gz"  # the copied inis name this experiment's table
+        assert (copy / "moses.ini").read_text() == f"PhraseDictionaryMemory path={ours} input-factor=0\n"
+        assert (copy / "mert-work" / "run2.moses.ini").read_text() == f"x path={named_there}.bak path={ours}\n"
+        assert (copy / "test.1best").read_text() == "the output\n"
         assert borrow_network_runs(here, str(source), 1, start) == 0  # finished here now
     else:
         assert copied == 0 and not (out / "systems" / "rnn" / "run1").exists()
-        assert said[-1].startswith(f"rnn: the runs in {source} are not this experiment's ({NOT_OURS[what]}")
-        assert said[-1].endswith("): tuned here")
+        assert len(said) == 1 and NOT_OURS[what] in said[0]
+        assert said[0].startswith(f"rnn: the runs in {source} are not this experiment's (")
+        assert said[0].endswith("): tuned here")
+
+
+def test_this_experiments_own_table_unreadable_is_an_error(files: dict[str, Path], tmp_path: Path) -> None:
+    network = tmp_path / "rnn.pt"
+    network.write_bytes(b"the network's bytes")
+    source = tmp_path / "earlier"
+    source.mkdir()
+    check_resume(settings(files, source, network))
+    _rnn_system(source, TABLE)
+    out = tmp_path / "out"
+    start = _rnn_system(out, TABLE)
+    (out / "tables" / "phrase-table.rnn.gz").write_bytes(gzip.compress(TABLE.encode())[:-12])  # truncated
+    with pytest.raises(ExperimentError, match="phrase-table.rnn.gz") as e:
+        borrow_network_runs(settings(files, out, network), str(source), 1, start)
+    assert e.value.exit_code in (3, 6)
+
+
+def test_a_baseline_path_that_begins_with_the_earlier_out_is_not_rewritten(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The baseline's start.ini is compared byte for byte: an ini path under a directory whose
+    name begins with the earlier --out's (``earlier-model`` beside ``earlier``) stays as it is."""
+    model_dir = tmp_path / "earlier-model"
+    shutil.copytree(TINY, model_dir)
+    files["ini"].write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(model_dir)))
+    source = earlier(files, tmp_path, runs=1)
+    here, start = mine(files, tmp_path / "out", runs=1)
+    assert str(model_dir) in Path(start).read_text()
+    check_source(here, str(source))
+    assert borrow_baseline(here, str(source), start) == 1

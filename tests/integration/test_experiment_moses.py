@@ -279,6 +279,8 @@ def test_the_inverse_network_added_takes_the_baseline_and_rnn_runs(setup: dict, 
     for key in ("baseline", "rnn"):
         assert report[key]["runs"] == [{**before[key]["runs"][0], "borrowed_from": str(first_out)}]
     assert list(report) == ["baseline", "rnn", "rnn-both"] and "borrowed_from" not in report["rnn-both"]["runs"][0]
+    tuned = (out / "systems" / "rnn" / "run1" / "moses.ini").read_text()  # decodes with this --out's table
+    assert f"path={out / 'tables' / 'phrase-table.rnn.gz'} " in tuned and str(first_out) not in tuned
 
 
 def test_no_moses_is_refused(tmp_path: Path) -> None:
