@@ -8,7 +8,7 @@
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
-#   make profile-training  where a paper-size training step's time goes and the ceiling its products set (2-3 minutes)
+#   make profile-training  where a paper-size training step's time goes and the ceiling its products set (1-2 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
 #   make check      lint, format check and type check (what .ci/run checks before the tests)

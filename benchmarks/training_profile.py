@@ -141,8 +141,8 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     "--ceiling/--no-ceiling",
     default=True,
     show_default=True,
-    help="Time each product shape of the profiled steps alone (float32 only; ~1 minute at paper "
-    "size): the rate a step of those products could reach with all else free.",
+    help="Time each product shape of the profiled steps alone (float32 only; about 15 s at paper "
+    "size on 2 threads): the rate a step of those products could reach with all else free.",
 )
 @parts.threads_option
 @parts.json_option
