@@ -91,16 +91,26 @@ class ReferenceProduct:
     same seconds of a machine whose speed drifts (``training_steps.timed_steps``). ``library``:
     "blas", torch.mm (MKL in torch's wheels), or "onednn", the oneDNN product the training's
     recurrences use (``phrase_rescorer.onednn``; float32 on the CPU only), which on an AMD EPYC
-    ran the 2048^3 product 15-20 % faster than MKL."""
+    ran the 2048^3 product 15-20 % faster than MKL. ``shape`` (m, k, n): an (m, k) by (k, n)
+    product instead of n x n x n (``product_ceiling`` times the training step's shapes so)."""
 
-    def __init__(self, device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048, library: str = "blas"):
+    def __init__(
+        self,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+        n: int = 2048,
+        library: str = "blas",
+        shape: tuple[int, int, int] | None = None,
+    ):
         if library not in product_libraries(device, dtype):
             raise ValueError(f"no {library} product for {dtype} on {device}")
         self.device, self.library = device, library
-        self.flops = 2 * n**3
-        self.a = torch.randn(n, n, device=device).to(dtype)
-        self.b = torch.randn(n, n, device=device).to(dtype)
-        self.c = torch.empty(n, n, device=device, dtype=dtype)  # no allocation between the timed steps
+        m, k, n = shape or (n, n, n)
+        self.flops = 2 * m * k * n
+        self.a = torch.randn(m, k, device=device).to(dtype)
+        # oneDNN takes a b^T: b as (n, k) there, (k, n) for the BLAS
+        self.b = torch.randn(*((n, k) if library == "onednn" else (k, n)), device=device).to(dtype)
+        self.c = torch.empty(m, n, device=device, dtype=dtype)  # no allocation between the timed steps
 
     def seconds(self) -> float:
         """Wall time of one product."""

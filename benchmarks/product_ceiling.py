@@ -12,7 +12,6 @@ that a step of these shapes can reach on this machine: a ceiling, not a forecast
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,6 @@ import torch
 
 from benchmarks import parts
 from benchmarks.profile_analysis import Shape, kind_of, shape_of
-from phrase_rescorer import onednn
 
 #: Each shape's timing: the calls of one timing last at least this long (seconds).
 MIN_TIMED_S = 2e-3
@@ -69,29 +67,10 @@ def families(shapes: list[Shape]) -> dict[Shape, str]:
 def alone_seconds(shape: Shape, library: str) -> float:
     """Best time of one product of ``shape`` in ``library`` ("blas" or "onednn"), float32 on the
     CPU, its operands in cache: best of 5 timings of enough calls to last ``MIN_TIMED_S``."""
-    a = torch.randn(shape.m, shape.k)
-    if library == "onednn":
-        w = torch.randn(shape.n, shape.k)
-
-        def one() -> None:
-            onednn.times_transposed(a, w)
-    else:
-        b, out = torch.randn(shape.k, shape.n), torch.empty(shape.m, shape.n)
-
-        def one() -> None:
-            torch.mm(a, b, out=out)
-
-    one()  # oneDNN compiles its kernel for the shape here
-    t = time.perf_counter()
-    one()
-    calls = max(1, int(MIN_TIMED_S / max(time.perf_counter() - t, 1e-7)))
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(calls):
-            one()
-        best = min(best, (time.perf_counter() - t) / calls)
-    return best
+    product = parts.ReferenceProduct(torch.device("cpu"), library=library, shape=(shape.m, shape.k, shape.n))
+    product.seconds()  # oneDNN compiles its kernel for the shape here
+    calls = max(1, int(MIN_TIMED_S / max(product.seconds(), 1e-7)))
+    return min(sum(product.seconds() for _ in range(calls)) / calls for _ in range(5))
 
 
 def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
@@ -108,10 +87,11 @@ def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
         times = {lib: alone_seconds(shape, lib) for lib in libraries}
         for lib, s in times.items():
             per_library[lib] += c.calls * s
-        fastest += c.calls * min(times.values())
+        best = c.calls * min(times.values())
+        fastest += best
         loss = losses[family[shape]]
         loss[0] += c.ms
-        loss[1] += c.calls * min(times.values()) * 1e3
+        loss[1] += best * 1e3
     bound = {lib: parts.matmul_gflops(torch.device("cpu"), library=lib) for lib in libraries}
     seconds = fastest + unknown_ms * 1e-3
     rate = useful_flops_per_step / seconds / 1e9 if seconds else 0.0
