@@ -1,55 +1,29 @@
 """The ceiling that a step's matrix products put on its rate (``training_profile``).
 
-Every product shape the profiled steps ran is timed alone, in each library the machine has for
-it (the BLAS and oneDNN, ``parts.product_libraries``), its operands used again and again (in
-cache), with the layout that library likes (A B for the BLAS, x W^T for oneDNN), best of 5. The
-faster library's time of each shape, times its calls per step, summed, is how long a step would
-take if each product ran as fast as it does alone and every other operator (element-wise
-work, copies, autograd, the optimizer, Python) were free. The step's useful FLOPs over that
-time, against the 2048^3 product timed in the same seconds, is the highest share of the bound
-that a step of these shapes can reach on this machine: a ceiling, not a forecast.
+Every product shape the steps ran (their time in the step taken in plain steps:
+``plain_products``) is timed alone, in each library the machine has for it (the BLAS and oneDNN,
+``parts.product_libraries``), its operands used again and again (in cache), with the layout that
+library likes (A B for the BLAS, x W^T for oneDNN), best of 5. The faster library's time of each
+shape, times its calls per step, summed, is how long a step would take if each product ran as
+fast as it does alone and every other operator (element-wise work, copies, autograd, the
+optimizer, Python) were free. The step's useful FLOPs over that time, against the 2048^3 product
+timed in the same seconds, is the highest share of the bound that a step of these shapes can
+reach on this machine: a ceiling, not a forecast.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from benchmarks import parts
-from benchmarks.profile_analysis import Shape, kind_of, shape_of
+from benchmarks.plain_products import Calls
+from benchmarks.profile_analysis import Shape
 
 #: Each shape's timing: the calls of one timing last at least this long (seconds).
 MIN_TIMED_S = 2e-3
-
-
-@dataclass
-class Calls:
-    """One shape's products in a profiled step: calls and own milliseconds per step."""
-
-    calls: float = 0.0
-    ms: float = 0.0
-
-
-def products_per_step(prof, steps: int) -> tuple[dict[Shape, Calls], float]:
-    """The product shapes of a ``torch.profiler`` trace of ``steps`` steps with their calls and
-    time per step, and the milliseconds per step that the products of no known shape
-    (``shape_of``) took there."""
-    found: dict[Shape, Calls] = defaultdict(Calls)
-    unknown_ms = 0.0
-    for e in prof.key_averages(group_by_input_shape=True):
-        if kind_of(e.key) != "matrix products":
-            continue
-        shape = shape_of(e.key, e.input_shapes)
-        ms = e.self_cpu_time_total * 1e-3 / steps
-        if shape is None:  # counted at the time it took in the step
-            unknown_ms += ms
-        else:
-            found[shape].calls += e.count / steps
-            found[shape].ms += ms
-    return dict(found), unknown_ms
 
 
 def families(shapes: list[Shape]) -> dict[Shape, str]:
@@ -73,11 +47,13 @@ def alone_seconds(shape: Shape, library: str) -> float:
     return min(sum(product.seconds() for _ in range(calls)) / calls for _ in range(5))
 
 
-def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
-    """The products' ceiling (module text) for a CPU trace of ``steps`` float32 steps whose useful
-    work is ``useful_flops_per_step``: the products' time per step at their alone rates in each
-    library and at the faster per shape, and the step's rate and share of the 2048^3 bound there."""
-    found, unknown_ms = products_per_step(prof, steps)
+def ceiling(found: dict[Shape, Calls], unknown_ms: float, useful_flops_per_step: float) -> dict[str, Any]:
+    """The products' ceiling (module text) for float32 steps whose useful work is
+    ``useful_flops_per_step``, from their products (``plain_products.time_products``: each shape's
+    calls and milliseconds per step, and the milliseconds of products of no known shape): the
+    products' time per step at their alone rates in each library and at the faster per shape, the
+    step's rate and share of the 2048^3 bound there, and the families of products with their time
+    in the step and alone."""
     libraries = parts.product_libraries(torch.device("cpu"))
     per_library = {lib: 0.0 for lib in libraries}
     fastest = 0.0
@@ -97,6 +73,7 @@ def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
     rate = useful_flops_per_step / seconds / 1e9 if seconds else 0.0
     return {
         "shapes": len(found),
+        "step_ms": sum(c.ms for c in found.values()) + unknown_ms,
         "product_flops_per_step": sum(c.calls * s.flops for s, c in found.items()),
         "alone_ms_by_library": {lib: s * 1e3 for lib, s in per_library.items()},
         "alone_ms": fastest * 1e3,
@@ -104,7 +81,7 @@ def ceiling(prof, steps: int, useful_flops_per_step: float) -> dict[str, Any]:
         "useful_gflops": rate,
         "bound_by_library": bound,
         "share": rate / max(bound.values()) if bound else 0.0,
-        # by family (``families``): the profiled step's ms and the alone ms, largest loss first
+        # by family (``families``): the ms in the step and alone, largest loss first
         "by_family": sorted(
             ({"family": f, "step_ms": a, "alone_ms": b} for f, (a, b) in losses.items()),
             key=lambda d: d["alone_ms"] - d["step_ms"],

@@ -16,7 +16,9 @@ pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
   products of a batch of short phrases stay from the rate of a large one.
 * the ceiling of those products (``product_ceiling``; float32, ``--no-ceiling`` to skip): each
   shape timed alone, and the step's rate if they ran that fast and all else were free; then the
-  families of products where the step loses most against their alone time.
+  families of products where the step loses most against their alone time, their time in the
+  step taken call by call in plain steps (the same batches once more, ``plain_products``): under
+  the profiler, products that allocate a large output run far slower than in a plain step.
 
 The profiler adds a few microseconds per operator; the profiled step's time is printed next to
 the plain one so that the overhead can be read off. The steps keep their freed memory for reuse
@@ -40,7 +42,7 @@ import click
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks import parts, product_ceiling, training_steps
+from benchmarks import parts, plain_products, product_ceiling, training_steps
 from benchmarks.profile_analysis import analyse
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.training.optim import KERNELS
@@ -93,13 +95,14 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
         say(
             f"\nceiling of these products: their {c['shapes']} shapes timed alone, operands in cache, "
             f"{_ms(c['alone_ms_by_library'])} per step, {c['alone_ms']:,.1f} ms at the faster per shape "
-            f"(in the step: {fig['kinds_ms']['matrix products']:,.1f} ms under the profiler); with everything "
+            f"(in the step: {c['step_ms']:,.1f} ms timed call by call without the profiler, "
+            f"{fig['kinds_ms']['matrix products']:,.1f} under it); with everything "
             f"else free a step would run its useful FLOPs at {c['useful_gflops']:.1f} GFLOP/s = "
             f"{100 * c['share']:.0f}% of the faster 2048^3 product timed with them ({_rates(c['bound_by_library'])})"
         )
         say(
             "  where the step loses most against them (rows x depth x width, N: every count met; "
-            "ms per step: in the step, alone)"
+            "ms per step: in the step without the profiler, alone)"
         )
         for d in c["by_family"][:8]:
             say(f"  {d['family']:<24} {d['step_ms']:>8,.1f} {d['alone_ms']:>8,.1f}")
@@ -141,8 +144,9 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
     "--ceiling/--no-ceiling",
     default=True,
     show_default=True,
-    help="Time each product shape of the profiled steps alone (float32 only; about 15 s at paper "
-    "size on 2 threads): the rate a step of those products could reach with all else free.",
+    help="Time the profiled steps' products in plain steps and each of their shapes alone (float32 "
+    "only; about 20 s at paper size on 2 threads): the rate a step of those products could reach "
+    "with all else free, and where the step loses against it.",
 )
 @parts.threads_option
 @parts.json_option
@@ -194,6 +198,9 @@ def main(
         timed = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"), beside=True)
         warm = timed.warmup_steps
         batches = list(itertools.islice(itertools.cycle(plan), warm, warm + steps))  # the timed ones
+        products = None
+        if ceiling and not bf16:  # the same batches, their products timed without the profiler
+            products = plain_products.time_products(lambda: [trainer.step(b) for b in batches], steps)
         trainer.step(plan[0])  # warm-up again before the profile
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
             t = time.perf_counter()
@@ -219,8 +226,8 @@ def main(
         optimizer=type(trainer.opt).__name__,
         lines=n,
     )
-    if ceiling and not bf16:
-        fig["ceiling"] = product_ceiling.ceiling(prof, steps, timed.useful_gflops * fig["step_ms"] * 1e6)
+    if products is not None:
+        fig["ceiling"] = product_ceiling.ceiling(*products, timed.useful_gflops * fig["step_ms"] * 1e6)
     report(fig, cpu_rate)
     if ceiling and bf16:
         say("\nceiling of the products: not timed under --bf16 (the products are timed in float32 only)")
