@@ -2,7 +2,7 @@
 
 Under ``torch.profiler`` a step's large buffers are page-faulted in again (the profiler's own
 allocations take the heap's freed blocks), and the products that allocate a large output, the
-output layer's (N, 100) x (100, 15,000) above all, run there at a third to a half of their rate
+output layer's (N, 100) x (100, 15,000) above all, run there at a fifth to a half of their rate
 in a plain step (docs/training-speed.md). The time of each product in the step is therefore taken
 here: a dispatch mode (``TorchDispatchMode``) sees every operator the steps run, the backward
 pass's included, and adds the wall time of each product call, and of nothing around it, to its
