@@ -51,6 +51,7 @@ def _register() -> None:
         "lm",
         "nbest",
         "rerank",
+        "score",
     ):
         try:
             __import__(f"{__name__}.{name}")

@@ -43,10 +43,11 @@ def _unique_rows(contexts: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.
 
 
 @torch.no_grad()
-def sentence_log_probs(
-    model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: torch.device | str = "cpu"
-) -> tuple[np.ndarray, np.ndarray]:
-    """(log p of each sentence + </s> as float64, count of its words outside the shortlist)."""
+def _ngram_log_probs(
+    model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: torch.device | str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log p of every n-gram of the sentences, in order, float64; each sentence's n-gram count
+    (its words + 1, for </s>); the n-grams' target ids)."""
     ids = [sentence_ids(vocab, tokens) for tokens in sentences]
     lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
     contexts, targets = ngrams(model.config.order, ids)
@@ -63,10 +64,27 @@ def sentence_log_probs(
             members = order[bounds[chunk] : bounds[chunk + 1]]
             local = torch.from_numpy(inverse[members] - start)
             logp[members] = table[local, row_targets[members]].double().numpy()
-    owner = np.repeat(np.arange(len(ids)), lengths)
-    totals = np.bincount(owner, weights=logp, minlength=len(ids))
-    unknown = np.bincount(owner, weights=(targets == UNK_ID), minlength=len(ids)).astype(np.int64)
+    return logp, lengths, targets
+
+
+def sentence_log_probs(
+    model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: torch.device | str = "cpu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(log p of each sentence + </s> as float64, count of its words outside the shortlist)."""
+    logp, lengths, targets = _ngram_log_probs(model, vocab, sentences, device)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    totals = np.bincount(owner, weights=logp, minlength=len(lengths))
+    unknown = np.bincount(owner, weights=(targets == UNK_ID), minlength=len(lengths)).astype(np.int64)
     return totals, unknown
+
+
+def sentence_token_log_probs(
+    model: CSLM, vocab: Vocabulary, sentences: Sequence[Sequence[str]], device: torch.device | str = "cpu"
+) -> list[np.ndarray]:
+    """Each sentence's log p of every word and </s> (float64, its words + 1 values): the terms
+    that :func:`sentence_log_probs` sums, from the same computation."""
+    logp, lengths, _ = _ngram_log_probs(model, vocab, sentences, device)
+    return np.split(logp, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
 @torch.no_grad()

@@ -282,6 +282,20 @@ def token_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+def sequence_token_log_probs(
+    model: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    src: torch.Tensor,
+    src_len: torch.Tensor,
+    tgt: torch.Tensor,
+    tgt_len: torch.Tensor,
+) -> torch.Tensor:
+    """log p(y_t | y_<t, e) of every target token and </s> (B, T), 0 at the padding: the terms
+    that :func:`sequence_log_probs` sums (``score --word-scores`` prints them)."""
+    logp = token_log_probs(model(src, src_len, tgt), tgt)  # (B, T)
+    mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
+    return logp.masked_fill(~mask, 0.0)
+
+
 def sequence_log_probs(
     model: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     src: torch.Tensor,
@@ -295,9 +309,7 @@ def sequence_log_probs(
     score: the training loss, validation, the reference scorer and the tests all use it; the
     fast scorers are tested against it.
     """
-    logp = token_log_probs(model(src, src_len, tgt), tgt)  # (B, T)
-    mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
-    return logp.masked_fill(~mask, 0.0).sum(1)
+    return sequence_token_log_probs(model, src, src_len, tgt, tgt_len).sum(1)
 
 
 def _orthogonal(rows: int, cols: int) -> torch.Tensor:

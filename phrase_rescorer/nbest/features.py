@@ -17,16 +17,27 @@ that says so, since its probabilities of whole sentences are still defined.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from ..data.corpus import read_sentences
 from ..lm.lm_file import LMFile, is_lm_file, load_lm
-from ..lm.scoring import sentence_log_probs
+from ..lm.scoring import sentence_log_probs, sentence_token_log_probs
 from ..model.checkpoint import Checkpoint, load_checkpoint, read_torch_file
-from ..moses.nbest import NbestLine
-from ..rescoring.scorers import make_scorer
+from ..rescoring.scorers import ReferenceScorer, make_scorer
+
+
+class Hypothesis(Protocol):
+    """What a feature reads of a line: its sentence ID (the line of the source text) and its
+    tokens (an n-best list's ``moses.nbest.NbestLine``, or a line of a text to score)."""
+
+    @property
+    def sentence(self) -> int: ...
+
+    @property
+    def tokens(self) -> list[str]: ...
 
 
 class CSLMFeature:
@@ -36,9 +47,17 @@ class CSLMFeature:
         self.name, self.path, self.device = name, lm.path or "", device
         self.lm, self.model = lm, lm.build(torch.device(device))
 
-    def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
+    def score(self, lines: Sequence[Hypothesis]) -> tuple[np.ndarray, int]:
         totals, unknowns = sentence_log_probs(self.model, self.lm.vocab, [line.tokens for line in lines], self.device)
         return totals, int(unknowns.sum())
+
+    def predictions(self, lines: Sequence[Hypothesis]) -> np.ndarray:
+        """The log-probabilities each line's value sums: its words + 1 (</s>)."""
+        return np.fromiter((len(line.tokens) + 1 for line in lines), dtype=np.int64, count=len(lines))
+
+    def token_scores(self, lines: Sequence[Hypothesis]) -> list[np.ndarray]:
+        """Each line's terms of :meth:`score`: ln p of every word and of </s>."""
+        return sentence_token_log_probs(self.model, self.lm.vocab, [line.tokens for line in lines], self.device)
 
 
 class TranslationFeature:
@@ -54,12 +73,13 @@ class TranslationFeature:
     ):
         self.name, self.path = name, checkpoint.path or ""
         self.checkpoint, self.sources = checkpoint, sources
-        self.inverse = checkpoint.inverse
+        self.inverse, self.device = checkpoint.inverse, device
         self.scorer = make_scorer(scorer, checkpoint.build_model(device), device)
 
-    def score(self, lines: Sequence[NbestLine]) -> tuple[np.ndarray, int]:
+    def _pairs(self, lines: Sequence[Hypothesis]) -> tuple[list[list[str]], list[list[str]], np.ndarray, int]:
+        """(the network's distinct source token lists, every line's target token list, each
+        line's source among them, the hypotheses' words outside the shortlist)."""
         ckpt = self.checkpoint
-        src_vocab, tgt_vocab = ckpt.src_vocab, ckpt.tgt_vocab
         hyps = [" ".join(line.tokens) for line in lines]
         if self.inverse:  # the network reads each hypothesis and predicts the sentence's source
             src_texts, tgt_texts = hyps, [self.sources[line.sentence] for line in lines]
@@ -73,12 +93,30 @@ class TranslationFeature:
         src_tokens = [ckpt.split(text, 0) for text in distinct]
         tgt_tokens = [ckpt.split(text, 1) for text in tgt_texts]
         # the hypotheses' words outside the shortlist (the closing line counts them against the hypotheses' words)
-        hyp_vocab, hyp_tokens = (src_vocab, src_tokens) if self.inverse else (tgt_vocab, tgt_tokens)
+        hyp_vocab, hyp_tokens = (ckpt.src_vocab, src_tokens) if self.inverse else (ckpt.tgt_vocab, tgt_tokens)
         unknown = sum(hyp_vocab.count_unknown(t) for t in hyp_tokens)
-        values = self.scorer.score(
-            [src_vocab.encode(t) for t in src_tokens], [tgt_vocab.encode(t) for t in tgt_tokens], index
-        )
-        return np.asarray(values, dtype=np.float64), unknown
+        return src_tokens, tgt_tokens, index, unknown
+
+    def _ids(self, lines: Sequence[Hypothesis]) -> tuple[list[list[int]], list[list[int]], np.ndarray, int]:
+        src_tokens, tgt_tokens, index, unknown = self._pairs(lines)
+        src_vocab, tgt_vocab = self.checkpoint.src_vocab, self.checkpoint.tgt_vocab
+        return [src_vocab.encode(t) for t in src_tokens], [tgt_vocab.encode(t) for t in tgt_tokens], index, unknown
+
+    def score(self, lines: Sequence[Hypothesis]) -> tuple[np.ndarray, int]:
+        sources, targets, index, unknown = self._ids(lines)
+        return np.asarray(self.scorer.score(sources, targets, index), dtype=np.float64), unknown
+
+    def predictions(self, lines: Sequence[Hypothesis]) -> np.ndarray:
+        """The log-probabilities each line's value sums: the network's target tokens (subword
+        units for a subword network) + 1 (</s>)."""
+        _, targets, _, _ = self._pairs(lines)
+        return np.fromiter((len(t) + 1 for t in targets), dtype=np.int64, count=len(targets))
+
+    def token_scores(self, lines: Sequence[Hypothesis]) -> list[np.ndarray]:
+        """Each line's terms of :meth:`score`: ln p of every target token and of </s>, through
+        ``sequence_token_log_probs`` (they sum to the line's value within float32 rounding)."""
+        sources, targets, index, _ = self._ids(lines)
+        return ReferenceScorer(self.scorer.model, self.device).token_scores(sources, targets, index)
 
 
 def read_source_text(path: str) -> list[str]:

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ..data.batching import flat_store, pad_sequences, sequences_batch
-from ..model.cho2014 import Summary, sequence_log_probs, token_log_probs
+from ..model.cho2014 import Summary, sequence_log_probs, sequence_token_log_probs, token_log_probs
 from ..model.network import Network, is_summary_network
 from .prefix import PrefixScorer
 from .scorer_base import READOUT_ELEMENTS, WindowScorer, _ModelScorer, length_batches
@@ -123,6 +123,22 @@ class ReferenceScorer(_ModelScorer):
             batch = sequences_batch(src, targets[start:stop]).to(self.device)
             logp = sequence_log_probs(self.model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
             out[start:stop] = logp.double().cpu().numpy()
+        return out
+
+    @torch.inference_mode()
+    def token_scores(
+        self, sources: list[list[int]], targets: list[list[int]], source_index: np.ndarray
+    ) -> list[np.ndarray]:
+        """Each line's log p of every target token and </s> (float64, ``len(target) + 1``
+        values): the terms of :meth:`score`'s sums (``sequence_token_log_probs``)."""
+        out: list[np.ndarray] = []
+        for start in range(0, len(targets), self.batch_size):
+            stop = min(start + self.batch_size, len(targets))
+            src = [sources[int(j)] for j in source_index[start:stop]]
+            batch = sequences_batch(src, targets[start:stop]).to(self.device)
+            logp = sequence_token_log_probs(self.model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
+            rows = logp.double().cpu().numpy()
+            out.extend(rows[i, : len(targets[start + i]) + 1] for i in range(stop - start))
         return out
 
 
