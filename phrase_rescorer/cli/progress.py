@@ -4,7 +4,9 @@
 * Anything else (a log file, a pipe, a batch system's output): one plain line every
   ``interval`` seconds (``PHRASE_RESCORER_PROGRESS_SECONDS``, default 30), as Moses and Marian
   log, and one line when the stage ends; no carriage returns, so a log grows by about one line
-  per interval however long the run (a bar's redraws would make one line of megabytes).
+  per interval however long the run (a bar's redraws would make one line of megabytes). Each
+  line, and each line of :meth:`Progress.write`, begins with the local date and time as
+  Marian stamps its log, ``[2026-11-28 04:10:03] ``, so that a log tells when each step ran.
 * ``--quiet``: nothing.
 
 Nothing is shown before the first update, so a run that stops on a bad input or model file
@@ -20,6 +22,9 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from tqdm import tqdm
+
+#: The time stamp that begins each line written to a log (``time.strftime``; local time).
+STAMP_FORMAT = "[%Y-%m-%d %H:%M:%S] "
 
 #: Seconds between two progress lines when stderr is not a terminal.
 DEFAULT_INTERVAL = 30.0
@@ -50,7 +55,8 @@ class Progress:
     ``write(line)``, ``close()`` (also as a context manager).
 
     ``unit`` names what is counted (" lines", " steps"); ``in_bytes`` counts bytes of input
-    instead. ``stream`` (default stderr) and ``clock`` are parameters for the tests.
+    instead. ``stream`` (default stderr), ``clock`` (for rates) and ``wall_clock`` (for the time
+    stamps) are parameters for the tests.
     """
 
     def __init__(
@@ -65,13 +71,14 @@ class Progress:
         stream: IO[str] | None = None,
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ):
         self.desc, self.unit, self.total = desc, unit, total
         self.n: float = initial
         self.initial, self.quiet, self.in_bytes = initial, quiet, in_bytes
         self.stream = stream if stream is not None else sys.stderr
         self.interval = log_interval() if interval is None else interval
-        self.clock = clock
+        self.clock, self.wall_clock = clock, wall_clock
         self.postfix = ""
         self.started = clock()
         self.terminal = not quiet and _isatty(self.stream)
@@ -112,7 +119,7 @@ class Progress:
         if self._bar is not None:
             self._bar.write(message, file=self.stream)
         else:
-            print(message, file=self.stream, flush=True)
+            print(self._stamp() + message, file=self.stream, flush=True)
 
     @property
     def elapsed(self) -> float:
@@ -165,7 +172,11 @@ class Progress:
         text += f"{' done' if done else ''} in {elapsed:,.0f} s ({per_second.strip()})"
         if self.postfix:
             text += f"; {self.postfix}"
-        print(text, file=self.stream, flush=True)
+        print(self._stamp() + text, file=self.stream, flush=True)
+
+    def _stamp(self) -> str:
+        """The time stamp of a line in a log; nothing on a terminal (the bar is the display)."""
+        return "" if self.terminal else time.strftime(STAMP_FORMAT, time.localtime(self.wall_clock()))
 
 
 def _isatty(stream: IO[str]) -> bool:

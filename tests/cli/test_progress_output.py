@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import PYTHON, REPO, SAMPLE, cli_env
+from tests.helpers.progress_lines import STAMP
 from tests.helpers.rescore_data import read_lines
 
 LINES = b"".join(read_lines(SAMPLE)[:20000])
@@ -85,12 +86,15 @@ def test_rescore_into_a_log_file_writes_plain_lines(model: Path, table: Path, tm
     assert "\r" not in text and "\x1b" not in text
     progress, closing = lines[:-1], lines[-1]
     assert 10 <= len(progress) <= 12  # one line per window (interval ~0 here), then "done"
+    assert all(STAMP.match(line) for line in progress), progress  # [YYYY-MM-DD HH:MM:SS], as Marian's
+    progress = [STAMP.sub("", line) for line in progress]
     assert all(line.startswith("rescore: ") for line in progress), progress
     assert progress[-1].startswith("rescore: ") and " done in " in progress[-1] and "20,000 lines" in progress[-1]
     assert closing.startswith("rescored 20,000 lines in ") and "(model loading included, " in closing
     # With the default interval (30 s) a short run logs only its end.
     assert run_with_stderr_file(args, log, interval="30") == 0
     done, closing = log.read_text().splitlines()
+    done = STAMP.sub("", done)
     assert done.startswith("rescore: ") and " done in " in done and closing.startswith("rescored 20,000 lines")
 
 
@@ -134,9 +138,10 @@ def test_train_into_a_log_file_writes_plain_lines(table: Path, tmp_path: Path) -
     assert run_with_stderr_file(args, log) == 0, log.read_text()
     text = log.read_text()
     assert "\r" not in text
-    steps = [line for line in text.splitlines() if line.startswith("train: ")]
+    unstamped = [STAMP.sub("", line) for line in text.splitlines()]
+    steps = [line for line in unstamped if line.startswith("train: ")]
     assert 2 <= len(steps) <= 31 and steps[-1].startswith("train: 30 steps done in ")
-    assert any(line.startswith("reading: ") for line in text.splitlines())
+    assert any(line.startswith("reading: ") for line in unstamped)
 
 
 @pytest.mark.slow
