@@ -1,4 +1,5 @@
-"""The pictures: score scatter, t-SNE maps with labels, training curves (PNG files).
+"""The pictures: score scatter, t-SNE maps with labels, training curves, an experiment's BLEU
+(PNG files).
 
 matplotlib (Agg backend, no display needed) and scikit-learn come with the optional ``plots``
 extra and are imported only here, when a picture is asked for; without them the rest of the
@@ -8,14 +9,16 @@ Files are written to a temporary name and renamed, like every other output.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
 from ..output import AtomicOutput
-from ..training.log import TrainingCurves
+from ..training.log import Series, TrainingCurves
 
 INSTALL_HINT = "install the plotting extra: pip install 'phrase_rescorer[plots]' (make does)"
 
@@ -124,44 +127,171 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     return (c[i] - c[lo]) / (i - lo)
 
 
+@dataclass
+class Curve:
+    """One line of a panel: its label, points and matplotlib format."""
+
+    label: str | None
+    x: list[float]
+    y: list[float]
+    style: str = "-"
+    color: str = "tab:blue"
+    width: float = 1.0
+    alpha: float = 1.0
+
+
+@dataclass
+class Panel:
+    """What one panel of a figure draws: curves, horizontal lines (label, y), a note when empty."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    curves: list[Curve] = field(default_factory=list)
+    hlines: list[tuple[str, float]] = field(default_factory=list)
+    log_y: bool = False
+    note: str | None = None
+
+
+def _timed(series: Series) -> tuple[list[float], list[float]]:
+    """The points of a series that carry a time (minutes, value)."""
+    kept = [(m, v) for m, v in zip(series.minutes, series.values, strict=True) if math.isfinite(m)]
+    return [m for m, _ in kept], [v for _, v in kept]
+
+
+def training_panels(log: TrainingCurves) -> list[Panel]:
+    """The four panels of ``plot-log``: the training loss and the held-out perplexity, each
+    against the step and against the minutes of training (the log's ``elapsed``); the unigram
+    baseline (train, train-nmt) and KenLM's perplexity (train-lm --kenlm) beside the network's."""
+    per = "word" if log.kind == "text" else "sentence pair"
+    panels: list[Panel] = []
+    for axis, xlabel in (("step", "step"), ("minutes", "minutes of training")):
+
+        def points(series: Series, axis: str = axis) -> tuple[list[float], list[float]]:
+            return (series.steps, series.values) if axis == "step" else _timed(series)
+
+        loss = Panel(f"training loss by {axis}", xlabel, f"training loss (-ln p per {per})")
+        if log.loss:
+            x, y = points(log.loss)
+            window = max(1, len(y) // 20)
+            dots = "o-" if len(y) <= 30 else "-"  # a short run's few points stay visible
+            loss.curves.append(Curve("logged", x, y, style=dots, width=0.6, alpha=0.35 if window > 1 else 1.0))
+            if window > 1:
+                loss.curves.append(Curve(f"mean of {window}", x, list(moving_average(y, window)), width=1.6))
+        else:
+            loss.note = "no training-loss records in this log"
+        ppl = Panel(f"held-out perplexity by {axis}", xlabel, "per-token perplexity (log scale)", log_y=True)
+        if log.valid_ppl:
+            x, y = points(log.valid_ppl)
+            ppl.curves.append(Curve("network", x, y, style="o-", color="tab:red"))
+        if log.unigram_ppl:
+            x, y = points(log.unigram_ppl)
+            ppl.curves.append(Curve("unigram baseline", x, y, style="--", color="tab:gray"))
+        if log.kenlm_ppl is not None:
+            ppl.hlines.append(("KenLM", log.kenlm_ppl))
+        if not ppl.curves and not ppl.hlines:
+            ppl.note = "no held-out perplexity in this log"
+        panels += [loss, ppl]
+    return [panels[0], panels[2], panels[1], panels[3]]  # losses on the top row, perplexities below
+
+
 def training_curves(log: TrainingCurves, path: str, dpi: int = 100) -> str:
-    """Training loss (raw and smoothed) and validation perplexity (with the unigram baseline)
-    against the step."""
+    """``plot-log``'s picture (:func:`training_panels`), a 2 x 2 grid."""
     plt = _pyplot()
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    if log.loss:
-        window = max(1, len(log.loss) // 20)
-        left.plot(log.loss.steps, log.loss.values, lw=0.6, color="tab:blue", alpha=0.35, label="logged")
-        left.plot(
-            log.loss.steps,
-            moving_average(log.loss.values, window),
-            lw=1.6,
-            color="tab:blue",
-            label=f"mean of {window}" if window > 1 else None,
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    for ax, panel in zip(axes.flat, training_panels(log), strict=True):
+        for c in panel.curves:
+            ax.plot(c.x, c.y, c.style, ms=3, lw=c.width, color=c.color, alpha=c.alpha, label=c.label)
+        for label, y in panel.hlines:
+            ax.axhline(y, ls=":", lw=1.4, color="tab:green", label=f"{label} {y:.1f}")
+        if panel.note:
+            ax.text(0.5, 0.5, panel.note, ha="center", va="center", transform=ax.transAxes, color="tab:gray")
+        if panel.log_y and (panel.curves or panel.hlines):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        if sum(1 for c in panel.curves if c.label) + len(panel.hlines) > 1:
+            ax.legend()
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.set_title(panel.title, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return _save(fig, path, dpi)
+
+
+@dataclass
+class SystemBleu:
+    """One system's BLEU on one set: every run's, their mean and the mean's 95 % interval."""
+
+    label: str
+    runs: list[float]
+    mean: float | None
+    interval: tuple[float, float] | None
+
+
+def experiment_bleu(report: dict, key: str) -> list[SystemBleu]:
+    """The systems of an experiment report (``experiment.report``) on ``key`` ("dev", "test" or
+    "test_detok"), in the report's order; a run without that score is left out."""
+    out = []
+    for entry in report["systems"].values():
+        runs = [float(r[key]) for r in entry["runs"] if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
+        summary = entry.get(key) or {}
+        interval = summary.get("interval_95")
+        out.append(
+            SystemBleu(
+                entry["label"],
+                runs,
+                float(summary["mean"]) if isinstance(summary.get("mean"), (int, float)) else None,
+                (float(interval[0]), float(interval[1])) if isinstance(interval, list) and len(interval) == 2 else None,
+            )
         )
-        if window > 1:
-            left.legend()
-    left.set_xlabel("step")
-    left.set_ylabel("training loss")
-    left.set_title("training loss", fontsize=10)
-    left.grid(alpha=0.3)
-    if log.valid_ppl:
-        right.plot(log.valid_ppl.steps, log.valid_ppl.values, "o-", ms=3, lw=1, color="tab:red", label="network")
-    if log.unigram_ppl:
-        right.plot(
-            log.unigram_ppl.steps, log.unigram_ppl.values, "--", lw=1, color="tab:gray", label="unigram baseline"
-        )
-    if log.valid_ppl or log.unigram_ppl:
-        right.legend()
-        right.set_yscale("log")
-        right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        right.yaxis.set_major_formatter(ScalarFormatter())
-        right.yaxis.set_minor_formatter(NullFormatter())
-    right.set_xlabel("step")
-    right.set_ylabel("per-token perplexity (log scale)")
-    right.set_title("validation perplexity", fontsize=10)
-    right.grid(alpha=0.3, which="both")
+    return out
+
+
+def experiment_chart(report: dict, path: str, dpi: int = 100) -> str:
+    """BLEU per system, dev and test side by side: each run a dot, the mean a bar-ended line
+    over its 95 % bootstrap interval (over the sentences, every run kept; the mean alone where
+    the report gives no interval)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, (key, title) in zip(axes, (("dev", "dev (tuned weights)"), ("test", "test")), strict=True):
+        systems = experiment_bleu(report, key)
+        for i, system in enumerate(systems):
+            if system.runs:
+                offsets = np.linspace(-0.12, 0.12, len(system.runs)) if len(system.runs) > 1 else np.zeros(1)
+                ax.plot(
+                    i + offsets, system.runs, "o", ms=5, color="tab:blue", alpha=0.6, label="run" if i == 0 else None
+                )
+            if system.mean is not None:
+                if system.interval is not None:
+                    low, high = system.interval
+                    error = [[system.mean - low], [high - system.mean]]
+                    ax.errorbar(
+                        [i + 0.3],
+                        [system.mean],
+                        yerr=error,
+                        fmt="s",
+                        ms=6,
+                        color="tab:red",
+                        capsize=5,
+                        label="mean, 95 % interval" if i == 0 else None,
+                    )
+                else:
+                    ax.plot([i + 0.3], [system.mean], "s", ms=6, color="tab:red", label="mean" if i == 0 else None)
+        ax.set_xticks(range(len(systems)))
+        ax.set_xticklabels([s.label for s in systems], rotation=15, ha="right")
+        ax.set_xlim(-0.6, len(systems) - 0.3)
+        ax.set_ylabel("BLEU")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+        if systems:
+            ax.legend(fontsize=8)
+    signatures = report.get("signatures") or {}
+    if signatures.get("tokenized"):
+        fig.suptitle(f"BLEU over MERT runs ({signatures['tokenized']})", fontsize=9)
     fig.tight_layout()
     return _save(fig, path, dpi)

@@ -1,5 +1,5 @@
-"""``embed``, ``plot-log``: a network's word and phrase representations for the TensorBoard
-projector (and as t-SNE maps), and the curves of a training log."""
+"""``embed``, ``plot-log``, ``plot-experiment``: a network's word and phrase representations for
+the TensorBoard projector (and as t-SNE maps), the curves of a training log, an experiment's BLEU."""
 
 from __future__ import annotations
 
@@ -136,8 +136,10 @@ def embed(
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
 @click.pass_context
 def plot_log(ctx: click.Context, log: str, out: str) -> None:
-    """Training curves from the LOG written by `train --log`: the training loss and the
-    validation perplexity (beside a unigram model's) against the step. Prints the PNG's path."""
+    """Training curves from the LOG written by `train`, `train-nmt` or `train-lm` (--log, by
+    default MODEL_OUT's .log): the training loss and the held-out perplexity, each against the
+    step and against the minutes of training, beside a unigram model's perplexity (train,
+    train-nmt) or KenLM's (train-lm --kenlm). Prints the PNG's path."""
     check_distinct_paths(log, out)  # the log, replaced by its picture
     try:
         records = read_training_curves(log)
@@ -147,4 +149,27 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
         say(ctx, f"{log}: skipped {records.skipped_lines} line(s) that are not JSON records")
     with pictures():
         plots.training_curves(records, out)
+    click.echo(out)
+
+
+# --- plot-experiment ----------------------------------------------------------------------------
+
+
+@cli.command("plot-experiment")
+@click.argument("out_dir", metavar="OUT_DIR", type=click.Path(file_okay=False))
+@click.option(
+    "-o", "--out", type=click.Path(dir_okay=False), help="PNG file to write  [default: OUT_DIR/experiment.png]."
+)
+def plot_experiment(out_dir: str, out: str | None) -> None:
+    """BLEU of an experiment's systems, dev and test side by side, from its --out directory
+    OUT_DIR (its experiment.json): each MERT run a dot, the mean with its 95 % bootstrap
+    interval (sentences resampled, every run kept). Works on an unfinished experiment too (the
+    runs done so far). Prints the PNG's path."""
+    from ..experiment.report import REPORT_NAME, read_report
+
+    out = out or os.path.join(out_dir, "experiment.png")
+    check_distinct_paths(os.path.join(out_dir, REPORT_NAME), out)
+    report = read_report(out_dir)
+    with pictures():
+        plots.experiment_chart(report, out)
     click.echo(out)

@@ -285,6 +285,7 @@ def train_lm(
         valid_sentences=valid_sentences,
         test_path=test_path,
         kenlm=(query, kenlm_path) if query is not None and kenlm_path is not None else None,
+        log_path=log_file,
     )
 
 

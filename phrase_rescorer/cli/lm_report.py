@@ -13,6 +13,7 @@ from ..lm.lm_file import load_lm
 from ..lm.perplexity import perplexity
 from ..lm.text import text_ngrams
 from ..lm.trainer import LMTrainer, last_path
+from ..training.log import EventLog
 from .common import UserError, say
 
 
@@ -24,9 +25,11 @@ def report_training(
     valid_sentences: Sequence[list[str]],
     test_path: str | None,
     kenlm: tuple[str, str] | None,
+    log_path: str | None = None,
 ) -> None:
     """Say why training stopped and the perplexities of the best network (written to the
-    trainer's model path); ``kenlm`` is (KenLM's ``query`` program, the n-gram LM file)."""
+    trainer's model path); ``kenlm`` is (KenLM's ``query`` program, the n-gram LM file), whose
+    held-out perplexity is also appended to the training log ``log_path`` (``plot-log`` draws it)."""
     best = trainer.info.get("valid", {})
     say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
     nan = float("nan")
@@ -59,4 +62,17 @@ def report_training(
                 f"{name}: KenLM {lm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
                 f"{k.oovs:,} OOVs left out ({k.ppl_with_oovs:.2f} with OOVs)",
             )
+            if name == "held-out" and log_path is not None:
+                with EventLog(log_path, append=True) as log:
+                    log.write(
+                        {
+                            "event": "kenlm",
+                            "step": trainer.state.step,
+                            "epoch": trainer.state.epoch,
+                            "text": name,
+                            "kenlm_ppl": k.ppl,
+                            "kenlm_ppl_with_oovs": k.ppl_with_oovs,
+                            "lm": lm_path,
+                        }
+                    )
     say(ctx, f"wrote {trainer.model_path} (best), {last_path(trainer.model_path)} (latest, for --resume)")

@@ -1,16 +1,20 @@
-"""The experiment's report: per system and run the BLEU scores, per system mean ± sd, per
-system against the baseline the difference of means and its significance; as JSON and as a
+"""The experiment's report: per system and run the BLEU scores, per system mean ± sd and the
+mean's 95 % bootstrap interval over the sentences, per system against the baseline the
+difference of means and its significance; as JSON (read back by :func:`read_report`) and as a
 table shaped like Table 1 of Cho et al. (2014)."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InputError
 from .bleu import BleuScore
-from .significance import approximate_randomization, paired_bootstrap
+from .significance import approximate_randomization, bootstrap_interval, paired_bootstrap
 from .systems import System
 
 
@@ -57,6 +61,10 @@ def build_report(
         if runs:
             for key in ("dev", "test", "test_detok"):
                 entry[key] = _summary([getattr(r, key).score for r in runs])
+                if len({getattr(r, key).stats.shape for r in runs}) == 1:  # the same sentences in every run
+                    stats = np.stack([getattr(r, key).stats for r in runs])
+                    low, high = bootstrap_interval(stats, samples=max(1, trials // 10), seed=seed)
+                    entry[key]["interval_95"] = [round(low, 4), round(high, 4)]
             out["signatures"] = {
                 "tokenized": runs[0].test.signature,
                 "detokenized": runs[0].test_detok.signature,
@@ -80,6 +88,34 @@ def build_report(
             comparison[key] = {"approximate_randomization": ar.to_json(), "paired_bootstrap": boot.to_json()}
         out["comparisons"][system.key] = comparison
     return out
+
+
+#: The report's file in an experiment's --out directory.
+REPORT_NAME = "experiment.json"
+
+
+class ReportError(InputError):
+    """An --out directory without a readable report; the message names the file."""
+
+
+def read_report(out_dir: str) -> dict:
+    """The report of the experiment in ``out_dir`` (``experiment.json``, rewritten after every
+    finished run), checked for what the pictures read: systems, each with a label and runs."""
+    path = os.path.join(out_dir, REPORT_NAME)
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file: give an experiment's --out directory") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: not an experiment report ({e})") from None
+    systems = report.get("systems") if isinstance(report, dict) else None
+    if not isinstance(systems, dict) or not all(
+        isinstance(e, dict) and isinstance(e.get("label"), str) and isinstance(e.get("runs"), list)
+        for e in systems.values()
+    ):
+        raise ReportError(f"{path}: not an experiment report (no systems with a label and runs)")
+    return report
 
 
 def _cell(summary: dict | None) -> str:

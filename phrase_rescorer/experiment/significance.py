@@ -15,6 +15,9 @@ randomness each contribute; with R = 1 both reduce to the usual single-pair test
 * :func:`paired_bootstrap`: Koehn (2004); each sample draws S sentences with replacement (the
   same draw for every run of both systems); p = share of samples where B does not beat A
   (one-sided), with the 95 % interval of the difference.
+* :func:`bootstrap_interval`: one system's mean BLEU over its runs, resampled the same way (the
+  same sentences drawn for every run): the 95 % interval the report gives beside each mean and
+  ``plot-experiment`` draws.
 
 Each is a few matrix products over a (trials, sentences) 0/1 or count matrix, so 10,000 trials on
 1,000 sentences take about a second.
@@ -119,3 +122,24 @@ def paired_bootstrap(
     d = np.concatenate(diffs)
     low, high = np.percentile(d, [2.5, 97.5])
     return TestResult("paired bootstrap", observed, float(np.mean(d <= 0.0)), samples, (float(low), float(high)))
+
+
+def bootstrap_interval(
+    stats: np.ndarray, *, samples: int = 1000, seed: int = 0, chunk: int = 500
+) -> tuple[float, float]:
+    """The 95 % bootstrap interval of the mean over runs of the corpus BLEU; ``stats`` (runs,
+    sentences, 10). Each sample draws the sentences with replacement, the same draw for every run."""
+    a, _ = _check(stats, stats)
+    runs, sentences, _ = a.shape
+    flat = a.transpose(1, 0, 2).reshape(sentences, -1)
+    rng = np.random.default_rng(seed)
+    means, done = [], 0
+    while done < samples:
+        n = min(chunk, samples - done)
+        draws = rng.integers(0, sentences, size=(n, sentences))
+        counts = np.zeros((n, sentences))
+        np.add.at(counts, (np.repeat(np.arange(n), sentences), draws.ravel()), 1.0)
+        means.append(_mean_bleu_batch((counts @ flat).reshape(n, runs, STATS)))
+        done += n
+    low, high = np.percentile(np.concatenate(means), [2.5, 97.5])
+    return float(low), float(high)

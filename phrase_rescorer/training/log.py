@@ -1,16 +1,23 @@
-"""The training log: JSON lines, one object per event, written by ``train`` and read by plots.
+"""The training log: JSON lines, one object per event, written by ``train``, ``train-nmt`` and
+``train-lm`` and read by ``plot-log``.
 
 Events (every object has ``"event"``, ``"step"`` and ``"epoch"``; ``elapsed`` is wall seconds,
 continued from the log's last value when a run is resumed into the same log)::
 
     {"event": "start", "step", "epoch", "resumed": bool, "train_pairs", "skipped_long",
-     "valid_pairs", "argv"}
+     "valid_pairs", "argv"}                  (train-lm: "train_tokens", "valid_tokens")
     {"event": "train", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
-        every ``log_every`` steps; ``loss`` is the mean per-pair loss (-log p(target|source)) over the
-        steps since the previous train event of the same run
+        every ``log_every`` steps, and at the end of a run for the steps since the last one;
+        ``loss`` is the mean per-pair loss (-log p(target|source)) over the steps since the
+        previous train event of the same run (train-lm: the mean -ln p per predicted word,
+        "ngrams_per_s")
     {"event": "valid", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
      "unigram_token_ppl", "elapsed", "best": bool}
         held-out figures (null when there are no held-out pairs); ``best``: written to MODEL_OUT
+        (train-lm: "valid_token_ppl", "valid_ppl_with_unk")
+    {"event": "kenlm", "step", "epoch", "text", "kenlm_ppl", "kenlm_ppl_with_oovs", "lm"}
+        train-lm --kenlm: the n-gram LM's perplexity of the held-out text (OOVs left out, as
+        ``valid_token_ppl`` leaves out the words outside the shortlist)
     {"event": "end", "step", "epoch", "reason", "elapsed"}
         reason: max_steps, max_time, epochs, patience or interrupted
 
@@ -85,16 +92,19 @@ class TrainingLogError(InputError):
 
 @dataclass
 class Series:
-    """One curve: (step, value) points of the events that carry a finite value."""
+    """One curve: (step, minutes, value) points of the events that carry a finite value
+    (``minutes`` from ``elapsed``; NaN where an event has none)."""
 
     steps: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    minutes: list[float] = field(default_factory=list)
 
     def add(self, record: dict, key: str) -> None:
-        step, value = record.get("step"), record.get(key)
+        step, value, elapsed = record.get("step"), record.get(key), record.get("elapsed")
         if _number(step) and _number(value):
             self.steps.append(float(step))
             self.values.append(float(value))
+            self.minutes.append(float(elapsed) / 60 if _number(elapsed) else math.nan)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -107,6 +117,11 @@ class TrainingCurves:
     valid_ppl: Series = field(default_factory=Series)
     unigram_ppl: Series = field(default_factory=Series)
     skipped_lines: int = 0
+    #: "sentence pairs" (train, train-nmt: the loss is -ln p per pair) or "text" (train-lm:
+    #: -ln p per word), from the start event
+    kind: str = "sentence pairs"
+    #: KenLM's perplexity of the held-out text, when train-lm --kenlm recorded it
+    kenlm_ppl: float | None = None
 
 
 def _number(x: object) -> TypeGuard[float]:
@@ -114,15 +129,20 @@ def _number(x: object) -> TypeGuard[float]:
 
 
 def read_training_curves(path: str) -> TrainingCurves:
-    """The loss and perplexity curves of a log (for ``plot-log``); other events are ignored."""
+    """The loss and perplexity curves of a log of any training command (for ``plot-log``);
+    other events are ignored."""
     events, skipped = read_log_counting(path)
     curves = TrainingCurves(path, skipped_lines=skipped)
     for record in events:
-        if record["event"] == "train":
+        if record["event"] == "start" and "train_tokens" in record:
+            curves.kind = "text"
+        elif record["event"] == "train":
             curves.loss.add(record, "loss")
         elif record["event"] == "valid":
             curves.valid_ppl.add(record, "valid_token_ppl")
             curves.unigram_ppl.add(record, "unigram_token_ppl")
+        elif record["event"] == "kenlm" and _number(record.get("kenlm_ppl")):
+            curves.kenlm_ppl = float(record["kenlm_ppl"])
     if not curves.loss and not curves.valid_ppl:
         raise TrainingLogError(
             f'{path}: no training or validation records (JSON lines with "event": "train" or "valid")'

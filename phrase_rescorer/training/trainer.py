@@ -295,6 +295,10 @@ class Trainer:
                     emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})
                     raise Interrupted(why, p.step, self.last_path)
                 reason = self.limit_reached(t_start)
+            if steps:  # the steps since the last train event: a run shorter than log_every logs its loss too
+                loss = self.group.sum([float(loss_sum)])[0] / steps
+                rate = round(pairs / max(time.monotonic() - t_last, 1e-9), 1)
+                emit({"event": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "pairs_per_s": rate})
             if p.last_valid_step != p.step:
                 emit(self.validate(scheduled=False))
             emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": reason})

@@ -8,7 +8,12 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from phrase_rescorer.experiment import bleu
-from phrase_rescorer.experiment.significance import approximate_randomization, mean_bleu, paired_bootstrap
+from phrase_rescorer.experiment.significance import (
+    approximate_randomization,
+    bootstrap_interval,
+    mean_bleu,
+    paired_bootstrap,
+)
 from tests.helpers.paths import REPO
 
 DATA = REPO / "tests" / "data" / "bleu"
@@ -98,3 +103,22 @@ def test_refusals() -> None:
         approximate_randomization(one, two)
     with pytest.raises(ValueError, match="different test sets"):
         approximate_randomization(one, one[:, :5])
+
+
+def test_bootstrap_interval_of_a_systems_mean_resamples_sentences_with_every_run() -> None:
+    """Against the plain computation: the same draws of sentences (the generator seeded alike),
+    each run's resampled output scored by sacrebleu, the mean over runs, its 2.5 and 97.5 %."""
+    runs = [HYPS, degrade(HYPS, 1, 0.3), degrade(HYPS, 2, 0.5)]
+    samples = 60
+    low, high = bootstrap_interval(stats(runs), samples=samples, seed=7)
+    draws = np.random.default_rng(7).integers(0, len(REFS), size=(samples, len(REFS)))
+    means = [
+        np.mean([BLEU(tokenize="none").corpus_score([r[i] for i in d], [[REFS[i] for i in d]]).score for r in runs])
+        for d in draws
+    ]
+    assert (low, high) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), abs=1e-6)
+    assert low < mean_bleu(stats(runs)) < high
+    # runs kept together: three copies of one run give that run's own interval
+    assert bootstrap_interval(stats([HYPS] * 3), samples=samples, seed=7) == pytest.approx(
+        bootstrap_interval(stats([HYPS]), samples=samples, seed=7), abs=1e-9
+    )
