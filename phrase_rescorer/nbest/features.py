@@ -12,6 +12,10 @@
 
 A phrase network (``train``) reads phrases, not sentences; it is accepted here, with a warning
 that says so, since its probabilities of whole sentences are still defined.
+
+``score`` (``scoring.sentences``) scores the lines of plain texts through these same objects, so
+that a sentence gets the same number there; for it each feature also gives a line's word count
+(``predictions``: the predicted tokens + </s>) and the terms of its sum (``token_scores``).
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ class TranslationFeature:
         self.name, self.path = name, checkpoint.path or ""
         self.checkpoint, self.sources = checkpoint, sources
         self.inverse, self.device = checkpoint.inverse, device
-        self.scorer = make_scorer(scorer, checkpoint.build_model(device), device)
+        self.model = checkpoint.build_model(device)
+        self.scorer = make_scorer(scorer, self.model, device)
 
     def _pairs(self, lines: Sequence[Hypothesis]) -> tuple[list[list[str]], list[list[str]], np.ndarray, int]:
         """(the network's distinct source token lists, every line's target token list, each
@@ -116,7 +121,7 @@ class TranslationFeature:
         """Each line's terms of :meth:`score`: ln p of every target token and of </s>, through
         ``sequence_token_log_probs`` (they sum to the line's value within float32 rounding)."""
         sources, targets, index, _ = self._ids(lines)
-        return ReferenceScorer(self.scorer.model, self.device).token_scores(sources, targets, index)
+        return ReferenceScorer(self.model, self.device).token_scores(sources, targets, index)
 
 
 def read_source_text(path: str) -> list[str]:
