@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.lm.lm_file import load_lm
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
@@ -27,9 +29,17 @@ KINDS = ["cslm", "nmt", "inverse", "phrase"]
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """The program, as a user runs it (exit codes, error lines)."""
     return subprocess.run(
         [PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True, env=cli_env(), timeout=300
     )
+
+
+def run_here(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """A run expected to succeed, in this process (the same command, without a Python start-up)."""
+    r = CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout_bytes, r.stderr_bytes)
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +70,7 @@ def lines_of(path: Path) -> list[list[str]]:
 
 def score(models: dict[str, Path], kind: str, *extra: str) -> subprocess.CompletedProcess:
     texts = [str(TGT)] if kind == "cslm" else [str(SRC), str(TGT)]
-    r = run("score", *texts, "-m", str(models[kind]), *extra)
-    assert r.returncode == 0, r.stderr
-    return r
+    return run_here("score", *texts, "-m", str(models[kind]), *extra)
 
 
 def values(r: subprocess.CompletedProcess) -> list[float]:
@@ -76,8 +84,7 @@ def nbest_feature(models: dict[str, Path], kind: str, tmp_path: Path) -> list[fl
         "".join(f"{i} ||| {' '.join(t)} ||| LM0= -1 ||| -1\n" for i, t in enumerate(lines_of(TGT))), encoding="utf-8"
     )
     source = [] if kind == "cslm" else ["--source", str(SRC)]
-    r = run("nbest", str(nbest), str(tmp_path / "out.nbest"), "-m", str(models[kind]), "--name", "F0", *source)
-    assert r.returncode == 0, r.stderr
+    run_here("nbest", str(nbest), str(tmp_path / "out.nbest"), "-m", str(models[kind]), "--name", "F0", *source)
     fields = [line.split(" ||| ")[2].split() for line in (tmp_path / "out.nbest").read_text().splitlines()]
     return [float(f[f.index("F0=") + 1]) for f in fields]
 
@@ -140,7 +147,7 @@ def test_pipes_and_compression_give_the_same_lines(models: dict[str, Path], tmp_
     (tmp_path / "tgt.gz").write_bytes(gzip.compress(TGT.read_bytes()))
     r = run("score", "-", str(tmp_path / "tgt.gz"), "-m", str(models["nmt"]), "-o", str(tmp_path / "s.xz"),
             stdin=SRC.read_bytes())  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stderr  # the real program's stdin and output file
     import lzma
 
     assert lzma.decompress((tmp_path / "s.xz").read_bytes()) == plain
