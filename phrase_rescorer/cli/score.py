@@ -72,8 +72,8 @@ def score(
     \b
     a CSLM                    ln p(SRC-line </s>), <s> before the first word; give SRC alone
     a translation network     ln p(TGT-line </s> | SRC-line)
-      trained --direction     ln p(SRC-line </s> | TGT-line): the network reads TGT
-      inverse
+    an inverse network        ln p(SRC-line </s> | TGT-line) (train-nmt --direction inverse:
+                              the network reads TGT)
     a phrase network (train)  as a translation network, on phrase pairs or sentences
 
     These are the numbers `nbest` appends for the same sentence. A line's word count is the
