@@ -19,16 +19,19 @@ to the line's total within float32 rounding), and the summary's perplexity is
 
 **Input** is read as every text of the program: any compression by content, ``-`` for stdin,
 errors naming the file and line. Every line is read and checked (UTF-8; SRC and TGT of the same
-length) before the first is scored: files are read twice (a checking pass, then the scoring
-pass), standard input is held in memory. Output goes through ``output.AtomicOutput`` (complete
-or absent), compressed by its name.
+length) before the first is scored: regular files are read twice (a checking pass, then the
+scoring pass, which must find the same lines), what cannot be read twice (stdin, a pipe) is
+held in memory. Output goes through ``output.AtomicOutput`` (complete or absent), compressed
+by its name.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
@@ -67,22 +70,45 @@ class TextLine:
     tokens: list[str]
 
 
+def _rereadable(path: str) -> bool:
+    """A regular file, which a second pass reads again (not stdin, a pipe, a FIFO, a device)."""
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # the reader names the problem
+
+
 class Text:
     """A text file checked whole before it is scored: :attr:`lines` counted and every line
-    decoded (a bad line raises ``PhraseTableError`` naming it). Standard input is kept in memory
-    (it cannot be read twice)."""
+    decoded (a bad line raises ``PhraseTableError`` naming it). What cannot be read twice
+    (standard input, a pipe such as ``<(zcat f.gz)``) is kept in memory; a regular file is read
+    again, and must give the lines counted (a file changed meanwhile stops the run)."""
 
     def __init__(self, path: str):
         self.path = path
         self._held: list[list[str]] | None = None
-        if path == "-":
+        if _rereadable(path):
+            self.lines = sum(1 for _ in read_sentences(path))
+        else:
             self._held = list(read_sentences(path))
             self.lines = len(self._held)
-        else:
-            self.lines = sum(1 for _ in read_sentences(path))
 
     def __iter__(self) -> Iterator[list[str]]:
-        return iter(self._held) if self._held is not None else read_sentences(self.path)
+        if self._held is not None:
+            yield from self._held
+            return
+        read = 0
+        for tokens in read_sentences(self.path):
+            read += 1
+            if read > self.lines:
+                break
+            yield tokens
+        if read != self.lines:
+            raise PhraseTableError(
+                self.path, None, f"changed while being scored ({self.lines:,} lines checked, then {read:,} read)"
+            )
 
 
 def check_aligned(source: Text, target: Text) -> None:
@@ -135,7 +161,7 @@ def _windows(source: Text, target: Text | None, size: int) -> Iterator[tuple[lis
     pending: list[TextLine] = []
     sources: list[str] = []
     position: dict[str, int] = {}
-    targets: Iterable[list[str] | None] = iter(target) if target is not None else iter(lambda: None, 0)
+    targets: Iterator[list[str] | None] = iter(target) if target is not None else iter(lambda: None, 0)
     for src_tokens, tgt_tokens in zip(source, targets, strict=False):
         if tgt_tokens is None:
             pending.append(TextLine(len(pending), src_tokens))
@@ -148,6 +174,8 @@ def _windows(source: Text, target: Text | None, size: int) -> Iterator[tuple[lis
         if len(pending) >= size:
             yield sources, pending
             pending, sources, position = [], [], {}
+    if target is not None:
+        next(targets, None)  # the end of the target text: its check (a text that grew meanwhile)
     if pending:
         yield sources, pending
 

@@ -154,6 +154,28 @@ def test_pipes_and_compression_give_the_same_lines(models: dict[str, Path], tmp_
     assert run("score", "-", "-m", str(models["cslm"]), stdin=TGT.read_bytes()).stdout == score(models, "cslm").stdout
 
 
+def test_pipes_that_cannot_be_read_twice_are_scored_whole(models: dict[str, Path]) -> None:
+    """`score <(zcat a.gz) <(zcat b.gz)`: the checking pass must not leave the scoring pass an
+    empty pipe (every line scored, none lost)."""
+    command = f"exec {PYTHON} -m phrase_rescorer -q score <(cat {SRC}) <(gzip -c {TGT}) -m {models['nmt']}"
+    r = subprocess.run(["bash", "-c", command], capture_output=True, env=cli_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == score(models, "nmt").stdout and len(r.stdout.splitlines()) == 8
+
+
+def test_a_file_changed_between_the_check_and_the_scoring_stops_the_run(tmp_path: Path) -> None:
+    from phrase_rescorer.moses.phrase_table import PhraseTableError
+    from phrase_rescorer.scoring.sentences import Text
+
+    text = tmp_path / "t.fr"
+    text.write_bytes(TGT.read_bytes())
+    checked = Text(str(text))
+    assert checked.lines == 8 and list(checked) == lines_of(TGT)
+    text.write_bytes(TGT.read_bytes() + b"une ligne de plus\n")
+    with pytest.raises(PhraseTableError, match="changed while being scored"):
+        list(checked)
+
+
 def test_different_line_counts_are_refused_before_any_line_is_scored(models: dict[str, Path], tmp_path: Path) -> None:
     short = tmp_path / "short.fr"
     short.write_bytes(b"".join(TGT.read_bytes().splitlines(keepends=True)[:6]))
