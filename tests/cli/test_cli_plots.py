@@ -165,3 +165,17 @@ def test_plot_experiment_refuses_a_directory_without_a_report(tmp_path: Path) ->
     r = run("plot-experiment", str(tmp_path), "-o", str(tmp_path / "x.png"))
     assert r.returncode == 3 and b"experiment.json: no such file" in r.stderr and b"Traceback" not in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_experiment_of_an_unfinished_experiment(tmp_path: Path) -> None:
+    refs, hyps = bleu.read_lines(str(DATA / "ref.tok.fr")), bleu.read_lines(str(DATA / "hyp.tok.fr"))
+    report = build_report(
+        systems_for(True, False), {"baseline": [_run(hyps, refs, 1)], "rnn": []}, settings_json={}, raw_reference=True
+    )
+    write_json(str(tmp_path / "experiment.json"), report)
+    base, rnn = experiment_bleu(report, "test")
+    assert base.runs == [report["systems"]["baseline"]["runs"][0]["test"]] and base.mean == base.runs[0]
+    assert rnn.label == "+ RNN" and rnn.runs == [] and rnn.mean is None and rnn.interval is None
+    r = run("plot-experiment", str(tmp_path), "-o", str(tmp_path / "so-far.png"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "so-far.png").read_bytes()[:8] == PNG_SIGNATURE
