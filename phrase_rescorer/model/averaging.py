@@ -2,12 +2,12 @@
 model files of one run (``phrase-rescorer average``).
 
 Averaging the parameters of the last checkpoints of a run (Vaswani et al. 2017, section 6.1:
-the last 5 or 20 checkpoints, written at 10-minute intervals; Junczys-Dowmunt et al. 2016) gives
-a network near the centre of the region the optimizer wanders in late in training, usually
-better than any one of them; the published systems on small corpora such as Multi30k average
-their last 10. It is only meaningful for networks of one training run: identical architecture,
-sizes and vocabularies (the same weight means the same thing in each); files that differ in any
-of these, or in their direction, are refused (``AveragingError``, exit 2) before anything is
+the last 5 or 20 checkpoints, written at 10-minute intervals) gives a network near the centre
+of the region the optimizer wanders in late in training, often better than any one of them;
+the published Transformer systems on Multi30k average their last 10. It is only meaningful for
+networks of one training run: identical architecture, sizes and vocabularies (the same weight
+means the same thing in each); files that differ in any of these, or in their direction, are
+refused (``AveragingError``, exit 2) before anything is
 computed. Each weight is summed in float64 and divided by the number of files, so that N copies
 of one file average to exactly that file's weights.
 
