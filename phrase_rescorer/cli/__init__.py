@@ -47,6 +47,7 @@ def _register() -> None:
         "analysis",
         "embed_plot",
         "translate",
+        "average",
         "experiment",
         "lm",
         "nbest",

@@ -21,7 +21,8 @@ from .text import language_option
 
 #: Size options (a preset's, each overridable) and architecture options, as the commands pass them.
 SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
-ARCH = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "attention_from")
+ARCH: tuple[str, ...] = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "attention_from")
+ARCH += ("dropout", "embed_dropout")  # stored with the architecture's options, as the rates of its modules
 _MODEL_DEFAULTS = ModelConfig()
 
 
@@ -94,6 +95,35 @@ def training_options(
             "--residual-from",
             type=click.IntRange(0),
             help="Residual connections from this layer up, 0 for none [rnnsearch 0, gnmt 3].",
+        ),
+        # Regularisation (docs/nmt.md, "Regularisation"): dropout, label smoothing, kept networks to average.
+        click.option(
+            "--dropout",
+            type=click.FloatRange(0, 1, max_open=True),
+            help="Dropout rate, in training only, on the embeddings, every recurrent layer's outputs, "
+            "the attention context and the readout; stored in MODEL_OUT (rnnsearch, gnmt) [0].",
+        ),
+        click.option(
+            "--embed-dropout",
+            type=click.FloatRange(0, 1, max_open=True),
+            help="Dropout rate of the source and target embeddings  [default: --dropout]",
+        ),
+        click.option(
+            "--label-smoothing",
+            type=click.FloatRange(0, 1, max_open=True),
+            default=defaults.label_smoothing,
+            show_default=True,
+            help="Train on targets smoothed by this much probability spread over the target "
+            "vocabulary (Szegedy et al. 2016); the training loss only: held-out perplexity and "
+            "every score stay log p. With cho2014, training runs without its packed computation.",
+        ),
+        click.option(
+            "--keep-checkpoints",
+            type=click.IntRange(0),
+            default=defaults.keep_checkpoints,
+            show_default=True,
+            help="Keep the networks of the last N validations as MODEL_OUT's .stepS.pt (S: the step), for "
+            "`phrase-rescorer average OUT --average-last N MODEL_OUT`.",
         ),
         click.option(
             "--subwords",

@@ -17,6 +17,11 @@ gnmt       Wu et al. (2016) scaled to phrase pairs: LSTM cells, bidirectional bo
 Every option of ``ArchConfig`` can be overridden on top of a named architecture (``train
 --layers 2 --attention general``); cho2014 takes none of them (it is the paper's network).
 The sizes (embedding, hidden, maxout, output rank) and vocabularies stay in ``ModelConfig``.
+
+``dropout`` and ``embed_dropout`` (``train --dropout``, ``--embed-dropout``) are stored with the
+other options, so that a loaded network has the modules it trained with; they act only in
+training mode, and a network that scores is in eval mode (``Checkpoint.build_model``), where
+dropout is the identity.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class ArchConfig:
     residual_from: int = 0  # residual connections from this layer up; 0: none
     attention: str = "additive"  # none, additive, dot, general
     attention_from: str = "top"  # the decoder layer whose previous output is the query
+    dropout: float = 0.0  # training only: recurrent outputs, attention context, readout (0: none)
+    embed_dropout: float | None = None  # training only: embeddings (None: as ``dropout``)
 
     def __post_init__(self) -> None:
         named = globals().get("ARCHITECTURES")  # None while the named sets below are built
@@ -51,6 +58,10 @@ class ArchConfig:
             raise ValueError(f"attention_from must be one of {ATTENTION_FROM}, not {self.attention_from!r}")
         if self.layers < 1:
             raise ValueError("layers must be at least 1")
+        for name in ("dropout", "embed_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not (isinstance(rate, int | float) and 0.0 <= rate < 1.0):
+                raise ValueError(f"{name} must be at least 0 and below 1, not {rate!r}")
         lowest = 3 if self.bidirectional else 2  # a residual needs equal sizes on both sides
         if self.residual_from and self.residual_from < lowest:
             why = (
@@ -70,8 +81,20 @@ class ArchConfig:
                 "there is no such layer (0: none)"
             )
 
+    @property
+    def embedding_dropout(self) -> float:
+        """The dropout rate of the embeddings (``embed_dropout``, else ``dropout``)."""
+        return self.dropout if self.embed_dropout is None else self.embed_dropout
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The options as stored in model files and run records. The dropout rates are left out
+        at their defaults, so a network without dropout is stored (and fingerprinted, and
+        resumed) exactly as before they existed; files without them read as dropout 0."""
+        d = asdict(self)
+        for name in _TRAINING_ONLY:
+            if d[name] == getattr(ArchConfig, name):
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArchConfig:
@@ -79,6 +102,10 @@ class ArchConfig:
         if unknown:
             raise ValueError(f"unknown architecture settings: {sorted(unknown)}")
         return cls(**d)
+
+
+#: Options that change only training (dropout is off whenever a network scores: eval mode).
+_TRAINING_ONLY = ("dropout", "embed_dropout")
 
 
 ARCHITECTURES: dict[str, ArchConfig] = {

@@ -8,7 +8,8 @@ A checkpoint holds everything needed to score with a network and to know where i
                     (``READ_VERSIONS``; any other is refused on load)
     package_version the phrase_rescorer version that wrote it
     config          ModelConfig as a dict
-    arch            ArchConfig as a dict (format version 2 only; version 1 files are cho2014)
+    arch            ArchConfig as a dict (format version 2 only; version 1 files are cho2014;
+                    its dropout rates only where not 0: a file without them has none)
     subwords        {"source": uint8 tensor, "target": uint8 tensor}: each side's SentencePiece
                     model proto (``data.subwords``; format version 2 only, optional)
     src_vocab       source shortlist tokens (ids are list positions)

@@ -24,6 +24,9 @@ Deep output, as in Cho et al. (2014) and Bahdanau et al. (2015, appendix A.2.2):
     t_k = max(t'_{2k-1}, t'_{2k})                    maxout: M units
     p(y_i | y_<i, x) = softmax(G_l (G_r t))          output matrix factorised at rank R
 
+With ``dropout_rate`` p > 0, in training mode: ctx_i, every layer's output f_l(...) (before
+the residual sum; the cell's own state s^l_i is kept) and the maxout units t are dropped out.
+
 Bahdanau et al. write the readout with s_{i-1}; here it reads the new state x^L_i, as the
 paper's model of Cho et al. does (the new state has seen ctx_i and y_{i-1} already).
 A decoder's state after step i depends only on the source and y_1 .. y_i.
@@ -41,6 +44,7 @@ from torch import nn
 
 from .attention import Attention
 from .cells import Cell, make_cell
+from .encoders import dropout
 
 ATTENTION_FROM = ("top", "bottom")
 
@@ -99,8 +103,10 @@ class Decoder(nn.Module):
         attention_from: str = "top",
         residual_from: int = 0,
         reset: str = "reset_before",
+        dropout_rate: float = 0.0,
     ):
         super().__init__()
+        self.dropout = dropout(dropout_rate)
         if attention_from not in ATTENTION_FROM:
             raise ValueError(f"attention_from must be one of {ATTENTION_FROM}, not {attention_from!r}")
         H, D, M = hidden_dim, memory_dim, maxout_dim
@@ -150,12 +156,14 @@ class Decoder(nn.Module):
             k = -1 if self.attention_from == "top" else 0
             q = self.layer(k).output(states[k])
             ctx, weights = self.attention(q, enc.keys, enc.memory, enc.real)
+        ctx = self.dropout(ctx)
         new_states, x = [], y_prev
         for layer in range(1, self.layers + 1):
             cell = self.layer(layer - 1)
             inp = torch.cat([x, ctx], 1) if layer > 1 or self.feeds_bottom else x
             s = cell.step(cell.W(inp), states[layer - 1])
             out = cell.output(s)
+            out = self.dropout(out)
             x = out + x if self.residual_from and layer >= self.residual_from else out
             new_states.append(s)
         return torch.cat(new_states, 1), x, ctx, weights
@@ -163,5 +171,5 @@ class Decoder(nn.Module):
     def readout(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """Logits (.., V) from x^L_i (.., H), e(y_{i-1}) (.., E) and ctx_i (.., D)."""
         t = self.O_h(top) + self.O_y(y_prev) + self.O_c(ctx)
-        t = t.unflatten(-1, (self.maxout_dim, 2)).amax(-1)
+        t = self.dropout(t.unflatten(-1, (self.maxout_dim, 2)).amax(-1))
         return self.G_l(self.G_r(t))

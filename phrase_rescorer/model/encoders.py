@@ -19,6 +19,9 @@ bidirectional layer, else H). ``final`` summarises the phrase for decoders witho
 and for the decoder's initial state: the top layer's last real position, with a bidirectional
 single layer ``[->h_{N+1} ; <-h_1]`` (each direction's end after reading the whole phrase).
 
+With ``dropout_rate`` p > 0, in training mode, each layer's outputs f_l(...) are dropped out
+before the residual sum, the next layer and the attention read them; ``final`` is not.
+
 Padding (right, after </s>) never changes a state: the forward recurrence keeps its state at
 padded steps, the backward one starts at zeros and begins with the last real token.
 """
@@ -43,10 +46,12 @@ class Encoder(nn.Module):
         bidirectional: bool = False,
         residual_from: int = 0,
         reset: str = "reset_before",
+        dropout_rate: float = 0.0,
     ):
         super().__init__()
         if layers < 1:
             raise ValueError("an encoder needs at least one layer")
+        self.dropout = dropout(dropout_rate)
         H = hidden_dim
         self.hidden_dim, self.bidirectional, self.residual_from = H, bidirectional, residual_from
         bottom_dim = 2 * H if bidirectional else H
@@ -70,13 +75,21 @@ class Encoder(nn.Module):
         if self.backward_cell is not None:
             back, first = _run(self.backward_cell, x, real, reverse=True)
             out, last = torch.cat([out, back], dim=2), torch.cat([last, first], dim=1)
+        out = self.dropout(out)
         for layer, cell in enumerate(cells[1 : len(self.forward_cells)], start=2):
             below = out
             out, last = _run(cell, below, real, reverse=False)
+            out = self.dropout(out)
             if self.residual_from and layer >= self.residual_from:
                 out = out + below
                 last = last + below[torch.arange(B, device=x.device), lengths - 1]
         return out, last
+
+
+def dropout(rate: float) -> nn.Module:
+    """Dropout at ``rate`` (active in training mode only), or the identity for 0: a network
+    without dropout draws no random numbers and computes exactly what it did before."""
+    return nn.Dropout(rate) if rate > 0 else nn.Identity()
 
 
 def _run(cell: Cell, x: torch.Tensor, real: torch.Tensor, reverse: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,6 +5,12 @@ It implements ``network.Network``: ``encode`` gives an ``Encoded`` (memory, atte
 mask, summary); ``start`` / ``step`` / ``readout`` are the decoder's (its state packs every
 layer's); ``forward(src, src_len, tgt)`` gives teacher-forced logits (B, T, V) for
 ``cho2014.sequence_log_probs`` (training, validation, the reference scorer).
+
+Dropout (``ArchConfig.dropout``, ``embed_dropout``; Srivastava et al. 2014, applied as Zaremba et
+al. 2014 do to recurrent networks: on what flows between layers, never on a cell's own state):
+on the source and target embeddings, on every encoder and decoder layer's output, on each
+step's context and on the maxout readout before the output matrix. It acts in training mode
+only; in eval mode (every network loaded from a file, every scorer) it is the identity.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from torch import nn
 from .arch_options import ArchConfig
 from .cho2014 import ModelConfig
 from .decoders import Decoder, Encoded
-from .encoders import Encoder
+from .encoders import Encoder, dropout
 
 
 class StackedEncoderDecoder(nn.Module):
@@ -26,7 +32,10 @@ class StackedEncoderDecoder(nn.Module):
         c, E, H = config, config.embed_dim, config.hidden_dim
         self.src_embed = nn.Embedding(c.src_vocab_size, E)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, E)
-        self.encoder = Encoder(arch.cell_type, E, H, arch.layers, arch.bidirectional, arch.residual_from, c.cell)
+        self.embed_dropout = dropout(arch.embedding_dropout)
+        self.encoder = Encoder(
+            arch.cell_type, E, H, arch.layers, arch.bidirectional, arch.residual_from, c.cell, arch.dropout
+        )
         self.decoder = Decoder(
             arch.cell_type,
             E,
@@ -40,6 +49,7 @@ class StackedEncoderDecoder(nn.Module):
             arch.attention_from,
             arch.residual_from,
             c.cell,
+            arch.dropout,
         )
         self.reset_parameters()
 
@@ -54,7 +64,7 @@ class StackedEncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
         """Memory, attention keys, mask and summary of </s>-terminated, right-padded sources."""
-        memory, final = self.encoder(self.src_embed(src), src_len)
+        memory, final = self.encoder(self.embed_dropout(self.src_embed(src)), src_len)
         real = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_len.unsqueeze(1)
         keys = self.decoder.attention.keys(memory) if self.decoder.attention is not None else memory
         return Encoded(memory, keys, real, final)
@@ -78,7 +88,7 @@ class StackedEncoderDecoder(nn.Module):
 
     def previous_word_embeddings(self, tgt: torch.Tensor) -> torch.Tensor:
         """e(y_{i-1}) for i = 1..T (B, T, E): a zero vector first, then the shifted targets."""
-        return F.pad(self.tgt_embed(tgt[:, :-1]), (0, 0, 1, 0))
+        return F.pad(self.embed_dropout(self.tgt_embed(tgt[:, :-1])), (0, 0, 1, 0))
 
     def decode_outputs(
         self, enc: Encoded, tgt: torch.Tensor

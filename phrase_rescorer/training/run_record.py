@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import signal_exit
@@ -39,6 +39,7 @@ class RunState:
     scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
     bad_validations: int = 0
     last_valid_step: int = -1
+    kept: list[int] = field(default_factory=list)  # steps of the networks kept (kept_checkpoints)
 
 
 def run_record(

@@ -47,10 +47,14 @@ class TrainConfig:
     patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
     log_every: int = 50  # steps between train log events
     bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
+    label_smoothing: float = 0.0  # the training loss's smoothing (label_smoothing.py); 0: log p
+    keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise TrainingError(f"label smoothing must be at least 0 and below 1, not {self.label_smoothing}")
         if self.optimizer_kernel not in KERNELS:
             raise TrainingError(
                 f"unknown optimizer kernel {self.optimizer_kernel!r}; expected one of {', '.join(KERNELS)}"
@@ -75,6 +79,7 @@ RUN_KEYS = (
     "init_std",
     "valid_fraction",
     "valid_max",
+    "label_smoothing",
 )
 
 
@@ -138,7 +143,7 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
 
 
 #: The value of each setting added to ``RUN_KEYS`` later, for the runs saved before.
-_FIRST_VALUES = {"optimizer": "adadelta"}
+_FIRST_VALUES: dict[str, Any] = {"optimizer": "adadelta", "label_smoothing": 0.0}
 
 
 def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:

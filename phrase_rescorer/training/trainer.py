@@ -44,9 +44,10 @@ from ..model.checkpoint import load_checkpoint, save_checkpoint
 from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, autocast, evaluate
+from .kept_checkpoints import keep
+from .label_smoothing import training_objective
 from .log import EventLog
 from .optim import clipped_step, make_optimizer
-from .packed_log_probs import training_log_probs
 from .run_record import Interrupted, RunState, model_info, run_record
 from .run_settings import TrainConfig, TrainingData, TrainingError, check_same_run, companion_path
 
@@ -89,8 +90,9 @@ class Trainer:
         self.model.reset_parameters(std=cfg.init_std)
         self.model.to(device)
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
-        # (``packed_log_probs``), under torchrun in its DDP wrapper (same call).
-        self.net = self.group.wrap(training_log_probs(self.model))
+        # (``packed_log_probs``), or its label-smoothed form (``label_smoothing``), under torchrun in its
+        # DDP wrapper (same call).
+        self.net = self.group.wrap(training_objective(self.model, cfg.label_smoothing))
         # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
         self.opt = make_optimizer(
@@ -171,6 +173,8 @@ class Trainer:
                 else {"step": p.step, "token_ppl": v.token_ppl, "mean_logp": v.mean_logp, "pairs": v.pairs}
             )
             self.save(self.out_path, with_state=False)
+        if self.cfg.keep_checkpoints and self.group.is_main:  # for `average --average-last`
+            p.kept = keep(self.out_path, p.kept, p.step, self.cfg.keep_checkpoints, lambda f: self.save(f, False))
         if scheduled and v is not None:
             improved = p.scheduled_best_logp is None or logp > p.scheduled_best_logp
             p.scheduled_best_logp = logp if improved else p.scheduled_best_logp
@@ -191,6 +195,7 @@ class Trainer:
         """One Adadelta update on the (global) batch ``idx``; this process's part of the loss
         (the batch's loss is the sum over the processes; not synchronised)."""
         mine = self.group.share(idx)
+        self.model.train()  # dropout on (validation and every scorer run in eval mode)
         # The phases are named for torch.profiler (``benchmarks.training_profile``); outside a
         # profile a named range costs ~20 microseconds (measured), 0.1 ms of a step of >= 10 ms.
         with record_function("train.batch"):

@@ -43,6 +43,7 @@ EXPECTED = {
     "experiment.systems.ExperimentError": 3,  # the default; each refusal gives its kind
     "lm.kenlm.KenLMError": 6,
     "lm.trainer.LMTrainingError": 2,
+    "model.averaging.AveragingError": 2,
     "model.checkpoint.CheckpointError": 4,
     "moses.binarize.BinarizeError": 5,
     "moses.configs.ConfigsNotFound": 6,

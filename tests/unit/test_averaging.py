@@ -1,0 +1,145 @@
+"""Checkpoint averaging (``average``, ``--keep-checkpoints``): the averaged file is a normal model
+file that loads and scores; N copies of one file average to that file; networks of other
+settings are refused with one line (exit 2) and nothing written; a run keeps the networks of
+its last N validations, and ``--average-last N`` averages them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from phrase_rescorer.data.vocab import Vocabulary
+from phrase_rescorer.model.averaging import AveragingError, average_checkpoints, write_checkpoint
+from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescorer.rescoring.scorers import make_scorer
+from phrase_rescorer.training.kept_checkpoints import keep, kept_path
+from tests.helpers.cli_run import left_behind, run_cli
+from tests.helpers.nmt import SIZES, TINY_MOSES
+from tests.helpers.rescore_data import sample_window, tiny_arch_checkpoint, tiny_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _scores(path: Path) -> np.ndarray:
+    sources, targets, index = sample_window(100)
+    return make_scorer("prefix", load_checkpoint(str(path)).build_model(), "cpu").score(sources, targets, index)
+
+
+def test_copies_of_one_file_average_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tiny_arch_checkpoint(tmp_path / "m.pt", "rnnsearch", seed=1, dropout=0.3)
+    out = tmp_path / "avg.pt"
+    code, err = run_cli(["average", str(out), str(model), str(model), str(model)], monkeypatch, capsys)
+    assert code == 0, err
+    assert f"wrote {out}: the mean of 3 networks" in err
+    averaged, original = load_checkpoint(str(out)), load_checkpoint(str(model))
+    assert averaged.fingerprint() == original.fingerprint()  # the same weights, settings, vocabularies
+    assert averaged.arch == original.arch and averaged.info["averaged"]["files"] == [str(model)] * 3
+    assert np.array_equal(_scores(out), _scores(model))
+
+
+def test_the_mean_of_two_networks_loads_and_scores(tmp_path: Path) -> None:
+    a = tiny_arch_checkpoint(tmp_path / "a.pt", "gnmt", seed=1, layers=2)
+    b = tiny_arch_checkpoint(tmp_path / "b.pt", "gnmt", seed=2, layers=2)
+    averaged = average_checkpoints([str(a), str(b)])
+    wa, wb = load_checkpoint(str(a)).state_dict, load_checkpoint(str(b)).state_dict
+    for name, weight in averaged.state_dict.items():
+        torch.testing.assert_close(weight, (wa[name] + wb[name]) / 2, rtol=0, atol=1e-7)
+    write_checkpoint(averaged, str(tmp_path / "avg.pt"))
+    scores = _scores(tmp_path / "avg.pt")
+    assert np.all(np.isfinite(scores)) and np.all(scores < 0) and np.ptp(scores) > 0.1
+    assert not np.array_equal(scores, _scores(a)) and not np.array_equal(scores, _scores(b))
+
+
+def test_networks_of_other_settings_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rnnsearch = tiny_arch_checkpoint(tmp_path / "r.pt", "rnnsearch")
+    others = {
+        "gnmt.pt": lambda p: tiny_arch_checkpoint(p, "gnmt", layers=2),
+        "cho.pt": lambda p: tiny_checkpoint(p),
+        "dropout.pt": lambda p: tiny_arch_checkpoint(p, "rnnsearch", dropout=0.2),
+    }
+    out = tmp_path / "avg.pt"
+    for name, make in others.items():
+        other = make(tmp_path / name)
+        code, err = run_cli(["average", str(out), str(rnnsearch), str(other)], monkeypatch, capsys)
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"phrase-rescorer: error: {other}: another network than")
+        assert "only model files of one training run" in lines[0]
+        assert not out.exists() and not left_behind(tmp_path)
+    with pytest.raises(AveragingError, match="other vocabularies"):
+        small = tmp_path / "small.pt"
+        tiny_checkpoint(small)
+        ckpt = load_checkpoint(str(small))
+        tokens = list(ckpt.tgt_vocab.tokens)
+        tokens[5], tokens[6] = tokens[6], tokens[5]
+        save_checkpoint(str(tmp_path / "swapped.pt"), ckpt.build_model(), ckpt.src_vocab, Vocabulary(tokens))
+        average_checkpoints([str(small), str(tmp_path / "swapped.pt")])
+
+
+def test_the_output_may_not_be_an_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tiny_arch_checkpoint(tmp_path / "m.pt", "rnnsearch")
+    before = model.read_bytes()
+    code, err = run_cli(["average", str(model), str(model), str(model)], monkeypatch, capsys)
+    assert code == 6 and "output is the same file as the input" in err
+    assert model.read_bytes() == before
+
+
+def test_keep_removes_the_oldest_of_its_own_only(tmp_path: Path) -> None:
+    out = str(tmp_path / "nmt.pt")
+    stale = Path(kept_path(out, 9000))  # an earlier run's, not in this run's record
+    stale.write_bytes(b"x")
+    kept: list[int] = []
+    for step in (200, 400, 600, 800):
+        kept = keep(out, kept, step, 3, lambda path: Path(path).write_bytes(b"net"))
+    assert kept == [400, 600, 800]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "nmt.step400.pt",
+        "nmt.step600.pt",
+        "nmt.step800.pt",
+        "nmt.step9000.pt",
+    ]
+    assert keep(out, kept, 800, 3, lambda path: None) == [400, 600, 800]  # the same step once
+
+
+def test_a_run_keeps_its_last_validations_and_average_last_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
+    run = tmp_path / "nmt.pt"
+    train = ["-q", "train-nmt", *corpus, str(run), *SIZES, "--valid-every", "2", "--threads", "1"]
+    code, err = run_cli([*train, "--max-steps", "7", "--keep-checkpoints", "3"], monkeypatch, capsys)
+    assert code == 0, err
+    # validations at steps 2, 4, 6 and at the end, 7
+    assert sorted(p.name for p in tmp_path.glob("nmt.step*.pt")) == ["nmt.step4.pt", "nmt.step6.pt", "nmt.step7.pt"]
+    assert load_checkpoint(str(tmp_path / "nmt.step6.pt")).info["steps"] == 6
+
+    out = tmp_path / "avg.pt"
+    code, err = run_cli(["average", str(out), "--average-last", "2", str(run)], monkeypatch, capsys)
+    assert code == 0, err
+    averaged = load_checkpoint(str(out))
+    assert averaged.info["averaged"]["steps"] == [6, 7]
+    want = average_checkpoints([str(tmp_path / "nmt.step6.pt"), str(tmp_path / "nmt.step7.pt")])
+    assert all(torch.equal(averaged.state_dict[k], v) for k, v in want.state_dict.items())
+
+    code, err = run_cli(["average", str(out), "--average-last", "4", str(run)], monkeypatch, capsys)
+    assert code == 2 and "the run kept 3 network(s), fewer than the 4 to average" in err
+    code, err = run_cli(["average", str(out), "--average-last", "2", str(run), str(run)], monkeypatch, capsys)
+    assert code == 2 and "--average-last takes one IN" in err
+    code, err = run_cli(
+        ["average", str(tmp_path / "nmt.step6.pt"), "--average-last", "2", str(run)], monkeypatch, capsys
+    )
+    assert code == 6 and "output is the same file as the input" in err
+
+    # resumed, the run goes on keeping its own record
+    code, err = run_cli([*train, "--max-steps", "10", "--keep-checkpoints", "3", "--resume"], monkeypatch, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.glob("nmt.step*.pt")) == ["nmt.step10.pt", "nmt.step7.pt", "nmt.step8.pt"]
