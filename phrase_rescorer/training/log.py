@@ -1,16 +1,19 @@
-"""The training log: JSON lines, one object per event, written by ``train`` and read by plots.
+"""The training log: JSON lines, one object per event, written by the training loop of every
+training command (``loop.fit``) and read by plots.
 
 Events (every object has ``"event"``, ``"step"`` and ``"epoch"``; ``elapsed`` is wall seconds,
 continued from the log's last value when a run is resumed into the same log)::
 
-    {"event": "start", "step", "epoch", "resumed": bool, "train_pairs", "skipped_long",
-     "valid_pairs", "argv"}
-    {"event": "train", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
-        every ``log_every`` steps; ``loss`` is the mean per-pair loss (-log p(target|source)) over the
-        steps since the previous train event of the same run
-    {"event": "valid", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
-     "unigram_token_ppl", "elapsed", "best": bool}
-        held-out figures (null when there are no held-out pairs); ``best``: written to MODEL_OUT
+    {"event": "start", "step", "epoch", "resumed": bool, "argv", ...}
+        and what the task trains on: "train_pairs", "skipped_long", "valid_pairs" (train,
+        train-nmt) or "train_tokens", "valid_tokens" (train-lm)
+    {"event": "train", "step", "epoch", "loss", "pairs_per_s" (train-lm: "ngrams_per_s"), "elapsed"}
+        every ``log_every`` steps; ``loss`` is the mean loss per pair (-log p(target|source)) or
+        per n-gram over the steps since the previous train event of the same run
+    {"event": "valid", "step", "epoch", "valid_token_ppl", "elapsed", "best": bool, ...}
+        held-out figures (null when there are no held-out pairs), with "valid_mean_logp" and
+        "unigram_token_ppl" (train, train-nmt) or "valid_ppl_with_unk" (train-lm); ``best``:
+        written to MODEL_OUT
     {"event": "end", "step", "epoch", "reason", "elapsed"}
         reason: max_steps, max_time, epochs, patience or interrupted
 

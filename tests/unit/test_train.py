@@ -21,7 +21,7 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.training.evaluate import UnigramBaseline, evaluate
 from phrase_rescorer.training.log import read_log
-from phrase_rescorer.training.trainer import Trainer
+from phrase_rescorer.training.loop import Loop
 from tests.helpers.synthetic import mapping_table
 from tests.helpers.train_options import TINY_NETWORK
 
@@ -93,22 +93,22 @@ def test_resume_after_a_limit_gives_the_uninterrupted_run(table: Path, straight:
 def test_a_signal_saves_a_resumable_state(
     table: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
 ) -> None:
-    real_step, calls = Trainer.step, [0]
+    real_step, calls = Loop.step, [0]
 
-    def step_then_signal(self: Trainer, idx: np.ndarray) -> torch.Tensor:
+    def step_then_signal(self: Loop, idx: np.ndarray) -> torch.Tensor:
         calls[0] += 1
         loss = real_step(self, idx)
         if calls[0] == 13:  # the signal lands in the middle of the 13th step
             os.kill(os.getpid(), sig)
         return loss
 
-    monkeypatch.setattr(Trainer, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "step", step_then_signal)
     out = str(tmp_path / "m.pt")
     r = CliRunner().invoke(cli, ["train", str(table), out, *TINY, "--max-steps", str(STEPS)])
     assert r.exit_code == code
     assert "interrupted at step 13" in r.output and "--resume" in r.output
     assert load_checkpoint(str(tmp_path / "m.last.pt")).info["steps"] == 13
-    monkeypatch.setattr(Trainer, "step", real_step)
+    monkeypatch.setattr(Loop, "step", real_step)
     assert train(str(table), out, *TINY, "--max-steps", str(STEPS), "--resume").exit_code == 0
     assert_same_run(straight, tmp_path)
 
