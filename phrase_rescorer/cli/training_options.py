@@ -27,7 +27,7 @@ ARCH = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "a
 _MODEL_DEFAULTS = ModelConfig()
 
 
-def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]]:
     """The options of the training loop, the same for every training command (``training.loop``);
     ``inputs`` names the arguments --resume needs unchanged."""
     return [

@@ -64,6 +64,8 @@ class LoopSettings(Protocol):
     @property
     def seed(self) -> int: ...
     @property
+    def lr(self) -> float: ...
+    @property
     def max_steps(self) -> int | None: ...
     @property
     def max_time(self) -> float | None: ...
@@ -101,13 +103,34 @@ class Validation:
     event: dict[str, Any]
 
 
+class Trainable(Protocol):
+    """What the loop asks of a network."""
+
+    def train(self, mode: bool = True) -> Any: ...
+    def eval(self) -> Any: ...
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class Task(Protocol):
     """What one kind of training gives the loop."""
 
-    network: torch.nn.Module  # the network trained (``train()`` for steps, ``eval()`` otherwise)
-    optimizer: torch.optim.Optimizer
-    clip_norm: float | None  # gradient-norm clipping, None: none
-    unit: str  # what a batch holds, for the log ("pairs", "ngrams")
+    @property
+    def network(self) -> Trainable:
+        """The network trained (``train()`` for steps, ``eval()`` for validations and saving)."""
+        ...
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+
+    @property
+    def clip_norm(self) -> float | None:
+        """Gradient-norm clipping, None: none."""
+        ...
+
+    @property
+    def unit(self) -> str:
+        """What a batch holds, for the log ("pairs", "ngrams")."""
+        ...
 
     def record(self) -> dict[str, Any]:
         """What ``--resume`` must find unchanged: ``table_hash`` (the data), ``model`` (sizes),
