@@ -10,9 +10,10 @@ import click
 from ..allocator import keep_freed_memory
 from ..data.corpus import read_sentences
 from ..lm.network import PRESETS
-from ..lm.task import LMTrainConfig
+from ..lm.task import LMTask, LMTrainConfig, prepare_lm_data
 from . import cli
 from .common import say
+from .lm_report import kenlm_perplexities, report_training
 from .training_options import loop_options
 from .training_run import check_outputs, join_group, run_loop
 
@@ -129,9 +130,6 @@ def train_lm(
 
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
-    from ..lm.task import LMTask, prepare_lm_data
-    from .lm_report import kenlm_perplexities, report_training
-
     check_outputs(model_out, (text, valid_path, test_path), log_path, resume)
     group, dev = join_group(ctx, device)
     test_sentences = None if test_path is None else list(read_sentences(test_path))

@@ -203,14 +203,13 @@ def run_training(
             f"{task.global_batch} = {cfg.batch_size} pairs x {group.world_size}",
         )
     reason, p = run_loop(ctx, task, cfg, model_out, device=dev, group=group, resume=resume, log_path=log_path)
-    unigram = task.info["unigram_token_ppl"]
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:
         say(
             ctx,
             f"held-out per-token perplexity ({p.best['pairs']:,} pairs): network "
             f"{p.best['token_ppl']:.2f} (best, step {p.best['step']:,}), unigram baseline "
-            f"{unigram:.2f}; mean log {DIRECTION_SAYS[direction]} {p.best['mean_logp']:.3f}",
+            f"{task.info['unigram_token_ppl']:.2f}; mean log {DIRECTION_SAYS[direction]} {p.best['mean_logp']:.3f}",
         )
     else:
         say(ctx, "no held-out pairs (--valid-fraction 0 or a tiny table): the last network is kept")

@@ -112,53 +112,41 @@ class Trainable(Protocol):
 
 
 class Task(Protocol):
-    """What one kind of training gives the loop."""
+    """What one kind of training gives the loop: its ``network`` (``train()`` for steps, ``eval()``
+    for validations and saving), ``optimizer``, ``clip_norm`` (None: no clipping) and ``unit``
+    (what a batch holds, for the log: "pairs", "ngrams")."""
 
     @property
-    def network(self) -> Trainable:
-        """The network trained (``train()`` for steps, ``eval()`` for validations and saving)."""
-        ...
-
+    def network(self) -> Trainable: ...
     @property
     def optimizer(self) -> torch.optim.Optimizer: ...
-
     @property
-    def clip_norm(self) -> float | None:
-        """Gradient-norm clipping, None: none."""
-        ...
-
+    def clip_norm(self) -> float | None: ...
     @property
-    def unit(self) -> str:
-        """What a batch holds, for the log ("pairs", "ngrams")."""
-        ...
+    def unit(self) -> str: ...
 
     def record(self) -> dict[str, Any]:
         """What ``--resume`` must find unchanged: ``table_hash`` (the data), ``model`` (sizes),
         and the settings (``seed``, ``lr``, ``batch_size`` of a global batch, ...)."""
-        ...
 
     def start_event(self) -> dict[str, Any]: ...
 
     def plan(self, epoch: int) -> Sequence[Any]:
         """The global batches of an epoch, in order (the same for every process)."""
-        ...
 
     def loss(self, batch: Any) -> torch.Tensor:
         """This process's share of the batch's loss over the global batch's size."""
-        ...
 
     def validate(self) -> Validation: ...
 
     def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
         """Write a model file (rank 0 only calls it)."""
-        ...
 
     def read_last(
         self, path: str, check: Callable[[dict[str, Any] | None], None]
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """(the ``training_state``, the weights) of a ``.last.pt``: ``check(training_state)``
         first (the loop's check of the run), then the task's own checks."""
-        ...
 
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
@@ -234,16 +222,14 @@ class Loop:
         if not self.group.is_main:
             return
         self.task.network.eval()
-        state = None
-        if with_state:
-            state = {
-                "optimizer": self.task.optimizer.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else [],
-                "progress": asdict(self.p),
-                "run": self.task.record(),
-            }
-        self.task.save(path, self.p, state)
+        state = {
+            "optimizer": self.task.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else [],
+            "progress": asdict(self.p),
+            "run": self.task.record(),
+        }
+        self.task.save(path, self.p, state if with_state else None)
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
         """Validate, keep the best network, count patience, save the latest state; the event."""

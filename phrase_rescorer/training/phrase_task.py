@@ -116,8 +116,9 @@ class PhraseTask:
 
     def validate(self) -> Validation:
         d = self.data
+        unigram = {"unigram_token_ppl": self.info["unigram_token_ppl"]}
         if not len(d.valid_idx):
-            return Validation(None, None, {"valid_token_ppl": None, "valid_mean_logp": None, **self._unigram()})
+            return Validation(None, None, {"valid_token_ppl": None, "valid_mean_logp": None, **unigram})
         v = evaluate(
             self.network,
             d.encoded,
@@ -132,11 +133,8 @@ class PhraseTask:
         return Validation(
             v.total_logp,
             {"token_ppl": v.token_ppl, "mean_logp": v.mean_logp, "pairs": v.pairs},
-            {"valid_token_ppl": v.token_ppl, "valid_mean_logp": v.mean_logp, **self._unigram()},
+            {"valid_token_ppl": v.token_ppl, "valid_mean_logp": v.mean_logp, **unigram},
         )
-
-    def _unigram(self) -> dict[str, Any]:
-        return {"unigram_token_ppl": self.info["unigram_token_ppl"]}
 
     def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
         d, p = self.data, progress
