@@ -60,12 +60,6 @@ class LMData:
     train_sentences: int
     valid_sentences: list[list[str]]
 
-    def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for a in (*self.train, *self.valid):
-            h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()[:16]
-
 
 def prepare_lm_data(text: str, valid_path: str | None, vocab_size: int, preset_name: str, **sizes: Any) -> LMData:
     """TEXT's sentences (without 1 % held out, chosen by hash, unless ``valid_path`` names the
@@ -97,6 +91,11 @@ class LMTask:
         self.data, self.cfg, self.device, self.info = data, cfg, device, info
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
+        fingerprint = hashlib.sha256()  # of the n-grams, both sides
+        for a in (*data.train, *data.valid):
+            fingerprint.update(np.ascontiguousarray(a).tobytes())
+        self.run: dict[str, Any] = {"table_hash": fingerprint.hexdigest()[:16], "model": data.config.to_dict()}
+        self.run.update(batch_size=self.global_batch, lr=cfg.lr, seed=cfg.seed)
         torch.manual_seed(cfg.seed)
         self.network = CSLM(data.config).to(device)
         self.net = self.group.wrap(self.network)  # DistributedDataParallel under torchrun
@@ -106,13 +105,7 @@ class LMTask:
         self.targets = torch.from_numpy(data.train[1]).to(device)
 
     def record(self) -> dict[str, Any]:
-        return {
-            "table_hash": self.data.fingerprint(),
-            "model": self.data.config.to_dict(),
-            "batch_size": self.global_batch,
-            "lr": self.cfg.lr,
-            "seed": self.cfg.seed,
-        }
+        return self.run
 
     def start_event(self) -> dict[str, Any]:
         return {

@@ -222,14 +222,16 @@ class Loop:
         if not self.group.is_main:
             return
         self.task.network.eval()
-        state = {
+        self.task.save(path, self.p, self.training_state() if with_state else None)
+
+    def training_state(self) -> dict[str, Any]:
+        return {
             "optimizer": self.task.optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else [],
             "progress": asdict(self.p),
             "run": self.task.record(),
         }
-        self.task.save(path, self.p, state if with_state else None)
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
         """Validate, keep the best network, count patience, save the latest state; the event."""
