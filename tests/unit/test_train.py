@@ -11,6 +11,7 @@ import math
 import os
 import re
 import signal
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,31 @@ def test_epoch_and_time_limits(task: Run, tmp_path: Path) -> None:
     assert task.run(tmp_path / "e.pt", "--max-epochs", "2", "--max-time", "3600", "--resume").exit_code == 0
     end = read_log(str(tmp_path / "e.log"))[-1]
     assert (end["reason"], end["step"], end["epoch"]) == ("epochs", 34, 2)
+
+
+def test_max_time_counts_this_invocation(task: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock that moves 10 s at every reading, a first run of 5 steps takes far more than
+    25 s; resumed with --max-time 25 the run still trains: its own time counts, not the run's."""
+    import phrase_rescorer.training.loop as loop
+
+    now = [0.0]
+
+    def tick() -> float:
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(monotonic=tick))
+    assert task.run(tmp_path / "m.pt", "--max-steps", "5").exit_code == 0
+    r = task.run(tmp_path / "m.pt", "--max-steps", "40", "--max-time", "25", "--resume")
+    assert r.exit_code == 0, r.output
+    end = read_log(str(tmp_path / "m.log"))[-1]
+    assert end["reason"] == "max_time" and 5 < end["step"] < 40, end
+
+
+def test_train_defaults_are_the_measured_recipe(phrase_straight: Path) -> None:
+    """train without --clip-norm or --init-std: clipping at 5 and N(0, 0.05^2) initial weights."""
+    recorded = raw(phrase_straight / "m.pt")["info"]["train_config"]
+    assert (recorded["clip_norm"], recorded["init_std"]) == (5.0, 0.05)
 
 
 def test_resume_refusals(task: Run, straight: Path, tmp_path: Path) -> None:
