@@ -19,7 +19,7 @@ size (speed does not depend on the weights):
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
 * the Adadelta update alone, torch's operations in pieces against the compiled loop
   (``training``);
-* training steps (``Trainer.step``: log p, backward, clipping, Adadelta) at batch 64 and a
+* training steps (``Loop.step``: log p, backward, clipping, Adadelta) at batch 64 and a
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
 * n-best scoring with the CSLM (``append_features``, small and paper presets, a synthetic 200-best
   list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the

@@ -1,5 +1,5 @@
 """Reading a ``torch.profiler`` trace of training steps (``training_profile``): the step's phases
-(the named ranges of ``Trainer.step``), each operator's own time by kind (matrix products with the
+(the named ranges of ``Loop.step``), each operator's own time by kind (matrix products with the
 rate the profiler's FLOP count gives them, element-wise, softmax and loss, ...), and the matrix
 products by shape."""
 

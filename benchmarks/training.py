@@ -1,4 +1,4 @@
-"""The training part of the benchmark: ``Trainer.step`` at two network sizes and two precisions.
+"""The training part of the benchmark: ``Loop.step`` at two network sizes and two precisions.
 
 For each network size (the benchmark's preset and the other of paper/small; only the tiny
 network with ``--quick``), each precision (float32; bfloat16 autocast unless ``--no-cpu-bf16``)
@@ -56,7 +56,7 @@ def cpu_training(
     threads = torch.get_num_threads()
     out: dict[str, Any] = {}
     say(
-        "\ntraining on the CPU (Trainer.step: log p, backward, clipping, Adadelta; useful GFLOP/s = 3x the "
+        "\ntraining on the CPU (Loop.step: log p, backward, clipping, Adadelta; useful GFLOP/s = 3x the "
         "forward products of the pairs)"
     )
     say(

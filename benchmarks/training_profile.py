@@ -1,13 +1,13 @@
 """``python -m benchmarks.training_profile``: where the time of a training step goes.
 
-``make bench`` says how fast ``Trainer.step`` runs against the machine's matrix-product rate;
+``make bench`` says how fast ``Loop.step`` runs against the machine's matrix-product rate;
 this says why. It profiles the steps (``torch.profiler``, the same batches of a real table's
 pairs as the benchmark: ``training_steps.benchmark_trainer``) and prints
 
 * the step without the profiler: pairs/s, useful GFLOP/s (3x the forward products of the pairs,
   ``flops.pair_flops``) and its share of the machine's 2048^3 float32 product rate, both of its
   best rate measured once and of its rate timed between the steps (the same seconds as theirs);
-* the step's phases, the named ranges of ``Trainer.step`` (batch, forward, backward, clip,
+* the step's phases, the named ranges of ``Loop.step`` (batch, forward, backward, clip,
   optimizer), each split into time inside operators and time between them (Python, dispatch);
 * the operators' own time by kind: matrix products (with the rate the profiler's FLOP count
   gives them), element-wise, softmax and loss, copies and indexing, reductions, autograd's
@@ -73,7 +73,7 @@ def report(fig: dict[str, Any], cpu_rate: float) -> None:
             f"minor page faults per timed step: {fig['page_faults_per_step']:,.0f} (after "
             f"{fig['warmup_steps']} warm-up steps)"
         )
-    say("\nphases of Trainer.step (ms per step; 'between' = Python and dispatch outside any operator)")
+    say("\nphases of Loop.step (ms per step; 'between' = Python and dispatch outside any operator)")
     for name, p in fig["phases"].items():
         say(f"  {name:<10} {p['ms']:>9,.1f}  between operators {p['outside_operators_ms']:>8,.1f}")
     say(
@@ -193,7 +193,7 @@ def main(
         say(
             f"table: {table}: first {n:,} lines; network: {preset} (H={config.hidden_dim}, E={config.embed_dim}, "
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}); batch {batch}; "
-            f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.opt).__name__}; {steps} steps"
+            f"{'bf16 autocast' if bf16 else 'float32'}; {type(trainer.task.optimizer).__name__}; {steps} steps"
         )
         timed = training_steps.timed_steps(trainer, plan, steps, config, torch.device("cpu"), beside=True)
         warm = timed.warmup_steps
@@ -223,7 +223,7 @@ def main(
         preset=preset,
         batch=batch,
         bf16=bf16,
-        optimizer=type(trainer.opt).__name__,
+        optimizer=type(trainer.task.optimizer).__name__,
         lines=n,
     )
     if products is not None:

@@ -1,4 +1,4 @@
-"""Timed training steps: ``Trainer.step`` on batches of a table's pairs, as training draws them.
+"""Timed training steps: ``Loop.step`` on batches of a table's pairs, as training draws them.
 
 What the training part of the benchmark (``training``), its accelerator part (``accelerator``)
 and the profile of a step (``training_profile``) time: pairs/s and useful GFLOP/s, 3x the forward
@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -24,8 +25,10 @@ from phrase_rescorer.data.batching import epoch_plan, trainable
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.parallel.distributed import Group
+from phrase_rescorer.training.loop import Loop
+from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, TrainingData
-from phrase_rescorer.training.trainer import Trainer
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def training_figures(
     bf16: bool = False,
     beside: bool = False,
 ) -> StepFigures:
-    """``timed_steps`` of ``Trainer.step`` (log p, backward, gradient clipping, Adadelta) on
+    """``timed_steps`` of ``Loop.step`` (log p, backward, gradient clipping, Adadelta) on
     batches of the table's pairs as the trainer draws them (``epoch_plan``), after the warm-up
     (``_warm_up``). Useful work: 3x the forward FLOPs of the pairs without padding
     (``flops.pair_flops``; the backward pass costs two forward passes' products)."""
@@ -83,17 +86,12 @@ SETTLED_STEPS, SETTLED_FAULTS, MAX_WARMUP_STEPS = 20, 100, 300
 
 
 def timed_steps(
-    trainer: Trainer,
-    plan: list[np.ndarray],
-    steps: int,
-    config: ModelConfig,
-    device: torch.device,
-    beside: bool = False,
+    trainer: Loop, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device, beside: bool = False
 ) -> StepFigures:
     """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after the warm-up (``_warm_up``;
     the plan cycled); with ``beside``, also each reference product's rate, timed once before each
     step (its time is not the steps')."""
-    encoded = trainer.data.encoded
+    encoded = cast(PhraseTask, trainer.task).data.encoded
     # their memory taken before the heap settles
     libraries = parts.product_libraries(device) if beside else []
     references = [parts.ReferenceProduct(device, library=lib) for lib in libraries]
@@ -120,7 +118,7 @@ def timed_steps(
     return StepFigures(done / elapsed, flops / elapsed / 1e9, faults, rates, warmup)
 
 
-def _warm_up(trainer: Trainer, batches: Iterator[np.ndarray]) -> int:
+def _warm_up(trainer: Loop, batches: Iterator[np.ndarray]) -> int:
     """Run ``WARMUP_STEPS`` steps, then more until the state has settled (``SETTLED_STEPS``
     steps in a row with fewer than ``SETTLED_FAULTS`` faults each, at most ``MAX_WARMUP_STEPS``
     in all); the steps run."""
@@ -158,8 +156,8 @@ def benchmark_trainer(
     work: Path,
     bf16: bool = False,
     optimizer_kernel: str = TrainConfig.optimizer_kernel,
-) -> tuple[Trainer, list[np.ndarray]]:
-    """A ``Trainer`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
+) -> tuple[Loop, list[np.ndarray]]:
+    """A training ``Loop`` on all of ``pairs`` (none held out) and its first epoch's full batches, drawn
     as training draws them (``epoch_plan``)."""
     encoded = pairs.encode(src, tgt)
     idx = trainable(encoded, np.arange(len(pairs)), TrainConfig.max_length)
@@ -176,7 +174,7 @@ def benchmark_trainer(
     )
     cfg = TrainConfig(batch_size=batch_size, bf16=bf16, optimizer_kernel=optimizer_kernel)
     keep_freed_memory()  # as the training commands do
-    trainer = Trainer(data, config, cfg, str(work / "train.pt"), device)
+    trainer = Loop(PhraseTask(data, config, cfg, device), cfg, str(work / "train.pt"), device, Group())
     plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     return trainer, [b for b in plan if len(b) == batch_size] or plan
 

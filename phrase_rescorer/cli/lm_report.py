@@ -1,62 +1,83 @@
-"""What ``train-lm`` prints once its network is trained: the held-out perplexity of the best
-network, the test text's, and KenLM's on the same texts when ``--kenlm`` names an n-gram LM."""
+"""What ``train-lm`` reports once its network is trained: the held-out perplexity of the best
+network, the test text's, and KenLM's on the --valid and --test texts when ``--kenlm`` names an
+n-gram LM (measured before training, so that a file that is not an LM is refused first)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import click
 
 from ..data.corpus import read_sentences
-from ..lm.kenlm import KenLMError, query_perplexity
+from ..lm.kenlm import KenLMError, KenLMPerplexity, query_perplexity
 from ..lm.lm_file import load_lm
 from ..lm.perplexity import perplexity
 from ..lm.text import text_ngrams
-from ..lm.trainer import LMTrainer, last_path
+from ..moses.toolkit import MosesNotFound, find_moses
 from ..training.log import EventLog
+from ..training.loop import RunState, companion_path
 from .common import UserError, say
+
+
+def kenlm_perplexities(
+    moses_dir: str | None, lm_path: str, texts: dict[str, str | None]
+) -> list[tuple[str, KenLMPerplexity]]:
+    """KenLM's figures on each given text of ``texts`` (label -> path): (label, figures). The
+    n-gram LM was estimated on the training text, so the 1 % held out of it is no held-out text
+    for KenLM: without --valid or --test there is nothing to compare on."""
+    given = [(label, path) for label, path in texts.items() if path is not None]
+    if not given:
+        raise UserError(
+            "--kenlm compares on the --valid or --test text: the n-gram LM was estimated on TEXT, "
+            "the 1% held out of it included; give --valid or --test"
+        )
+    try:
+        query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
+    except MosesNotFound as e:
+        raise UserError(f"--kenlm: {e}", e.exit_code) from e
+    figures = []
+    for label, path in given:
+        lines = "".join(" ".join(s) + "\n" for s in read_sentences(path))
+        try:
+            figures.append((label, query_perplexity(query, lm_path, lines)))
+        except KenLMError as e:
+            raise UserError(f"--kenlm: {e}", e.exit_code) from e
+    return figures
 
 
 def report_training(
     ctx: click.Context,
-    trainer: LMTrainer,
+    model_out: str,
     reason: str,
+    p: RunState,
     *,
-    valid_sentences: Sequence[list[str]],
-    test_path: str | None,
-    kenlm: tuple[str, str] | None,
+    test: tuple[str | None, list[list[str]] | None],
+    kenlm: tuple[str, list[tuple[str, KenLMPerplexity]]] | None,
     log_path: str | None = None,
 ) -> None:
-    """Say why training stopped and the perplexities of the best network (written to the
-    trainer's model path); ``kenlm`` is (KenLM's ``query`` program, the n-gram LM file), whose
-    held-out perplexity is also appended to the training log ``log_path`` (``plot-log`` draws it)."""
-    best = trainer.info.get("valid", {})
-    say(ctx, f"stopped ({reason}) after {trainer.state.step:,} steps, {trainer.state.epoch} epochs")
+    """Say why training stopped and the perplexities of the best network (in ``model_out``);
+    KenLM's held-out perplexity is also appended to the training log ``log_path`` (``plot-log``
+    draws it beside the CSLM's)."""
+    best = p.best or {}
+    say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} epochs")
     nan = float("nan")
     say(
         ctx,
-        f"held-out perplexity (best, step {trainer.info.get('steps', 0):,}): CSLM "
+        f"held-out perplexity (best, step {best.get('step', 0):,}): CSLM "
         f"{best.get('ppl', nan):.2f} over {best.get('tokens', 0) - best.get('oovs', 0):,} tokens, "
         f"{best.get('oovs', 0):,} OOVs left out ({best.get('ppl_with_unk', nan):.2f} with OOVs scored as <unk>)",
     )
-    evaluated: list[tuple[str, Sequence[list[str]]]] = [("held-out", valid_sentences)]
-    if test_path is not None:
-        test_sentences = list(read_sentences(test_path))
-        best_net = load_lm(trainer.model_path).build(trainer.device)
-        figures = perplexity(best_net, *text_ngrams(best_net.config.order, trainer.vocab, test_sentences))
+    test_path, test_sentences = test
+    if test_path is not None and test_sentences is not None:
+        best_file = load_lm(model_out)
+        net = best_file.build()
+        figures = perplexity(net, *text_ngrams(net.config.order, best_file.vocab, test_sentences))
         say(
             ctx,
             f"{test_path}: CSLM perplexity {figures.ppl:.2f} over {figures.tokens - figures.oovs:,} tokens, "
             f"{figures.oovs:,} OOVs left out ({figures.ppl_with_unk:.2f} with OOVs scored as <unk>)",
         )
-        evaluated.append((test_path, test_sentences))
     if kenlm is not None:
-        query, lm_path = kenlm
-        for name, texts in evaluated:
-            try:
-                k = query_perplexity(query, lm_path, "".join(" ".join(s) + "\n" for s in texts))
-            except KenLMError as e:
-                raise UserError(str(e), e.exit_code) from e
+        lm_path, figures_of = kenlm
+        for name, k in figures_of:
             say(
                 ctx,
                 f"{name}: KenLM {lm_path} perplexity {k.ppl:.2f} over {k.tokens - k.oovs:,} tokens, "
@@ -67,12 +88,17 @@ def report_training(
                     log.write(
                         {
                             "event": "kenlm",
-                            "step": trainer.state.step,
-                            "epoch": trainer.state.epoch,
+                            "step": p.step,
+                            "epoch": p.epoch,
                             "text": name,
                             "kenlm_ppl": k.ppl,
                             "kenlm_ppl_with_oovs": k.ppl_with_oovs,
                             "lm": lm_path,
                         }
                     )
-    say(ctx, f"wrote {trainer.model_path} (best), {last_path(trainer.model_path)} (latest, for --resume)")
+        say(
+            ctx,
+            "KenLM compared on --valid and --test only (its figures are held-out ones where "
+            "the n-gram LM was not estimated on those texts), never on the 1% held out of TEXT",
+        )
+    say(ctx, f"wrote {model_out} (best), {companion_path(model_out, '.last.pt')} (latest, for --resume)")

@@ -1,5 +1,6 @@
-"""The options every training command shares (``train`` on phrase pairs, ``train-nmt`` on
-sentence pairs), with each command's own defaults: one definition of each option."""
+"""The options of the training commands, with each command's own defaults: the loop's, shared by
+all three (``train``, ``train-nmt``, ``train-lm``), and those ``train`` on phrase pairs and
+``train-nmt`` on sentence pairs share: one definition of each option."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..model.cells import CELL_TYPES
 from ..model.checkpoint import DIRECTIONS
 from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
+from ..training.loop import LoopSettings
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
 from .common import device_option, threads_option
@@ -24,6 +26,74 @@ SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 ARCH: tuple[str, ...] = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "attention_from")
 ARCH += ("dropout", "embed_dropout")  # stored with the architecture's options, as the rates of its modules
 _MODEL_DEFAULTS = ModelConfig()
+
+
+def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]]:
+    """The options of the training loop, the same for every training command (``training.loop``);
+    ``inputs`` names the arguments --resume needs unchanged."""
+    return [
+        click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all (across resumes)."),
+        click.option(
+            "--max-time",
+            type=click.FloatRange(0, min_open=True),
+            help="Stop after this many wall seconds of this invocation (a resumed run counts its own time).",
+        ),
+        click.option(
+            "--epochs",
+            "--max-epochs",
+            type=click.IntRange(1),
+            help="Stop after this many passes in all (across resumes).",
+        ),
+        click.option(
+            "--valid-every",
+            type=click.IntRange(1),
+            default=defaults.valid_every,
+            show_default=True,
+            help="Steps between validations (the best network is kept, the latest state saved); one more ends the run.",
+        ),
+        click.option(
+            "--patience",
+            type=click.IntRange(0),
+            default=defaults.patience,
+            show_default=True,
+            help="Stop after this many validations (every --valid-every steps) without a better "
+            "held-out likelihood (0: never).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=defaults.seed,
+            show_default=True,
+            help="Initialisation and data order (same seed and data: same model).",
+        ),
+        click.option(
+            "--lr",
+            type=click.FloatRange(0, min_open=True),
+            default=defaults.lr,
+            show_default=True,
+            help="Learning rate.",
+        ),
+        device_option,
+        threads_option,
+        click.option(
+            "--resume",
+            is_flag=True,
+            help=f"Continue the run saved in MODEL_OUT's .last.pt (same {inputs} and settings; the limits may change).",
+        ),
+        click.option(
+            "--log",
+            "log_path",
+            type=click.Path(dir_okay=False),
+            help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]",
+        ),
+        click.option(
+            "--log-every",
+            type=click.IntRange(1),
+            default=defaults.log_every,
+            show_default=True,
+            help="Steps between training-loss log lines.",
+        ),
+    ]
 
 
 def training_options(
@@ -135,11 +205,6 @@ def training_options(
             "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
             "such a model. Replaces --vocab-size.",
         ),
-        click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all."),
-        click.option(
-            "--max-time", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds of this run."
-        ),
-        click.option("--epochs", type=click.IntRange(1), help="Stop after this many passes in all."),
         click.option(
             "--batch-size",
             type=click.IntRange(1),
@@ -156,13 +221,6 @@ def training_options(
             help="Cut minibatches by size instead: as many pairs as keep the padded target "
             "(pairs x longest target) within this many tokens, as sentence-level "
             "toolkits do. Under torchrun, per process.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=defaults.seed,
-            show_default=True,
-            help="Initialisation and data order (same seed and data: same model).",
         ),
         click.option(
             "--max-length",
@@ -186,20 +244,6 @@ def training_options(
             help="Held-out pairs scored at each validation (the first ones in table order).",
         ),
         click.option(
-            "--valid-every",
-            type=click.IntRange(1),
-            default=defaults.valid_every,
-            show_default=True,
-            help="Steps between validations.",
-        ),
-        click.option(
-            "--patience",
-            type=click.IntRange(0),
-            default=defaults.patience,
-            show_default=True,
-            help="Stop after this many validations without improvement (0: never).",
-        ),
-        click.option(
             "--optimizer",
             type=click.Choice(OPTIMIZERS),
             default=defaults.optimizer,
@@ -220,13 +264,6 @@ def training_options(
             "for bit, in cache-sized pieces.",
         ),
         click.option(
-            "--lr",
-            type=click.FloatRange(0, min_open=True),
-            default=defaults.lr,
-            show_default=True,
-            help="Learning rate.",
-        ),
-        click.option(
             "--rho",
             type=click.FloatRange(0, 1, max_open=True),
             default=defaults.rho,
@@ -245,17 +282,16 @@ def training_options(
             type=click.FloatRange(0, min_open=True),
             default=defaults.clip_norm,
             show_default=True,
-            help="Gradient-norm clipping threshold.",
+            help="Gradient-norm clipping threshold (the paper's 1).",
         ),
         click.option(
             "--init-std",
             type=click.FloatRange(0, min_open=True),
             default=defaults.init_std,
             show_default=True,
-            help="Standard deviation of the initial weights (the paper's 0.01; small networks trained "
-            "briefly use their source sooner from about 0.05).",
+            help="Standard deviation of the initial weights (the paper's 0.01; networks trained "
+            "for hours rather than weeks use their source sooner from about 0.05).",
         ),
-        device_option,
         click.option(
             "--bf16",
             is_flag=True,
@@ -265,25 +301,6 @@ def training_options(
             "run in float32 (docs/performance.md). Fast "
             "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
             "slower than float32 (a warning says so).",
-        ),
-        threads_option,
-        click.option(
-            "--resume",
-            is_flag=True,
-            help=f"Continue the run saved in MODEL_OUT's .last.pt (same {inputs} and settings).",
-        ),
-        click.option(
-            "--log",
-            "log_path",
-            type=click.Path(dir_okay=False),
-            help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]",
-        ),
-        click.option(
-            "--log-every",
-            type=click.IntRange(1),
-            default=defaults.log_every,
-            show_default=True,
-            help="Steps between training-loss log lines.",
         ),
         click.option(
             "--direction",
@@ -303,6 +320,7 @@ def training_options(
             "the analysis commands tokenize typed phrases with it.",
         ),
         language_option("target", f"Language of the {data}'s target side (fr), recorded in the model file (--detok)."),
+        *loop_options(defaults, inputs),
     ]
 
     def apply(f: Callable[..., Any]) -> Callable[..., Any]:

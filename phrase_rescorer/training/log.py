@@ -1,20 +1,20 @@
-"""The training log: JSON lines, one object per event, written by ``train``, ``train-nmt`` and
-``train-lm`` and read by ``plot-log``.
+"""The training log: JSON lines, one object per event, written by the training loop of every
+training command (``loop.fit``) and read by plots.
 
 Events (every object has ``"event"``, ``"step"`` and ``"epoch"``; ``elapsed`` is wall seconds,
 continued from the log's last value when a run is resumed into the same log)::
 
-    {"event": "start", "step", "epoch", "resumed": bool, "train_pairs", "skipped_long",
-     "valid_pairs", "argv"}                  (train-lm: "train_tokens", "valid_tokens")
-    {"event": "train", "step", "epoch", "loss", "pairs_per_s", "elapsed"}
+    {"event": "start", "step", "epoch", "resumed": bool, "argv", ...}
+        and what the task trains on: "train_pairs", "skipped_long", "valid_pairs" (train,
+        train-nmt) or "train_tokens", "valid_tokens" (train-lm)
+    {"event": "train", "step", "epoch", "loss", "pairs_per_s" (train-lm: "ngrams_per_s"), "elapsed"}
         every ``log_every`` steps, and at the end of a run for the steps since the last one;
-        ``loss`` is the mean per-pair loss (-log p(target|source)) over the steps since the
-        previous train event of the same run (train-lm: the mean -ln p per predicted word,
-        "ngrams_per_s")
-    {"event": "valid", "step", "epoch", "valid_token_ppl", "valid_mean_logp",
-     "unigram_token_ppl", "elapsed", "best": bool}
-        held-out figures (null when there are no held-out pairs); ``best``: written to MODEL_OUT
-        (train-lm: "valid_token_ppl", "valid_ppl_with_unk")
+        ``loss`` is the mean loss per pair (-log p(target|source); label-smoothed with
+        --label-smoothing) or per n-gram over the steps since the previous train event
+    {"event": "valid", "step", "epoch", "valid_token_ppl", "elapsed", "best": bool, ...}
+        held-out figures (null when there are no held-out pairs), with "valid_mean_logp" and
+        "unigram_token_ppl" (train, train-nmt) or "valid_ppl_with_unk" (train-lm); ``best``:
+        written to MODEL_OUT
     {"event": "kenlm", "step", "epoch", "text", "kenlm_ppl", "kenlm_ppl_with_oovs", "lm"}
         train-lm --kenlm: the n-gram LM's perplexity of the held-out text (OOVs left out, as
         ``valid_token_ppl`` leaves out the words outside the shortlist)

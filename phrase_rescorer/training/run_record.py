@@ -1,45 +1,16 @@
-"""What a training run records beside its weights: ``RunState``, where it stands (saved for
-``--resume``, also when ``Interrupted``); ``run_record``, the settings a resumed run must share (checked by
-``run_settings.check_same_run``); ``model_info``, what the model file says of its training."""
+"""What a phrase training run records beside its weights: ``run_record``, the settings a resumed
+run must share (checked by ``loop.check_same_run``); ``model_info``, what the model file says of
+its training."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
-from ..errors import signal_exit
 from ..model.architectures import ArchConfig
 from ..model.cho2014 import ModelConfig
 from .evaluate import UnigramBaseline, heldout_coverage
 from .run_settings import RUN_KEYS, TrainConfig, TrainingData
-
-
-class Interrupted(Exception):
-    """``stop()`` asked to stop: the state after the last finished step is in ``last_path``."""
-
-    def __init__(self, why: int, step: int, last_path: str):
-        super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
-        self.why, self.step, self.last_path = why, step, last_path
-
-    @property
-    def exit_code(self) -> int:
-        """The exit code of the signal that stopped the run (``why``: its number)."""
-        return signal_exit(self.why)
-
-
-@dataclass
-class RunState:
-    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
-
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # next batch of the epoch plan
-    best_logp: float | None = None  # best held-out sum of log p, any validation
-    best: dict | None = None  # its figures (what MODEL_OUT holds)
-    scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
-    bad_validations: int = 0
-    last_valid_step: int = -1
-    kept: list[int] = field(default_factory=list)  # steps of the networks kept (kept_checkpoints)
 
 
 def run_record(

@@ -15,13 +15,9 @@ from ..data.batching import trainable
 from ..data.pairs import EncodedPairs, PairSet
 from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
-from ..errors import UsageError
 from ..model.cho2014 import PRESETS
+from .loop import TrainingError
 from .optim import KERNELS
-
-
-class TrainingError(UsageError):
-    """A refused request (e.g. ``--resume`` with other settings); the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ class TrainConfig:
     clip_norm: float = 1.0  # gradient-norm clipping threshold
     init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
     max_steps: int | None = None  # total steps (counted across resumes)
-    max_time: float | None = None  # wall seconds of this invocation
+    max_time: float | None = None  # wall seconds of this invocation (a resumed run counts its own)
     epochs: int | None = None  # total passes over the training pairs
     valid_fraction: float = 0.01  # share of the unique pairs held out
     valid_max: int = 5000  # held-out pairs scored at each validation
@@ -90,11 +86,6 @@ def preset_sizes(preset: str, **overrides: Any) -> tuple[int, dict[str, Any]]:
     return int(sizes.pop("vocab_size")), sizes
 
 
-def companion_path(out_path: str, suffix: str) -> str:
-    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
-    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
-
-
 @dataclass
 class TrainingData:
     src_vocab: Vocabulary
@@ -140,33 +131,3 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
         table_hash=hashlib.sha256(pairs.hashes.astype("<u8").tobytes()).hexdigest(),
         subwords=units,
     )
-
-
-#: The value of each setting added to ``RUN_KEYS`` later, for the runs saved before.
-_FIRST_VALUES: dict[str, Any] = {"optimizer": "adadelta", "label_smoothing": 0.0}
-
-
-def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
-    """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
-    if saved.get("table_hash") != now["table_hash"]:
-        raise TrainingError(
-            f"--resume: {path} was trained on other data; resume with the same "
-            "input (and --extract setting), or start afresh"
-        )
-    # Runs saved before a setting existed ran with its first value.
-    flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in RUN_KEYS}}
-    flat_now = {**now["model"], **{k: now[k] for k in RUN_KEYS}}
-    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
-    if "batch_size" in flat_now and flat_saved.get("batch_size") != flat_now["batch_size"]:
-        diff.append("batch_size counts the pairs of a global batch: --batch-size x processes")
-    if saved.get("subwords") != now.get("subwords"):
-        diff.append(f"subword units were {saved.get('subwords') or 'none'}, now {now.get('subwords') or 'none'}")
-    if saved.get("direction", "forward") != now.get("direction", "forward"):
-        diff.append(f"direction was {saved.get('direction', 'forward')}, now {now.get('direction', 'forward')}")
-    if saved.get("arch") != now.get("arch"):
-        diff.append(f"architecture was {saved.get('arch') or 'cho2014'}, now {now.get('arch') or 'cho2014'}")
-    if diff:
-        raise TrainingError(
-            f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
-            " repeat the original options, or start afresh without --resume"
-        )

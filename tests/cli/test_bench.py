@@ -297,7 +297,7 @@ def test_the_gpu_section_runs_on_any_device(tmp_path: Path, sample_table: Path) 
 
 @pytest.mark.slow
 def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Path) -> None:
-    """``python -m benchmarks.training_profile``: every phase of ``Trainer.step`` is found, the
+    """``python -m benchmarks.training_profile``: every phase of ``Loop.step`` is found, the
     kinds of operators and the time outside them add up to the profiled step, and the matrix
     products carry a FLOP count."""
     out = tmp_path / "profile.json"
@@ -338,7 +338,7 @@ def test_training_profile_accounts_for_the_step(tmp_path: Path, sample_table: Pa
     assert "machine fp32 matrix product (2048^3, best of 5): blas " in r.stdout
     ops = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise")
     assert f["matmul_shapes"] and all(s["op"] in ops and s["gflops"] > 0 for s in f["matmul_shapes"])
-    assert "phases of Trainer.step" in r.stdout and "costliest matrix products" in r.stdout
+    assert "phases of Loop.step" in r.stdout and "costliest matrix products" in r.stdout
     c = f["ceiling"]  # every product shape timed alone
     assert c["shapes"] > 0 and c["unknown_ms"] == 0
     assert 0 < c["alone_ms"] <= min(c["alone_ms_by_library"].values()) * (1 + 1e-9)

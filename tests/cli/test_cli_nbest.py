@@ -143,6 +143,18 @@ def test_train_lm_command(tmp_path: Path) -> None:
     assert b"resumed at step 20" in r.stderr
 
 
+def test_train_lm_refuses_what_it_cannot_finish_before_training(tmp_path: Path) -> None:
+    """A --test text that cannot be read, and --kenlm with no text to compare on (KenLM was
+    estimated on TEXT: the 1 % held out of it is no held-out text for it), are refused before
+    anything is trained or written."""
+    text = str(TINY_MOSES / "dev.fr")
+    r = run("train-lm", text, str(tmp_path / "lm.pt"), "--test", str(tmp_path / "missing.fr"), "--max-steps", "2")
+    assert r.returncode == 6 and b"missing.fr: cannot read" in r.stderr, r.stderr
+    r = run("train-lm", text, str(tmp_path / "lm.pt"), "--kenlm", text, "--max-steps", "2")
+    assert r.returncode == 2 and b"--kenlm compares on the --valid or --test text" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_train_lm_refuses_a_device_it_cannot_use(tmp_path: Path) -> None:
     import torch
 

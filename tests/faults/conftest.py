@@ -1,8 +1,11 @@
-"""Fixtures of the ``experiment`` fault tests: a directory of stand-in Moses programs (enough
-for refusals made before Moses runs) and a copy of the tiny system's ini, dev and test sets."""
+"""Fixtures of the fault tests: the programs a test starts, ended when it ends (passed or
+failed); for the ``experiment`` fault tests, a directory of stand-in Moses programs (enough for
+refusals made before Moses runs) and a copy of the tiny system's ini, dev and test sets."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,21 @@ from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.helpers.paths import REPO
 
 TINY = REPO / "tests" / "data" / "tiny-moses"
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen]]:
+    """The processes a test starts (append them): killed and reaped when the test ends, so that a
+    failing test leaves no training running after pytest exits."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr, proc.stdin):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture(scope="module")

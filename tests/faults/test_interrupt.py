@@ -35,6 +35,11 @@ def long_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: A deadline for what takes seconds on a quiet machine: generous enough for one at a tenth of its
+#: speed (a loaded machine, beside other jobs). The ``processes`` fixture ends a failed test's programs.
+DEADLINE = 1200.0
+
+
 def start(args: list[str], stdin: int | None = None) -> subprocess.Popen:
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
@@ -53,7 +58,7 @@ def temporary(directory: Path, out_name: str, pid: int) -> str:
     return str(directory / f".{out_name}.tmp-{pid}-*")
 
 
-def wait_for(pattern: str, proc: subprocess.Popen, timeout: float = 120.0, nonempty: bool = False) -> Path:
+def wait_for(pattern: str, proc: subprocess.Popen, timeout: float = DEADLINE, nonempty: bool = False) -> Path:
     """Poll until a file matching ``pattern`` exists (and holds data, with ``nonempty``); fail
     if the process ends first or the deadline passes."""
     deadline = time.monotonic() + timeout
@@ -67,17 +72,25 @@ def wait_for(pattern: str, proc: subprocess.Popen, timeout: float = 120.0, nonem
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str]:
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=DEADLINE)
     return proc.returncode, err.decode()
 
 
 @pytest.mark.parametrize("out_name", ["out.txt", "out.gz"])
 @pytest.mark.parametrize(("sig", "code", "message"), SIGNALS, ids=["SIGINT", "SIGTERM"])
 def test_signal_while_scoring_leaves_nothing(
-    model: Path, long_table: Path, tmp_path: Path, out_name: str, sig: int, code: int, message: str
+    processes: list[subprocess.Popen],
+    model: Path,
+    long_table: Path,
+    tmp_path: Path,
+    out_name: str,
+    sig: int,
+    code: int,
+    message: str,
 ) -> None:
     out = tmp_path / out_name
     proc = start(["-q", "rescore", str(long_table), str(out), "--model", str(model)])
+    processes.append(proc)
     wait_for(temporary(tmp_path, out_name, proc.pid), proc, nonempty=True)  # the first megabyte of output is on disk
     proc.send_signal(sig)
     returncode, err = finish(proc)
@@ -87,10 +100,11 @@ def test_signal_while_scoring_leaves_nothing(
     assert list(tmp_path.iterdir()) == []  # neither the output nor its temporary
 
 
-def test_sigint_while_waiting_for_stdin(model: Path, tmp_path: Path) -> None:
+def test_sigint_while_waiting_for_stdin(processes: list[subprocess.Popen], model: Path, tmp_path: Path) -> None:
     sig, code, message = SIGNALS[0]
     out = tmp_path / "out.gz"
     proc = start(["-q", "rescore", "-", str(out), "--model", str(model), "--window", "100"], stdin=subprocess.PIPE)
+    processes.append(proc)
     assert proc.stdin is not None
     proc.stdin.write(b"".join(read_lines(SAMPLE)[:1000]))  # ten windows, then the run waits for more
     proc.stdin.flush()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.lm.network import LMConfig
+from phrase_rescorer.lm.task import LMData, LMTask, LMTrainConfig
 from phrase_rescorer.lm.text import build_vocabulary, text_ngrams
-from phrase_rescorer.lm.trainer import LMTrainConfig, LMTrainer
+from phrase_rescorer.training.loop import fit
 from tests.helpers.paths import REPO
 
 TINY_MOSES = REPO / "tests" / "data" / "tiny-moses"
@@ -21,6 +24,8 @@ def tiny_lm(path: Path, *, vocab_size: int = 60, steps: int = 150, seed: int = 1
     vocab = build_vocabulary(sentences, vocab_size)
     config = LMConfig(order=3, embed_dim=8, hidden=(16,), vocab_size=len(vocab), init_range=0.1)
     data = text_ngrams(config.order, vocab, sentences)
-    settings = LMTrainConfig(batch_size=32, lr=1e-2, max_steps=steps, valid_every=None, seed=seed)
-    LMTrainer(str(path), config, vocab, data, data, settings, info={"language": "fr"}, resume=resume).run()
+    settings = LMTrainConfig(batch_size=32, lr=1e-2, max_steps=steps, valid_every=1000, seed=seed)
+    lm_data = LMData(config, vocab, data, data, len(sentences), sentences)
+    task = LMTask(lm_data, settings, torch.device("cpu"), {"language": "fr", "argv": []})
+    fit(task, settings, str(path), device=torch.device("cpu"), resume=resume)
     return path

@@ -176,8 +176,9 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
 
 
 def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:
-    """``train-lm --kenlm`` prints KenLM's perplexity of the held-out and the test text as Moses'
-    own ``query -v summary`` gives it, and refuses an LM file that is not there before training."""
+    """``train-lm --kenlm`` prints KenLM's perplexity of the --valid and the --test text as Moses'
+    own ``query -v summary`` gives it, says that it compares on those texts only, and refuses an
+    LM file that is not there or not an LM before training."""
     moses = moses_root(("bin/query",))
     arpa = TINY_MOSES / "lm.fr.3gram.arpa.gz"
     common = ["--order", "3", "--embed-dim", "8", "--hidden", "16", "--max-steps", "5", "--threads", "1"]
@@ -200,8 +201,15 @@ def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:
             f"({float(figures['Perplexity including OOVs']):.2f} with OOVs)"
         ) in said, said
     assert f"{TINY_MOSES / 'test.fr'}: CSLM perplexity" in said
+    assert "KenLM compared on --valid and --test only" in said
     missing = tmp_path / "no.arpa"
     r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm2.pt"), *common, "--kenlm", str(missing))
     assert r.returncode == 2, r.stderr
     assert "--kenlm" in r.stderr.decode() and "does not exist" in r.stderr.decode()
     assert not (tmp_path / "lm2.log").exists()  # nothing trained
+    # a file that is not an n-gram LM: Moses' query says so, before any training
+    r = run(
+        "train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm3.pt"), *common, "--kenlm", str(TINY_MOSES / "dev.fr")
+    )
+    assert r.returncode == 6 and "--kenlm: " in r.stderr.decode() and "failed" in r.stderr.decode(), r.stderr
+    assert not (tmp_path / "lm3.log").exists()

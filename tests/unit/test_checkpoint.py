@@ -13,51 +13,52 @@ from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.checkpoint import FORMAT_VERSION, CheckpointError, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
+from phrase_rescorer.training.loop import fit
+from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
-from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(embed_dim=8, hidden_dim=16, maxout_dim=8, output_rank=4)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trainer, Path]:
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[PhraseTask, Path]:
     """A tiny network after a few Adadelta steps (weights no longer at their start)."""
     d = tmp_path_factory.mktemp("ckpt")
     pairs = load_pairs(str(mapping_table(d / "t.txt", 200)))
     cfg = TrainConfig(batch_size=16, max_steps=6, valid_every=3, valid_fraction=0.1, seed=5)
     data = prepare_data(pairs, 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), **SIZES)
-    trainer = Trainer(data, config, cfg, str(d / "m.pt"), torch.device("cpu"), argv=["x", "y"])
-    trainer.fit(str(d / "m.log"))
+    trainer = PhraseTask(data, config, cfg, torch.device("cpu"), argv=["x", "y"])
+    fit(trainer, cfg, str(d / "m.pt"), device=torch.device("cpu"))
     return trainer, d
 
 
-def scores(model: torch.nn.Module, trainer: Trainer) -> torch.Tensor:
+def scores(model: torch.nn.Module, trainer: PhraseTask) -> torch.Tensor:
     batch = collate(trainer.data.encoded, np.arange(len(trainer.data.encoded)))
     model.eval()
     with torch.no_grad():
         return sequence_log_probs(model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)
 
 
-def test_round_trip_scores_identically(trained: tuple[Trainer, Path], tmp_path: Path) -> None:
+def test_round_trip_scores_identically(trained: tuple[PhraseTask, Path], tmp_path: Path) -> None:
     trainer, _ = trained
     path = tmp_path / "rt.pt"
-    save_checkpoint(str(path), trainer.model, trainer.data.src_vocab, trainer.data.tgt_vocab, {"note": "x"})
+    save_checkpoint(str(path), trainer.network, trainer.data.src_vocab, trainer.data.tgt_vocab, {"note": "x"})
     ckpt = load_checkpoint(str(path))
-    assert ckpt.config == trainer.model.config
+    assert ckpt.config == trainer.network.config
     assert ckpt.src_vocab == trainer.data.src_vocab and ckpt.tgt_vocab == trainer.data.tgt_vocab
     assert ckpt.info == {"note": "x"} and ckpt.training_state is None
-    assert torch.equal(scores(ckpt.build_model(), trainer), scores(trainer.model, trainer))
+    assert torch.equal(scores(ckpt.build_model(), trainer), scores(trainer.network, trainer))
     assert ckpt.fingerprint() == load_checkpoint(str(path)).fingerprint()
 
 
-def test_training_files_are_self_describing(trained: tuple[Trainer, Path]) -> None:
+def test_training_files_are_self_describing(trained: tuple[PhraseTask, Path]) -> None:
     trainer, d = trained
     for name in ("m.pt", "m.last.pt"):
         raw = torch.load(d / name, weights_only=True)  # the safe loader reads it as it is
         assert raw["format_version"] == 1 and raw["package_version"] == __version__  # cho2014: version 1
-        assert raw["config"] == trainer.model.config.to_dict()
+        assert raw["config"] == trainer.network.config.to_dict()
         assert raw["src_vocab"] == trainer.data.src_vocab.tokens
         assert raw["tgt_vocab"] == trainer.data.tgt_vocab.tokens
         info = raw["info"]
@@ -75,13 +76,13 @@ def test_training_files_are_self_describing(trained: tuple[Trainer, Path]) -> No
     assert best.info["steps"] == best.info["best_valid"]["step"]
 
 
-def test_last_checkpoint_scores_like_the_trained_model(trained: tuple[Trainer, Path]) -> None:
+def test_last_checkpoint_scores_like_the_trained_model(trained: tuple[PhraseTask, Path]) -> None:
     trainer, d = trained
     reloaded = load_checkpoint(str(d / "m.last.pt")).build_model()
-    assert torch.equal(scores(reloaded, trainer), scores(trainer.model, trainer))
+    assert torch.equal(scores(reloaded, trainer), scores(trainer.network, trainer))
 
 
-def test_unknown_format_version_is_refused(trained: tuple[Trainer, Path], tmp_path: Path) -> None:
+def test_unknown_format_version_is_refused(trained: tuple[PhraseTask, Path], tmp_path: Path) -> None:
     _, d = trained
     payload = torch.load(d / "m.pt", weights_only=True)
     payload["format_version"] = FORMAT_VERSION + 98
@@ -90,7 +91,7 @@ def test_unknown_format_version_is_refused(trained: tuple[Trainer, Path], tmp_pa
         load_checkpoint(str(tmp_path / "future.pt"))
 
 
-def test_damaged_or_foreign_files_are_refused(trained: tuple[Trainer, Path], tmp_path: Path) -> None:
+def test_damaged_or_foreign_files_are_refused(trained: tuple[PhraseTask, Path], tmp_path: Path) -> None:
     _, d = trained
     data = (d / "m.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])

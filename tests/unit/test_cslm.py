@@ -13,9 +13,14 @@ from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs, sentence_log_probs
 from phrase_rescorer.lm.text import BOS_ID, EOS_ID, build_vocabulary, ngrams, sentence_ids
-from phrase_rescorer.lm.trainer import last_path
 from phrase_rescorer.model.checkpoint import CheckpointError
+from phrase_rescorer.training.loop import companion_path
 from tests.helpers.cslm import TEXTS, tiny_lm
+
+
+def last_path(path: str) -> str:
+    return companion_path(path, ".last.pt")
+
 
 #: Batched and plain scores differ by float32 rounding of the same rows only.
 TOLERANCE = 1e-4
@@ -76,12 +81,12 @@ def test_resume_continues_the_same_run(tmp_path: Path) -> None:
 
 
 def test_a_state_saved_on_a_gpu_resumes_on_the_cpu(tmp_path: Path) -> None:
-    """A run saved on CUDA holds the GPU's RNG state (a tensor); resuming it anywhere reads it
-    without asking a tensor for its truth."""
+    """A run saved on CUDA holds the GPU's RNG states (a list of tensors); resuming it anywhere
+    reads them without asking a tensor for its truth."""
     path = tiny_lm(tmp_path / "lm.pt", steps=12)
     last = load_lm(last_path(str(path)))
     assert last.training_state is not None
-    last.training_state["cuda_rng"] = torch.zeros(16, dtype=torch.uint8)  # as torch.cuda.get_rng_state gives
+    last.training_state["cuda_rng"] = [torch.zeros(16, dtype=torch.uint8)]  # as torch.cuda.get_rng_state_all gives
     save_lm(last_path(str(path)), last.build(), last.vocab, last.info, last.training_state)
     tiny_lm(path, steps=20, resume=True)
     assert load_lm(last_path(str(path))).info["steps"] == 20

@@ -21,11 +21,13 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.moses.nbest import parse_nbest_line
 from phrase_rescorer.nbest.features import load_feature
+from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.rescoring.engine import rescore_table
 from phrase_rescorer.rescoring.scorers import make_scorer
 from phrase_rescorer.training.evaluate import evaluate
+from phrase_rescorer.training.loop import Loop
+from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
-from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.cli_run import run_cli
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import appended_columns, read_lines, sample_window, tiny_arch_checkpoint
@@ -122,11 +124,12 @@ def test_rescoring_a_table_is_the_same_with_dropout(models: tuple[Path, Path], t
     assert got[0] == got[1] == got[2]
 
 
-def _trainer(table: Path, out: Path, arch: ArchConfig, **settings: object) -> Trainer:
+def _trainer(table: Path, out: Path, arch: ArchConfig, **settings: object) -> Loop:
     cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-3, init_std=0.3, **settings)  # type: ignore[arg-type]
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 16, 16, 8, 8)
-    return Trainer(data, config, cfg, str(out), torch.device("cpu"), arch=arch)
+    device = torch.device("cpu")
+    return Loop(PhraseTask(data, config, cfg, device, arch=arch), cfg, str(out), device, Group())
 
 
 @pytest.fixture(scope="module")
@@ -140,19 +143,21 @@ def test_a_training_step_runs_in_training_mode(table: Path, tmp_path: Path) -> N
     held-out figures on every call, those of the same weights without dropout)."""
     dropped = _trainer(table, tmp_path / "d.pt", arch_config("rnnsearch", dropout=0.5))
     plain = _trainer(table, tmp_path / "p.pt", arch_config("rnnsearch"))
-    d = dropped.data
+    d = dropped.task.data
     batch = collate(d.encoded, d.train_idx[:16])
     for trainer, varies in ((dropped, True), (plain, False)):
-        trainer.model.train()
+        trainer.task.network.train()
         with torch.no_grad():
-            losses = [float(-trainer.net(batch.src, batch.src_len, batch.tgt, batch.tgt_len).sum()) for _ in range(2)]
+            losses = [
+                float(-trainer.task.net(batch.src, batch.src_len, batch.tgt, batch.tgt_len).sum()) for _ in range(2)
+            ]
         assert (losses[0] != losses[1]) == varies, losses
-    held = [evaluate(t.model, d.encoded, d.valid_idx, t.device) for t in (dropped, dropped, plain)]
-    assert held[0] == held[1] == held[2] and dropped.model.training  # validation restores the mode
+    held = [evaluate(t.task.network, d.encoded, d.valid_idx, t.device) for t in (dropped, dropped, plain)]
+    assert held[0] == held[1] == held[2] and dropped.task.network.training  # validation restores the mode
 
-    dropped.model.eval()
+    dropped.task.network.eval()
     dropped.step(d.train_idx[:16])
-    assert dropped.model.training
+    assert dropped.task.network.training
 
 
 def test_train_nmt_stores_the_rates_and_cho2014_refuses_them(

@@ -40,9 +40,9 @@ EXPECTED = {
     "errors.ProgramError": 1,
     "errors.Terminated": 143,  # SIGTERM; SIGHUP 129 (test_signal_exits)
     "errors.UsageError": 2,
+    "experiment.report.ReportError": 3,
     "experiment.systems.ExperimentError": 3,  # the default; each refusal gives its kind
     "lm.kenlm.KenLMError": 6,
-    "lm.trainer.LMTrainingError": 2,
     "model.averaging.AveragingError": 2,
     "model.checkpoint.CheckpointError": 4,
     "moses.binarize.BinarizeError": 5,
@@ -64,14 +64,14 @@ EXPECTED = {
     "reranking.weights.WeightsError": 2,
     "rescoring.options.OptionError": 2,
     "training.log.TrainingLogError": 3,
-    "training.run_settings.TrainingError": 2,
-    "training.run_record.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
+    "training.loop.TrainingError": 2,
+    "training.loop.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
 }
 
 #: Classes whose instance needs its arguments to say its code.
 INSTANCES = {
     "errors.Terminated": lambda cls: cls(signal.SIGTERM),
-    "training.run_record.Interrupted": lambda cls: cls(signal.SIGINT, 7, "m.last.pt"),
+    "training.loop.Interrupted": lambda cls: cls(signal.SIGINT, 7, "m.last.pt"),
     "cli.common.UserError": lambda cls: cls("refused"),
     "experiment.systems.ExperimentError": lambda cls: cls("refused"),
 }

@@ -16,11 +16,13 @@ from phrase_rescorer.data.vocab import PAD_ID
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
+from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.rescoring.scorers import make_scorer
 from phrase_rescorer.training.label_smoothing import SmoothedLogProbs, smoothed_log_probs, training_objective
+from phrase_rescorer.training.loop import Loop, TrainingError, check_same_run
 from phrase_rescorer.training.packed_log_probs import PackedLogProbs, PlainLogProbs
-from phrase_rescorer.training.run_settings import TrainConfig, TrainingError, check_same_run, prepare_data
-from phrase_rescorer.training.trainer import Trainer
+from phrase_rescorer.training.phrase_task import PhraseTask
+from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -76,12 +78,13 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return mapping_table(tmp_path_factory.mktemp("table") / "pt.gz", 200)
 
 
-def _trainer(table: Path, out: Path, arch: str, eps: float | None) -> Trainer:
+def _trainer(table: Path, out: Path, arch: str, eps: float | None) -> Loop:
     smoothing = {} if eps is None else {"label_smoothing": eps}
     cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-3, init_std=0.3, **smoothing)  # type: ignore[arg-type]
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 16, 16, 8, 8)
-    return Trainer(data, config, cfg, str(out), torch.device("cpu"), arch=arch_config(arch))
+    device = torch.device("cpu")
+    return Loop(PhraseTask(data, config, cfg, device, arch=arch_config(arch)), cfg, str(out), device, Group())
 
 
 @pytest.mark.parametrize("arch", ["cho2014", "rnnsearch"])
@@ -91,7 +94,7 @@ def test_only_the_training_loss_changes(table: Path, tmp_path: Path, arch: str) 
     -sum log p / pairs itself), another one with 0.1. Validation and the scores of the saved
     networks before that step: identical in all three."""
     runs = {eps: _trainer(table, tmp_path / f"{eps}.pt", arch, eps) for eps in (None, 0.0, 0.1)}
-    d = runs[None].data
+    d = runs[None].task.data
     idx = d.train_idx[:16]
     held = {eps: t.validate(scheduled=True) for eps, t in runs.items()}  # also saves the networks
     for eps in (0.0, 0.1):
@@ -117,7 +120,7 @@ def test_only_the_training_loss_changes(table: Path, tmp_path: Path, arch: str) 
         batch = collate(d.encoded, idx)
         with torch.no_grad():
             plain = -sequence_log_probs(
-                runs[None].model, batch.src, batch.src_len, batch.tgt, batch.tgt_len
+                runs[None].task.network, batch.src, batch.src_len, batch.tgt, batch.tgt_len
             ).sum() / len(idx)
     losses = {eps: float(t.step(idx)) for eps, t in runs.items()}
     assert losses[0.0] == losses[None]
@@ -127,8 +130,8 @@ def test_only_the_training_loss_changes(table: Path, tmp_path: Path, arch: str) 
 
 
 def test_resume_refuses_another_smoothing(table: Path, tmp_path: Path) -> None:
-    before = _trainer(table, tmp_path / "a.pt", "rnnsearch", 0.1).run
-    now = _trainer(table, tmp_path / "b.pt", "rnnsearch", 0.0).run
+    before = _trainer(table, tmp_path / "a.pt", "rnnsearch", 0.1).task.record()
+    now = _trainer(table, tmp_path / "b.pt", "rnnsearch", 0.0).task.record()
     with pytest.raises(TrainingError, match="label_smoothing was 0.1, now 0.0"):
         check_same_run(before, now, "a.last.pt")
     old = {k: v for k, v in now.items() if k != "label_smoothing"}  # saved before the option existed

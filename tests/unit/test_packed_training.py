@@ -14,11 +14,13 @@ import torch
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.model.cho2014 import GRU, ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.parallel.distributed import Group
+from phrase_rescorer.training.loop import Loop
 from phrase_rescorer.training.optim import ChunkedAdadelta
 from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_counts, _written_out
+from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.target_log_probs import picked_log_probs
-from phrase_rescorer.training.trainer import Trainer
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(src_vocab_size=30, tgt_vocab_size=25, embed_dim=8, hidden_dim=12, maxout_dim=6, output_rank=5)
@@ -65,13 +67,13 @@ def test_same_log_probs_and_gradients(cell: str, summary: str) -> None:
             torch.testing.assert_close(p.grad, want_grads[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
-def _reference_step(trainer: Trainer, opt: torch.optim.Optimizer, idx: np.ndarray) -> float:
+def _reference_step(trainer: PhraseTask, opt: torch.optim.Optimizer, idx: np.ndarray) -> float:
     """The plain training step: sequence_log_probs, torch's Adadelta and clipping."""
     batch = collate(trainer.data.encoded, idx)
-    loss = -sequence_log_probs(trainer.model, batch.src, batch.src_len, batch.tgt, batch.tgt_len).sum() / len(idx)
+    loss = -sequence_log_probs(trainer.network, batch.src, batch.src_len, batch.tgt, batch.tgt_len).sum() / len(idx)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.cfg.clip_norm)
+    torch.nn.utils.clip_grad_norm_(trainer.network.parameters(), trainer.cfg.clip_norm)
     opt.step()
     return float(loss.detach())
 
@@ -88,9 +90,10 @@ def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
         maxout_dim=8,
         output_rank=4,
     )
-    fast = Trainer(data, config, cfg, str(tmp_path / "a.pt"), torch.device("cpu"))
-    plain = Trainer(data, config, cfg, str(tmp_path / "b.pt"), torch.device("cpu"))
-    plain_opt = torch.optim.Adadelta(plain.model.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps, foreach=False)
+    fast_task = PhraseTask(data, config, cfg, torch.device("cpu"))
+    fast = Loop(fast_task, cfg, str(tmp_path / "a.pt"), torch.device("cpu"), Group())
+    plain = PhraseTask(data, config, cfg, torch.device("cpu"))
+    plain_opt = torch.optim.Adadelta(plain.network.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps, foreach=False)
     rng = np.random.default_rng(0)
     got, want = [], []
     for _ in range(12):
@@ -99,7 +102,7 @@ def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
         want.append(_reference_step(plain, plain_opt, idx))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert len(set(got)) > 1  # the weights moved between the steps
-    for a, b in zip(fast.model.parameters(), plain.model.parameters(), strict=True):
+    for a, b in zip(fast_task.network.parameters(), plain.network.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 

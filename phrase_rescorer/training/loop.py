@@ -1,0 +1,396 @@
+"""The one training loop of every training command (``train``, ``train-nmt``, ``train-lm``):
+``fit(task, ...)`` holds the run's state, its limits, the validation schedule, patience, the best
+and the last files, ``--resume`` with its check of the settings, the agreement of the processes
+under torchrun, the stop on a signal and the JSON-lines events; a ``Task`` says what one step
+trains and how a network is validated and saved.
+
+Limits: ``max_steps`` and ``epochs`` count the whole run (across resumes); ``max_time`` counts
+the wall seconds of this invocation (a resumed run gets its own ``max_time``). Validations run
+every ``valid_every`` steps; ``patience`` counts those without a better held-out likelihood than
+the best of them (0: never stops for it). One more validation ends every run that did not just
+validate: it may still give a new best network, it does not count for patience.
+
+Files, for ``MODEL_OUT = m.pt``: ``m.pt`` the best network by held-out likelihood; ``m.last.pt``
+the latest state (written at every validation and on a stop) with ``training_state`` for
+``--resume``: the optimizer, the RNG states, ``progress`` (``RunState``) and ``run`` (the task's
+``record()``, which the resumed run must match); ``m.log`` the events (``log``). Checkpoints hold
+no wall-clock value: the same seed, data and settings on a CPU give byte-identical files, and a run
+resumed from ``m.last.pt`` computes exactly the losses of an uninterrupted one.
+
+Under torchrun every process holds the whole model and data and the same epoch plan of global
+batches; a task's ``loss`` is this process's share of the batch's loss (``Group.share``) divided by
+the global batch's size, scaled here by the number of processes since DDP averages the gradients,
+so an update is the one-process update on the global batch. Rank 0 alone writes files and the log;
+every decision (a signal, the time limit) is agreed by all processes after each step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch.profiler import record_function
+
+from ..errors import UsageError, signal_exit
+from ..parallel.distributed import Group
+from .log import EventLog
+from .optim import clipped_step
+
+
+class TrainingError(UsageError):
+    """A refused request (e.g. ``--resume`` with other settings); the message says what to do."""
+
+
+class Interrupted(Exception):
+    """``stop()`` asked to stop: the state after the last finished step is in ``last_path``."""
+
+    def __init__(self, why: int, step: int, last_path: str):
+        super().__init__(f"interrupted at step {step}; resumable state saved in {last_path}")
+        self.why, self.step, self.last_path = why, step, last_path
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of the signal that stopped the run (``why``: its number)."""
+        return signal_exit(self.why)
+
+
+class LoopSettings(Protocol):
+    """The settings the loop reads (``TrainConfig``, ``LMTrainConfig``)."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def max_steps(self) -> int | None: ...
+    @property
+    def max_time(self) -> float | None: ...
+    @property
+    def epochs(self) -> int | None: ...
+    @property
+    def valid_every(self) -> int: ...
+    @property
+    def patience(self) -> int: ...
+    @property
+    def log_every(self) -> int: ...
+    @property
+    def keep_checkpoints(self) -> int: ...
+
+
+@dataclass
+class RunState:
+    """Where a run stands (saved in the resumable checkpoint as ``progress``)."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # next batch of the epoch plan
+    best_logp: float | None = None  # best held-out sum of log p, any validation
+    best: dict | None = None  # its figures (what MODEL_OUT holds)
+    scheduled_best_logp: float | None = None  # best over scheduled validations (patience)
+    bad_validations: int = 0
+    last_valid_step: int = -1
+    kept: list[int] = field(default_factory=list)  # steps of the networks kept (kept_checkpoints)
+
+
+@dataclass
+class Validation:
+    """A validation's outcome: ``logp`` the held-out sum of log p (None: nothing held out),
+    ``figures`` what the model file records of it, ``event`` the log event's own fields."""
+
+    logp: float | None
+    figures: dict[str, Any] | None
+    event: dict[str, Any]
+
+
+class Trainable(Protocol):
+    """What the loop asks of a network."""
+
+    def train(self, mode: bool = True) -> Any: ...
+    def eval(self) -> Any: ...
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class Task(Protocol):
+    """What one kind of training gives the loop: its ``network`` (``train()`` for steps, ``eval()``
+    for validations and saving), ``optimizer``, ``clip_norm`` (None: no clipping) and ``unit``
+    (what a batch holds, for the log: "pairs", "ngrams")."""
+
+    @property
+    def network(self) -> Trainable: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def clip_norm(self) -> float | None: ...
+    @property
+    def unit(self) -> str: ...
+
+    def record(self) -> dict[str, Any]:
+        """What ``--resume`` must find unchanged: ``table_hash`` (the data), ``model`` (sizes),
+        and the settings (``seed``, ``lr``, ``batch_size`` of a global batch, ...)."""
+
+    def start_event(self) -> dict[str, Any]: ...
+
+    def plan(self, epoch: int) -> Sequence[Any]:
+        """The global batches of an epoch, in order (the same for every process)."""
+
+    def loss(self, batch: Any) -> torch.Tensor:
+        """This process's share of the batch's loss over the global batch's size."""
+
+    def validate(self) -> Validation: ...
+
+    def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
+        """Write a model file (rank 0 only calls it)."""
+
+    def read_last(
+        self, path: str, check: Callable[[dict[str, Any] | None], None]
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """(the ``training_state``, the weights) of a ``.last.pt``: ``check(training_state)``
+        first (the loop's check of the run), then the task's own checks."""
+
+
+#: ``report(kind, event)``: "step" after every step, and every event written to the log.
+Report = Callable[[str, dict[str, Any]], None]
+
+
+def companion_path(out_path: str, suffix: str) -> str:
+    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
+    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
+
+
+def kept_path(out_path: str, step: int) -> str:
+    """``nmt.pt``, 1800 -> ``nmt.step1800.pt``."""
+    return companion_path(out_path, f".step{step}.pt")
+
+
+def keep(out_path: str, kept: list[int], step: int, n: int, save: Callable[[str], None]) -> list[int]:
+    """Save the network of ``step`` (``save(path)``) and remove the files of the steps beyond the
+    last ``n``; the steps kept now, oldest first."""
+    save(kept_path(out_path, step))
+    now = [s for s in kept if s != step] + [step]
+    for old in now[:-n]:
+        with contextlib.suppress(FileNotFoundError):  # removed by the user: nothing to do
+            os.remove(kept_path(out_path, old))
+    return now[-n:]
+
+
+#: The value of each setting added to a run's record later, for the runs saved before.
+_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0}
+#: Run-record entries compared as a whole: (name, its value when absent).
+_NAMED = {
+    "arch": ("architecture", "cho2014"),
+    "direction": ("direction", "forward"),
+    "subwords": ("subword units", "none"),
+}
+
+
+def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
+    """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
+    if saved.get("table_hash") != now["table_hash"]:
+        raise TrainingError(
+            f"--resume: {path} was trained on other data; resume with the same input files "
+            "and data options, or start afresh"
+        )
+    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED)]
+    flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in plain}}
+    flat_now = {**now["model"], **{k: now[k] for k in plain}}
+    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
+    if flat_saved.get("batch_size") != flat_now.get("batch_size"):
+        diff.append("batch_size counts a global batch: --batch-size x processes")
+    for key, (name, absent) in _NAMED.items():
+        if saved.get(key) != now.get(key):
+            diff.append(f"{name} was {saved.get(key) or absent}, now {now.get(key) or absent}")
+    if diff:
+        raise TrainingError(
+            f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
+            " repeat the original options, or start afresh without --resume"
+        )
+
+
+class Loop:
+    """One run of a task; ``fit`` is its use."""
+
+    def __init__(self, task: Task, cfg: LoopSettings, out_path: str, device: torch.device, group: Group):
+        self.task, self.cfg, self.device, self.group = task, cfg, device, group
+        self.out_path, self.last_path = out_path, companion_path(out_path, ".last.pt")
+        self.p = RunState()
+
+    def resume(self) -> None:
+        """Continue from ``.last.pt``: weights, optimizer, RNG states and data position (refused
+        where the run's record differs, ``check_same_run``)."""
+        state, weights = self.task.read_last(self.last_path, self._check)
+        self.task.network.load_state_dict(weights)
+        self.task.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        if len(state["cuda_rng"]) and self.device.type == "cuda":  # a list of tensors: never asked its truth
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.p = RunState(**state["progress"])
+
+    def _check(self, state: dict[str, Any] | None) -> None:
+        if state is None or "run" not in state or "progress" not in state:
+            raise TrainingError(
+                f"--resume: {self.last_path} holds no training state this version can resume "
+                "(written by an older phrase_rescorer, or not a .last.pt); start afresh without --resume"
+            )
+        check_same_run(state["run"], self.task.record(), self.last_path)
+
+    def save(self, path: str, with_state: bool) -> None:
+        if not self.group.is_main:
+            return
+        self.task.network.eval()
+        self.task.save(path, self.p, self.training_state() if with_state else None)
+
+    def training_state(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.task.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else [],
+            "progress": asdict(self.p),
+            "run": self.task.record(),
+        }
+
+    def validate(self, scheduled: bool) -> dict[str, Any]:
+        """Validate, keep the best network, count patience, save the latest state; the event."""
+        p = self.p
+        self.task.network.eval()
+        v = self.task.validate()
+        best = v.logp is None or p.best_logp is None or v.logp > p.best_logp
+        if best:
+            p.best_logp = v.logp if v.logp is not None else 0.0
+            p.best = None if v.figures is None else {"step": p.step, **v.figures}
+            self.save(self.out_path, with_state=False)
+        if self.cfg.keep_checkpoints and self.group.is_main:  # for `average --average-last`
+            p.kept = keep(self.out_path, p.kept, p.step, self.cfg.keep_checkpoints, lambda f: self.save(f, False))
+        if scheduled and v.logp is not None:
+            improved = p.scheduled_best_logp is None or v.logp > p.scheduled_best_logp
+            p.scheduled_best_logp = v.logp if improved else p.scheduled_best_logp
+            p.bad_validations = 0 if improved else p.bad_validations + 1
+        p.last_valid_step = p.step
+        self.save(self.last_path, with_state=True)
+        self.task.network.train()
+        return {"event": "valid", "step": p.step, "epoch": p.epoch, **v.event, "best": best}
+
+    def step(self, batch: Any) -> torch.Tensor:
+        """One update on the (global) batch; this process's part of the loss."""
+        task = self.task
+        task.network.train()  # dropout on (validation and every scorer run in eval mode)
+        loss = task.loss(batch)  # ranges train.batch, train.forward
+        task.optimizer.zero_grad(set_to_none=True)
+        with record_function("train.backward"):
+            if self.group.distributed:
+                (loss * self.group.world_size).backward()  # DDP divides the summed gradients by it
+            else:
+                loss.backward()
+        if task.clip_norm is None:
+            task.optimizer.step()
+        else:
+            clipped_step(task.optimizer, task.clip_norm)  # ranges train.clip, train.optimizer
+        return loss.detach()
+
+    def limit(self, out_of_time: bool) -> str | None:
+        cfg, p = self.cfg, self.p
+        if cfg.max_steps is not None and p.step >= cfg.max_steps:
+            return "max_steps"
+        if cfg.epochs is not None and p.epoch >= cfg.epochs:
+            return "epochs"
+        if cfg.patience and p.bad_validations >= cfg.patience:
+            return "patience"
+        return "max_time" if out_of_time else None
+
+    def run(self, log_path: str, append_log: bool, report: Report | None, stop: Callable[[], int | None] | None) -> str:
+        cfg, p, task, group = self.cfg, self.p, self.task, self.group
+        t_start = time.monotonic()
+
+        def out_of_time() -> bool:
+            return cfg.max_time is not None and time.monotonic() - t_start >= cfg.max_time
+
+        if group.distributed:
+            # each process draws its own dropout masks from here (every process drew the same
+            # initial weights); a resumed run under torchrun draws other masks than an
+            # uninterrupted one: only rank 0's RNG state is saved
+            torch.manual_seed(cfg.seed + 1_000_003 * (group.rank + 1) + p.step)
+        # Only rank 0 writes the log; the other processes write their events nowhere.
+        with EventLog(log_path if group.is_main else os.devnull, append=append_log) as log:
+
+            def emit(event: dict[str, Any]) -> None:
+                if event["event"] != "start":
+                    event["elapsed"] = round(log.previous_elapsed + time.monotonic() - t_start, 3)
+                log.write(event)
+                if report:
+                    report(event["event"], event)
+
+            emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, **task.start_event()})
+            task.network.train()
+            loss_sum, items, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
+            plan: Sequence[Any] | None = None
+            reason = self.limit(bool(group.max([out_of_time()])[0]))
+            while reason is None:
+                plan = plan or task.plan(p.epoch)
+                batch = plan[p.position]
+                loss_sum += self.step(batch)
+                items, steps = items + len(batch), steps + 1
+                p.step, p.position = p.step + 1, p.position + 1
+                if p.position == len(plan):
+                    p.epoch, p.position, plan = p.epoch + 1, 0, None
+                if report:
+                    report("step", {"step": p.step})
+                if p.step % cfg.log_every == 0:
+                    now = time.monotonic()
+                    emit(
+                        {
+                            "event": "train",
+                            "step": p.step,
+                            "epoch": p.epoch,
+                            "loss": group.sum([float(loss_sum)])[0] / steps,
+                            f"{task.unit}_per_s": round(items / max(now - t_last, 1e-9), 1),
+                        }
+                    )
+                    loss_sum, items, steps, t_last = loss_sum * 0, 0, 0, now
+                if p.step % cfg.valid_every == 0:
+                    emit(self.validate(scheduled=True))
+                why, late = group.max([(stop() if stop else None) or 0, int(out_of_time())])  # agreed
+                if why:
+                    self.save(self.last_path, with_state=True)
+                    emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})
+                    raise Interrupted(why, p.step, self.last_path)
+                reason = self.limit(bool(late))
+            if steps:  # the steps since the last train event: a run shorter than log_every logs its loss too
+                emit(
+                    {
+                        "event": "train",
+                        "step": p.step,
+                        "epoch": p.epoch,
+                        "loss": group.sum([float(loss_sum)])[0] / steps,
+                        f"{task.unit}_per_s": round(items / max(time.monotonic() - t_last, 1e-9), 1),
+                    }
+                )
+            if p.last_valid_step != p.step:
+                emit(self.validate(scheduled=False))
+            emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": reason})
+        return reason
+
+
+def fit(
+    task: Task,
+    cfg: LoopSettings,
+    out_path: str,
+    *,
+    device: torch.device,
+    group: Group | None = None,
+    resume: bool = False,
+    log_path: str | None = None,
+    report: Report | None = None,
+    stop: Callable[[], int | None] | None = None,
+) -> tuple[str, RunState]:
+    """Train ``task`` until a limit: (the reason, "max_steps", ..., the final state). ``stop()`` is
+    asked after every step; a true answer (a signal number) saves ``.last.pt`` and raises
+    ``Interrupted``."""
+    loop = Loop(task, cfg, out_path, device, group or Group())
+    if resume:
+        loop.resume()
+    reason = loop.run(log_path or companion_path(out_path, ".log"), resume, report, stop)
+    return reason, loop.p
