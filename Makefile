@@ -62,7 +62,7 @@ demo: $(DEMO_DIR)/model.pt
 	@echo "  phrase-table.rescored.gz   the sample table + the RNN column, p(target|source)"
 	@echo "  moses.ini                  $(MOSES_INI) with num-features=5 and a 5th weight"
 	@echo "                             (its other paths keep the bundled ini's @MODEL_DIR@: tests/data/README.md)"
-	@echo "next: README.md, 'Using it in a Moses pipeline' (binarize, tune with mert-moses.pl in a fresh --working-dir)"
+	@echo "next: README.md, 'The pipeline, on the tiny system in the clone' (tune with mert-moses.pl in a fresh --working-dir)"
 	@$(MAKE) --no-print-directory demo-pictures
 
 # What the demo network learned (the paper's Tables 2 and 3, Figs. 3 to 5) and its training curves.

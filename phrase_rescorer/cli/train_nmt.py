@@ -55,7 +55,7 @@ def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **op
     Also written, as by train: MODEL_OUT's .last.pt (for --resume) and .log (JSON lines).
 
     \b
-    Example (about 30 minutes on two cores for 29,000 sentence pairs):
+    Example (stops after 30 minutes on two threads; what such a network reaches: docs/results.md):
       phrase-rescorer train-nmt train.tok.lc.en train.tok.lc.fr nmt.pt --max-time 1800 --threads 2
     """
 

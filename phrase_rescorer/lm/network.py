@@ -75,7 +75,7 @@ class LMConfig:
 
 
 #: The paper's CSLM, and a model that reaches its best held-out perplexity on a 400k-word corpus
-#: within about 20 minutes on two CPU cores (README, "The CSLM and n-best reranking").
+#: within about 20 minutes on two CPU cores (docs/results.md, "The CSLM and n-best reranking").
 PRESETS: dict[str, LMConfig] = {
     "paper": LMConfig(),
     "small": LMConfig(order=5, embed_dim=256, hidden=(1024, 512), dropout=0.2),

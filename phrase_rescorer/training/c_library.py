@@ -1,11 +1,13 @@
 """A loop written in C, compiled on first use for this CPU and loaded with ``ctypes``.
 
 The training loops that torch would run as many passes over memory (Adadelta's update,
-``adadelta_loop``; the GRU's gates in its backward pass, ``gru_gates``) are written as C source
-and built by ``CLibrary``: with the machine's C compiler (``$CC``, else ``cc``; its words are the
-command, so ``CC="ccache gcc"`` works) for this CPU (``-march=native``, or ``-mcpu=native``, or
-the compiler's default target: the first it accepts; vectorized; multiply-adds fused only where
-the source writes ``fmaf``: ``-ffp-contract=off``). ``ctypes`` releases the GIL while a loop runs.
+``adadelta_loop``; the GRU's gates in its backward pass, ``gru_gates``; the output layer's
+log-softmax, ``target_log_probs``) are written in C, in the ``.c`` files beside their modules
+(package data, read by ``c_source``), and built by ``CLibrary``: with the machine's C compiler
+(``$CC``, else ``cc``; its words are the command, so ``CC="ccache gcc"`` works) for this CPU
+(``-march=native``, or ``-mcpu=native``, or the compiler's default target: the first it accepts;
+vectorized; multiply-adds fused only where the source writes ``fmaf``: ``-ffp-contract=off``).
+``ctypes`` releases the GIL while a loop runs.
 
 The library is kept in ``$PHRASE_RESCORER_CACHE`` (default ``$XDG_CACHE_HOME/phrase_rescorer``,
 else ``~/.cache/phrase_rescorer``) under a name that hashes the source, the flags and the macros
@@ -15,8 +17,8 @@ Building takes under a second, in an exclusive temporary directory; the file is 
 linked into place, and one already there (built by another process, perhaps loaded) is kept; a
 cached file that does not load is built again.
 
-A loop split over threads runs its parts with ``RUN_PARTS`` (C source the library's source
-includes): a library asked for with ``openmp=True`` is first built with ``-fopenmp`` and kept
+A loop split over threads runs its parts with ``run_parts`` (``run_parts.h``, which the library's
+source includes): a library asked for with ``openmp=True`` is first built with ``-fopenmp`` and kept
 only where its OpenMP runtime is torch's own (the same ``omp_get_max_threads`` as torch's
 ``libgomp``), so that its parts run on the threads torch's operators use, which spin for a
 while after each operator and would otherwise take the core a new thread needs; elsewhere (no
@@ -31,53 +33,28 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import tempfile
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import torch
 
-#: ``run_parts(work, parts_at, size, threads)``: work(parts_at + t * size) for t < parts(threads),
-#: the caller's thread among them (module text); returns 0, or -1 where a pthread could not be
-#: started (its part then runs on the caller's). ``parts(threads)``: the count clamped to
-#: 1..``MAX_PARTS`` (64), the size of the callers' job arrays. ``omp_runtime()``, in an OpenMP
-#: build: where the library's ``omp_get_max_threads`` lives.
-RUN_PARTS = r"""
-#include <pthread.h>
-#include <stddef.h>
-#ifdef _OPENMP
-#include <omp.h>
-void *omp_runtime(void) { return (void *)&omp_get_max_threads; }
-#endif
 
-/* The callers' job arrays hold MAX_PARTS parts; parts(threads): 1..MAX_PARTS. */
-#define MAX_PARTS 64
-static int parts(int threads) { return threads < 1 ? 1 : threads > MAX_PARTS ? MAX_PARTS : threads; }
+def c_source(name: str) -> str:
+    """The C source file ``name`` shipped beside this module (package data, read through
+    importlib.resources), each ``#include "FILE"`` line replaced by that file's text: the whole
+    source the compiler sees, which the cached library's name hashes."""
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return re.sub(r'^#include "([\w.]+)"\n', lambda m: c_source(m.group(1)), text, flags=re.MULTILINE)
 
-static int run_parts(void *(*work)(void *), char *parts_at, size_t size, int threads) {
-    threads = parts(threads);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-    for (int t = 0; t < threads; t++) work(parts_at + t * size);
-    return 0;
-#else
-    pthread_t ids[MAX_PARTS];
-    int started[MAX_PARTS] = {0}, status = 0;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&ids[t], 0, work, parts_at + t * size) == 0) started[t] = 1;
-        else status = -1;
-    }
-    work(parts_at);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(ids[t], 0);
-        else work(parts_at + t * size);
-    }
-    return status;
-#endif
-}
-"""
+
+#: ``run_parts(work, parts_at, size, threads)`` and ``parts(threads)`` (run_parts.h): a loop's parts
+#: on torch's OpenMP threads or on pthreads (module text); the sources that split a loop include it.
+RUN_PARTS = c_source("run_parts.h")
 
 #: ``CLibrary.threads_from`` of a library whose parts run on torch's own OpenMP threads.
 OPENMP_THREADS = "torch's OpenMP threads"

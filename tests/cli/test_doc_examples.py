@@ -1,7 +1,9 @@
 """The commands the README and the docs/ pages show are today's: every ``phrase-rescorer``,
 ``rescore-phrase-table`` and ``moses-rescore-step`` command of a code block or an inline code
 span (and every span such as `train --resume`, a subcommand with its options) names a
-subcommand that exists, and every option it gives is one of that command's."""
+subcommand that exists, and every option it gives is one of that command's. Every block of the
+README and docs/results.md carries a mark (tests/helpers/doc_blocks.py), and the README's plain
+``sh`` blocks run as written."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import click
 import pytest
 
 from phrase_rescorer.cli import cli
+from tests.helpers import doc_blocks
 from tests.helpers.paths import REPO
 
 #: The programs and the command each one runs (``python -m phrase_rescorer`` is phrase-rescorer).
@@ -134,3 +137,62 @@ def test_the_check_sees_a_wrong_command_and_a_wrong_option() -> None:
     assert problems(*invocation("torchrun --nproc-per-node 4 -m phrase_rescorer train T M --preset paper")) == []
     assert invocation("$MOSES/bin/moses -f moses.ini -threads 2") is None
     assert command_lines("the `train --bf16` option") == ["phrase-rescorer train --bf16"]
+
+
+# --- The README's and the results page's blocks: each one marked, the plain ones run ----------------
+
+RUNNABLE = doc_blocks.sections("README.md", ("sh",))
+
+
+@pytest.mark.parametrize("page", doc_blocks.MARKED_PAGES)
+def test_every_block_carries_a_mark_and_no_command_hides_in_an_indented_block(page: str) -> None:
+    unmarked = [f"{page}:{b.line}: ```{b.mark}" for b in doc_blocks.blocks(page) if b.mark not in doc_blocks.MARKS]
+    assert not unmarked, "blocks without one of the marks " + repr(doc_blocks.MARKS) + ":\n" + "\n".join(unmarked)
+    assert doc_blocks.indented_code_lines(page) == [], f"{page}: indented code blocks: put them in a marked fence"
+
+
+def test_every_command_of_the_results_page_is_a_marked_measurement() -> None:
+    marks = {b.mark for b in doc_blocks.blocks("docs/results.md")}
+    assert marks <= {"sh long", "text"}, marks
+
+
+def test_the_install_blocks_name_make_targets_and_extras_that_exist() -> None:
+    targets = doc_blocks.makefile_targets()
+    extras = set(re.findall(r"^(\w+) = \[", (REPO / "pyproject.toml").read_text(), re.MULTILINE))
+    install = [b for b in doc_blocks.blocks("README.md") if b.mark == "sh install"]
+    assert install
+    for block in install:
+        for line in block.text.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["make"]:
+                assert set(words[1:]) <= targets, line
+            for extra in re.findall(r'"\.\[(\w+)\]"', line):
+                assert extra in extras, line
+
+
+def test_the_readme_runs_its_plain_blocks_and_leaves_moses_ones_to_the_moses_tests() -> None:
+    marks = [b.mark for b in doc_blocks.blocks("README.md")]
+    assert "sh" in marks and "sh moses" in marks
+    moses_words = re.compile(r"\$MOSES|mert-moses|multi-bleu|experiment\.perl|--moses")
+    for block in doc_blocks.blocks("README.md"):
+        if block.mark == "sh":
+            assert not moses_words.search(block.text), f"README.md:{block.line} needs Moses: mark it sh moses"
+
+
+@pytest.fixture(scope="module")
+def readme_runner(tmp_path_factory: pytest.TempPathFactory) -> doc_blocks.Runner:
+    return doc_blocks.Runner(tmp_path_factory.mktemp("readme"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", list(RUNNABLE))
+def test_the_readme_blocks_run_as_written(section: str, readme_runner: doc_blocks.Runner) -> None:
+    """The README's plain blocks run in order in one directory, as a user runs them from the top
+    of a checkout (each section's test first runs the earlier sections it has not yet run)."""
+    for name in RUNNABLE:
+        for block in RUNNABLE[name]:
+            if block not in readme_runner.ran:
+                readme_runner.run(block)
+        if name == section:
+            break
+    assert all(b in readme_runner.ran for b in RUNNABLE[section])

@@ -65,6 +65,18 @@ def test_the_wheel_installs_and_runs(tmp_path: Path) -> None:
     configs = Path(_run([venv / "bin" / "phrase-rescorer", "moses-configs"], env=env, cwd=tmp_path).stdout.strip())
     assert configs == Path(site.stdout.strip(), "phrase_rescorer", "moses_configs")
     assert (configs / "ems-rnn-rescoring.config").is_file() and (configs / "moses.rnn.example.ini").is_file()
+    # the training loops' C sources, package data, built from the installed package (not the checkout)
+    sources = sorted(p.name for p in (REPO / "phrase_rescorer" / "training").glob("*.[ch]"))
+    assert (
+        sources
+        and sorted(p.name for p in Path(site.stdout.strip(), "phrase_rescorer", "training").glob("*.[ch]")) == sources
+    )
+    built = _run(
+        [venv / "bin" / "python", "-c", "from phrase_rescorer.training import gru_gates as g; print(g.SOURCE[-200:])"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert built.stdout.strip() == (REPO / "phrase_rescorer" / "training" / "gru_gates.c").read_text()[-200:].strip()
     licence = next(Path(site.stdout.strip()).glob("phrase_rescorer-*.dist-info")) / "licenses" / "LICENSE"
     assert licence.read_text() == (REPO / "LICENSE").read_text()
 

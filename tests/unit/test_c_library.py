@@ -1,4 +1,4 @@
-"""The C loops' threads (``training.c_library.RUN_PARTS``): built with OpenMP only where the
+"""The C loops' threads (``training.c_library``, run_parts.h): built with OpenMP only where the
 runtime is torch's own, else with pthreads, and the two builds giving the same results bit for
 bit on several threads."""
 
@@ -95,3 +95,61 @@ def test_both_builds_give_the_same_target_log_probs_bit_for_bit_on_three_threads
         torch.set_num_threads(before)
     for x, y in zip(*results, strict=True):
         assert torch.equal(x, y)
+
+
+def test_the_sources_are_the_package_files_with_their_include_inlined() -> None:
+    """The loops' C lives in .c files of the package (data the wheel ships, read through
+    importlib.resources); a ``#include "run_parts.h"`` line becomes that file's text, so the
+    source the compiler sees, and the cache key that hashes it, holds the header too."""
+    here = Path(c_library.__file__).parent
+    assert (here / "adadelta_loop.c").read_text().replace(
+        '#include "run_parts.h"\n', (here / "run_parts.h").read_text()
+    ) == adadelta_loop.SOURCE
+    assert "static int run_parts(" in tlp.SOURCE and '#include "' not in tlp.SOURCE
+    assert (here / "run_parts.h").read_text() == c_library.RUN_PARTS
+
+
+def test_the_cached_library_changes_with_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed source (an edited .c file, or the header it includes) is built anew under
+    another name, never served the library of the old source from the cache."""
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path))
+    if adadelta_loop.LIBRARY.load() is None:
+        pytest.skip(f"the loops cannot be built here: {adadelta_loop.LIBRARY.problem()}")
+    compiler = ["cc"]
+
+    def declare(lib: ctypes.CDLL) -> None:
+        lib.answer.restype = ctypes.c_int
+
+    first = CLibrary("answer", "int answer(void) { return 1; }\n", declare).build(compiler)
+    again = CLibrary("answer", "int answer(void) { return 1; }\n", declare).build(compiler)
+    second = CLibrary("answer", "int answer(void) { return 2; }\n", declare).build(compiler)
+    assert first == again and first != second
+    assert ctypes.CDLL(str(first)).answer() == 1 and ctypes.CDLL(str(second)).answer() == 2
+    # an edited header changes the source of every file that includes it, and so its library
+    header = "static int base(void) { return %d; }\n"
+    source = '#include "base.h"\nint answer(void) { return base(); }\n'
+    built = []
+    for value in (3, 4):
+        files = _Files({"answer.c": source, "base.h": header % value})
+        monkeypatch.setattr(c_library.resources, "files", lambda package, files=files: files)
+        built.append(CLibrary("answer", c_library.c_source("answer.c"), declare).build(compiler))
+    assert built[0] != built[1]
+    assert [ctypes.CDLL(str(path)).answer() for path in built] == [3, 4]
+
+
+class _Files:
+    """importlib.resources.files() of a package holding the given texts."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts = texts
+
+    def joinpath(self, name: str) -> _Files:
+        return _Text(self.texts[name])  # type: ignore[return-value]
+
+
+class _Text:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.text
