@@ -49,9 +49,8 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     default="small",
     show_default=True,
     help="paper: the paper's 7-gram CSLM (512-d embeddings, rectified layers 1536 and 1024); "
-    "small: a 5-gram with 256-d embeddings, layers 1024 and 512, dropout 0.2 (about 20 "
-    "minutes to its best held-out perplexity on 400k words and two cores). The options "
-    "below override.",
+    "small: a 5-gram with 256-d embeddings, layers 1024 and 512, dropout 0.2 (how long each "
+    "trains: docs/results.md). The options below override.",
 )
 @click.option("--order", type=click.IntRange(2), help="n of the n-gram model (n - 1 context words).")
 @click.option("--embed-dim", type=click.IntRange(1), help="Embedding size of each context word.")
@@ -126,8 +125,8 @@ def train_lm(
 
     \b
     Example:
-      phrase-rescorer train-lm corpus/train.tok.lc.fr cslm.pt --valid corpus/dev.tok.lc.fr \\
-          --kenlm lm/fr.5gram.blm --max-time 1200
+      phrase-rescorer train-lm corpus/train.tok.lc.fr cslm.pt --valid corpus/val.tok.lc.fr \\
+          --kenlm lm.fr.5gram.arpa.gz --max-time 1200
 
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """

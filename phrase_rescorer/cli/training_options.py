@@ -257,8 +257,8 @@ def training_options(
             default=defaults.optimizer_kernel,
             show_default=True,
             help="How Adadelta's update runs on a CPU. compiled: one C loop over all parameters, "
-            "split over the threads, equal to torch's Adadelta within float32 rounding; the update "
-            "4-5x faster, a paper-size step 11-13 % (built with the machine's C compiler, $CC "
+            "split over the threads, equal to torch's Adadelta within float32 rounding, several times "
+            "faster than torch's (docs/training-speed.md) (built with the machine's C compiler, $CC "
             "or cc, on first use and kept in ~/.cache/phrase_rescorer; where it cannot be built "
             "a warning says so and the run goes on chunked). chunked: torch's own operations bit "
             "for bit, in cache-sized pieces.",
@@ -296,9 +296,8 @@ def training_options(
             "--bf16",
             is_flag=True,
             help="Matrix products in bfloat16 (autocast; weights and optimizer stay float32). "
-            "Costs exactness: products keep 8 significant bits (2-3 decimal digits); a small "
-            "network after 400 steps had a 9-12 % higher held-out perplexity than the same "
-            "run in float32 (docs/performance.md). Fast "
+            "Costs exactness: products keep 8 significant bits (2-3 decimal digits), and "
+            "held-out perplexity suffers (docs/performance.md). Fast "
             "only on GPUs and on CPUs with AMX-BF16 or AVX512-BF16; elsewhere many times "
             "slower than float32 (a warning says so).",
         ),
