@@ -150,7 +150,7 @@ def train_lm(
     from ..lm.text import build_vocabulary, split_held_out, text_ngrams
     from ..lm.trainer import LMTrainConfig, LMTrainer, LMTrainingError, last_path
     from ..moses.toolkit import MosesNotFound, find_moses
-    from ..output import check_distinct_paths, check_output_path
+    from ..output import check_distinct_paths, check_not_an_input, check_output_path
     from ..training.log import EventLog
     from ..training.run_record import Interrupted
     from .lm_report import report_training
@@ -160,6 +160,7 @@ def train_lm(
         for given in (text, valid_path, test_path):
             if given is not None:
                 check_distinct_paths(given, output)  # a text, overwritten by a model after hours
+    check_not_an_input(log_path or "", (("model file", model_out), ("saved state", last_path(model_out))))
     group, dev = join_group(ctx, device)
     query = None
     if kenlm_path is not None:

@@ -23,7 +23,7 @@ from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import arch_config
 from ..model.cho2014 import ModelConfig
-from ..output import check_distinct_paths
+from ..output import check_distinct_paths, check_not_an_input
 from ..parallel import distributed
 from ..training import adadelta_loop, products
 from ..training.optim import CompiledAdadelta
@@ -98,6 +98,7 @@ def run_training(
     for output in (model_out, last_path, log_path or companion_path(model_out, ".log")):
         for given in inputs:  # an input, overwritten by a model after hours
             check_distinct_paths(given, output)
+    check_not_an_input(log_path or "", (("model file", model_out), ("saved state", last_path)))  # --log m.pt
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
     requested_vocab, model_sizes = preset_sizes(preset, vocab_size=vocab_size, **sizes)
