@@ -81,7 +81,7 @@ def rerank_tune(
     from ..reranking.choose import output_lines
     from ..reranking.mert import NBEST_COPY, WORK_FILES, RerankError, tune
     from ..reranking.nbest_features import read_matrix
-    from ..reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
+    from ..reranking.weights import Weights, WeightsError, read_weights_file, vector, write_weights_file
 
     inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
     check_output_path(weights_out)
@@ -97,7 +97,7 @@ def rerank_tune(
     toolkit = _toolkit(moses_dir)
     refs = read_lines(reference)
     try:
-        init = read_weights_file(init_path) if init_path else {}
+        init: Weights | dict[str, list[float]] = read_weights_file(init_path) if init_path else {}
     except WeightsError as e:
         raise UserError(str(e), e.exit_code) from e
     keep = work_dir is not None
