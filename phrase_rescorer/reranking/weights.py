@@ -84,7 +84,9 @@ def read_weights_file(path: str) -> Weights:
     """A weights file or a moses.ini (its ``[weight]`` section), plain or compressed."""
     lines = read_lines(path)  # a bad file: PhraseTableError, naming its line
     is_ini = any(line.strip() == "[feature]" for line in lines)
-    if not any(line.strip() == "[weight]" for line in lines):
+    has_header = any(line.strip() == "[weight]" for line in lines)
+    _refuse_twice_named(lines, path, None if has_header else "[weight]")
+    if not has_header:
         lines = ["[weight]", *lines]
     text = "".join(line + "\n" for line in lines)
     try:
@@ -94,6 +96,21 @@ def read_weights_file(path: str) -> Weights:
     if not weights:
         raise WeightsError(f"{path}: no 'Name= w1 w2 ...' weight lines")
     return Weights(path, weights, is_ini)
+
+
+def _refuse_twice_named(lines: list[str], path: str, section: str | None) -> None:
+    """A feature with two weight lines would read back as one of them: refused, naming both
+    (``section``: the one the first lines are in)."""
+    seen: dict[str, int] = {}
+    for i, line in enumerate(lines, 1):
+        body = line.split("#", 1)[0].strip()
+        if body.startswith("[") and body.endswith("]"):
+            section = body
+        elif section == "[weight]" and "=" in body:
+            name = body.split("=", 1)[0].strip()
+            if name in seen:
+                raise WeightsError(f"{path}: {name} has weight lines twice (lines {seen[name]} and {i}): give it one")
+            seen[name] = i
 
 
 def write_weights_file(

@@ -222,6 +222,15 @@ def test_rerank_weights_must_weigh_exactly_the_lists_features(
     assert out.read_text() == "un chien .\n\nune femme\n"
 
 
+@pytest.mark.parametrize("header", ["", "# tuned\n[weight]\n"])
+def test_a_feature_weighed_twice_is_refused(inputs: dict[str, Path], tmp_path: Path, header: str, monkeypatch, capsys):
+    twice = tmp_path / "twice.weights"
+    twice.write_text(header + WEIGHTS.removeprefix("[weight]\n") + "CSLM0= -5\n")
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(twice), str(tmp_path / "o")], monkeypatch, capsys)
+    first = 4 + header.count("\n")
+    assert code == 2 and f"CSLM0 has weight lines twice (lines {first} and {first + 1})" in err, err
+
+
 def test_rerank_reads_gzip_weights_and_checks_the_sentence_count(
     inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys
 ) -> None:
