@@ -47,11 +47,6 @@ class NbestError(PhraseTableError):
     """A malformed n-best line (``str(e)`` is ``"path:line: message"``)."""
 
 
-#: A feature value as the decoder writes it and Moses' tools read it: a decimal number, nothing
-#: that Python's ``float`` takes besides (``nan``, ``inf``, ``1_0``; the C ``atof`` of Moses'
-#: extractor would read ``1_0`` as 1).
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
-
 #: The dense features of a line: (name, number of values), in order.
 Layout = tuple[tuple[str, int], ...]
 
@@ -133,13 +128,16 @@ def parse_features(field: str, path: str = "", line_no: int | None = None) -> Fe
 
 
 def _number(text: str, path: str, line_no: int | None) -> float:
-    if _NUMBER.match(text) is None:
-        if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
-            raise NbestError(path, line_no, f"feature value {text!r} is not a finite number")
+    """A finite decimal number: what ``float`` reads, less ``1_0`` and non-ASCII digits (which the
+    C ``atof`` of Moses' tools reads otherwise) and ``nan``/``inf`` (not finite)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or "_" in text or not text.isascii():
         raise NbestError(path, line_no, f"feature value {text[:40]!r} is not a number")
-    value = float(text)
     if not math.isfinite(value):
-        raise NbestError(path, line_no, f"feature value {text[:40]!r} is not a finite number (it overflows)")
+        raise NbestError(path, line_no, f"feature value {text[:40]!r} is not a finite number")
     return value
 
 

@@ -116,6 +116,7 @@ def test_feature_names_and_values() -> None:
         ("LM0= -inf TM0= 1 2", "'-inf' is not a finite number"),
         ("LM0= 1e999 TM0= 1 2", "'1e999' is not a finite number"),
         ("LM0= 1_0 TM0= 1 2", "'1_0' is not a number"),
+        ("LM0= \u0661 TM0= 1 2", "'\u0661' is not a number"),  # an Arabic-Indic 1: float reads it, atof not
         ("LM0= x TM0= 1 2", "'x' is not a number"),
         ("LM0= -1 TM0= 1 2 LM0= -2", "feature LM0 twice"),
         ("LM0= -1 sp_x=1 TM0= 1 2", "Moses writes a feature as 'name= value'"),
