@@ -40,11 +40,18 @@ from types import TracebackType
 from typing import BinaryIO
 
 from .compression import format_of_name, open_writer
-from .output_paths import OutputError, ReaderGone, check_distinct_paths, check_output_path
+from .output_paths import OutputError, ReaderGone, check_distinct_paths, check_not_an_input, check_output_path
 from .output_targets import fd_of_link, fsync_directory, is_special, mode_for, stale_temporaries, temporary_stem
 from .signals import stop_signals_held
 
-__all__ = ["AtomicOutput", "OutputError", "ReaderGone", "check_distinct_paths", "check_output_path"]
+__all__ = [
+    "AtomicOutput",
+    "OutputError",
+    "ReaderGone",
+    "check_distinct_paths",
+    "check_not_an_input",
+    "check_output_path",
+]
 
 _BUFFER_SIZE = 1 << 20
 _CREATING = threading.Lock()  # the stale scan, and a temporary's creation up to its lock

@@ -1,12 +1,14 @@
 """What every output path is checked for before any long work, and the error of an output that
 cannot be written: :class:`OutputError` (an ``OSError`` naming the path), for ``output`` and
-the callers that check their outputs up front (``check_output_path``, ``check_distinct_paths``)."""
+the callers that check their outputs up front (``check_output_path``, ``check_distinct_paths``,
+``check_not_an_input`` for a command with several inputs)."""
 
 from __future__ import annotations
 
 import errno
 import os
 import sys
+from collections.abc import Iterable
 
 from .compression import CompressionError, format_of_name
 from .errors import EXIT_SIGPIPE
@@ -75,7 +77,15 @@ def check_distinct_paths(input_path: str, output_path: str, *, model: str | None
     themselves (hard links). ``-`` (stdin/stdout) never clashes. Nothing is opened: a FIFO
     keeps its writer waiting for the real reader.
     """
-    for what, path in (("input", input_path), ("model file", model)):
+    check_not_an_input(output_path, (("input", input_path), ("model file", model)))
+
+
+def check_not_an_input(output_path: str, inputs: Iterable[tuple[str, str | None]]) -> None:
+    """Raise OutputError if ``output_path`` names the same file as one of ``inputs``, given as
+    (what it is, path) pairs (``("n-best list", "dev.nbest")``; a None path is skipped): the
+    error says ``output is the same file as the n-best list 'dev.nbest'``. As
+    :func:`check_distinct_paths`: symlinks, relative spellings and hard links, nothing opened."""
+    for what, path in inputs:
         if path is not None and _same_file(path, output_path):
             raise OutputError(output_path, f"output is the same file as the {what} {path!r}", errno.EINVAL)
 

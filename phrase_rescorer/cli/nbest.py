@@ -61,7 +61,8 @@ def nbest(
                            --direction inverse: ln p(source </s> | hypothesis). Words outside
                            its shortlists score p(<unk>); subword networks know every word.
 
-    The closing line says how many words were outside a shortlist.
+    The closing line says, for each model, how many of the hypotheses' words were outside its
+    shortlist.
 
     \b
     Example (then rerank-tune and rerank):
@@ -112,6 +113,9 @@ def nbest(
         ctx,
         f"{in_path}: {summary.lines:,} hypotheses of {summary.sentences:,} sentences scored in "
         f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
-        f"{summary.unknown:,} of {summary.words:,} words outside the shortlist; "
-        f"feature{'s' if len(features) > 1 else ''} {', '.join(f.name for f in features)}",
+        f"feature{'s' if len(features) > 1 else ''} {', '.join(f.name for f in features)}; "
+        + "; ".join(
+            f"{summary.unknown[f.name]:,} of {summary.words:,} words outside the shortlist of {f.name}"
+            for f in features
+        ),
     )

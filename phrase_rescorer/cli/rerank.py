@@ -75,44 +75,67 @@ def rerank_tune(
       phrase-rescorer rerank-tune dev.cslm.nbest dev.fr rerank.weights --init moses.ini
       phrase-rescorer rerank test.cslm.nbest rerank.weights test.reranked.fr
     """
-    from ..experiment.bleu import read_lines, tokenized_bleu
-    from ..output import check_output_path
+    from ..data.corpus import read_lines
+    from ..experiment.bleu import tokenized_bleu
+    from ..output import OutputError, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
-    from ..reranking.mert import RerankError, tune
+    from ..reranking.mert import NBEST_COPY, WORK_FILES, RerankError, tune
     from ..reranking.nbest_features import read_matrix
-    from ..reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
+    from ..reranking.weights import Weights, WeightsError, read_weights_file, vector, write_weights_file
 
-    toolkit = _toolkit(moses_dir)
+    inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
     check_output_path(weights_out)
+    check_not_an_input(weights_out, inputs)
+    if work_dir is not None:  # what extractor and mert write there must not be an input
+        for name in (NBEST_COPY, *WORK_FILES):
+            try:
+                check_not_an_input(os.path.join(work_dir, name), inputs)
+            except OutputError as e:
+                raise OutputError(
+                    str(e.filename), f"{e.strerror} (rerank-tune writes {name} in --work-dir): give another --work-dir"
+                ) from None
+    toolkit = _toolkit(moses_dir)
+    refs = read_lines(reference)
+    try:
+        init: Weights | dict[str, list[float]] = read_weights_file(init_path) if init_path else {}
+    except WeightsError as e:
+        raise UserError(str(e), e.exit_code) from e
     keep = work_dir is not None
     if work_dir is not None:
         os.makedirs(work_dir, exist_ok=True)
     directory = work_dir or tempfile.mkdtemp(prefix="rerank-")
     try:
-        copy = os.path.join(directory, "nbest.txt")  # what extractor reads: plain text, any input
+        copy = os.path.join(directory, NBEST_COPY)  # what extractor reads: plain text, any input
         matrix = read_matrix(nbest_path, copy_to=copy)
-        refs = read_lines(reference)
-        try:
-            start = vector(
-                read_weights_file(init_path) if init_path else {},
-                matrix.layout,
-                missing=0.0,
-                source=init_path or "start",
+        if len(refs) != matrix.sentence_count:
+            raise UserError(
+                f"{reference}: {len(refs):,} lines, but {nbest_path} lists {matrix.sentence_count:,} sentences "
+                f"(IDs 0 to {matrix.sentence_count - 1}): give the reference of the sentences the list translates",
+                EXIT_INPUT,
             )
+        try:
+            start = vector(init, matrix.layout, missing=0.0, source=init_path or "start")
         except WeightsError as e:
             raise UserError(str(e), e.exit_code) from e
+        before = tokenized_bleu(output_lines(matrix, start), refs)
         try:
-            before = tokenized_bleu(output_lines(matrix, start, len(refs)), refs)
-        except ValueError as e:  # a sentence ID beyond the reference's lines
-            raise UserError(f"{e} ({reference} has {len(refs):,} lines)", EXIT_INPUT) from e
-        try:
-            result = tune(toolkit, copy, [reference], start, directory, seed=seed, restarts=restarts, threads=threads)
+            result = tune(
+                toolkit,
+                copy,
+                [refs],
+                start,
+                directory,
+                layout=matrix.layout,
+                seed=seed,
+                restarts=restarts,
+                threads=threads,
+            )
         except RerankError as e:
             raise UserError(str(e), e.exit_code) from e
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
-    after = tokenized_bleu(output_lines(matrix, result.weights, len(refs)), refs)
+    after = tokenized_bleu(output_lines(matrix, result.weights), refs)
     write_weights_file(
         weights_out,
         matrix.layout,
@@ -133,27 +156,39 @@ def rerank_tune(
 @click.argument("weights_path", metavar="WEIGHTS", type=click.Path(exists=True, dir_okay=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
 @click.option(
-    "--sentences", type=click.IntRange(0), help="Input sentences (lines of OUT) [default: the highest sentence ID + 1]."
+    "--sentences",
+    type=click.IntRange(0),
+    help="The input sentences: NBEST must list exactly as many (a check that it is complete)  "
+    "[default: as many as it lists].",
 )
 @click.pass_context
 def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str, sentences: int | None) -> None:
     """Write to OUT the best hypothesis of each sentence of NBEST under WEIGHTS (from rerank-tune):
     the highest weighted sum of its dense features, the first of equal ones, one line per input
-    sentence (an empty line for a sentence the list lacks)."""
-    from ..output import AtomicOutput
+    sentence. WEIGHTS must weigh exactly NBEST's features (a moses.ini: at least them)."""
+    from ..output import AtomicOutput, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import WeightsError, read_weights_file, vector
 
-    matrix = read_matrix(nbest_path)
+    check_output_path(out_path)
+    check_not_an_input(out_path, (("n-best list", nbest_path), ("weights", weights_path)))
     try:
-        weights = vector(read_weights_file(weights_path), matrix.layout, source=weights_path)
+        weights_file = read_weights_file(weights_path)
     except WeightsError as e:
         raise UserError(str(e), e.exit_code) from e
+    matrix = read_matrix(nbest_path)
+    if sentences is not None and sentences != matrix.sentence_count:
+        raise UserError(
+            f"{nbest_path} lists {matrix.sentence_count:,} sentences (IDs 0 to {matrix.sentence_count - 1}), "
+            f"--sentences says {sentences:,}",
+            EXIT_INPUT,
+        )
     try:
-        lines = output_lines(matrix, weights, sentences)
-    except ValueError as e:
-        raise UserError(str(e), EXIT_INPUT) from e
+        weights = vector(weights_file, matrix.layout, source=weights_path)
+    except WeightsError as e:
+        raise UserError(str(e), e.exit_code) from e
+    lines = output_lines(matrix, weights)
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}")

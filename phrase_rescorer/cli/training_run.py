@@ -22,7 +22,7 @@ from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import arch_config
-from ..output import check_distinct_paths, check_output_path
+from ..output import check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
 from ..training.loop import Interrupted, LoopSettings, RunState, Task, TrainingError, companion_path, fit
@@ -46,6 +46,7 @@ def check_outputs(model_out: str, inputs: tuple[str | None, ...], log_path: str 
         for given in inputs:  # an input, overwritten by a model after hours
             if given is not None:
                 check_distinct_paths(given, output)
+    check_not_an_input(log_path or "", (("model file", model_out), ("saved state", last_path)))  # --log m.pt
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
 

@@ -42,6 +42,22 @@ def read_sentences(path: str) -> Iterator[list[str]]:
         yield from cast(Iterator[list[str]], iter(text))
 
 
+def read_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file (plain or compressed, by content; ``-`` for stdin) without
+    their ends (``\\n`` or ``\\r\\n``), every other character kept: split at newlines only, as
+    Moses writes and counts lines (``str.splitlines`` would also split at U+2028, U+0085, form
+    feeds). Errors name the file and line (:class:`PhraseTableError`)."""
+
+    def parse(raw: bytes, terminator: bytes, line_no: int) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PhraseTableError(path, line_no, f"invalid UTF-8 at byte {e.start}") from e
+
+    with InputTable(path, parse=parse) as text:
+        return list(cast(Iterator[str], iter(text)))
+
+
 @dataclass
 class CorpusPairs:
     """The unique sentence pairs of a parallel corpus, and what reading it found."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from ..data import corpus
 from ..moses import tokenizer
 
 MAX_ORDER = 4
@@ -113,11 +114,6 @@ def detokenized_bleu(hyps: Sequence[str], raw_refs: Sequence[str], lang: str, *,
 
 
 def read_lines(path: str) -> list[str]:
-    """The lines of a UTF-8 text file, without their ends: split at newlines only, as Moses
-    writes and counts them (``str.splitlines`` would also split at U+2028, U+0085, form feeds)."""
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    """The lines of a text file without their ends (``data.corpus.read_lines``: compressed by
+    content, UTF-8 checked, errors naming the file and line, split at newlines only)."""
+    return corpus.read_lines(path)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..data.corpus import read_lines
 from ..errors import EXIT_OS
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
@@ -232,14 +233,25 @@ def rerank_run(
     start = vector(start_weights, dev_matrix.layout, missing=0.0, source=tuned_ini)
     say("tuning the reranking weights on the dev set's lists (mert)")
     try:
-        result = tune(toolkit, lists["dev"], [dev[1]], start, os.path.join(work, "mert"), seed=seed, threads=threads)
+        result = tune(
+            toolkit,
+            lists["dev"],
+            [read_lines(dev[1])],
+            start,
+            os.path.join(work, "mert"),
+            layout=dev_matrix.layout,
+            seed=seed,
+            threads=threads,
+        )
     except RerankError as e:
         raise ExperimentError(str(e), EXIT_OS) from e
     write_weights_file(os.path.join(work, "weights"), dev_matrix.layout, result.weights)
     for part, matrix in (("dev", dev_matrix), ("test", read_matrix(lists["test"]))):
-        with open(dict(dev=dev, test=test)[part][0], "rb") as f:
-            count = sum(1 for _ in f)
-        lines = output_lines(matrix, result.weights, count)
+        source = dict(dev=dev, test=test)[part][0]
+        count = len(read_lines(source))
+        if matrix.sentence_count != count:
+            raise ExperimentError(f"{matrix.path} lists {matrix.sentence_count:,} sentences, {source} has {count:,}")
+        lines = output_lines(matrix, result.weights)
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     shutil.rmtree(os.path.join(work, "mert"), ignore_errors=True)

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, InputError
+from ..errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, InputError
 from ..model.checkpoint import load_checkpoint
 from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
@@ -108,11 +108,26 @@ def check_ini(ini: str, name: str = "TranslationModel0") -> str:
 
 
 def count_lines(path: str) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    except OSError as e:
-        raise ExperimentError(f"{path}: cannot read ({e.strerror})", EXIT_OS) from None
+    """The lines of a dev or test file, each checked for UTF-8 (a bad one named with its line,
+    exit 3). The decoder and mert-moses.pl read these files themselves, as plain text only: a
+    compressed one is refused."""
+    with InputTable(path, parse=_utf8_line(path)) as text:
+        if text.compression is not None:
+            raise ExperimentError(
+                f"{path}: {text.compression}-compressed: Moses (the decoder, mert-moses.pl) reads the dev and "
+                "test sets as plain text; decompress it"
+            )
+        return sum(1 for _ in text)
+
+
+def _utf8_line(path: str) -> Callable[[bytes, bytes, int], None]:
+    def parse(raw: bytes, terminator: bytes, line_no: int) -> None:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ExperimentError(f"{path}:{line_no}: invalid UTF-8 at byte {e.start}") from None
+
+    return parse
 
 
 def check_parallel(what: str, *paths: str) -> int:

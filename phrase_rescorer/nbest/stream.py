@@ -9,13 +9,16 @@ or absent).
 
 A feature that reads the source sentences (a translation network) is given them as a list, line
 i of the source file for sentence ID i. The list and the source file must describe the same
-input: an n-best list read from a file is counted first and a source file of another length is
-refused before anything is written; read from stdin, a sentence ID beyond the source file stops
-the run with its line named, and AtomicOutput leaves no output file.
+input. The list is read once: a regular file is counted first (a source file of another length
+is then refused before any scoring), and anything else (stdin, a FIFO, ``<(zcat ...)``) as it
+streams: a sentence ID beyond the source file stops the run with its line named, a list that
+ends early is refused at its end, and AtomicOutput leaves no output file either way.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +26,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from ..moses.nbest import NbestError, NbestLine, count_sentences, dense_features, read_nbest, with_features
+from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
 
 #: Lines scored together (a sentence's 1,000-best fits; more only costs memory).
@@ -47,7 +50,7 @@ class NbestSummary:
     lines: int
     sentences: int
     words: int
-    unknown: int  # words outside a feature's vocabulary, summed over the features
+    unknown: dict[str, int]  # each feature's name: the hypotheses' words outside its vocabulary
     seconds: float
 
 
@@ -70,7 +73,7 @@ def append_features(
         check_distinct_paths(in_path, out_path, model=feature.path)
     if source_path:
         check_distinct_paths(source_path, out_path)
-    if sources is not None and in_path != "-":
+    if sources is not None and _is_regular_file(in_path):  # read twice only where that is safe
         counted = count_sentences(in_path)
         if counted != len(sources):
             raise NbestError(
@@ -81,7 +84,8 @@ def append_features(
                 "n-best list was translated from",
             )
     started = time.monotonic()
-    lines = sentences = words = unknown = 0
+    lines = sentences = words = 0
+    unknown = {feature.name: 0 for feature in features}
     pending: list[NbestLine] = []
 
     def flush(out: BinaryIO) -> None:
@@ -90,7 +94,7 @@ def append_features(
         for feature in features:
             values, unknowns = feature.score(pending)
             columns.append(values)
-            unknown += unknowns
+            unknown[feature.name] += unknowns
         out.write(
             b"".join(
                 with_features(line, [(f.name, float(c[i])) for f, c in zip(features, columns, strict=True)])
@@ -105,8 +109,8 @@ def append_features(
     with AtomicOutput(out_path, on_warning=on_warning) as out:
         current = None
         for line in read_nbest(in_path):
-            if lines == 0:  # a list that has the feature already: appending it again would hide one
-                there = names & {name for name, _ in dense_features(line.features, in_path, line.line_no)}
+            if lines == 0:  # a list that has the feature already (every line has line 1's features)
+                there = names & {name for name, _ in line.layout}
                 if there:
                     raise NbestError(
                         in_path,
@@ -140,3 +144,14 @@ def append_features(
                 f"{len(sources):,}: give the source text the n-best list was translated from",
             )
     return NbestSummary(lines, sentences, words, unknown, time.monotonic() - started)
+
+
+def _is_regular_file(path: str) -> bool:
+    """Whether ``path`` is a regular file, which can be read twice (not stdin, a FIFO, a pipe's
+    ``/dev/fd/N``)."""
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # reading it will say why

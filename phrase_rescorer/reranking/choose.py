@@ -21,14 +21,10 @@ def best_per_sentence(matrix: NbestMatrix, weights: np.ndarray) -> tuple[list[in
     return ids, chosen
 
 
-def output_lines(matrix: NbestMatrix, weights: np.ndarray, sentence_count: int | None = None) -> list[str]:
-    """One translation per input sentence: the chosen hypothesis, or an empty line for a sentence
-    the list does not have (the decoder writes none for an empty input line)."""
+def output_lines(matrix: NbestMatrix, weights: np.ndarray) -> list[str]:
+    """One translation per input sentence, in order: the chosen hypothesis of each (the list
+    numbers its sentences 0 to count - 1, ``moses.nbest.read_nbest`` checks it)."""
     ids, chosen = best_per_sentence(matrix, weights)
-    count = sentence_count if sentence_count is not None else (max(ids) + 1 if ids else 0)
-    out = [""] * count
-    for sentence, index in zip(ids, chosen, strict=True):
-        if sentence >= count:
-            raise ValueError(f"{matrix.path}: sentence {sentence} beyond the {count} input sentences")
-        out[sentence] = matrix.hypotheses[index]
-    return out
+    if ids != list(range(len(ids))):  # read_nbest's promise, relied on here
+        raise ValueError(f"{matrix.path}: sentence IDs are not 0 to {len(ids) - 1}")
+    return [matrix.hypotheses[index] for index in chosen]

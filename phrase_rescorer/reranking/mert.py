@@ -24,12 +24,15 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import HostError
+from ..moses.nbest import NbestError
 from ..moses.toolkit import MosesToolkit
+from ..output import AtomicOutput
 
 RESTARTS = 20
 _BEST = re.compile(r"^Best point:((?:\s+\S+)+?)\s+=>\s+(\S+)", re.M)
@@ -58,25 +61,64 @@ def _run(argv: list[str], cwd: str, log: str) -> str:
     return text
 
 
+#: The files ``tune`` writes in its working directory (``rerank-tune --work-dir`` keeps them); the
+#: n-best list's plain copy (``nbest.txt``) beside them is written by the caller.
+WORK_FILES = ("reference.0.txt", "scores.dat", "features.dat", "init.opt", "weights.txt", "extractor.log", "mert.log")
+NBEST_COPY = "nbest.txt"
+
+
+def expected_header(layout: Sequence[tuple[str, int]]) -> list[str]:
+    """The feature names extractor writes into the header of features.dat for ``layout``: each
+    dense feature's name with the index of each of its values (mert/Data.cpp,
+    ``Data::InitFeatureMap``: ``ss << tmp_name << "_" << tmp_index << " ";``)."""
+    return [f"{name}_{i}" for name, count in layout for i in range(count)]
+
+
+def check_header(features_dat: str, layout: Sequence[tuple[str, int]], nbest: str) -> None:
+    """Refuse a features.dat whose columns are not ``layout``'s (``FEATURES_TXT_BEGIN_0 0 N DIMS
+    Name_0 Name_1 ...``, mert/FeatureArray.cpp): what mert tunes and what the weights file says
+    must be the same columns."""
+    with open(features_dat, encoding="utf-8", errors="replace") as f:
+        header = f.readline().split()
+    got, want = header[4:], expected_header(layout)
+    if not header or not header[0].startswith("FEATURES_TXT_BEGIN") or got != want:
+        raise NbestError(
+            nbest,
+            None,
+            f"Moses' extractor reads the features as {' '.join(got[:40]) or 'nothing'}, this list's first line "
+            f"gives {' '.join(want[:40])}: the columns would not be the features the weights name",
+        )
+
+
 def tune(
     toolkit: MosesToolkit,
     nbest: str,
-    references: list[str],
+    references: Sequence[Sequence[str]],
     start: np.ndarray,
     work_dir: str,
     *,
+    layout: Sequence[tuple[str, int]] | None = None,
     seed: int = 1,
     restarts: int = RESTARTS,
     threads: int = 1,
 ) -> TuneResult:
     """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files).
     ``nbest`` is read by extractor: plain text, or gzip named ``.gz`` (``nbest_features.read_matrix``
-    writes such a copy of any list)."""
+    writes such a copy of any list); ``references``: the lines of each reference (read by content,
+    ``data.corpus.read_lines``), written plain for extractor (LF ends: a CRLF reference would
+    give it tokens ending in ``\\r``). ``layout``: the list's dense features, checked against
+    the columns extractor found (:func:`check_header`)."""
     os.makedirs(work_dir, exist_ok=True)
-    for name in ("scores.dat", "features.dat", "init.opt", "weights.txt"):
+    for name in WORK_FILES:
         with_path = os.path.join(work_dir, name)
-        if os.path.exists(with_path):
+        if os.path.lexists(with_path):
             os.remove(with_path)
+    reference_files = []
+    for i, lines in enumerate(references):
+        name = os.path.join(work_dir, f"reference.{i}.txt")
+        with AtomicOutput(name, compress=False) as out:
+            out.write("".join(line + "\n" for line in lines).encode("utf-8"))
+        reference_files.append(os.path.abspath(name))
     scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
     _run(
         [
@@ -87,13 +129,15 @@ def tune(
             "--ffile",
             "features.dat",
             "-r",
-            ",".join(os.path.abspath(r) for r in references),
+            ",".join(reference_files),
             "-n",
             os.path.abspath(nbest),
         ],
         work_dir,
         "extractor.log",
     )
+    if layout is not None:
+        check_header(os.path.join(work_dir, "features.dat"), layout, nbest)
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
         f.write(" ".join(repr(float(w)) for w in start) + "\n")

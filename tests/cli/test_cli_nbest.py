@@ -4,6 +4,8 @@ files and pipes, and one clear line with the documented exit code for what is re
 from __future__ import annotations
 
 import gzip
+import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -162,4 +164,105 @@ def test_train_lm_refuses_a_device_it_cannot_use(tmp_path: Path) -> None:
         pytest.skip("a CUDA device is present (tests/cli/test_cuda.py trains on it)")
     r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(tmp_path / "lm.pt"), "--device", "cuda")
     assert r.returncode == 2 and b"no CUDA device" in r.stderr and b"Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        (b"LM0= -8 ", b"LM0= x ", b"feature value 'x' is not a number"),
+        (b"LM0= -8 ", b"LM0= nan ", b"feature value 'nan' is not a finite number"),
+        (b"LM0= -8 ", b"LM0= -inf ", b"feature value '-inf' is not a finite number"),
+        (b"-1 -1 |||", b"-1 -1 CSLM0= -3 |||", b"features LM0(1) WordPenalty0(1) TranslationModel0(2) CSLM0(1) differ"),
+        (b"-1 -1 |||", b"-1 -1 LM0= -3 |||", b"feature LM0 twice in the features field"),
+        (b"sparse_x= 1", b"sparse_x=1", b"Moses writes a feature as 'name= value'"),
+    ],
+)
+def test_every_line_is_checked_not_only_the_first(lm: Path, tmp_path: Path, old: bytes, new: bytes, why: bytes) -> None:
+    """Line 4 carries the fault: a value that is no finite number, the feature being added
+    already there, a feature named twice, a ``name=value`` token Moses' extractor misreads."""
+    lines = NBEST.splitlines(keepends=True)
+    lines[3] = lines[3].replace(old, new)
+    assert lines[3] != NBEST.splitlines(keepends=True)[3]
+    (tmp_path / "bad.nbest").write_bytes(b"".join(lines))
+    r = run("nbest", str(tmp_path / "bad.nbest"), str(tmp_path / "out"), "-m", str(lm))
+    assert r.returncode == 3, r.stderr
+    assert f"{tmp_path / 'bad.nbest'}:4: ".encode() in r.stderr and why in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_words_outside_the_shortlist_are_counted_per_feature(lm: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.nbest").write_bytes(NBEST)
+    r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "o"), "-m", str(lm), "-m", str(lm))
+    assert r.returncode == 0, r.stderr
+    said = r.stderr.decode()
+    assert "1 of 9 words outside the shortlist of CSLM0; 1 of 9 words outside the shortlist of CSLM1" in said
+    assert "2 of 9" not in said
+
+
+SOURCE = "a man .\na dog .\n\na woman\n"
+
+
+@pytest.mark.parametrize("how", ["fifo", "/dev/stdin", "process substitution"])
+def test_source_features_read_the_list_once(model: Path, tmp_path: Path, how: str) -> None:
+    """A list that can be read only once (a FIFO, a pipe on /dev/stdin, bash's <(...)) is scored
+    like the same list in a file."""
+    import threading
+
+    data = NBEST + b"\n3 ||| une  ||| LM0= -1 WordPenalty0= -1 TranslationModel0= -1 -1 ||| -1\n"
+    (tmp_path / "in.nbest").write_bytes(data)
+    (tmp_path / "src.en").write_text(SOURCE)
+    common = ["-m", str(model), "--name", "NMT0", "--source", str(tmp_path / "src.en")]
+    r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "want"), *common)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "got"
+    if how == "fifo":
+        fifo = tmp_path / "list.fifo"
+        os.mkfifo(fifo)
+
+        def write() -> None:
+            with open(fifo, "wb") as f:
+                f.write(data)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            r = run("nbest", str(fifo), str(out), *common)
+        finally:
+            if writer.is_alive():  # the run did not open the FIFO: unblock the writer
+                with open(fifo, "rb") as f:
+                    f.read()
+            writer.join(10)
+    elif how == "/dev/stdin":
+        r = run("nbest", "/dev/stdin", str(out), *common, stdin=data)
+    else:
+        command = " ".join(
+            shlex.quote(a) for a in [PYTHON, "-m", "phrase_rescorer", "nbest", "IN", str(out), *common]
+        ).replace("IN", f"<(cat {shlex.quote(str(tmp_path / 'in.nbest'))})")
+        r = subprocess.run(["bash", "-c", command], capture_output=True, env=cli_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == (tmp_path / "want").read_bytes()
+
+
+@pytest.mark.parametrize("how", ["/dev/stdin", "file"])
+def test_source_of_another_length_is_refused(model: Path, tmp_path: Path, how: str) -> None:
+    (tmp_path / "src.en").write_text(SOURCE + "one more\n")
+    args = ["-m", str(model), "--source", str(tmp_path / "src.en")]
+    (tmp_path / "in.nbest").write_bytes(NBEST)
+    if how == "file":
+        r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "o"), *args)
+    else:
+        r = run("nbest", "/dev/stdin", str(tmp_path / "o"), *args, stdin=NBEST)
+    assert r.returncode == 3, r.stderr
+    assert b"5 source sentences, but" in r.stderr or b"lists 3 sentences, but" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("log", ["model", "last"])
+def test_train_lm_log_naming_the_model_file_is_refused(tmp_path: Path, log: str) -> None:
+    model = tmp_path / "lm.pt"
+    target = model if log == "model" else tmp_path / "lm.last.pt"
+    r = run("train-lm", str(TINY_MOSES / "dev.fr"), str(model), "--max-steps", "1", "--log", str(target))
+    assert r.returncode == 6, r.stderr
+    assert b"output is the same file as the" in r.stderr and b"Traceback" not in r.stderr
     assert list(tmp_path.iterdir()) == []

@@ -178,6 +178,15 @@ def test_train_refuses_to_write_its_model_over_its_table(table: Path, out: str) 
     assert table.read_bytes() == b"".join(LINES)
 
 
+@pytest.mark.parametrize("log", ["rnn.pt", "rnn.last.pt"])
+def test_train_refuses_a_log_that_is_its_model_file(table: Path, log: str) -> None:
+    """--log naming the model file (or its saved state): the model would replace the log."""
+    code, err = run(["train", "in.txt", "rnn.pt", "--max-steps", "1", "--log", log], cwd=table.parent)
+    what = "model file 'rnn.pt'" if log == "rnn.pt" else "saved state 'rnn.last.pt'"
+    assert (code, err.strip()) == (6, f"phrase-rescorer: error: {log}: output is the same file as the {what}")
+    assert os.listdir(table.parent) == ["in.txt"]
+
+
 def test_plot_log_refuses_to_draw_over_its_log(tmp_path: Path) -> None:
     log = tmp_path / "rnn.log"
     log.write_text('{"event": "start"}\n')

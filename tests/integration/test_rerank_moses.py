@@ -5,6 +5,7 @@ Skipped, with the reason, when no Moses is found ($MOSES, else ../shared/tools/m
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 from pathlib import Path
 
@@ -173,6 +174,114 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
     r = run("nbest", str(lists["test"]), str(tmp_path / "wrong"), "-m", str(model), "--source", str(short))
     assert r.returncode == 3 and b"7 source sentences, but" in r.stderr, r.stderr
     assert not (tmp_path / "wrong").exists()
+
+
+@pytest.mark.moses
+def test_the_decoder_numbers_every_input_line(lists: dict[str, Path], tmp_path: Path) -> None:
+    """An empty input line gets its own n-best line (an empty hypothesis): the IDs count the
+    input lines 0, 1, 2, ... with none left out, the contract read_nbest checks."""
+    lines = (TINY_MOSES / "test.en").read_text().splitlines(keepends=True)
+    (tmp_path / "in.en").write_text("".join(lines[:2]) + "\n" + lines[2] + "\n")
+    subprocess.run(
+        [
+            str(lists["moses"] / "bin" / "moses"),
+            "-f",
+            str(lists["ini"]),
+            "-input-file",
+            str(tmp_path / "in.en"),
+            "-n-best-list",
+            str(tmp_path / "n.txt"),
+            "5",
+            "distinct",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    read = list(read_nbest(str(tmp_path / "n.txt")))
+    assert sorted({line.sentence for line in read}) == [0, 1, 2, 3, 4]
+    assert [line.tokens for line in read if line.sentence in (2, 4)] == [[], []]
+
+
+@pytest.mark.moses
+def test_extractor_reads_the_columns_the_parser_reads(lists: dict[str, Path], tmp_path: Path) -> None:
+    """Moses' own extractor on the decoder's list and on a sparse feature (``sp_x= 1``) gives the
+    columns of ``parse_features``' layout; a ``name=value`` token (which the parser refuses) is
+    read by extractor as one more value of the feature before it, and check_header says so."""
+    from phrase_rescorer.moses.nbest import NbestError
+    from phrase_rescorer.reranking.mert import check_header
+    from phrase_rescorer.reranking.nbest_features import read_matrix
+
+    layout = read_matrix(str(lists["dev"])).layout
+    text = lists["dev"].read_text()
+
+    def extract(name: str, data: str) -> str:
+        (tmp_path / name).write_text(data)
+        subprocess.run(
+            [
+                str(lists["moses"] / "bin" / "extractor"),
+                "--sctype",
+                "BLEU",
+                "--scfile",
+                str(tmp_path / f"{name}.scores"),
+                "--ffile",
+                str(tmp_path / f"{name}.features"),
+                "-r",
+                str(TINY_MOSES / "dev.fr"),
+                "-n",
+                str(tmp_path / name),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        return str(tmp_path / f"{name}.features")
+
+    check_header(extract("plain", text), layout, "plain")
+    sparse = text.replace(" WordPenalty0= ", " sp_x= 1 WordPenalty0= ")
+    check_header(extract("sparse", sparse), layout, "sparse")
+    assert read_matrix(str(tmp_path / "sparse")).layout == layout
+    glued = extract("glued", text.replace(" WordPenalty0= ", " sp_x=1 WordPenalty0= "))
+    with pytest.raises(NbestError, match="the columns would not be the features the weights name"):
+        check_header(glued, layout, "glued")
+    header = Path(glued).read_text().splitlines()[0].split()
+    i = header.index("LM0_0")
+    assert header[i : i + 3] == ["LM0_0", "LM0_1", "WordPenalty0_0"]  # the token became LM0's 2nd value
+
+
+@pytest.mark.slow
+@pytest.mark.moses
+def test_a_crlf_or_gzip_reference_tunes_as_the_plain_one(lists: dict[str, Path], tmp_path: Path) -> None:
+    """Moses' extractor reads references as raw lines (a CRLF one gives tokens ending in \\r):
+    rerank-tune reads the reference by content and hands extractor plain LF lines, so the same
+    text tunes the same weights however it is stored; weights named .gz are written gzipped, and
+    rerank reads them as the plain ones."""
+    ref = (TINY_MOSES / "dev.fr").read_bytes()
+    (tmp_path / "crlf.fr").write_bytes(ref.replace(b"\n", b"\r\n"))
+    (tmp_path / "ref.fr.gz").write_bytes(gzip.compress(ref.replace(b"\n", b"\r\n")))
+    weights = {}
+    for name, path in (("lf", TINY_MOSES / "dev.fr"), ("crlf", tmp_path / "crlf.fr"), ("gz", tmp_path / "ref.fr.gz")):
+        out = tmp_path / f"{name}.weights{'.gz' if name == 'gz' else ''}"
+        r = run(
+            "rerank-tune",
+            str(lists["dev"]),
+            str(path),
+            str(out),
+            "--init",
+            str(lists["ini"]),
+            "--moses",
+            str(lists["moses"]),
+            "--restarts",
+            "2",
+        )
+        assert r.returncode == 0, r.stderr
+        data = out.read_bytes()
+        weights[name] = gzip.decompress(data) if name == "gz" else data
+    assert weights["crlf"] == weights["lf"] and weights["gz"] == weights["lf"]
+    chosen = []
+    for name in ("lf.weights", "gz.weights.gz"):
+        r = run("rerank", str(lists["test"]), str(tmp_path / name), str(tmp_path / f"{name}.out"))
+        assert r.returncode == 0, r.stderr
+        chosen.append((tmp_path / f"{name}.out").read_bytes())
+    assert chosen[0] == chosen[1] and len(chosen[0].splitlines()) == 8
 
 
 def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:

@@ -129,6 +129,22 @@ def test_dev_and_test_lengths_must_match(tmp_path: Path) -> None:
         check(settings(tmp_path, test_raw_reference=str(short)))
 
 
+def test_dev_and_test_files_are_read_by_content_before_any_work(tmp_path: Path) -> None:
+    """A reference that is not UTF-8 is refused with its line, a compressed one (which Moses'
+    decoder and mert-moses.pl read as plain text only) by name, not with a traceback later."""
+    bad = tmp_path / "bad.fr"
+    bad.write_bytes(b"".join(TINY.joinpath("dev.fr").read_bytes().splitlines(keepends=True)[:3]) + b"\xff\xfe\n" * 5)
+    with pytest.raises(ExperimentError, match=r"bad.fr:4: invalid UTF-8 at byte 0") as e:
+        check(settings(tmp_path, dev=(str(TINY / "dev.en"), str(bad))))
+    assert e.value.exit_code == 3
+    packed = tmp_path / "dev.fr"  # compressed under a plain name: told by content
+    packed.write_bytes(gzip.compress(TINY.joinpath("dev.fr").read_bytes()))
+    with pytest.raises(
+        ExperimentError, match=r"dev.fr: gzip-compressed: Moses .* reads the dev and test sets as plain"
+    ):
+        check(settings(tmp_path, dev=(str(TINY / "dev.en"), str(packed))))
+
+
 def test_unreadable_tables_are_refused(tmp_path: Path) -> None:
     ini = local_ini(tmp_path)
     ini.write_text(ini.read_text().replace(str(TINY / "lm.fr.3gram.arpa.gz"), str(tmp_path / "lm.gz")))

@@ -12,6 +12,7 @@ from phrase_rescorer.moses.nbest import (
     check_feature_name,
     dense_features,
     format_value,
+    parse_features,
     read_nbest,
     with_feature,
     with_features,
@@ -50,7 +51,7 @@ def test_appending_keeps_every_other_byte(tmp_path: Path) -> None:
 
 
 def test_several_features_appended_in_order_and_removed_again(tmp_path: Path) -> None:
-    data = DECODER.replace(b"WordPenalty0= -3 TranslationModel0", b"sparse_x=1 WordPenalty0= -3 TranslationModel0")
+    data = DECODER.replace(b"WordPenalty0= -3 TranslationModel0", b"sparse_x= 1 WordPenalty0= -3 TranslationModel0")
     lines = _lines(tmp_path, data)
     both = [with_features(line, [("CSLM0", -1.5), ("NMT0", -2.0)]) for line in lines]
     assert all(
@@ -70,8 +71,10 @@ def test_last_line_without_newline_and_gzip(tmp_path: Path) -> None:
 
 
 def test_sparse_features_are_read_as_written() -> None:
-    features = dense_features("LM0= -2 sparse_a=1.5 TM0= 1 2")
-    assert features == [("LM0", [-2.0]), ("sparse_a", [1.5]), ("TM0", [1.0, 2.0])]
+    features = dense_features("LM0= -2 sparse_a= 1.5 TM0= 1 2")
+    assert features == [("LM0", [-2.0]), ("TM0", [1.0, 2.0])]
+    parsed = parse_features("LM0= -2 sparse_a= 1.5 TM0= 1 2")
+    assert parsed.layout == (("LM0", 1), ("TM0", 2)) and parsed.sparse == [("sparse_a", 1.5)]
 
 
 @pytest.mark.parametrize(
@@ -104,3 +107,61 @@ def test_feature_names_and_values() -> None:
     assert format_value(-0.0000001) == b"0"
     with pytest.raises(ValueError):
         format_value(float("-inf"))
+
+
+@pytest.mark.parametrize(
+    ("features", "why"),
+    [
+        ("LM0= nan TM0= 1 2", "'nan' is not a finite number"),
+        ("LM0= -inf TM0= 1 2", "'-inf' is not a finite number"),
+        ("LM0= 1e999 TM0= 1 2", "'1e999' is not a finite number"),
+        ("LM0= 1_0 TM0= 1 2", "'1_0' is not a number"),
+        ("LM0= \u0661 TM0= 1 2", "'\u0661' is not a number"),  # an Arabic-Indic 1: float reads it, atof not
+        ("LM0= x TM0= 1 2", "'x' is not a number"),
+        ("LM0= -1 TM0= 1 2 LM0= -2", "feature LM0 twice"),
+        ("LM0= -1 sp_x=1 TM0= 1 2", "Moses writes a feature as 'name= value'"),
+        ("LM0= -1 sp_x= TM0= 1 2", "sparse feature sp_x has no value"),
+        ("LM0= -1 sp_x= 1 2 TM0= 1 2", "feature value '2' after the sparse feature sp_x's value"),
+        ("-1 LM0= -1 TM0= 1 2", "before any feature name"),
+        ("LM0= TM0= 1 2", "feature LM0 has no value"),
+        ("LM0= -1 TM0=", "feature TM0 has no value"),
+    ],
+)
+def test_the_features_field_is_checked_on_every_line(tmp_path: Path, features: str, why: str) -> None:
+    """Line 3 of 4 carries the fault: every line is parsed, not only the first."""
+    good = "LM0= -1 TM0= 1 2"
+    data = "".join(f"{i} ||| w  ||| {good if i != 2 else features} ||| 0\n" for i in range(4)).encode()
+    with pytest.raises(NbestError) as e:
+        _lines(tmp_path, data)
+    assert str(e.value).startswith(f"{tmp_path / 'n.nbest'}:3: ") and why in str(e.value), str(e.value)
+
+
+def test_every_line_has_the_first_lines_features(tmp_path: Path) -> None:
+    data = DECODER + b"2 ||| x  ||| LM0= -1 WordPenalty0= -1 TranslationModel0= 0 0 CSLM0= -3 ||| 0\n"
+    with pytest.raises(NbestError, match=r":4: features .*CSLM0\(1\) differ from line 1's"):
+        _lines(tmp_path, data)
+
+
+@pytest.mark.parametrize(
+    ("ids", "line", "why"),
+    [
+        ([1], 1, "sentence ID 1 on the first line"),
+        ([0, 2], 2, "sentence ID 2 after 0"),
+        ([0, 20000000], 2, "sentence ID 20000000 after 0"),
+        ([0, 1, 0], 3, "sentence 0 again after other sentences"),
+    ],
+)
+def test_sentences_are_numbered_as_the_decoder_numbers_them(
+    tmp_path: Path, ids: list[int], line: int, why: str
+) -> None:
+    data = "".join(f"{i} ||| w  ||| LM0= -1 ||| 0\n" for i in ids).encode()
+    with pytest.raises(NbestError) as e:
+        _lines(tmp_path, data)
+    assert str(e.value).startswith(f"{tmp_path / 'n.nbest'}:{line}: ") and why in str(e.value)
+
+
+def test_parse_features_reads_what_extractor_reads() -> None:
+    parsed = parse_features("Distortion0= 0 LM0= -48.172 sp_x= 1.5 TranslationModel0= -6.1 -7 .5 3e-2 +1")
+    assert parsed.layout == (("Distortion0", 1), ("LM0", 1), ("TranslationModel0", 5))
+    assert parsed.values == [0.0, -48.172, -6.1, -7.0, 0.5, 0.03, 1.0]
+    assert parsed.sparse == [("sp_x", 1.5)]

@@ -16,7 +16,7 @@ LIST = (
     "0 ||| a b  ||| LM0= -1 TM0= -2 -3 sparse_x= 5 CSLM0= -4 ||| 0\n"
     "0 ||| a c  ||| LM0= -2 TM0= -1 -1 CSLM0= -1 ||| 0\n"
     "0 ||| a d  ||| LM0= -2 TM0= -1 -1 CSLM0= -1 ||| 0\n"
-    "2 ||| e  ||| LM0= -1 TM0= 0 0 CSLM0= -3 ||| 0 ||| 0-0\n"
+    "1 ||| e  ||| LM0= -1 TM0= 0 0 CSLM0= -3 ||| 0 ||| 0-0\n"
 )
 
 
@@ -29,24 +29,23 @@ def nbest(tmp_path: Path) -> Path:
 
 def test_matrix_layout_skips_sparse_features(nbest: Path) -> None:
     m = read_matrix(str(nbest))
-    assert m.layout == [("LM0", 1), ("TM0", 2), ("CSLM0", 1)]
+    assert m.layout == (("LM0", 1), ("TM0", 2), ("CSLM0", 1))
     assert m.features.tolist()[0] == [-1, -2, -3, -4]
-    assert m.sentences.tolist() == [0, 0, 0, 2] and m.hypotheses[3] == "e"
+    assert m.sentences.tolist() == [0, 0, 0, 1] and m.hypotheses[3] == "e"
 
 
-def test_first_of_equal_maxima_and_missing_sentences(nbest: Path) -> None:
+def test_first_of_equal_maxima(nbest: Path) -> None:
     m = read_matrix(str(nbest))
     weights = np.array([0.0, 0.0, 0.0, 1.0])  # CSLM0 alone: lines 2 and 3 tie
-    assert best_per_sentence(m, weights) == ([0, 2], [1, 3])
-    assert output_lines(m, weights, 4) == ["a c", "", "e", ""]
-    with pytest.raises(ValueError, match="beyond the 2 input sentences"):
-        output_lines(m, weights, 2)
+    assert best_per_sentence(m, weights) == ([0, 1], [1, 3])
+    assert output_lines(m, weights) == ["a c", "e"]
+    assert m.sentence_count == 2
 
 
 def test_another_layout_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "bad"
-    path.write_text(LIST + "3 ||| f  ||| LM0= -1 TM0= 0 ||| 0\n")
-    with pytest.raises(NbestError, match=r":5: features LM0\(1\) TM0\(1\) differ"):
+    path.write_text(LIST + "2 ||| f  ||| LM0= -1 TM0= 0 ||| 0\n")
+    with pytest.raises(NbestError, match=r":5: features LM0\(1\) TM0\(1\) differ from line 1's"):
         read_matrix(str(path))
 
 
@@ -59,7 +58,7 @@ def test_weights_file_round_trip_and_ini(nbest: Path, tmp_path: Path) -> None:
     (tmp_path / "moses.ini").write_text("[feature]\nKENLM name=LM0\n\n[weight]\nLM0= 2\nTM0= 1 1\n")
     start = vector(read_weights_file(str(tmp_path / "moses.ini")), m.layout, missing=0.0)
     assert start.tolist() == [2, 1, 1, 0]  # the added feature starts at 0
-    with pytest.raises(WeightsError, match="no weights for feature CSLM0"):
+    with pytest.raises(WeightsError, match="moses.ini: no weights for the feature CSLM0 of the n-best list"):
         vector(read_weights_file(str(tmp_path / "moses.ini")), m.layout)
     (tmp_path / "odd").write_text("LM0= 1\nTM0= 1\nCSLM0= 1\n")
     with pytest.raises(WeightsError, match="TM0 has 1 weights, the n-best list 2"):

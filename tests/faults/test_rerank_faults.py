@@ -1,0 +1,261 @@
+"""``rerank`` and ``rerank-tune`` refusing what would lose a file or give a wrong result: an output
+naming an input (directly, through a symlink or a hard link, or inside ``--work-dir``), weights
+that do not weigh exactly the list's features, values that are not finite numbers, sentence IDs
+that do not count the sentences, a reference of another length or not UTF-8. Each refusal is one
+line with the documented exit code, before any work: the inputs keep every byte, nothing is
+written. ``rerank-tune`` runs stand-in Moses programs that fail if they are ever started."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli_run import left_behind, run_cli
+
+# Lines as bin/moses writes them: three sentences, the second with an empty hypothesis.
+NBEST = (
+    "0 ||| un homme .  ||| LM0= -10.5 WordPenalty0= -3 TranslationModel0= -1 -2.5 CSLM0= -9 ||| -3.7\n"
+    "0 ||| un chien .  ||| LM0= -12 WordPenalty0= -3 TranslationModel0= -1.5 -2 CSLM0= -4 ||| -3.9\n"
+    "1 |||  ||| LM0= -2.3 WordPenalty0= 0 TranslationModel0= 0 0 CSLM0= -1 ||| -0.5\n"
+    "2 ||| une femme  ||| LM0= -8 sp_x= 1 WordPenalty0= -2 TranslationModel0= -1 -1 CSLM0= -2 ||| -2\n"
+)
+WEIGHTS = "[weight]\nLM0= 0.5\nWordPenalty0= -1\nTranslationModel0= 0.2 0.2\nCSLM0= 0.3\n"
+REF = "un homme .\n\nune femme\n"
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    paths = {"nbest": tmp_path / "dev.nbest", "weights": tmp_path / "rerank.weights", "ref": tmp_path / "dev.fr"}
+    paths["nbest"].write_text(NBEST)
+    paths["weights"].write_text(WEIGHTS)
+    paths["ref"].write_text(REF)
+    paths["ini"] = tmp_path / "moses.ini"
+    paths["ini"].write_text("[feature]\nKENLM name=LM0\n\n[weight]\nLM0= 0.5\nWordPenalty0= -1\n")
+    return paths
+
+
+@pytest.fixture
+def failing_moses(tmp_path: Path) -> Path:
+    """bin/extractor and bin/mert that fail loudly: a test passing with them refused before."""
+    root = tmp_path / "moses"
+    for name in ("extractor", "mert", "moses"):
+        path = root / "bin" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\necho started >&2\nexit 1\n")
+        path.chmod(0o755)
+    return root
+
+
+def _snapshot(paths: dict[str, Path]) -> dict[str, bytes]:
+    return {k: p.read_bytes() for k, p in paths.items()}
+
+
+def _tune(inputs: dict[str, Path], moses: Path, *extra: str, nbest: Path | None = None, ref: Path | None = None):
+    out = [str(nbest or inputs["nbest"]), str(ref or inputs["ref"])]
+    return ["rerank-tune", *out, *extra, "--moses", str(moses), "--restarts", "1"]
+
+
+def _link(kind: str, target: Path, at: Path) -> Path:
+    if kind == "symlink":
+        at.symlink_to(target)
+    elif kind == "hardlink":
+        os.link(target, at)
+    else:
+        return target
+    return at
+
+
+@pytest.mark.parametrize("kind", ["direct", "symlink", "hardlink"])
+@pytest.mark.parametrize("victim", ["nbest", "weights"])
+def test_rerank_out_naming_an_input_is_refused(
+    inputs: dict[str, Path], tmp_path: Path, kind: str, victim: str, monkeypatch, capsys
+) -> None:
+    before = _snapshot(inputs)
+    out = _link(kind, inputs[victim], tmp_path / "out.txt")
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out)], monkeypatch, capsys)
+    assert code == 6, err
+    what = {"nbest": "n-best list", "weights": "weights"}[victim]
+    assert f"output is the same file as the {what} '{inputs[victim]}'" in err
+    assert len(err.strip().splitlines()) == 1
+    assert _snapshot(inputs) == before and not left_behind(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["direct", "symlink", "hardlink"])
+@pytest.mark.parametrize("victim", ["nbest", "ref", "ini"])
+def test_rerank_tune_weights_naming_an_input_is_refused(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, kind: str, victim: str, monkeypatch, capsys
+) -> None:
+    before = _snapshot(inputs)
+    out = _link(kind, inputs[victim], tmp_path / "tuned.weights")
+    args = _tune(inputs, failing_moses, str(out), "--init", str(inputs["ini"]))
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6, err
+    assert f"output is the same file as the {'' if victim != 'nbest' else 'n-best list'}" in err
+    assert str(inputs[victim]) in err and "started" not in err
+    assert _snapshot(inputs) == before and not left_behind(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["nbest.txt", "scores.dat", "features.dat", "init.opt", "mert.log"])
+def test_rerank_tune_never_writes_over_an_input_in_its_work_dir(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, name: str, monkeypatch, capsys
+) -> None:
+    """A kept work dir holds the list's plain copy as nbest.txt: given back as the list, or any
+    input under the name of a file extractor and mert write, it is refused, not truncated."""
+    work = tmp_path / "work"
+    work.mkdir()
+    victim = work / name
+    victim.write_bytes(inputs["nbest"].read_bytes() if name == "nbest.txt" else inputs["ref"].read_bytes())
+    if name == "nbest.txt":
+        args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(work), nbest=victim)
+    else:
+        args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(work), ref=victim)
+    before = victim.read_bytes()
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6, err
+    assert f"rerank-tune writes {name} in --work-dir" in err and "started" not in err
+    assert victim.read_bytes() == before
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("lines", [1, 2, 4, 1014])
+def test_rerank_tune_refuses_a_reference_of_another_length_before_tuning(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, lines: int, monkeypatch, capsys
+) -> None:
+    ref = tmp_path / "other.fr"
+    ref.write_text("".join(f"ligne {i}\n" for i in range(lines)))
+    code, err = run_cli(_tune(inputs, failing_moses, str(tmp_path / "w"), ref=ref), monkeypatch, capsys)
+    assert code == 3, err
+    assert f"{ref}: {lines:,} lines, but {inputs['nbest']} lists 3 sentences" in err and "started" not in err
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [(b"un homme .\n\xff\xfe\nune femme\n", ":2: invalid UTF-8"), (b"\x1f\x8b\x08\x00garbage", "gzip")],
+)
+def test_rerank_tune_reads_the_reference_like_every_input(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, data: bytes, where: str, monkeypatch, capsys
+) -> None:
+    ref = tmp_path / "bad.fr"
+    ref.write_bytes(data)
+    code, err = run_cli(_tune(inputs, failing_moses, str(tmp_path / "w"), ref=ref), monkeypatch, capsys)
+    assert code == 3, err
+    assert str(ref) in err and where in err and "Traceback" not in err and "started" not in err
+
+
+def test_rerank_tune_reads_a_gzip_crlf_reference_by_content(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Read, counted and handed on: the run gets as far as the (failing) extractor."""
+    ref = tmp_path / "ref.txt"  # no .gz in the name: told by content
+    ref.write_bytes(gzip.compress(REF.replace("\n", "\r\n").encode()))
+    work = tmp_path / "work"
+    code, err = run_cli(
+        _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(work), ref=ref), monkeypatch, capsys
+    )
+    assert code == 6 and "extractor failed" in err, err
+    assert (work / "reference.0.txt").read_bytes() == REF.encode()  # what extractor reads: plain, LF
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "why"),
+    [
+        ("CSLM0= -4", "CSLM0= nan", 2, "'nan' is not a finite number"),
+        ("CSLM0= -1", "CSLM0= inf", 3, "'inf' is not a finite number"),
+        ("CSLM0= -2", "CSLM0= x", 4, "'x' is not a number"),
+        ("CSLM0= -2", "CSLM0= -2 CSLM0= -2", 4, "feature CSLM0 twice"),
+        ("sp_x= 1", "sp_x=1", 4, "Moses writes a feature as 'name= value'"),
+        ("1 |||  |||", "7 |||  |||", 3, "sentence ID 7 after 0"),
+        ("1 |||  |||", "20000000 |||  |||", 3, "sentence ID 20000000 after 0"),
+    ],
+)
+@pytest.mark.parametrize("command", ["rerank", "rerank-tune"])
+def test_a_bad_line_anywhere_is_refused_with_file_and_line(
+    inputs: dict[str, Path],
+    failing_moses: Path,
+    tmp_path: Path,
+    command: str,
+    old: str,
+    new: str,
+    line: int,
+    why: str,
+    monkeypatch,
+    capsys,
+) -> None:
+    bad = tmp_path / "bad.nbest"
+    text = NBEST.splitlines(keepends=True)
+    text[line - 1] = text[line - 1].replace(old, new)
+    assert text[line - 1] != NBEST.splitlines(keepends=True)[line - 1]
+    bad.write_text("".join(text))
+    out = tmp_path / "out"
+    if command == "rerank":
+        args = ["rerank", str(bad), str(inputs["weights"]), str(out)]
+    else:
+        args = _tune(inputs, failing_moses, str(out), nbest=bad)
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 3, err
+    assert f"{bad}:{line}: " in err and why in err and "started" not in err
+    assert not out.exists() and not left_behind(tmp_path)
+
+
+def test_rerank_weights_must_weigh_exactly_the_lists_features(
+    inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    out = tmp_path / "out"
+    extra = tmp_path / "extra.weights"  # tuned with CSLM0 and NMT0, applied to a list with CSLM0 only
+    extra.write_text(WEIGHTS + "NMT0= 0.4\n")
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(extra), str(out)], monkeypatch, capsys)
+    assert code == 2 and "weights for the feature NMT0, which the n-best list lacks" in err, err
+    missing = tmp_path / "missing.weights"
+    missing.write_text(WEIGHTS.replace("CSLM0= 0.3\n", ""))
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(missing), str(out)], monkeypatch, capsys)
+    assert code == 2 and "no weights for the feature CSLM0 of the n-best list" in err, err
+    assert not out.exists()
+    # a moses.ini also weighs features the decoder does not write into lists: those are left out
+    ini = tmp_path / "tuned.ini"
+    ini.write_text("[feature]\nUnknownWordPenalty\n\n" + WEIGHTS + "UnknownWordPenalty0= 1\n")
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(ini), str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.read_text() == "un chien .\n\nune femme\n"
+
+
+@pytest.mark.parametrize("header", ["", "# tuned\n[weight]\n"])
+def test_a_feature_weighed_twice_is_refused(inputs: dict[str, Path], tmp_path: Path, header: str, monkeypatch, capsys):
+    twice = tmp_path / "twice.weights"
+    twice.write_text(header + WEIGHTS.removeprefix("[weight]\n") + "CSLM0= -5\n")
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(twice), str(tmp_path / "o")], monkeypatch, capsys)
+    first = 4 + header.count("\n")
+    assert code == 2 and f"CSLM0 has weight lines twice (lines {first} and {first + 1})" in err, err
+
+
+def test_rerank_reads_gzip_weights_and_checks_the_sentence_count(
+    inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    weights = tmp_path / "w.gz"
+    weights.write_bytes(gzip.compress(WEIGHTS.encode()))
+    out = tmp_path / "out"
+    code, err = run_cli(["rerank", str(inputs["nbest"]), str(weights), str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.read_text() == "un chien .\n\nune femme\n"
+    code, err = run_cli(
+        ["rerank", str(inputs["nbest"]), str(weights), str(tmp_path / "o2"), "--sentences", "20000000"],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 3 and "lists 3 sentences (IDs 0 to 2), --sentences says 20,000,000" in err, err
+    assert not (tmp_path / "o2").exists()
+
+
+def test_weights_files_are_written_compressed_as_named(tmp_path: Path) -> None:
+    import numpy as np
+
+    from phrase_rescorer.reranking.weights import read_weights_file, write_weights_file
+
+    layout = (("LM0", 1), ("TM0", 2))
+    write_weights_file(str(tmp_path / "w.gz"), layout, np.array([0.5, 0.25, -1.0]))
+    text = gzip.decompress((tmp_path / "w.gz").read_bytes()).decode()
+    assert text == "[weight]\nLM0= 0.5\nTM0= 0.25 -1\n"
+    assert read_weights_file(str(tmp_path / "w.gz")).by_name == {"LM0": [0.5], "TM0": [0.25, -1.0]}
