@@ -62,6 +62,16 @@ class CheckpointError(ModelError):
     """A model file that cannot be used; the message names the file and what is wrong."""
 
 
+def unusable_weights(path: str | None, value: float, where: str) -> CheckpointError:
+    """The error of every command whose network (any kind: a phrase or translation network, a
+    CSLM) gave a log p that is no finite value <= 0 (NaN: a diverged training) for the input at
+    ``where`` (``FILE:LINE``); exit 4."""
+    return CheckpointError(
+        f"{path or 'model'}: the network gave log p = {value!r} for {where}; its weights are "
+        "unusable (diverged training?)"
+    )
+
+
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
 

@@ -23,6 +23,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
+from ..model.checkpoint import unusable_weights
 from ..moses.nbest import NbestError, NbestLine, count_sentences, dense_features, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
 
@@ -89,6 +90,10 @@ def append_features(
         columns = []
         for feature in features:
             values, unknowns = feature.score(pending)
+            bad = np.flatnonzero(~(np.isfinite(values) & (values <= 1e-6)))
+            if bad.size:  # a log p: NaN or inf from weights that diverged
+                i = int(bad[0])
+                raise unusable_weights(feature.path, float(values[i]), f"{in_path}:{pending[i].line_no}")
             columns.append(values)
             unknown += unknowns
         out.write(

@@ -43,7 +43,7 @@ import torch
 
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
-from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from ..model.checkpoint import Checkpoint, load_checkpoint, unusable_weights
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines
@@ -228,10 +228,7 @@ class TableRescorer:
                 if not (np.isfinite(lp) and lp <= 1e-6)
             )
             ckpt = self.networks[k].checkpoint
-            raise CheckpointError(
-                f"{ckpt.path or 'model'}: the network gave log p = {columns[k][bad]!r} for "
-                f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
-            ) from None
+            raise unusable_weights(ckpt.path, columns[k][bad], f"{in_path}:{window[bad].line_no}") from None
         if self._first_window:
             self._first_window = False
             if already_rescored(window, text):
