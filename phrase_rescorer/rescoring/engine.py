@@ -43,7 +43,7 @@ import torch
 
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
-from ..model.checkpoint import Checkpoint, load_checkpoint, unusable_weights
+from ..model.checkpoint import Checkpoint, load_checkpoint, refuse_kind, unusable_weights
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines
@@ -244,8 +244,12 @@ class TableRescorer:
 
 
 def load_checkpoints(model_path: str | Sequence[str]) -> list[Checkpoint]:
-    """The network(s) of a run, loaded in the order given."""
-    return [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
+    """The network(s) of a run, loaded in the order given: phrase networks (of either direction),
+    a translation network (train-nmt) refused with what it is for."""
+    checkpoints = [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
+    for ckpt in checkpoints:
+        refuse_kind(ckpt.path or "model", ckpt.kind, "rescoring a phrase table (--model)", ("phrase",))
+    return checkpoints
 
 
 def _flat(id_lists: list[list[int]]) -> np.ndarray:
