@@ -8,6 +8,7 @@
 #   make train      only the training part of the demo
 #   make demo-pictures  only the analysis part of the demo (suggest, compare, embed, plot-log)
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
+#   make bench-load --threads 1 against 2, quiet and with every core busy (a few minutes)
 #   make profile-training  where a paper-size training step's time goes and the ceiling its products set (1-2 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
@@ -32,7 +33,7 @@ MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
-.PHONY: demo demo-pictures train test test-fast bench profile-training lint typecheck fuzz clean
+.PHONY: demo demo-pictures train test test-fast bench bench-load profile-training lint typecheck fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +92,9 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.bench
+
+bench-load: $(STAMP)
+	$(PY) -m benchmarks.threads_under_load
 
 # glibc keeps freed memory instead of page-faulting it in again every step (docs/performance.md).
 profile-training: $(STAMP)

@@ -44,9 +44,10 @@ EXIT_CODES = {
     "count or a negative score, a table rescored already (file:line given); dev/test files of different lengths",
     EXIT_MODEL: "unusable model file: missing, truncated, not a model, another format version, a configuration "
     "that does not fit its weights (checked before any network is built), weights that give NaN, a vocabulary "
-    "that does not cover the table",
+    "that does not cover the table, a model of another kind or direction than its option takes",
     EXIT_INI: "moses.ini does not match its phrase table or cannot be patched: a --table that is no table in a "
-    "form Moses loads, a score count other than num-features + the added columns, a weight that is not finite, "
+    "form Moses loads (a text table compressed otherwise than gzip named .gz included), a score count other "
+    "than num-features + the added columns, a weight that is not finite, "
     "a failed --binarize",
     EXIT_OS: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
     "directory, missing directory, the input or the model file itself, a compressed name not written such "

@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import os
 import re
+import select
 import stat
 
 #: Bytes of the destination's name kept in its temporary's name (file names hold 255 bytes).
@@ -24,6 +25,28 @@ def is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def reader_gone(fd: int = 1) -> bool:
+    """Whether ``fd`` is a pipe or FIFO whose reader went away (``| head`` done): its write end
+    polls with POLLERR."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def drop_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's last flush of what a gone reader
+    left unread finds nothing to complain of."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
 
 
 def fd_of_link(path: str) -> int | None:

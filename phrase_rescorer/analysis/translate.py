@@ -9,11 +9,12 @@ back into tokens. Inputs and outputs are tokenized text, one sentence a line, in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-from ..model.checkpoint import Checkpoint
+from ..model.checkpoint import Checkpoint, unusable_weights
 from .search import beam_search
 
 
@@ -26,8 +27,10 @@ def translate(
     max_length: int | None = None,
     device: torch.device | str = "cpu",
     on_sentence: Callable[[int], None] | None = None,
+    name: str = "input",
 ) -> Iterator[str]:
-    """The best translation of each sentence (tokens joined by one space), in order."""
+    """The best translation of each sentence (tokens joined by one space), in order. Weights
+    that give no finite log p (NaN) raise ``CheckpointError`` naming ``name``:LINE."""
     model = checkpoint.build_model(device)
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]
     for n, sentence in enumerate(sentences, 1):
@@ -35,7 +38,10 @@ def translate(
         if not src_ids:
             yield ""
             continue
-        best = beam_search(model, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)[0]
+        found = beam_search(model, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
+        if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
+            raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, f"{name}:{n}")
+        best = found[0]
         units = checkpoint.tgt_vocab.decode(best.tokens)
         yield " ".join(units if target_units is None else target_units.join(units))
         if on_sentence is not None:

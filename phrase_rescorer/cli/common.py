@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import torch
 from .. import __version__, devices
 from ..errors import EXIT_SIGINT, EXIT_SIGPIPE, EXIT_USAGE, ProgramError, Terminated, exit_code, signal_words
 from ..output import OutputError, ReaderGone
+from ..output_targets import drop_stdout, reader_gone
 from ..threads import default_threads, limit_threads, usable_cores
 from .progress import Progress
 
@@ -45,8 +45,7 @@ def _reader_gone() -> NoReturn:
     """Standard output's reader went away: exit 141 (``EXIT_SIGPIPE``) as a shell's SIGPIPE would,
     quietly, with standard output pointed at /dev/null so that Python's last flush finds nothing
     to complain of."""
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    drop_stdout()
     sys.exit(EXIT_SIGPIPE)
 
 
@@ -66,7 +65,14 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
     try:
         if startup_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, startup_mask)  # a pending signal: raised now
-        command.main(prog_name=prog_name, standalone_mode=False)
+        try:
+            command.main(prog_name=prog_name, standalone_mode=False)
+        except SystemExit as e:
+            # click ends a command whose write to stdout met EPIPE (its help, a printed result)
+            # with exit 1 and nothing said: the reader left, and the rule for that is 141
+            if e.code == 1 and reader_gone(1):
+                _reader_gone()
+            raise
         if sys.stdout is not None:
             sys.stdout.flush()
     except (click.exceptions.Abort, KeyboardInterrupt):

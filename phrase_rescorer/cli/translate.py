@@ -66,6 +66,7 @@ def translate(
             max_length=max_length,
             device=dev,
             on_sentence=bar.update_to,
+            name=in_path,
         ):
             out.write(text.encode("utf-8") + b"\n")
             lines += 1

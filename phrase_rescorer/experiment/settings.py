@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import EXIT_USAGE
-from ..model.checkpoint import load_checkpoint
+from ..model.checkpoint import DIRECTIONS, check_kind, load_checkpoint
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
 from .systems import ExperimentError, check_ini, check_parallel
@@ -172,9 +172,28 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         )
 
 
+#: What each model option of the experiment takes: (option, families, directions).
+MODEL_OPTIONS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("model", "experiment -m/--model", ("phrase",), ("forward",)),
+    ("inverse_model", "experiment --inverse-model", ("phrase",), ("inverse",)),
+    ("nmt", "experiment --nmt", ("sentence",), DIRECTIONS),
+    ("lm", "experiment --lm", ("cslm",), DIRECTIONS),
+)
+
+
+def check_models(settings: Settings) -> None:
+    """Every model file given is of the kind and direction its option takes (exit 4), before any
+    work."""
+    for name, option, families, directions in MODEL_OPTIONS:
+        path = getattr(settings, name)
+        if path is not None:
+            check_kind(path, option, families, directions)
+
+
 def check(settings: Settings) -> str:
     """Every refusal that can be made before tuning; returns the phrase table to rescore."""
     check_out_dir(settings.out_dir)
+    check_models(settings)
     table = check_ini(settings.ini)
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))

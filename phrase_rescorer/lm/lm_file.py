@@ -23,11 +23,11 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
-from ..model.checkpoint import CheckpointError, read_torch_file, write_torch_file
+from ..model.checkpoint import CSLM_FORMAT, CheckpointError, read_torch_file, write_torch_file
 from .network import CSLM, LMConfig
 from .text import check_vocabulary
 
-FORMAT = "phrase_rescorer.cslm"
+FORMAT = CSLM_FORMAT
 FORMAT_VERSION = 1
 
 

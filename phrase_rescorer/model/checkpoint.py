@@ -63,8 +63,91 @@ class CheckpointError(ModelError):
     """A model file that cannot be used; the message names the file and what is wrong."""
 
 
+def unusable_weights(path: str | None, value: float, where: str) -> CheckpointError:
+    """The error of every command whose network (any kind: a phrase or translation network, a
+    CSLM) gave a log p that is no finite value <= 0 (NaN: a diverged training) for the input at
+    ``where`` (``FILE:LINE``); exit 4."""
+    return CheckpointError(
+        f"{path or 'model'}: the network gave log p = {value!r} for {where}; its weights are "
+        "unusable (diverged training?)"
+    )
+
+
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
+
+#: The CSLM's model file format (``lm.lm_file`` writes it; named here, where every command that
+#: takes a model file tells the kinds apart).
+CSLM_FORMAT = "phrase_rescorer.cslm"
+
+#: The families of model file: what each is, the command that writes it, the options that take it.
+FAMILIES: dict[str, tuple[str, str, str]] = {
+    "phrase": (
+        "phrase network",
+        "phrase-rescorer train",
+        "rescore-phrase-table --model, experiment -m/--inverse-model",
+    ),
+    "sentence": ("translation network", "phrase-rescorer train-nmt", "phrase-rescorer nbest -m, experiment --nmt"),
+    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, experiment --lm"),
+}
+
+#: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).
+ModelKind = tuple[str, str]
+
+
+def kind_of(payload: Any) -> ModelKind | None:
+    """The kind of what ``read_torch_file`` read (None: no phrase_rescorer model file). A network's
+    family is its ``info["trained_on"]`` (absent: phrase pairs), its direction ``info["direction"]``
+    (absent: forward); a CSLM has no direction (forward)."""
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("format") == CSLM_FORMAT:
+        return ("cslm", "forward")
+    if payload.get("format") != FORMAT:
+        return None
+    return _network_kind(payload.get("info"))
+
+
+def _network_kind(info: Any) -> ModelKind:
+    info = info if isinstance(info, dict) else {}
+    family = "sentence" if info.get("trained_on") == "sentence pairs" else "phrase"
+    return family, "inverse" if info.get("direction") == "inverse" else "forward"
+
+
+def describe_kind(kind: ModelKind) -> str:
+    """``an inverse phrase network (phrase-rescorer train --direction inverse)``."""
+    family, direction = kind
+    name, command, _ = FAMILIES[family]
+    if family != "cslm" and direction == "inverse":
+        name, command = f"inverse {name}", f"{command} --direction inverse"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({command})"
+
+
+def model_kind(path: str) -> ModelKind:
+    """The kind of the model file ``path``; a missing, unreadable or foreign file is a
+    :class:`CheckpointError` naming it."""
+    kind = kind_of(read_torch_file(path))
+    if kind is None:
+        raise CheckpointError(f"{path}: not a phrase_rescorer model file")
+    return kind
+
+
+def check_kind(path: str, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS) -> None:
+    """Refuse (:class:`CheckpointError`, exit 4) the model file ``path`` given to ``option`` unless
+    it is of one of ``families`` and ``directions``; the one check of every command that takes a
+    model, made before any work (:func:`refuse_kind` for a file loaded already)."""
+    refuse_kind(path, model_kind(path), option, families, directions)
+
+
+def refuse_kind(
+    path: str, kind: ModelKind, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS
+) -> None:
+    """:func:`check_kind` of a file whose ``kind`` is known. The message says what the file is,
+    which options take it, and what ``option`` takes."""
+    if kind[0] in families and (kind[0] == "cslm" or kind[1] in directions):
+        return
+    wanted = " or ".join(describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" else directions))
+    raise CheckpointError(f"{path}: {describe_kind(kind)}, for {FAMILIES[kind[0]][2]}; {option} takes {wanted}")
 
 
 @dataclass
@@ -91,6 +174,11 @@ class Checkpoint:
         """ "forward" (p(target | source) of the data it was trained on) or "inverse"
         (p(source | target): the network reads the data's target side)."""
         return "inverse" if self.info.get("direction") == "inverse" else "forward"
+
+    @property
+    def kind(self) -> ModelKind:
+        """(family, direction) of :data:`FAMILIES` and :data:`DIRECTIONS`."""
+        return _network_kind(self.info)
 
     @property
     def inverse(self) -> bool:
@@ -198,7 +286,12 @@ def read_torch_file(path: str) -> Any:
 def load_checkpoint(path: str) -> Checkpoint:
     """Read and check a model file; every problem becomes a ``CheckpointError`` naming the file."""
     payload = read_torch_file(path)
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    kind = kind_of(payload)
+    if kind is not None and kind[0] == "cslm":
+        raise CheckpointError(
+            f"{path}: {describe_kind(kind)}, for {FAMILIES['cslm'][2]}; not a phrase or translation network"
+        )
+    if kind is None:
         raise CheckpointError(f"{path}: not a phrase_rescorer model file")
     version = payload.get("format_version")
     if version not in READ_VERSIONS:

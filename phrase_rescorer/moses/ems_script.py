@@ -31,7 +31,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OS, EXIT_USAGE, UsageError
+from .. import __version__
+from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OS, EXIT_SIGPIPE, EXIT_USAGE, UsageError
+from ..output_targets import drop_stdout
 from .table_files import table_columns
 
 #: train-model.perl implementations whose table is a text file: 0 phrase-based
@@ -39,7 +41,12 @@ from .table_files import table_columns
 TEXT_IMPLEMENTATIONS = ("0", "6")
 TABLE_OPTION = "phrase-translation-table"
 
-USAGE = """Runs train-model.perl with ARGS. When step 9 (the moses.ini) is run, each
+USAGE = """Options (before TRAIN-MODEL.PERL):
+  -q, --quiet  no notes on stderr (errors still)
+  --version    show the version and exit
+  -h, --help   show this message and exit
+
+Runs train-model.perl with ARGS. When step 9 (the moses.ini) is run, each
 -phrase-translation-table PATH that is a text table (PATH or PATH.gz) is given its real score
 count (PATH:0:N), so that the moses.ini says num-features=N. For EMS, in [TRAINING]:
 
@@ -121,23 +128,46 @@ def rewrite(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return out, notes
 
 
+def _print(text: str) -> int:
+    """``text`` on stdout; EXIT_OK, or EXIT_SIGPIPE, quietly, when the reader went away (``| head``)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        drop_stdout()
+        return EXIT_SIGPIPE
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ems-train-model TRAIN-MODEL.PERL ARGS...``: run it (exec) with the rewritten ARGS."""
+    """``ems-train-model [-q] TRAIN-MODEL.PERL ARGS...``: run it (exec) with the rewritten ARGS."""
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = "ems-train-model"
-    if not argv or argv[0] in ("-h", "--help"):
-        print(f"Usage: {prog} TRAIN-MODEL.PERL [ARGS...]\n\n{USAGE}", file=sys.stderr if not argv else sys.stdout)
-        return EXIT_USAGE if not argv else EXIT_OK
+    usage = f"Usage: {prog} [-q] TRAIN-MODEL.PERL [ARGS...]"
+    quiet = False
+    while argv and argv[0].startswith("-"):  # this program's own options, before the script
+        option = argv.pop(0)
+        if option in ("-h", "--help"):
+            return _print(f"{usage}\n\n{USAGE}")
+        if option == "--version":
+            return _print(f"{prog}, version {__version__}")
+        if option in ("-q", "--quiet"):
+            quiet = True
+            continue
+        print(f"{usage}\n{prog}: error: no such option: {option} (-h for help)", file=sys.stderr)
+        return EXIT_USAGE
+    if not argv:
+        print(f"{usage}\n\n{USAGE}", file=sys.stderr)
+        return EXIT_USAGE
     script, args = argv[0], argv[1:]
     if not (os.path.isfile(script) and os.access(script, os.X_OK)):
-        print(f"error: {script}: not an executable file (give train-model.perl first)", file=sys.stderr)
+        print(f"{prog}: error: {script}: not an executable file (give train-model.perl first)", file=sys.stderr)
         return EXIT_OS
     try:
         new_args, notes = rewrite(args)
     except EmsScriptError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return e.exit_code
-    for note in notes:
+    for note in notes if not quiet else []:
         print(f"{prog}: {note}", file=sys.stderr)
     sys.stderr.flush()
     os.execv(script, [script, *new_args])

@@ -3,14 +3,24 @@
 =========================  ==============================================  ===================
 form                       on disk                                          score count from
 =========================  ==============================================  ===================
-PhraseDictionaryMemory     a text table, plain or gzip (``T``, or ``T.gz``  its first line
-                           for a stem, as EMS names tables)
+PhraseDictionaryMemory     a text table, plain or gzip named ``.gz``        its first line
+                           (``T``, or ``T.gz`` for a stem, as EMS names
+                           tables)
 PhraseDictionaryCompact    ``P.minphr`` (given as ``P`` or ``P.minphr``;     the file's header
                            Moses appends ``.minphr`` to a path without it)
 PhraseDictionaryOnDisk     a directory holding ``Misc.dat``                 ``NumScores N``
 ProbingPT                  a directory holding ``config`` and               ``num_scores N``
                            ``probing_hash.dat``
 =========================  ==============================================  ===================
+
+A text table compressed otherwise (bzip2, xz, zstd, or gzip under another name) is refused:
+Moses decompresses a text table by its name, gzip only (moses/InputFileStream.cpp: ``if
+(filePath.size() > 3 && filePath.substr(filePath.size() - 3, 3) == ".gz") { m_streambuf = new
+gzfilebuf(filePath.c_str()); }``, else the raw bytes), and tells the table's kind from that
+first line (RuleTableLoaderFactory.cpp: ``if (tokens.size() == 1) { if (tokens[0] == "1") ...
+"Unsupported compact rule table format: "``): a bzip2 or xz table loads only when its raw bytes
+before the first newline happen to hold a blank, a zstd one never
+(tests/integration/test_moses_ini_tables.py, with the real moses).
 
 Everything else is refused, saying what it is: a path that is none of these (nothing there, a
 directory of something else, a file inside a binarized table's directory), a text file that is
@@ -25,6 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..compression import HEAD_BYTES, CompressionError, format_of_head
 from ..errors import IniError
 from .binarized import binarized_score_count, compact_score_count
 from .table_files import table_columns
@@ -85,6 +96,26 @@ def _compact(path: str) -> TableForm:
     return TableForm("compact", path, scores)
 
 
+def _check_compression(path: str) -> None:
+    """Refuse a text table that Moses would not decompress (the module's docstring says why)."""
+    try:
+        with open(path, "rb") as f:
+            fmt = format_of_head(f.read(HEAD_BYTES))
+    except (OSError, CompressionError):
+        return  # unreadable or not read at all: the score count's reading says so
+    if fmt is None or (fmt == "gzip" and path.endswith(".gz")):
+        return
+    if fmt == "gzip":
+        raise TableFormError(
+            f"{path}: a gzip table whose name does not end in .gz: Moses decompresses a text table "
+            f"by its name; rename it {os.path.basename(path)}.gz"
+        )
+    raise TableFormError(
+        f"{path}: a text table compressed with {fmt}, which Moses does not load (it decompresses "
+        "gzip only, told by the name's .gz): recompress it with gzip (NAME.gz) or give it plain"
+    )
+
+
 def table_form(path: str, prefer_compact: bool = False) -> TableForm:
     """The form of the table at ``path`` (see the module's table); :class:`TableFormError`
     when it is none of them. A stem ``P`` with both ``P.gz`` and ``P.minphr`` beside it is the
@@ -98,6 +129,7 @@ def table_form(path: str, prefer_compact: bool = False) -> TableForm:
     if os.path.isfile(path):
         if path.endswith(".minphr"):
             return _compact(path)
+        _check_compression(path)
         scores = table_columns(path, gz_fallback=False)
         if scores is None:
             raise TableFormError(

@@ -26,6 +26,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
+from ..model.checkpoint import unusable_weights
 from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
 
@@ -93,6 +94,10 @@ def append_features(
         columns = []
         for feature in features:
             values, unknowns = feature.score(pending)
+            bad = np.flatnonzero(~(np.isfinite(values) & (values <= 1e-6)))
+            if bad.size:  # a log p: NaN or inf from weights that diverged
+                i = int(bad[0])
+                raise unusable_weights(feature.path, float(values[i]), f"{in_path}:{pending[i].line_no}")
             columns.append(values)
             unknown[feature.name] += unknowns
         out.write(

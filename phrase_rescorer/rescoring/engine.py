@@ -43,7 +43,7 @@ import torch
 
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
-from ..model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from ..model.checkpoint import Checkpoint, load_checkpoint, refuse_kind, unusable_weights
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines
@@ -228,10 +228,7 @@ class TableRescorer:
                 if not (np.isfinite(lp) and lp <= 1e-6)
             )
             ckpt = self.networks[k].checkpoint
-            raise CheckpointError(
-                f"{ckpt.path or 'model'}: the network gave log p = {columns[k][bad]!r} for "
-                f"{in_path}:{window[bad].line_no}; its weights are unusable (diverged training?)"
-            ) from None
+            raise unusable_weights(ckpt.path, columns[k][bad], f"{in_path}:{window[bad].line_no}") from None
         if self._first_window:
             self._first_window = False
             if already_rescored(window, text):
@@ -247,8 +244,12 @@ class TableRescorer:
 
 
 def load_checkpoints(model_path: str | Sequence[str]) -> list[Checkpoint]:
-    """The network(s) of a run, loaded in the order given."""
-    return [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
+    """The network(s) of a run, loaded in the order given: phrase networks (of either direction),
+    a translation network (train-nmt) refused with what it is for."""
+    checkpoints = [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
+    for ckpt in checkpoints:
+        refuse_kind(ckpt.path or "model", ckpt.kind, "rescoring a phrase table (--model)", ("phrase",))
+    return checkpoints
 
 
 def _flat(id_lists: list[list[int]]) -> np.ndarray:

@@ -4,6 +4,7 @@ console script of the installed package (pip install), under the same name."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 
@@ -56,3 +57,35 @@ def test_console_script_and_bin_file_give_the_same_help(name: str) -> None:
     )
     assert entry.returncode == script.returncode == 0, entry.stderr + script.stderr
     assert entry.stdout == script.stdout and f"Usage: {name}" in entry.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [(name, ["-h"]) for name in sorted(SCRIPTS)]
+    + [("phrase-rescorer", ["train", "-h"]), ("phrase-rescorer", ["--version"])],
+)
+def test_help_to_a_reader_gone_is_141_without_a_traceback(name: str, args: list[str]) -> None:
+    """``PROGRAM -h | head -1``: when the reader has left before the help is written (the pipe's
+    read end closed first, so the write always meets EPIPE), every program exits 141 as a
+    shell's SIGPIPE would, saying nothing (no BrokenPipeError traceback, no exit 1)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [PYTHON, str(REPO / "bin" / name), *args], stdout=write, stderr=subprocess.PIPE, env=cli_env(), timeout=120
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr.decode()) == (141, "")
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_every_program_has_version_and_quiet(name: str) -> None:
+    done = subprocess.run(
+        [PYTHON, str(REPO / "bin" / name), "--version"], capture_output=True, text=True, env=cli_env(), timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.startswith(f"{name}, version "), done.stderr
+    helped = subprocess.run(
+        [PYTHON, str(REPO / "bin" / name), "-h"], capture_output=True, text=True, env=cli_env(), timeout=120
+    )
+    assert re.search(r"^\s+-q, --quiet\s", helped.stdout, re.M), helped.stdout

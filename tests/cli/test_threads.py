@@ -144,3 +144,52 @@ def test_moses_decoder_defaults_to_one_thread() -> None:
 
     r = subprocess.run([str(moses_root() / "bin" / "moses"), "--help"], capture_output=True, text=True, timeout=60)
     assert "(defaults to single-threaded)" in " ".join((r.stdout + r.stderr).split())
+
+
+# --- OpenMP's waiting threads sleep (a busy machine: benchmarks/threads_under_load.py) --------
+
+#: A program started through ``entry`` (its function named first, then its arguments), printing
+#: OpenMP's wait variables as they were at the moment torch was first imported.
+_WAIT_AT_TORCH_IMPORT = """
+import os, sys
+seen = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append((os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT")))
+        return None
+sys.meta_path.insert(0, Watch())
+from phrase_rescorer import entry
+program = getattr(entry, sys.argv.pop(1))
+try:
+    program()
+except SystemExit:
+    pass
+print(seen, "torch" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "environment", "expected"),
+    [
+        ("main", {}, "[('PASSIVE', None)] True"),
+        ("rescore_main", {}, "[('PASSIVE', None)] True"),
+        ("moses_step_main", {}, "[('PASSIVE', None)] True"),
+        ("main", {"OMP_WAIT_POLICY": "active"}, "[('active', None)] True"),
+        ("main", {"GOMP_SPINCOUNT": "1000"}, "[(None, '1000')] True"),
+    ],
+)
+def test_openmp_threads_wait_passively_from_before_torch_loads(
+    entry_point: str, environment: dict[str, str], expected: str
+) -> None:
+    """Every program sets OMP_WAIT_POLICY=PASSIVE before torch (and its libgomp, which reads it
+    once, at load) is imported; a wait the user's environment sets is kept."""
+    env = {k: v for k, v in cli_env().items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    done = subprocess.run(
+        [PYTHON, "-c", _WAIT_AT_TORCH_IMPORT, entry_point, "--version"],
+        capture_output=True,
+        text=True,
+        env={**env, **environment},
+        timeout=120,
+    )
+    assert done.stderr.strip().splitlines()[-1] == expected, done.stderr

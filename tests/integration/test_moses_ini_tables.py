@@ -196,3 +196,62 @@ def test_why_the_line_type_matters(
         assert r.returncode == -11, (r.returncode, r.stderr[-500:])
     else:
         assert r.returncode != 0 and b"Is a directory" in r.stderr, r.stderr[-500:]
+
+
+def _recompressed(text: Path, here: Path, name: str) -> Path:
+    """The rescored table's lines under ``name``, compressed as the name says (``.gz.bz2``
+    style names are not used: each file holds one format), or gzip under a name without .gz."""
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    data = gzip.decompress(text.read_bytes())
+    compress = {
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": zstandard.ZstdCompressor().compress,
+        ".gz": gzip.compress,
+        ".txt": gzip.compress,  # gzip content under a name Moses reads raw
+    }[Path(name).suffix]
+    (here / name).write_bytes(compress(data))
+    return here / name
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("pt.bz2", "a text table compressed with bzip2, which Moses does not load"),
+        ("pt.xz", "a text table compressed with xz, which Moses does not load"),
+        ("pt.zst", "a text table compressed with zstd, which Moses does not load"),
+        ("pt.txt", "a gzip table whose name does not end in .gz"),
+    ],
+)
+def test_tables_moses_cannot_decompress_are_refused(
+    moses: Path, work: Path, lm: Path, tables: dict[str, Path], name: str, message: str
+) -> None:
+    """moses-ini refuses (exit 5, one line) a text table Moses decompresses never or by chance:
+    it decompresses gzip only, by the name (moses/InputFileStream.cpp). The real decoder given
+    the zstd table by hand fails: what the refusal spares the user."""
+    here = work / f"compressed-{name}"
+    here.mkdir()
+    table = _recompressed(tables["text"], here, name)
+    r = moses_ini(base_ini(here, lm), here / "out.ini", "--table", table)
+    assert r.returncode == 5 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert not (here / "out.ini").exists()
+    if name == "pt.zst":
+        by_hand = m.write_ini(
+            here / "by-hand.ini", f"PhraseDictionaryMemory {TM.format(n=5, path=table)}", lm, [*WEIGHTS, 0.2]
+        )
+        with pytest.raises(AssertionError, match="OutOfTokens|Unsupported compact rule table format"):
+            m.decode(moses, by_hand, here)
+
+
+def test_a_gzip_table_still_loads(moses: Path, work: Path, lm: Path, tables: dict[str, Path]) -> None:
+    here = work / "compressed-gz"
+    here.mkdir()
+    table = _recompressed(tables["text"], here, "pt.gz")
+    r = moses_ini(base_ini(here, lm), here / "out.ini", "--table", table)
+    assert r.returncode == 0, r.stderr
+    loads_with_five(moses, here / "out.ini", here)

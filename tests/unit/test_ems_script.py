@@ -77,7 +77,24 @@ def test_program_errors(table: Path, tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\nexit 0\n")
     os.chmod(fake, 0o755)
     r = _program(str(fake), "-first-step", "9", "-mmsapt")
-    assert r.returncode == 2 and r.stderr.startswith("error: TRAINING:mmsapt") and r.stdout == ""
+    assert r.returncode == 2 and r.stderr.startswith("ems-train-model: error: TRAINING:mmsapt") and r.stdout == ""
     r = _program(str(tmp_path / "none.perl"))
     assert r.returncode == 6 and r.stderr.count("\n") == 1 and "not an executable file" in r.stderr
     assert _program().returncode == 2
+
+
+def test_version_quiet_and_unknown_option(table: Path, tmp_path: Path) -> None:
+    """ems-train-model's own options, before the script: --version (exit 0), -q (no notes, the
+    script still run with the count), an unknown one (exit 2)."""
+    from phrase_rescorer import __version__
+
+    r = _program("--version")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"ems-train-model, version {__version__}\n", "")
+    fake = tmp_path / "train-model.perl"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    os.chmod(fake, 0o755)
+    r = _program("-q", str(fake), "-first-step", "9", "-phrase-translation-table", str(table))
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"-first-step 9 -phrase-translation-table {table}:0:5\n"
+    r = _program("--frobnicate", str(fake))
+    assert r.returncode == 2 and "no such option: --frobnicate" in r.stderr and r.stdout == ""

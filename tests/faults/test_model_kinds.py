@@ -1,0 +1,108 @@
+"""A model file given where another kind is wanted: the one check of a model file's kind (phrase
+network, translation network, CSLM) and direction (forward, inverse), made by every command that
+takes a model before any work, exit 4 and one line saying what the file is, which commands take
+it and what the option takes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from phrase_rescorer.model.checkpoint import check_kind, describe_kind, model_kind
+from tests.faults.test_experiment_faults import experiment
+from tests.helpers.cli_run import run_cli
+from tests.helpers.cslm import tiny_lm
+from tests.helpers.nmt import tiny_nmt
+from tests.helpers.paths import SAMPLE
+from tests.helpers.rescore_data import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("kinds")
+    forward = tiny_checkpoint(d / "forward.pt", hidden=8, vocab=60)
+    payload = torch.load(forward, weights_only=True)
+    payload["info"] = {**payload["info"], "direction": "inverse", "trained_on": "phrase pairs"}
+    torch.save(payload, d / "inverse.pt")
+    return {
+        "forward": forward,
+        "inverse": d / "inverse.pt",
+        "nmt": tiny_nmt(d / "nmt.pt", steps=2),
+        "cslm": tiny_lm(d / "cslm.pt", steps=2),
+    }
+
+
+def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
+    assert {name: model_kind(str(p)) for name, p in models.items()} == {
+        "forward": ("phrase", "forward"),
+        "inverse": ("phrase", "inverse"),
+        "nmt": ("sentence", "forward"),
+        "cslm": ("cslm", "forward"),
+    }
+    assert (
+        describe_kind(("phrase", "inverse")) == "an inverse phrase network (phrase-rescorer train --direction inverse)"
+    )
+    check_kind(str(models["inverse"]), "X", ("phrase",), ("inverse",))
+    with pytest.raises(
+        ValueError, match=r"forward.pt: a phrase network \(phrase-rescorer train\), for .*; X takes an inverse"
+    ):
+        check_kind(str(models["forward"]), "X", ("phrase",), ("inverse",))
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer nbest -m, experiment --lm"),
+        (
+            "nmt",
+            r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer nbest -m, experiment --nmt; "
+            r"rescoring a phrase table \(--model\) takes a phrase network",
+        ),
+    ],
+)
+def test_rescore_given_a_sentence_model_says_what_it_is(
+    kind: str,
+    message: str,
+    models: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out.gz"
+    code, err = run_cli(["rescore", str(SAMPLE), str(out), "-m", str(models[kind])], monkeypatch, capsys)
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"phrase-rescorer: error: {models[kind]}: ") and re.search(message, err), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "kind", "wanted"),
+    [
+        ("--model", "inverse", "experiment -m/--model takes a phrase network"),
+        ("--model", "nmt", "experiment -m/--model takes a phrase network"),
+        ("--inverse-model", "forward", "experiment --inverse-model takes an inverse phrase network"),
+        ("--nmt", "forward", "experiment --nmt takes a translation network"),
+        ("--nmt", "cslm", "experiment --nmt takes a translation network"),
+        ("--lm", "nmt", "experiment --lm takes a CSLM"),
+    ],
+)
+def test_experiment_checks_every_model_before_any_work(
+    option: str,
+    kind: str,
+    wanted: str,
+    models: dict[str, Path],
+    stand_in_moses: Path,
+    files: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    extra = [option, str(models[kind])]
+    if option == "--inverse-model":
+        extra += ["--model", str(models["forward"])]
+    out = tmp_path / "exp"
+    code, err = experiment(stand_in_moses, files, str(out), *extra)
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert f"{models[kind]}: " in err and wanted in err, err
+    assert not out.exists()
