@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from phrase_rescorer.model.checkpoint import check_kind, describe_kind, model_kind
 from tests.faults.test_experiment_faults import experiment
 from tests.helpers.cli_run import run_cli
 from tests.helpers.cslm import tiny_lm
@@ -36,6 +35,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
+    from phrase_rescorer.model.checkpoint import check_kind, describe_kind, model_kind
+
     assert {name: model_kind(str(p)) for name, p in models.items()} == {
         "forward": ("phrase", "forward"),
         "inverse": ("phrase", "inverse"),
