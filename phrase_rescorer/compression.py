@@ -33,6 +33,7 @@ import gzip
 import lzma
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable
 from typing import IO, BinaryIO, Protocol, cast
@@ -95,6 +96,18 @@ class Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
     def read1(self, size: int = -1, /) -> bytes: ...
     def close(self) -> None: ...
+
+
+def rereadable(path: str) -> bool:
+    """Whether ``path`` is a regular file, which a second pass reads again (not ``-``, a pipe's
+    ``/dev/fd/N``, a FIFO or a device: those are read once); a path that cannot be stat'ed is
+    not, and reading it names the problem."""
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def format_of_name(path: str) -> str | None:

@@ -17,8 +17,6 @@ ends early is refused at its end, and AtomicOutput leaves no output file either 
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
+from ..compression import rereadable
 from ..model.checkpoint import unusable_weights
 from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
@@ -74,7 +73,7 @@ def append_features(
         check_distinct_paths(in_path, out_path, model=feature.path)
     if source_path:
         check_distinct_paths(source_path, out_path)
-    if sources is not None and _is_regular_file(in_path):  # read twice only where that is safe
+    if sources is not None and rereadable(in_path):  # read twice only where that is safe
         counted = count_sentences(in_path)
         if counted != len(sources):
             raise NbestError(
@@ -149,14 +148,3 @@ def append_features(
                 f"{len(sources):,}: give the source text the n-best list was translated from",
             )
     return NbestSummary(lines, sentences, words, unknown, time.monotonic() - started)
-
-
-def _is_regular_file(path: str) -> bool:
-    """Whether ``path`` is a regular file, which can be read twice (not stdin, a FIFO, a pipe's
-    ``/dev/fd/N``)."""
-    if path == "-":
-        return False
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False  # reading it will say why

@@ -28,8 +28,6 @@ by its name.
 from __future__ import annotations
 
 import math
-import os
-import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
+from ..compression import rereadable
 from ..data.corpus import read_sentences
 from ..moses.nbest import format_value
 from ..moses.phrase_table import PhraseTableError
@@ -70,16 +69,6 @@ class TextLine:
     tokens: list[str]
 
 
-def _rereadable(path: str) -> bool:
-    """A regular file, which a second pass reads again (not stdin, a pipe, a FIFO, a device)."""
-    if path == "-":
-        return False
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return True  # the reader names the problem
-
-
 class Text:
     """A text file checked whole before it is scored: :attr:`lines` counted and every line
     decoded (a bad line raises ``PhraseTableError`` naming it). What cannot be read twice
@@ -89,7 +78,7 @@ class Text:
     def __init__(self, path: str):
         self.path = path
         self._held: list[list[str]] | None = None
-        if _rereadable(path):
+        if rereadable(path):
             self.lines = sum(1 for _ in read_sentences(path))
         else:
             self._held = list(read_sentences(path))
