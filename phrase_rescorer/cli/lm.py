@@ -130,7 +130,7 @@ def train_lm(
 
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
-    check_outputs(model_out, (text, valid_path, test_path), log_path, resume)
+    check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume)
     group, dev = join_group(ctx, device)
     test_sentences = None if test_path is None else list(read_sentences(test_path))
     kenlm = None  # KenLM's figures, measured now: a file that is not an LM is refused before training

@@ -81,6 +81,10 @@ def run_loop(
                 postfix.update(loss=f"{event['loss']:.3f}", **{f"{task.unit}_s": f"{rate:.0f}"})
             elif event["valid_token_ppl"] is not None:
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
+                bars[0].write(
+                    f"step {event['step']:,}, epoch {event['epoch']}: held-out perplexity "
+                    f"{event['valid_token_ppl']:.2f}" + (" (best)" if event["best"] else "")
+                )
             bars[0].set_postfix(", ".join(f"{k}={v}" for k, v in postfix.items()))
 
     stack = contextlib.ExitStack()

@@ -33,7 +33,7 @@ from ..moses.toolkit import MosesToolkit
 from . import bleu
 from .borrowed import borrow_baseline, borrow_network_runs, check_source
 from .moses_runs import decode, tune
-from .report import RunScores, build_report
+from .report import REPORT_NAME, RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
 from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
 from .systems import BASELINE, RNN, System, check_coverage, prepare_system, run_seed, systems_for
@@ -169,7 +169,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
             trials=settings.trials,
             seed=settings.seed,
         )
-        write_json(os.path.join(settings.out_dir, "experiment.json"), data)
+        write_json(os.path.join(settings.out_dir, REPORT_NAME), data)
         return data
 
     for run in range(1, settings.runs + 1):

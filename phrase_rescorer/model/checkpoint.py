@@ -85,10 +85,14 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
     "phrase": (
         "phrase network",
         "phrase-rescorer train",
-        "rescore-phrase-table --model, experiment -m/--inverse-model",
+        "rescore-phrase-table --model, experiment -m/--inverse-model, phrase-rescorer score -m",
     ),
-    "sentence": ("translation network", "phrase-rescorer train-nmt", "phrase-rescorer nbest -m, experiment --nmt"),
-    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, experiment --lm"),
+    "sentence": (
+        "translation network",
+        "phrase-rescorer train-nmt",
+        "phrase-rescorer nbest -m, score -m, experiment --nmt",
+    ),
+    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, score -m, experiment --lm"),
 }
 
 #: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).

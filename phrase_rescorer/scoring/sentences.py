@@ -37,6 +37,7 @@ import numpy as np
 
 from ..compression import rereadable
 from ..data.corpus import read_sentences
+from ..model.checkpoint import unusable_weights
 from ..moses.nbest import format_value
 from ..moses.phrase_table import PhraseTableError
 from ..nbest.features import Hypothesis
@@ -205,7 +206,9 @@ def score_texts(
         for sources, lines in _windows(source, target, window):
             if target is not None:
                 feature.sources = sources  # type: ignore[attr-defined]  # a translation feature
-            _score_window(feature, lines, out, result, normalize, word_scores and summary is None, summary is None)
+            _score_window(
+                feature, lines, out, result, normalize, word_scores and summary is None, summary is None, source.path
+            )
             if on_progress is not None:
                 on_progress(result.lines)
         if summary is not None:
@@ -222,8 +225,13 @@ def _score_window(
     normalize: bool,
     word_scores: bool,
     write: bool,
+    source_path: str,
 ) -> None:
     totals, unknown = feature.score(lines)
+    bad = np.flatnonzero(~(np.isfinite(totals) & (totals <= 1e-6)))
+    if bad.size:  # a log p: NaN or inf from weights that diverged (exit 4, as nbest and rescoring)
+        i = int(bad[0])
+        raise unusable_weights(feature.path, float(totals[i]), f"{source_path}:{result.lines + i + 1}")
     counts = feature.predictions(lines)
     terms: Sequence[np.ndarray | None] = feature.token_scores(lines) if word_scores else [None] * len(lines)
     result.lines += len(lines)

@@ -20,8 +20,9 @@ cached file that does not load is built again.
 A loop split over threads runs its parts with ``run_parts`` (``run_parts.h``, which the library's
 source includes): a library asked for with ``openmp=True`` is first built with ``-fopenmp`` and kept
 only where its OpenMP runtime is torch's own (the same ``omp_get_max_threads`` as torch's
-``libgomp``), so that its parts run on the threads torch's operators use, which spin for a
-while after each operator and would otherwise take the core a new thread needs; elsewhere (no
+``libgomp``), so that its parts run on the threads torch's operators use (kept waiting, asleep
+under the programs' ``OMP_WAIT_POLICY=PASSIVE``: threads.py), rather than on new threads that
+would compete with them for the cores; elsewhere (no
 OpenMP, another runtime) the same source is built without it and starts pthreads per call.
 
 Where no compiler works, ``load()`` returns None and ``problem()`` says why: each caller keeps its

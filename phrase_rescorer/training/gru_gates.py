@@ -27,7 +27,7 @@ import torch
 
 from .c_library import CLibrary, c_source
 
-#: The C source (``gru_gates.c``, package data), its ``#include "run_parts.h"`` inlined.
+#: The C source (``gru_gates.c``, package data).
 SOURCE = c_source("gru_gates.c")
 
 

@@ -157,6 +157,19 @@ def test_train_lm_refuses_what_it_cannot_finish_before_training(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_train_lm_never_writes_over_its_kenlm_file(tmp_path: Path) -> None:
+    """The n-gram LM given to --kenlm is an input: as the model file or the log it is refused
+    before any work, and left as it was."""
+    kenlm = tmp_path / "lm.fr.arpa"
+    kenlm.write_bytes(b"not yet read")
+    text = str(TINY_MOSES / "dev.fr")
+    for args in ((str(kenlm),), (str(tmp_path / "lm.pt"), "--log", str(kenlm))):
+        r = run("train-lm", text, *args, "--kenlm", str(kenlm), "--valid", text, "--max-steps", "2")
+        assert r.returncode == 6 and b"same file" in r.stderr, r.stderr
+        assert kenlm.read_bytes() == b"not yet read"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.fr.arpa"]
+
+
 def test_train_lm_refuses_a_device_it_cannot_use(tmp_path: Path) -> None:
     import torch
 

@@ -56,10 +56,11 @@ def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer nbest -m, experiment --lm"),
+        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer nbest -m, score -m, experiment --lm"),
         (
             "nmt",
-            r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer nbest -m, experiment --nmt; "
+            r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer nbest -m, score -m, "
+            r"experiment --nmt; "
             r"rescoring a phrase table \(--model\) takes a phrase network",
         ),
     ],

@@ -77,3 +77,30 @@ def test_translate_with_nan_weights_is_exit_4_one_line(
         "its weights are unusable (diverged training?)"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["nmt", "cslm"])
+@pytest.mark.parametrize("summary", [False, True])
+def test_score_with_nan_weights_is_exit_4_one_line(
+    kind: str,
+    summary: bool,
+    models: dict[str, Path],
+    inputs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Line scores and the one-figure summary alike: no "nan" written with exit 0."""
+    source, _ = inputs
+    target = tmp_path / "tgt.fr"
+    target.write_text("la maison\nle chat\n")
+    out = tmp_path / "out.scores"
+    texts = [str(source), str(target)] if kind == "nmt" else [str(target)]
+    args = ["score", *texts, "-m", str(models[kind]), "-o", str(out), *(["--summary", "perplexity"] if summary else [])]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 4, err
+    assert err.strip().splitlines()[-1] == (
+        f"phrase-rescorer: error: {models[kind]}: the network gave log p = nan for {texts[0]}:1; "
+        "its weights are unusable (diverged training?)"
+    )
+    assert not out.exists()
