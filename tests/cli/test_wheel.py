@@ -65,6 +65,11 @@ def test_the_wheel_installs_and_runs(tmp_path: Path) -> None:
     configs = Path(_run([venv / "bin" / "phrase-rescorer", "moses-configs"], env=env, cwd=tmp_path).stdout.strip())
     assert configs == Path(site.stdout.strip(), "phrase_rescorer", "moses_configs")
     assert (configs / "ems-rnn-rescoring.config").is_file() and (configs / "moses.rnn.example.ini").is_file()
+    # every module of the checkout is installed (a subpackage missing from pyproject's list is not)
+    installed = Path(site.stdout.strip(), "phrase_rescorer")
+    assert sorted(str(p.relative_to(installed)) for p in installed.rglob("*.py")) == sorted(
+        str(p.relative_to(REPO / "phrase_rescorer")) for p in (REPO / "phrase_rescorer").rglob("*.py")
+    )
     # the training loops' C sources, package data, built from the installed package (not the checkout)
     sources = sorted(p.name for p in (REPO / "phrase_rescorer" / "training").glob("*.[ch]"))
     assert (
