@@ -23,7 +23,7 @@ size (speed does not depend on the weights):
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
 * n-best scoring with the CSLM (``append_features``, small and paper presets, a synthetic 200-best
   list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the
-  plain computation (``nbest``); the same with the NMT feature (a small rnnsearch network given
+  plain computation (``nbest``); the same with the NMT feature (small and medium rnnsearch networks given
   the source sentences, prefix and batched scorers; ``nbest_nmt``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
@@ -251,7 +251,7 @@ def main(
         if nmt_lines:
             report["nbest_nmt"] = nmt = nbest_nmt.nmt_part(
                 nmt_lines,
-                ["quick" if quick else "small"],
+                ["quick"] if quick else ["small", "medium"],
                 repeats,
                 20 if quick else 100,
                 20 if quick else 100,

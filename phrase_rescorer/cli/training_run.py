@@ -6,6 +6,7 @@ only in what they read."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -22,10 +23,10 @@ from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import arch_config
-from ..output import check_distinct_paths, check_not_an_input, check_output_path
+from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
-from ..training.loop import Interrupted, LoopSettings, RunState, Task, TrainingError, companion_path, fit
+from ..training.loop import Interrupted, LoopSettings, RunState, Task, TrainingError, companion_path, fit, is_kept_path
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
 from ..training.run_settings import TrainConfig
@@ -35,9 +36,12 @@ from .training_options import ARCH as _ARCH
 from .training_options import SIZES as _SIZES
 
 
-def check_outputs(model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool) -> None:
-    """Before any work: MODEL_OUT's directory, the three outputs usable and none an input, and
-    with ``--resume`` the ``.last.pt`` to resume."""
+def check_outputs(
+    model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0
+) -> None:
+    """Before any work: MODEL_OUT's directory, the three outputs usable and none an input, with
+    ``keep`` kept networks no input or log of their names (``MODEL.stepS.pt``: the steps are known
+    only as they come), and with ``--resume`` the ``.last.pt`` to resume."""
     if not os.path.isdir(os.path.dirname(os.path.abspath(model_out))):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path = companion_path(model_out, ".last.pt")
@@ -47,6 +51,10 @@ def check_outputs(model_out: str, inputs: tuple[str | None, ...], log_path: str 
             if given is not None:
                 check_distinct_paths(given, output)
     check_not_an_input(log_path or "", (("model file", model_out), ("saved state", last_path)))  # --log m.pt
+    if keep:
+        for given in (*inputs, log_path):
+            if given is not None and is_kept_path(model_out, given):
+                raise OutputError(given, "a network kept by --keep-checkpoints would have this name", errno.EINVAL)
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
 
@@ -154,7 +162,7 @@ def run_training(
             products.library()  # a misspelt PHRASE_RESCORER_PRODUCTS refused now, not at the first step
         except ValueError as e:
             raise UserError(str(e)) from e
-    check_outputs(model_out, inputs, log_path, resume)
+    check_outputs(model_out, inputs, log_path, resume, cfg.keep_checkpoints)
     pairs, read_summary = load()
     try:
         keep_freed_memory()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -167,6 +168,18 @@ def kept_path(out_path: str, step: int) -> str:
     return companion_path(out_path, f".step{step}.pt")
 
 
+def is_kept_path(out_path: str, path: str) -> bool:
+    """Whether ``path`` (``-`` never) is, or a link to, a name ``kept_path(out_path, S)`` gives."""
+    if path == "-":
+        return False
+    stem = os.path.realpath(companion_path(out_path, ""))
+    real = os.path.realpath(path)
+    return (
+        os.path.dirname(real) == os.path.dirname(stem)
+        and re.fullmatch(re.escape(os.path.basename(stem)) + r"\.step\d+\.pt", os.path.basename(real)) is not None
+    )
+
+
 def keep(out_path: str, kept: list[int], step: int, n: int, save: Callable[[str], None]) -> list[int]:
     """Save the network of ``step`` (``save(path)``) and remove the files of the steps beyond the
     last ``n``; the steps kept now, oldest first."""
@@ -184,7 +197,7 @@ _FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0}
 _NAMED = {
     "arch": ("architecture", "cho2014"),
     "direction": ("direction", "forward"),
-    "subwords": ("subword units", "none"),
+    "subwords": ("the subword vocabulary", "none"),
 }
 
 

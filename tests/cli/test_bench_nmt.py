@@ -41,6 +41,7 @@ def test_nmt_part_alone(tmp_path: Path) -> None:
         "useful GFLOP/s",
         "% of matmul",
         "prefix / batched: ",
+        "a 200-best list of 1,000 sentences at the prefix scorer's rate: ",
         "against the plain computation",
         ": equal",
     ):
@@ -57,6 +58,7 @@ def test_nmt_part_alone(tmp_path: Path) -> None:
         assert s["useful_gflops"] == pytest.approx(q["mflop_per_hypothesis"] * s["hypotheses_per_s"] / 1e3)
         assert s["matmul_fraction"] == pytest.approx(s["useful_gflops"] / f["cpu_matmul_gflops"])
     assert q["ratio"] > 0
+    assert q["minutes_per_200best_of_1000"] == pytest.approx(200_000 / q["prefix"]["hypotheses_per_s"] / 60)
 
 
 def test_nmt_part_fails_when_the_values_differ() -> None:

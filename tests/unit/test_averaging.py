@@ -143,3 +143,26 @@ def test_a_run_keeps_its_last_validations_and_average_last_reads_them(
     code, err = run_cli([*train, "--max-steps", "10", "--keep-checkpoints", "3", "--resume"], monkeypatch, capsys)
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.glob("nmt.step*.pt")) == ["nmt.step10.pt", "nmt.step7.pt", "nmt.step8.pt"]
+
+
+def test_an_input_or_log_named_as_a_kept_network_is_refused_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "nmt.step200.pt"  # the corpus, named as the run's network of step 200 would be
+    source.write_bytes((TINY_MOSES / "dev.en").read_bytes())
+    target = str(TINY_MOSES / "dev.fr")
+    run = str(tmp_path / "nmt.pt")
+    train = ["-q", "train-nmt", str(source), target, run, *SIZES, "--max-steps", "1", "--threads", "1"]
+    before = source.read_bytes()
+    code, err = run_cli([*train, "--keep-checkpoints", "2"], monkeypatch, capsys)
+    assert code == 6 and f"{source}: a network kept by --keep-checkpoints would have this name" in err
+    assert source.read_bytes() == before and not Path(run).exists()
+    link = tmp_path / "corpus.en"  # a link to that name is the same file
+    link.symlink_to(source)
+    code, err = run_cli([*train[:2], str(link), *train[3:], "--keep-checkpoints", "2"], monkeypatch, capsys)
+    assert code == 6 and "would have this name" in err
+    log = str(tmp_path / "nmt.step7.pt")
+    code, err = run_cli([*train, "--keep-checkpoints", "2", "--log", log], monkeypatch, capsys)
+    assert code == 6 and "would have this name" in err and not Path(log).exists()
+    code, err = run_cli(train, monkeypatch, capsys)  # nothing kept: the name is the user's to choose
+    assert code == 0, err
