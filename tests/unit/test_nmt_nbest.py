@@ -40,7 +40,9 @@ def _nbest(path: Path) -> Path:
 def _with_info(path: Path, **info: str) -> Path:
     ckpt = load_checkpoint(str(path))
     model = ckpt.build_model()
-    save_checkpoint(str(path), model, ckpt.src_vocab, ckpt.tgt_vocab, info={**ckpt.info, **info})
+    save_checkpoint(
+        str(path), model, ckpt.src_vocab, ckpt.tgt_vocab, info={**ckpt.info, **info}, subwords=ckpt.subwords
+    )
     return path
 
 
@@ -78,6 +80,27 @@ def test_scores_equal_the_plain_computation(tmp_path: Path, arch: str, direction
     assert np.max(np.abs(got - np.array(want))) < TOLERANCE
     assert len(set(np.round(got, 3))) > 4  # the scores tell hypotheses apart
     assert unknown >= 1  # xyz-inconnu
+
+
+@pytest.mark.parametrize("direction", ["forward", "inverse"])
+def test_a_subword_network_scores_the_segmented_hypothesis(tmp_path: Path, direction: str) -> None:
+    """Moses' hypotheses are words: a subword network's feature is the sum of log p over the
+    hypothesis' units (and </s>) given the segmented source, as the plain computation scores them."""
+    model = _with_info(
+        tiny_checkpoint(tmp_path / "m.pt", subwords=500), trained_on="sentence pairs", direction=direction
+    )
+    ckpt = load_checkpoint(str(model))
+    assert ckpt.subwords is not None
+    side = 0 if direction == "inverse" else 1
+    assert len(ckpt.split(HYPS[0][1], side)) > len(HYPS[0][1].split())  # the words are segmented
+    feature = load_feature(str(model), "NMT0", SOURCES)
+    lines = [
+        parse_nbest_line(raw, b"\n", i + 1, "x")
+        for i, raw in enumerate(_nbest(tmp_path / "n").read_bytes().splitlines())
+    ]
+    got, unknown = feature.score(lines)
+    assert np.max(np.abs(got - np.array(_plain(model, direction == "inverse")))) < TOLERANCE
+    assert unknown == 0  # no unit is unknown: xyz-inconnu is spelt in units
 
 
 def test_appended_in_order_every_byte_kept(tmp_path: Path) -> None:
