@@ -5,8 +5,8 @@ Events (every object has ``"event"``, ``"step"`` and ``"epoch"``; ``elapsed`` is
 continued from the log's last value when a run is resumed into the same log)::
 
     {"event": "start", "step", "epoch", "resumed": bool, "argv", ...}
-        and what the task trains on: "train_pairs", "skipped_long", "valid_pairs" (train,
-        train-nmt) or "train_tokens", "valid_tokens" (train-lm)
+        and what the task trains on: "train_pairs", "skipped_long", "valid_pairs" and
+        "label_smoothing" (train, train-nmt) or "train_tokens", "valid_tokens" (train-lm)
     {"event": "train", "step", "epoch", "loss", "pairs_per_s" (train-lm: "ngrams_per_s"), "elapsed"}
         every ``log_every`` steps, and at the end of a run for the steps since the last one;
         ``loss`` is the mean loss per pair (-log p(target|source); label-smoothed with
@@ -122,6 +122,8 @@ class TrainingCurves:
     kind: str = "sentence pairs"
     #: KenLM's perplexity of the held-out text, when train-lm --kenlm recorded it
     kenlm_ppl: float | None = None
+    #: The run's --label-smoothing (its logged loss is the smoothed one), from the start event
+    label_smoothing: float = 0.0
 
 
 def _number(x: object) -> TypeGuard[float]:
@@ -136,6 +138,8 @@ def read_training_curves(path: str) -> TrainingCurves:
     for record in events:
         if record["event"] == "start" and "train_tokens" in record:
             curves.kind = "text"
+        elif record["event"] == "start" and _number(record.get("label_smoothing")):
+            curves.label_smoothing = float(record["label_smoothing"])
         elif record["event"] == "train":
             curves.loss.add(record, "loss")
         elif record["event"] == "valid":

@@ -91,6 +91,7 @@ class PhraseTask:
             "skipped_long": d.skipped_long,
             "valid_pairs": len(d.valid_idx),
             "argv": self.info["argv"],
+            "label_smoothing": self.cfg.label_smoothing,  # the logged loss is the smoothed one
         }
 
     def plan(self, epoch: int) -> list[np.ndarray]:

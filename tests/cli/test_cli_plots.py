@@ -51,7 +51,7 @@ def points(log: Path, event: str, key: str) -> tuple[list[float], list[float], l
     return [e["step"] for e in events], [e["elapsed"] / 60 for e in events], [e[key] for e in events]
 
 
-def check_panels(log: Path, per: str) -> list:
+def check_panels(log: Path, per: str, smoothed: str = "") -> list:
     """The four panels draw the log's loss and held-out perplexity by step and by minutes."""
     panels = training_panels(read_training_curves(str(log)))
     assert [p.title for p in panels] == [
@@ -64,7 +64,7 @@ def check_panels(log: Path, per: str) -> list:
     assert steps, "the log has no training loss"
     assert panels[0].curves[0].x == steps and panels[0].curves[0].y == losses
     assert panels[1].curves[0].x == pytest.approx(minutes) and panels[1].curves[0].y == losses
-    assert panels[0].ylabel == f"training loss (-ln p per {per})" and panels[0].note is None
+    assert panels[0].ylabel == f"training loss ({smoothed}-ln p per {per})" and panels[0].note is None
     steps, minutes, ppl = points(log, "valid", "valid_token_ppl")
     assert steps, "the log has no held-out perplexity"
     network = [c for c in panels[2].curves if c.label == "network"][0]
@@ -93,6 +93,15 @@ def test_plot_log_of_a_train_nmt_log_shorter_than_its_log_interval(tmp_path: Pat
     )  # fmt: skip
     assert points(log, "train", "loss")[0] == [10]
     check_panels(log, "sentence pair")
+    plotted(log)
+
+
+def test_plot_log_says_the_loss_of_a_label_smoothed_run_is_the_smoothed_one(tmp_path: Path) -> None:
+    log = made_log(
+        tmp_path, "train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(tmp_path / "n.pt"),
+        *SIZES, "--max-steps", "10", "--valid-every", "5", "--valid-fraction", "0.25", "--label-smoothing", "0.1",
+    )  # fmt: skip
+    check_panels(log, "sentence pair", "label-smoothed 0.1, ")
     plotted(log)
 
 
