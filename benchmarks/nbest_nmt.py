@@ -8,8 +8,10 @@ bidirectional GRU encoder, additive attention; speed does not depend on the weig
 ``small`` preset's sizes (E=64, H=256, maxout 128, rank 64, 8,000-word shortlists) and ``medium``'s
 (E=256, H=512, maxout 256, rank 128, 8,000 words), optionally ``paper``'s (E=100, H=1000, 15,000
 words) and ``quick``'s (E=16, H=32, 500 words; ``--quick``). For each size the prefix scorer's
-rate is also given as the minutes a 200-best list of 1,000 sentences (200,000 hypotheses, the
-lists of the reranking recipes) would take, against the 5 minutes such a list may take.
+rate is also given as the minutes a 200-best list of 1,000 sentences would take, against the 5
+minutes such a list may take (the budget of the reranking recipes' networks): 200,000 hypotheses,
+an upper bound, since Moses' distinct 200-best lists of the bundled system hold about 150 per
+sentence; the rate includes building the feature and reading and writing the list.
 The shortlists are ``train-nmt``'s: the most frequent words of the unique sentence pairs of
 ``../shared/data/moses-en-fr/corpus/train.tok.lc.{en,fr}`` (the bundled tiny system's
 ``test.en``/``test.fr`` when ../shared is absent), filled up with unused placeholder words to
@@ -211,7 +213,7 @@ def nmt_figures(
         figures["minutes_per_200best_of_1000"] = minutes
         say(
             f"  {size:<8} a 200-best list of 1,000 sentences at the prefix scorer's rate: {minutes:.1f} minutes "
-            f"({'within' if minutes <= RECIPE_MINUTES else 'OVER'} the {RECIPE_MINUTES:g} allowed)"
+            f"({'within' if minutes <= RECIPE_MINUTES else 'OVER'} the {RECIPE_MINUTES:g} minutes allowed)"
         )
         ratios = [b / p for p, b in zip(seconds["prefix"], seconds["batched"], strict=True)]
         figures["ratio"] = statistics.median(ratios)

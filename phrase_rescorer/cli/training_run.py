@@ -54,7 +54,9 @@ def check_outputs(
     if keep:
         for given in (*inputs, log_path):
             if given is not None and is_kept_path(model_out, given):
-                raise OutputError(given, "a network kept by --keep-checkpoints would have this name", errno.EINVAL)
+                real = os.path.realpath(given)
+                link = "" if os.path.abspath(given) == real else f" (a link to {real})"
+                raise OutputError(given, f"--keep-checkpoints would write a network over this file{link}", errno.EINVAL)
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
 

@@ -130,6 +130,23 @@ def _number(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _label_smoothing(start: dict) -> float:
+    """A start event's --label-smoothing: its ``label_smoothing``, else (logs written before it
+    was recorded) the value on its command line; 0 when neither says."""
+    if _number(start.get("label_smoothing")):
+        return float(start["label_smoothing"])
+    argv = start.get("argv")
+    if isinstance(argv, list):
+        for i, arg in enumerate(argv):
+            value = arg.partition("=")[2] if str(arg).startswith("--label-smoothing=") else None
+            if arg == "--label-smoothing" and i + 1 < len(argv):
+                value = argv[i + 1]
+            if value is not None:
+                with contextlib.suppress(TypeError, ValueError):
+                    return float(value)
+    return 0.0
+
+
 def read_training_curves(path: str) -> TrainingCurves:
     """The loss and perplexity curves of a log of any training command (for ``plot-log``);
     other events are ignored."""
@@ -138,8 +155,8 @@ def read_training_curves(path: str) -> TrainingCurves:
     for record in events:
         if record["event"] == "start" and "train_tokens" in record:
             curves.kind = "text"
-        elif record["event"] == "start" and _number(record.get("label_smoothing")):
-            curves.label_smoothing = float(record["label_smoothing"])
+        elif record["event"] == "start":
+            curves.label_smoothing = _label_smoothing(record)
         elif record["event"] == "train":
             curves.loss.add(record, "loss")
         elif record["event"] == "valid":

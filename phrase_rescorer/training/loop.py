@@ -169,14 +169,19 @@ def kept_path(out_path: str, step: int) -> str:
 
 
 def is_kept_path(out_path: str, path: str) -> bool:
-    """Whether ``path`` (``-`` never) is, or a link to, a name ``kept_path(out_path, S)`` gives."""
+    """Whether ``path`` (``-`` never), or the file it links to, has a name ``kept_path(out_path, S)``
+    gives: the folders compared resolved, the names as written."""
     if path == "-":
         return False
-    stem = os.path.realpath(companion_path(out_path, ""))
-    real = os.path.realpath(path)
-    return (
-        os.path.dirname(real) == os.path.dirname(stem)
-        and re.fullmatch(re.escape(os.path.basename(stem)) + r"\.step\d+\.pt", os.path.basename(real)) is not None
+
+    def resolved(p: str) -> str:  # the folder resolved, the name kept (a link named as the stem moves nothing)
+        return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
+
+    stem = resolved(companion_path(out_path, ""))
+    kept = re.compile(re.escape(os.path.basename(stem)) + r"\.step[1-9][0-9]*\.pt", re.ASCII)
+    return any(
+        os.path.dirname(name) == os.path.dirname(stem) and kept.fullmatch(os.path.basename(name)) is not None
+        for name in (resolved(path), os.path.realpath(path))
     )
 
 
@@ -197,7 +202,7 @@ _FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0}
 _NAMED = {
     "arch": ("architecture", "cho2014"),
     "direction": ("direction", "forward"),
-    "subwords": ("the subword vocabulary", "none"),
+    "subwords": ("the number of subword units per side", "none"),
 }
 
 

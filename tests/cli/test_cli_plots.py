@@ -188,3 +188,21 @@ def test_plot_experiment_of_an_unfinished_experiment(tmp_path: Path) -> None:
     r = run("plot-experiment", str(tmp_path), "-o", str(tmp_path / "so-far.png"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "so-far.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.parametrize(
+    ("start", "want"),
+    [
+        ({"label_smoothing": 0.2, "argv": ["--label-smoothing", "0.1"]}, 0.2),  # the recorded value first
+        ({"argv": ["train-nmt", "a", "b", "m.pt", "--label-smoothing", "0.1"]}, 0.1),  # a log before it
+        ({"argv": ["train-nmt", "--label-smoothing=0.05"]}, 0.05),
+        ({"argv": ["train-nmt", "--label-smoothing"]}, 0.0),
+        ({"argv": ["train-nmt"]}, 0.0),
+        ({}, 0.0),
+    ],
+)
+def test_the_label_smoothing_of_a_log(tmp_path: Path, start: dict, want: float) -> None:
+    log = tmp_path / "m.log"
+    train = {"event": "train", "step": 1, "epoch": 0, "loss": 2.0, "elapsed": 1.0}
+    log.write_text(json.dumps({"event": "start", "step": 0, "epoch": 0, **start}) + "\n" + json.dumps(train) + "\n")
+    assert read_training_curves(str(log)).label_smoothing == want

@@ -15,7 +15,7 @@ from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.averaging import AveragingError, average_checkpoints, write_checkpoint
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.rescoring.scorers import make_scorer
-from phrase_rescorer.training.loop import keep, kept_path
+from phrase_rescorer.training.loop import is_kept_path, keep, kept_path
 from tests.helpers.cli_run import left_behind, run_cli
 from tests.helpers.nmt import SIZES, TINY_MOSES
 from tests.helpers.rescore_data import sample_window, tiny_arch_checkpoint, tiny_checkpoint
@@ -154,15 +154,32 @@ def test_an_input_or_log_named_as_a_kept_network_is_refused_before_training(
     run = str(tmp_path / "nmt.pt")
     train = ["-q", "train-nmt", str(source), target, run, *SIZES, "--max-steps", "1", "--threads", "1"]
     before = source.read_bytes()
+    said = "--keep-checkpoints would write a network over this file"
     code, err = run_cli([*train, "--keep-checkpoints", "2"], monkeypatch, capsys)
-    assert code == 6 and f"{source}: a network kept by --keep-checkpoints would have this name" in err
+    assert code == 6 and f"{source}: {said}" in err
     assert source.read_bytes() == before and not Path(run).exists()
     link = tmp_path / "corpus.en"  # a link to that name is the same file
     link.symlink_to(source)
     code, err = run_cli([*train[:2], str(link), *train[3:], "--keep-checkpoints", "2"], monkeypatch, capsys)
-    assert code == 6 and "would have this name" in err
+    assert code == 6 and f"{link}: {said} (a link to {source})" in err
     log = str(tmp_path / "nmt.step7.pt")
     code, err = run_cli([*train, "--keep-checkpoints", "2", "--log", log], monkeypatch, capsys)
-    assert code == 6 and "would have this name" in err and not Path(log).exists()
+    assert code == 6 and said in err and not Path(log).exists()
     code, err = run_cli(train, monkeypatch, capsys)  # nothing kept: the name is the user's to choose
     assert code == 0, err
+
+
+def test_kept_names(tmp_path: Path) -> None:
+    out = str(tmp_path / "nmt.pt")
+    assert is_kept_path(out, kept_path(out, 200)) and is_kept_path(str(tmp_path / "nmt"), kept_path(out, 5))
+    for other in ("nmt.step05.pt", "nmt.step.pt", "nmt.step\u0665.pt", "nmt.step5.pt.gz", "xnmt.step5.pt", "-"):
+        assert not is_kept_path(out, str(tmp_path / other) if other != "-" else other), other
+    (tmp_path / "sub").mkdir()
+    assert is_kept_path(out, str(tmp_path / "sub" / ".." / "nmt.step5.pt"))  # spelt another way
+    (tmp_path / "nmt").symlink_to(tmp_path / "sub" / "elsewhere")  # a link named as the stem moves nothing
+    assert is_kept_path(out, str(tmp_path / "nmt.step5.pt"))
+    assert not is_kept_path(out, str(tmp_path / "sub" / "nmt.step5.pt"))
+    (tmp_path / "in.en").symlink_to(tmp_path / "nmt.step9.pt")  # a link to a kept name
+    assert is_kept_path(out, str(tmp_path / "in.en"))
+    (tmp_path / "nmt.step3.pt").symlink_to(tmp_path / "sub" / "corpus")  # a link named as one: replaced
+    assert is_kept_path(out, str(tmp_path / "nmt.step3.pt"))
