@@ -170,8 +170,8 @@ def training_panels(log: TrainingCurves) -> list[Panel]:
         def points(series: Series, axis: str = axis) -> tuple[list[float], list[float]]:
             return (series.steps, series.values) if axis == "step" else _timed(series)
 
-        smoothed = f"label-smoothed {log.label_smoothing:g}, " if log.label_smoothing else ""
-        loss = Panel(f"training loss by {axis}", xlabel, f"training loss ({smoothed}-ln p per {per})")
+        smoothed = f", label-smoothed {log.label_smoothing:g}" if log.label_smoothing else ""
+        loss = Panel(f"training loss by {axis}{smoothed}", xlabel, f"training loss (-ln p per {per})")
         if log.loss:
             x, y = points(log.loss)
             window = max(1, len(y) // 20)

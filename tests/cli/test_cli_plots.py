@@ -55,8 +55,8 @@ def check_panels(log: Path, per: str, smoothed: str = "") -> list:
     """The four panels draw the log's loss and held-out perplexity by step and by minutes."""
     panels = training_panels(read_training_curves(str(log)))
     assert [p.title for p in panels] == [
-        "training loss by step",
-        "training loss by minutes",
+        f"training loss by step{smoothed}",
+        f"training loss by minutes{smoothed}",
         "held-out perplexity by step",
         "held-out perplexity by minutes",
     ]
@@ -64,7 +64,7 @@ def check_panels(log: Path, per: str, smoothed: str = "") -> list:
     assert steps, "the log has no training loss"
     assert panels[0].curves[0].x == steps and panels[0].curves[0].y == losses
     assert panels[1].curves[0].x == pytest.approx(minutes) and panels[1].curves[0].y == losses
-    assert panels[0].ylabel == f"training loss ({smoothed}-ln p per {per})" and panels[0].note is None
+    assert panels[0].ylabel == f"training loss (-ln p per {per})" and panels[0].note is None
     steps, minutes, ppl = points(log, "valid", "valid_token_ppl")
     assert steps, "the log has no held-out perplexity"
     network = [c for c in panels[2].curves if c.label == "network"][0]
@@ -101,7 +101,7 @@ def test_plot_log_says_the_loss_of_a_label_smoothed_run_is_the_smoothed_one(tmp_
         tmp_path, "train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(tmp_path / "n.pt"),
         *SIZES, "--max-steps", "10", "--valid-every", "5", "--valid-fraction", "0.25", "--label-smoothing", "0.1",
     )  # fmt: skip
-    check_panels(log, "sentence pair", "label-smoothed 0.1, ")
+    check_panels(log, "sentence pair", ", label-smoothed 0.1")
     plotted(log)
 
 
