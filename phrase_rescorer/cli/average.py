@@ -31,7 +31,8 @@ def average(ctx: click.Context, out_path: str, inputs: tuple[str, ...], average_
     from ..model.averaging import average_checkpoints, write_checkpoint
     from ..output import check_distinct_paths, check_output_path
     from ..training.kept_checkpoints import last_kept
-    from ..training.loop import TrainingError, companion_path
+    from ..training.loop import TrainingError
+    from ..training.run_files import companion_path
 
     read = list(inputs)
     if average_last is None:

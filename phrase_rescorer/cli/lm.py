@@ -11,7 +11,7 @@ from ..allocator import keep_freed_memory
 from ..data.corpus import read_sentences
 from ..lm.network import PRESETS
 from ..lm.task import LMTask, LMTrainConfig, prepare_lm_data
-from ..training.loop import companion_path
+from ..training.run_files import companion_path
 from . import cli
 from .common import say
 from .lm_report import kenlm_perplexities, report_training

@@ -2,7 +2,7 @@
 its last N validations, as ``MODEL_OUT`` with ``.step<S>.pt`` (``nmt.step1800.pt``), besides the
 best (``MODEL_OUT``) and the latest state (``.last.pt``).
 
-The run (``loop.keep``) records the steps it keeps in its resumable state (``RunState.kept``),
+The run (``run_files.keep``) records the steps it keeps in its resumable state (``RunState.kept``),
 oldest first, and removes the file of a step that falls out of the last N. ``average --average-last N
 MODEL_OUT`` reads that record from ``MODEL_OUT``'s ``.last.pt`` (``last_kept``): only this
 run's files, never a ``.step*.pt`` left by an earlier run to the same name.
@@ -11,7 +11,8 @@ run's files, never a ``.step*.pt`` left by an earlier run to the same name.
 from __future__ import annotations
 
 from ..model.checkpoint import load_checkpoint
-from .loop import TrainingError, companion_path, kept_path
+from .loop import TrainingError
+from .run_files import companion_path, kept_path
 
 
 def last_kept(out_path: str, n: int) -> list[str]:

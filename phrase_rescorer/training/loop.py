@@ -26,9 +26,7 @@ every decision (a signal, the time limit) is agreed by all processes after each 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +39,7 @@ from ..errors import UsageError, signal_exit
 from ..parallel.distributed import Group
 from .log import EventLog
 from .optim import clipped_step
+from .run_files import companion_path, keep
 
 
 class TrainingError(UsageError):
@@ -156,44 +155,6 @@ class Task(Protocol):
 
 #: ``report(kind, event)``: "step" after every step, and every event written to the log.
 Report = Callable[[str, dict[str, Any]], None]
-
-
-def companion_path(out_path: str, suffix: str) -> str:
-    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
-    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
-
-
-def kept_path(out_path: str, step: int) -> str:
-    """``nmt.pt``, 1800 -> ``nmt.step1800.pt``."""
-    return companion_path(out_path, f".step{step}.pt")
-
-
-def is_kept_path(out_path: str, path: str) -> bool:
-    """Whether ``path`` (``-`` never), or the file it links to, has a name ``kept_path(out_path, S)``
-    gives: the folders compared resolved, the names as written."""
-    if path == "-":
-        return False
-
-    def resolved(p: str) -> str:  # the folder resolved, the name kept (a link named as the stem moves nothing)
-        return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
-
-    stem = resolved(companion_path(out_path, ""))
-    kept = re.compile(re.escape(os.path.basename(stem)) + r"\.step[1-9][0-9]*\.pt", re.ASCII)
-    return any(
-        os.path.dirname(name) == os.path.dirname(stem) and kept.fullmatch(os.path.basename(name)) is not None
-        for name in (resolved(path), os.path.realpath(path))
-    )
-
-
-def keep(out_path: str, kept: list[int], step: int, n: int, save: Callable[[str], None]) -> list[int]:
-    """Save the network of ``step`` (``save(path)``) and remove the files of the steps beyond the
-    last ``n``; the steps kept now, oldest first."""
-    save(kept_path(out_path, step))
-    now = [s for s in kept if s != step] + [step]
-    for old in now[:-n]:
-        with contextlib.suppress(FileNotFoundError):  # removed by the user: nothing to do
-            os.remove(kept_path(out_path, old))
-    return now[-n:]
 
 
 #: The value of each setting added to a run's record later, for the runs saved before.

@@ -15,7 +15,7 @@ from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.averaging import AveragingError, average_checkpoints, write_checkpoint
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.rescoring.scorers import make_scorer
-from phrase_rescorer.training.loop import is_kept_path, keep, kept_path
+from phrase_rescorer.training.run_files import is_kept_path, keep, kept_path
 from tests.helpers.cli_run import left_behind, run_cli
 from tests.helpers.nmt import SIZES, TINY_MOSES
 from tests.helpers.rescore_data import sample_window, tiny_arch_checkpoint, tiny_checkpoint
