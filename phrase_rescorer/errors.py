@@ -50,8 +50,9 @@ EXIT_CODES = {
     "than num-features + the added columns, a weight that is not finite, "
     "a failed --binarize",
     EXIT_OS: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
-    "directory, missing directory, the input or the model file itself, a compressed name not written such "
-    "as .lzma, closed stdout), permission, disk full, short write",
+    "directory, missing directory, the input or the model file itself, an input or `--log` named as a network "
+    "`--keep-checkpoints` would keep (`MODEL.stepS.pt`), a compressed name not written such as .lzma, closed "
+    "stdout), permission, disk full, short write",
     EXIT_SIGHUP: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
     EXIT_SIGINT: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training "
     "saves MODEL.last.pt for --resume, experiment keeps its finished runs",
