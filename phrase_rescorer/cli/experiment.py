@@ -74,10 +74,12 @@ _FILE = click.Path(exists=True, dir_okay=False)
     "--nmt",
     "nmt",
     type=_FILE,
-    default=None,
+    multiple=True,
     help='A translation network trained on sentence pairs (train-nmt): adds "+ NMT" rows built '
     'like the CSLM\'s (the feature ln p(hypothesis | source)); with --lm also "+ CSLM + NMT" '
-    "(and + RNN ones). Like --lm, may be added or changed when an experiment is continued.",
+    "(and + RNN ones). Repeat for several networks, one feature each (NMT0, NMT1, ...) in the "
+    "same rows: e.g. a forward network and an inverse one (train-nmt --direction inverse, "
+    "ln p(source | hypothesis)). Like --lm, may be added or changed when an experiment is continued.",
 )
 @click.option(
     "--rerank-nbest",
@@ -173,7 +175,7 @@ def experiment(
     model: str | None,
     inverse_model: str | None,
     lm: str | None,
-    nmt: str | None,
+    nmt: tuple[str, ...],
     rerank_nbest: int,
     unk_feature: bool,
     runs: int,
@@ -197,8 +199,9 @@ def experiment(
     Without -m/--model only the baseline is tuned (to measure MERT's own spread). With --lm
     (a CSLM from train-lm) every tuned run is also reranked: the paper's "+ CSLM + RNN" rows,
     and "+ CSLM" on the baseline, which says whether the two networks add up. With --nmt (a
-    network from train-nmt) the same for its sentence-level feature: "+ NMT", and with --lm
-    "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"), rows beyond the paper's table. With
+    network from train-nmt; repeat it for several, one feature each) the same for its
+    sentence-level feature: "+ NMT", and with --lm "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"),
+    rows beyond the paper's table. With
     --inverse-model (a network trained with --direction inverse) also "+ RNN both directions":
     the table with both networks' columns, as Moses carries each probability both ways.
 
@@ -216,6 +219,8 @@ def experiment(
         raise UserError(str(e), e.exit_code) from None
     if unk_feature and model is None:
         raise UserError("--unk-feature needs --model")
+    if len(set(map(os.path.abspath, nmt))) != len(nmt):
+        raise UserError("--nmt given the same file twice: give each network once")
     if inverse_model and model is None:
         raise UserError("--inverse-model needs --model (the system of both directions adds both columns)")
     settings = Settings(

@@ -1,8 +1,10 @@
 """The experiment's reranked systems: the rows the sentence-level features add, each built on a
 decoder system's tuned runs.
 
-The features are the CSLM's (``--lm``, the paper's "+ CSLM" rows) and a translation network's on
-sentence pairs (``--nmt``, "+ NMT"). With both, every decoder system gets three reranked systems:
+The features are the CSLM's (``--lm``, the paper's "+ CSLM" rows) and those of translation
+networks on sentence pairs (``--nmt``, repeatable: "+ NMT" has one feature per network, NMT0,
+NMT1, ... in the order given, e.g. a forward network and an inverse one). With both, every
+decoder system gets three reranked systems:
 "+ CSLM", "+ NMT" and "+ CSLM + NMT" on the baseline's runs, "+ CSLM + RNN", "+ NMT + RNN" and
 "+ CSLM + RNN + NMT" on the + RNN runs, and so on. For every finished MERT run of a decoder
 system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,41 +58,51 @@ from .moses_runs import decode_nbest
 from .systems import ExperimentError, System
 from .workdir import sha256_of
 
-#: The feature each sentence-level model adds, and its word in keys and labels.
+#: The feature each sentence-level model adds (name, word in keys, word in labels); the i-th
+#: translation network's is ``nmt_feature(i)``.
 CSLM = ("CSLM0", "cslm", "CSLM")
 NMT = ("NMT0", "nmt", "NMT")
+#: The names of the features the experiment appends (any other feature of a list is the decoder's).
+OURS = re.compile(r"(?:CSLM|NMT)[0-9]+")
+
+
+def nmt_feature(index: int) -> tuple[str, str, str]:
+    return (f"NMT{index}", NMT[1], NMT[2])
 
 
 @dataclass(frozen=True)
 class SentenceModels:
-    """The sentence-level models of an experiment (None: not used)."""
+    """The sentence-level models of an experiment (None, (): not used)."""
 
     lm: str | None = None
-    nmt: str | None = None
+    nmt: tuple[str, ...] = ()
+
+    def named(self) -> list[tuple[tuple[str, str, str], str]]:
+        """Each feature with its model file: the CSLM's, then one per translation network."""
+        return ([(CSLM, self.lm)] if self.lm else []) + [(nmt_feature(i), p) for i, p in enumerate(self.nmt)]
 
     def features(self) -> list[tuple[str, str, str]]:
-        return [f for f, path in ((CSLM, self.lm), (NMT, self.nmt)) if path]
+        return [f for f, _ in self.named()]
 
     def fingerprints(self) -> dict[str, str]:
         """Each feature's name and the SHA-256 of its model file."""
-        return {f[0]: sha256_of(path) for f, path in ((CSLM, self.lm), (NMT, self.nmt)) if path}
-
-    def only(self, names: Sequence[str]) -> SentenceModels:
-        """The models of the features ``names``."""
-        return SentenceModels(self.lm if CSLM[0] in names else None, self.nmt if NMT[0] in names else None)
+        return {f[0]: sha256_of(path) for f, path in self.named()}
 
     def combinations(self) -> list[list[tuple[str, str, str]]]:
-        """Each reranked system's features: each model alone, then all together."""
-        features = self.features()
-        return [[f] for f in features] + ([features] if len(features) > 1 else [])
+        """Each reranked system's features: each kind alone (the CSLM; every translation network),
+        then all together."""
+        kinds: dict[str, list[tuple[str, str, str]]] = {}
+        for f in self.features():
+            kinds.setdefault(f[1], []).append(f)
+        return list(kinds.values()) + ([self.features()] if len(kinds) > 1 else [])
 
 
 def reranked(system: System, features: Sequence[tuple[str, str, str]]) -> System:
     """The reranked system with ``features`` built on ``system``'s runs (its key and label).
     The CSLM comes before the decoder's columns, as in the paper's "+ CSLM + RNN"; the NMT
     feature after them."""
-    names = [f[1] for f in features]
-    words = [f[2] for f in features]
+    names = list(dict.fromkeys(f[1] for f in features))
+    words = list(dict.fromkeys(f[2] for f in features))
     front = [w for w in words if w == "CSLM"]
     back = [w for w in words if w != "CSLM"]
     base = [] if system.key == "baseline" else [system.label.removeprefix("+ ")]
@@ -102,13 +115,23 @@ def rerank_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "rerank")
 
 
-def _load(models: SentenceModels, sources: Sequence[str], device: str) -> list[Feature]:
+def _load(models: SentenceModels, names: Sequence[str], sources: Sequence[str], device: str) -> list[Feature]:
+    """The features ``names`` of ``models``, in the models' order."""
     out: list[Feature] = []
-    if models.lm:
-        out.append(CSLMFeature(load_lm(models.lm), CSLM[0], device))
-    if models.nmt:
-        out.append(TranslationFeature(load_checkpoint(models.nmt), NMT[0], sources, device))
+    for (name, _, word), path in models.named():
+        if name in names:
+            if word == CSLM[2]:
+                out.append(CSLMFeature(load_lm(path), name, device))
+            else:
+                out.append(TranslationFeature(load_checkpoint(path), name, sources, device))
     return out
+
+
+def _appended(path: str) -> list[str]:
+    """The names of the experiment's features in the list ``path`` (its first line's)."""
+    for line in read_nbest(path):
+        return [name for name, _ in line.layout if OURS.fullmatch(name)]
+    return []
 
 
 def _recorded(path: str) -> dict[str, str]:
@@ -149,7 +172,6 @@ def score_lists(
     redo = [name for name in wanted if recorded.get(name) != wanted[name]]
     if not redo and set(recorded) <= set(wanted) and os.path.exists(record):
         return time.time() - t0
-    drop = [name for name, _, _ in (CSLM, NMT) if name not in wanted or name in redo]
     with contextlib.suppress(FileNotFoundError):  # interrupted from here on: every feature redone
         os.remove(record)
     for part, (source, _reference) in (("dev", dev), ("test", test)):
@@ -157,18 +179,20 @@ def score_lists(
         if os.path.exists(scored[part]):
             say(f"{part}: the scored lists kept; features {', '.join(redo) or 'none'} computed again")
             plain = os.path.join(work, f"{part}.plain.gz")
+            drop = [name for name in _appended(scored[part]) if name not in wanted or name in redo]
             with AtomicOutput(plain) as out:
                 for line in read_nbest(scored[part]):
                     out.write(without_features(line, drop))
-            features = models.only(redo)
+            names = redo
         else:
             plain = os.path.join(work, f"{part}.{nbest}best")
             say(f"{part}: decoding {nbest}-best lists with the tuned weights")
             decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, plain, nbest, threads=threads)
-            features = models
-        if features.features():
-            say(f"{part}: appending {', '.join(f[0] for f in features.features())}")
-            append_features(plain, scored[part], _load(features, sources, device), sources=sources, source_path=source)
+            names = list(wanted)
+        if names:
+            say(f"{part}: appending {', '.join(names)}")
+            features = _load(models, names, sources, device)
+            append_features(plain, scored[part], features, sources=sources, source_path=source)
             os.remove(plain)
         else:
             os.replace(plain, scored[part])  # only features removed: the stripped list is the list

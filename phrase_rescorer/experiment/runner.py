@@ -118,7 +118,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
         src, tgt = check_coverage(table, network, settings.min_coverage)
         say(f"{network}: vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
     decoders = systems_for(settings.model is not None, settings.unk_feature, settings.inverse_model is not None)
-    models = SentenceModels(settings.lm, settings.nmt)
+    models = SentenceModels(settings.lm, tuple(settings.nmt))
     combinations = models.combinations()
     fingerprints = models.fingerprints()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
@@ -157,8 +157,8 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
         described.update({key: describe_model(path)} if path else {})
     if settings.lm:
         described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
-    if settings.nmt:
-        described["nmt"] = describe_model(settings.nmt)
+    if settings.nmt:  # one description per network, in the order of their features NMT0, NMT1, ...
+        described["nmt"] = [describe_model(path) for path in settings.nmt]
 
     def report() -> dict:
         data = build_report(

@@ -29,7 +29,7 @@ class Settings:
     model: str | None = None
     inverse_model: str | None = None  # a network of the inverse direction: the "+ RNN both directions" row
     lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
-    nmt: str | None = None  # a translation network on sentences: reranked "+ NMT" systems
+    nmt: tuple[str, ...] = ()  # translation networks on sentences, one feature each: reranked "+ NMT" systems
     rerank_nbest: int = 1000
     test_raw_reference: str | None = None
     unk_feature: bool = False
@@ -185,8 +185,8 @@ def check_models(settings: Settings) -> None:
     """Every model file given is of the kind and direction its option takes (exit 4), before any
     work."""
     for name, option, families, directions in MODEL_OPTIONS:
-        path = getattr(settings, name)
-        if path is not None:
+        given = getattr(settings, name)
+        for path in given if isinstance(given, tuple) else filter(None, [given]):
             check_kind(path, option, families, directions)
 
 

@@ -108,3 +108,15 @@ def test_experiment_checks_every_model_before_any_work(
     assert code == 4 and len(err.strip().splitlines()) == 1, err
     assert f"{models[kind]}: " in err and wanted in err, err
     assert not out.exists()
+
+
+def test_every_nmt_network_is_checked_and_each_given_once(
+    models: dict[str, Path], stand_in_moses: Path, files: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "exp"
+    code, err = experiment(stand_in_moses, files, str(out), "--nmt", str(models["nmt"]), "--nmt", str(models["cslm"]))
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert f"{models['cslm']}: " in err and "experiment --nmt takes a translation network" in err, err
+    code, err = experiment(stand_in_moses, files, str(out), "--nmt", str(models["nmt"]), "--nmt", str(models["nmt"]))
+    assert code == 2 and err.strip() == "phrase-rescorer: error: --nmt given the same file twice: give each network once"
+    assert not out.exists()

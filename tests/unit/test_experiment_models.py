@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.reranked import CSLM, SentenceModels, _finished_with, score_lists
+from phrase_rescorer.experiment.reranked import CSLM, SentenceModels, _finished_with, reranked, score_lists
+from phrase_rescorer.experiment.systems import BASELINE
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
 from tests.helpers.nmt import tiny_nmt
 
 PARTS = {"dev": (str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")), "test": (str(TINY_MOSES / "test.en"), "")}
-VALUE = re.compile(rb"(CSLM0|NMT0)= (\S+)")
-APPENDED = re.compile(rb" (?:CSLM0|NMT0)= \S+")
+VALUE = re.compile(rb"(CSLM0|NMT[01])= (\S+)")
+APPENDED = re.compile(rb" (?:CSLM0|NMT[01])= \S+")
 
 
 def decoder_list(reference: Path) -> bytes:
@@ -34,17 +35,18 @@ def decoder_list(reference: Path) -> bytes:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("models")
-    return {"lm": tiny_lm(tmp / "lm.pt"), "lm2": tiny_lm(tmp / "lm2.pt", seed=2), "nmt": tiny_nmt(tmp / "nmt.pt")}
+    nmt = {"nmt": tiny_nmt(tmp / "nmt.pt"), "nmt2": tiny_nmt(tmp / "nmt2.pt", steps=5)}
+    return {"lm": tiny_lm(tmp / "lm.pt"), "lm2": tiny_lm(tmp / "lm2.pt", seed=2), **nmt}
 
 
 def features(path: Path) -> list[dict[str, bytes]]:
     return [dict(VALUE.findall(line)) for line in gzip.decompress(path.read_bytes()).splitlines()]
 
 
-def score(run: Path, lm: Path | None, nmt: Path | None) -> list[str]:
+def score(run: Path, lm: Path | None, *nmt: Path | None) -> list[str]:
     """score_lists on the run; what it says it did with the dev list."""
     said: list[str] = []
-    models = SentenceModels(str(lm) if lm else None, str(nmt) if nmt else None)
+    models = SentenceModels(str(lm) if lm else None, tuple(str(p) for p in nmt if p))
     score_lists(
         None,  # type: ignore[arg-type]  # the lists exist: nothing is decoded
         str(run),
@@ -91,6 +93,18 @@ def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_p
     assert "features none computed" in score(run, models["lm2"], None)[0]  # left out: its feature removed
     assert all(f.keys() == {b"CSLM0"} for f in features(lists["test"]))
     assert "features NMT0 computed" in score(run, None, models["nmt"])[0]
+    alone = features(lists["dev"])
+
+    # a second network: its own feature appended, the first one's values kept
+    assert "features NMT1 computed" in score(run, None, models["nmt"], models["nmt2"])[0]
+    two = features(lists["dev"])
+    assert all(f.keys() == {b"NMT0", b"NMT1"} for f in two)
+    assert [f[b"NMT0"] for f in two] == [f[b"NMT0"] for f in alone]
+    assert [f[b"NMT1"] for f in two] != [f[b"NMT0"] for f in two]  # another network, other values
+    (run / "rerank" / "features.json").unlink()  # unknown record: every feature of the experiment's redone
+    assert "features NMT0 computed" in score(run, None, models["nmt"])[0]
+    assert all(f.keys() == {b"NMT0"} for f in features(lists["dev"]))  # the stale NMT1 removed
+    assert [f[b"NMT0"] for f in features(lists["dev"])] == [f[b"NMT0"] for f in alone]
     for part, data in raw.items():  # every byte of the decoder's lines kept throughout
         assert APPENDED.sub(b"", gzip.decompress(lists[part].read_bytes())) == data
 
@@ -105,3 +119,12 @@ def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) ->
     assert not _finished_with(str(result), {"CSLM0": "a"})
     result.write_text("{not json")
     assert not _finished_with(str(result), {"CSLM0": "a"})
+
+
+def test_several_networks_make_one_nmt_row() -> None:
+    models = SentenceModels("lm.pt", ("forward.pt", "inverse.pt"))
+    assert [f[0] for f in models.features()] == ["CSLM0", "NMT0", "NMT1"]
+    rows = [reranked(BASELINE, features) for features in models.combinations()]
+    assert [(r.key, r.label) for r in rows] == [("cslm", "+ CSLM"), ("nmt", "+ NMT"), ("cslm-nmt", "+ CSLM + NMT")]
+    names = [[f[0] for f in c] for c in models.combinations()]
+    assert names == [["CSLM0"], ["NMT0", "NMT1"], ["CSLM0", "NMT0", "NMT1"]]
