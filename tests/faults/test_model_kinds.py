@@ -118,5 +118,6 @@ def test_every_nmt_network_is_checked_and_each_given_once(
     assert code == 4 and len(err.strip().splitlines()) == 1, err
     assert f"{models['cslm']}: " in err and "experiment --nmt takes a translation network" in err, err
     code, err = experiment(stand_in_moses, files, str(out), "--nmt", str(models["nmt"]), "--nmt", str(models["nmt"]))
-    assert code == 2 and err.strip() == "phrase-rescorer: error: --nmt given the same file twice: give each network once"
+    twice = "phrase-rescorer: error: --nmt given the same file twice: give each network once"
+    assert code == 2 and err.strip() == twice, err
     assert not out.exists()
