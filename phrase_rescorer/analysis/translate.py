@@ -42,7 +42,7 @@ def translate(
         if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
             raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, f"{name}:{n}")
         best = found[0]
-        units = checkpoint.tgt_vocab.decode(best.tokens)
+        units = checkpoint.written(checkpoint.tgt_vocab.decode(best.tokens))
         yield " ".join(units if target_units is None else target_units.join(units))
         if on_sentence is not None:
             on_sentence(n)

@@ -39,6 +39,11 @@ def load_word_network(path: str, device: str) -> tuple[Checkpoint, Network, Voca
         raise UserError(
             f"{path}: a subword model; suggest, compare and embed read word models only (rescore reads both)"
         )
+    if ckpt.right_to_left:
+        raise UserError(
+            f"{path}: a right-to-left network; suggest, compare and embed read left-to-right ones only "
+            "(translate, score and nbest read both)"
+        )
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         say(ctx, DIRECTION_LINES[ckpt.direction])

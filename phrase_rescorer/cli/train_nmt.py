@@ -41,6 +41,15 @@ NMT_DEFAULTS = TrainConfig(
 @click.argument("target", type=click.Path(allow_dash=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
 @training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch", preset="small")
+@click.option(
+    "--right-to-left",
+    is_flag=True,
+    help="Write the target from its last word to its first: a network of the same p(target | "
+    "source), factored the other way, whose errors differ from the left-to-right one's (a further "
+    "n-best feature beside it: experiment --nmt L2R.pt --nmt R2L.pt). The model file records it; "
+    "nbest, score, experiment and translate reverse and restore the words themselves. "
+    "With --direction inverse the side reversed is the source, the one that network writes.",
+)
 @click.pass_context
 def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **options: Any) -> None:
     """Train a network on the sentence pairs of a parallel corpus: SOURCE and TARGET hold one

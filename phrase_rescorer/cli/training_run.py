@@ -130,6 +130,7 @@ def run_training(
     model_out: str,
     trained_on: str,
     direction: str = "forward",
+    right_to_left: bool = False,
     preset: str,
     arch: str,
     vocab_size: int | None,
@@ -184,6 +185,7 @@ def run_training(
             languages=(source_lang, target_lang),
             argv=sys.argv,
             trained_on=trained_on,
+            right_to_left=right_to_left,
         )
     except (TrainingError, SubwordError) as e:
         raise UserError(str(e), e.exit_code) from e
@@ -200,7 +202,8 @@ def run_training(
         optimizer += " (" + ("compiled" if isinstance(task.optimizer, CompiledAdadelta) else "chunked") + " update)"
     say(
         ctx,
-        f"model: {DIRECTION_SAYS[direction]}, {preset} preset, {vocabularies} "
+        f"model: {DIRECTION_SAYS[direction]}{' written right to left' if right_to_left else ''}, "
+        f"{preset} preset, {vocabularies} "
         f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
         + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES)
         + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")

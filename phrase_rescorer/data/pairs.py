@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -115,6 +115,16 @@ class PairSet(_Lengths):
             lines_read=self.lines_read,
             duplicates=self.duplicates,
         )
+
+    def targets_reversed(self) -> PairSet:
+        """The same pairs with each target's tokens in reverse order (``train-nmt
+        --right-to-left``: a network that writes its target from the last word to the first).
+        The hashes stay each pair's own, so the same pairs are held out."""
+        lengths = np.diff(self.tgt_offsets)
+        starts = np.repeat(self.tgt_offsets[:-1], lengths)
+        ends = np.repeat(self.tgt_offsets[1:], lengths)
+        order = starts + ends - 1 - np.arange(len(self.tgt_tokens), dtype=np.int64)
+        return replace(self, tgt_tokens=self.tgt_tokens[order])
 
     def encode(self, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> EncodedPairs:
         """The same pairs with shortlist ids (out-of-shortlist tokens become UNK)."""

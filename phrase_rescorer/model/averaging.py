@@ -6,7 +6,8 @@ the last 5 or 20 checkpoints, written at 10-minute intervals) gives a network ne
 of the region the optimizer wanders in late in training, often better than any one of them;
 the published Transformer systems on Multi30k average their last 10. It is only meaningful for
 networks of one training run: identical architecture, sizes and vocabularies (the same weight
-means the same thing in each); files that differ in any of these, or in their direction, are
+means the same thing in each); files that differ in any of these, in their direction or in the
+order they write their target (``Checkpoint.right_to_left``), are
 refused (``AveragingError``, exit 2) before anything is
 computed. Each weight is summed in float64 and divided by the number of files, so that N copies
 of one file average to exactly that file's weights.
@@ -47,6 +48,9 @@ def _difference(first: Checkpoint, other: Checkpoint) -> str | None:
         return "other subword units"
     if first.direction != other.direction:
         return f"direction {other.direction}, not {first.direction}"
+    if first.right_to_left != other.right_to_left:
+        order = {True: "right to left", False: "left to right"}
+        return f"target written {order[other.right_to_left]}, not {order[first.right_to_left]}"
     return None
 
 

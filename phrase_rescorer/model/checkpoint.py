@@ -76,6 +76,10 @@ def unusable_weights(path: str | None, value: float, where: str) -> CheckpointEr
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
 
+#: ``info["target_order"]`` of a network that writes its output from the last token to the first
+#: (``train-nmt --right-to-left``); a file without the key writes left to right.
+RIGHT_TO_LEFT = "right-to-left"
+
 #: The CSLM's model file format (``lm.lm_file`` writes it; named here, where every command that
 #: takes a model file tells the kinds apart).
 CSLM_FORMAT = "phrase_rescorer.cslm"
@@ -169,9 +173,19 @@ class Checkpoint:
 
     def split(self, phrase: str, side: int) -> list[str]:
         """What the network reads of a table phrase: its tokens, or their subword units
-        (``side`` 0: source, 1: target)."""
+        (``side`` 0: source, 1: target), the target's reversed for a right-to-left network."""
         tokens = tokenize_phrase(phrase)
-        return tokens if self.subwords is None else self.subwords[side].split(tokens)
+        units = tokens if self.subwords is None else self.subwords[side].split(tokens)
+        return units[::-1] if side == 1 and self.right_to_left else units
+
+    def written(self, units: list[str]) -> list[str]:
+        """The target units a network predicted (``tgt_vocab.decode``), in reading order."""
+        return units[::-1] if self.right_to_left else units
+
+    @property
+    def right_to_left(self) -> bool:
+        """Whether the network writes its target from the last token to the first."""
+        return self.info.get("target_order") == RIGHT_TO_LEFT
 
     @property
     def direction(self) -> str:

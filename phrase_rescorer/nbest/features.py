@@ -119,9 +119,13 @@ class TranslationFeature:
 
     def token_scores(self, lines: Sequence[Hypothesis]) -> list[np.ndarray]:
         """Each line's terms of :meth:`score`: ln p of every target token and of </s>, through
-        ``sequence_token_log_probs`` (they sum to the line's value within float32 rounding)."""
+        ``sequence_token_log_probs`` (they sum to the line's value within float32 rounding); a
+        right-to-left network's tokens in reading order, </s> last."""
         sources, targets, index, _ = self._ids(lines)
-        return ReferenceScorer(self.model, self.device).token_scores(sources, targets, index)
+        terms = ReferenceScorer(self.model, self.device).token_scores(sources, targets, index)
+        if self.checkpoint.right_to_left:
+            terms = [np.concatenate([t[-2::-1], t[-1:]]) for t in terms]
+        return terms
 
 
 def read_source_text(path: str) -> list[str]:

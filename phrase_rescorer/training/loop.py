@@ -164,6 +164,7 @@ _NAMED = {
     "arch": ("architecture", "cho2014"),
     "direction": ("direction", "forward"),
     "subwords": ("the number of subword units per side", "none"),
+    "target_order": ("the order the target is written in", "left-to-right"),
 }
 
 

@@ -27,7 +27,7 @@ from torch.profiler import record_function
 from ..data.batching import collate, epoch_plan
 from ..data.pairs import PairSet
 from ..model.architectures import ArchConfig, build_model
-from ..model.checkpoint import load_checkpoint, save_checkpoint
+from ..model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, autocast, evaluate
@@ -63,7 +63,7 @@ class PhraseTask:
         self.group = group or Group()
         self.global_batch = cfg.batch_size * self.group.world_size
         self.global_tokens = None if cfg.batch_tokens is None else cfg.batch_tokens * self.group.world_size
-        self.run = run_record(data, model_config, cfg, self.global_batch, arch, (record or {}).get("direction"))
+        self.run = run_record(data, model_config, cfg, self.global_batch, arch, record)
         torch.manual_seed(cfg.seed)
         self.network = build_model(model_config, arch)
         self.network.reset_parameters(std=cfg.init_std)
@@ -178,14 +178,17 @@ def phrase_task(
     languages: tuple[str | None, str | None],
     argv: list[str],
     trained_on: str,
+    right_to_left: bool = False,
 ) -> PhraseTask:
     """The task of a preset (``sizes`` override its sizes) on ``pairs``. ``direction`` inverse
     trains on the pairs read the other way (``PairSet.swapped``), with the languages swapped as
-    well: a model file's source language is the one its network reads."""
+    well: a model file's source language is the one its network reads. ``right_to_left``: the
+    network writes what it predicts from the last token to the first (``PairSet.targets_reversed``;
+    the model file records ``target_order``, which ``Checkpoint.split`` follows)."""
     requested_vocab, model_sizes = preset_sizes(preset, **sizes)
     if direction == "inverse":
         pairs, languages = pairs.swapped(), (languages[1], languages[0])
-    data = prepare_data(pairs, requested_vocab, cfg, subwords)
+    data = prepare_data(pairs, requested_vocab, cfg, subwords, right_to_left)
     config = ModelConfig(
         src_vocab_size=len(data.src_vocab),
         tgt_vocab_size=len(data.tgt_vocab),
@@ -194,4 +197,6 @@ def phrase_task(
         **model_sizes,
     )
     record = {"trained_on": trained_on, "direction": direction}
+    if right_to_left:  # left-to-right files stay as they were
+        record["target_order"] = RIGHT_TO_LEFT
     return PhraseTask(data, config, cfg, device, argv, group, languages, arch, record)

@@ -100,9 +100,12 @@ class TrainingData:
     subwords: tuple[Subwords, Subwords] | None = None  # (source, target) units; None: words
 
 
-def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: int | None = None) -> TrainingData:
+def prepare_data(
+    pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: int | None = None, right_to_left: bool = False
+) -> TrainingData:
     """The training data; with ``subwords`` N, each side's phrases split into at most N learned
-    subword units (``data.subwords``), whose vocabulary replaces the shortlist."""
+    subword units (``data.subwords``), whose vocabulary replaces the shortlist; with
+    ``right_to_left`` each target's tokens (or units) reversed, after the segmentation."""
     units = None
     if subwords:
         units = learn_pair_subwords(pairs, subwords)
@@ -110,6 +113,8 @@ def prepare_data(pairs: PairSet, vocab_size: int, cfg: TrainConfig, subwords: in
         src_vocab, tgt_vocab = units[0].vocabulary(), units[1].vocabulary()
     else:
         src_vocab, tgt_vocab = pairs.build_vocabularies(vocab_size, vocab_size)
+    if right_to_left:
+        pairs = pairs.targets_reversed()
     encoded = pairs.encode(src_vocab, tgt_vocab)
     held = pairs.heldout_mask(cfg.valid_fraction)
     candidates = np.flatnonzero(~held)
