@@ -23,7 +23,7 @@ from phrase_rescorer.moses.nbest import parse_nbest_line
 from phrase_rescorer.nbest.features import Hypothesis, TranslationFeature, load_feature
 from tests.helpers.nmt import SIZES, TINY_MOSES
 from tests.helpers.paths import PYTHON, cli_env
-from tests.helpers.rescore_data import tiny_arch_checkpoint
+from tests.helpers.rescore_data import tiny_arch_checkpoint, tiny_checkpoint
 
 SOURCES = ["a man in a blue shirt .", "two dogs play"]
 HYPS = [(0, "un homme en chemise bleue ."), (0, "un homme en bleu ."), (1, "deux chiens jouent"), (1, "")]
@@ -84,6 +84,32 @@ def test_the_feature_scores_the_hypothesis_words_reversed(tmp_path: Path, direct
         left_to_right.append(_plain(ckpt, tokenize_phrase(src), tokenize_phrase(tgt)))
     assert np.max(np.abs(got - np.array(want))) < TOLERANCE
     assert np.max(np.abs(got - np.array(left_to_right))) > 100 * TOLERANCE  # the order matters to the network
+
+
+def test_a_subword_network_reverses_the_units_not_the_words(tmp_path: Path) -> None:
+    """Training reverses each target after its segmentation: a hypothesis is segmented into
+    units, then the units are reversed (each unit spelt as it is)."""
+    model = tmp_path / "sub.pt"
+    tiny_checkpoint(model, subwords=500)
+    plain = load_checkpoint(str(model))
+    assert plain.subwords is not None
+    save_checkpoint(
+        str(model),
+        plain.build_model(),
+        plain.src_vocab,
+        plain.tgt_vocab,
+        info={"trained_on": "sentence pairs", "target_order": RIGHT_TO_LEFT},
+        subwords=plain.subwords,
+    )
+    ckpt = load_checkpoint(str(model))
+    units = plain.subwords[1].split(tokenize_phrase(HYPS[0][1]))
+    assert len(units) > len(tokenize_phrase(HYPS[0][1])) and ckpt.split(HYPS[0][1], 1) == units[::-1]
+    feature = load_feature(str(model), "NMT0", SOURCES)
+    got, _ = feature.score(_lines())
+    want = [
+        _plain(ckpt, plain.split(SOURCES[s], 0), plain.subwords[1].split(tokenize_phrase(h))[::-1]) for s, h in HYPS
+    ]
+    assert np.max(np.abs(got - np.array(want))) < TOLERANCE
 
 
 def test_word_scores_are_listed_in_reading_order_and_sum_to_the_line(tmp_path: Path) -> None:
