@@ -23,7 +23,8 @@ def run_record(
 ) -> dict[str, Any]:
     """The settings of a run that ``--resume`` must find unchanged (``record``: the direction and
     target order the model file records)."""
-    direction = (record or {}).get("direction")
+    record = record or {}
+    direction = record.get("direction")
     run: dict[str, Any] = {
         "model": model_config.to_dict(),
         "table_hash": data.table_hash,
@@ -34,8 +35,8 @@ def run_record(
         run["arch"] = arch.to_dict()
     if direction not in (None, "forward"):  # forward runs stay as they were
         run["direction"] = direction
-    if (record or {}).get("target_order"):  # left-to-right runs stay as they were
-        run["target_order"] = (record or {})["target_order"]
+    if record.get("target_order"):  # left-to-right runs stay as they were
+        run["target_order"] = record["target_order"]
     if data.subwords is not None:
         run["subwords"] = [len(m.units) for m in data.subwords]
     return run
