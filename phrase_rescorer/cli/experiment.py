@@ -12,7 +12,7 @@ from ..experiment import ExperimentError, Settings, run_experiment
 from ..experiment.report import format_table
 from ..moses.columns import START_WEIGHT
 from ..moses.ini_weights import DEFAULT_WEIGHTS
-from ..moses.toolkit import MosesNotFound, find_moses
+from ..moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound, find_moses
 from . import cli
 from .common import UserError, device_option, is_quiet, model_option, threads_value_option
 
@@ -87,6 +87,14 @@ _FILE = click.Path(exists=True, dir_okay=False)
     default=1000,
     show_default=True,
     help="Size of the distinct n-best lists reranked with --lm or --nmt.",
+)
+@click.option(
+    "--rerank-optimizer",
+    type=click.Choice(["mert", "kbmira"]),
+    default="mert",
+    show_default=True,
+    help="Moses' optimiser of the reranking weights on the dev lists (rerank-tune --optimizer). "
+    "May be changed when an experiment is continued: the reranked runs are tuned again, nothing else.",
 )
 @click.option("--unk-feature", is_flag=True, help="Add the paper's + WP system (RNN column and unknown-word count).")
 @click.option(
@@ -177,6 +185,7 @@ def experiment(
     lm: str | None,
     nmt: tuple[str, ...],
     rerank_nbest: int,
+    rerank_optimizer: str,
     unk_feature: bool,
     runs: int,
     out_dir: str,
@@ -214,7 +223,7 @@ def experiment(
           --dev dev.en dev.fr --test test.en test.fr --model rnn.pt --runs 3 --out exp/
     """
     try:
-        toolkit = find_moses(moses_dir)
+        toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}"))
     except MosesNotFound as e:
         raise UserError(str(e), e.exit_code) from None
     if unk_feature and model is None:
@@ -233,6 +242,7 @@ def experiment(
         lm=lm,
         nmt=nmt,
         rerank_nbest=rerank_nbest,
+        rerank_optimizer=rerank_optimizer,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,
         runs=runs,

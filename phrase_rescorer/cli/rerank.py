@@ -13,11 +13,11 @@ from . import cli
 from .common import UserError, say, threads_value_option
 
 
-def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
+def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no-untyped-def]
     from ..moses.toolkit import MosesNotFound, find_moses
 
     try:
-        return find_moses(moses_dir, needs=("bin/extractor", "bin/mert"))
+        return find_moses(moses_dir, needs=("bin/extractor", f"bin/{optimizer}"))
     except MosesNotFound as e:
         raise UserError(str(e), e.exit_code) from e
 
@@ -37,7 +37,7 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
 @click.option(
     "--work-dir",
     type=click.Path(file_okay=False),
-    help="Keep extractor's and mert's files here [default: a temporary directory, removed].",
+    help="Keep extractor's and the optimiser's files here [default: a temporary directory, removed].",
 )
 @click.option(
     "--restarts",
@@ -46,7 +46,15 @@ def _toolkit(moses_dir: str | None):  # type: ignore[no-untyped-def]
     show_default=True,
     help="mert's random restarts (-n, as mert-moses.pl's --random-restarts).",
 )
-@click.option("--seed", type=int, default=1, show_default=True, help="mert's random seed (-r).")
+@click.option(
+    "--optimizer",
+    type=click.Choice(["mert", "kbmira"]),
+    default="mert",
+    show_default=True,
+    help="Moses' optimiser: mert (Powell's search from the start weights, as mert-moses.pl runs it) or "
+    "kbmira (batch MIRA, 60 passes from the start weights, as mert-moses.pl --batch-mira runs it).",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="The optimiser's random seed (-r).")
 @threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.pass_context
 def rerank_tune(
@@ -58,13 +66,15 @@ def rerank_tune(
     moses_dir: str | None,
     work_dir: str | None,
     restarts: int,
+    optimizer: str,
     seed: int,
     threads: int,
 ) -> None:
     """Tune the weights of every dense feature of the n-best list NBEST (the dev set's, with the
     added features, e.g. from phrase-rescorer nbest) for BLEU against REF, with Moses' own
-    bin/extractor and bin/mert (Powell's search, random restarts, as mert-moses.pl runs them);
-    write them to WEIGHTS, one "Name= w1 w2 ..." line per feature.
+    bin/extractor and bin/mert (Powell's search, random restarts, as mert-moses.pl runs them;
+    or bin/kbmira with --optimizer kbmira); write them to WEIGHTS, one "Name= w1 w2 ..." line
+    per feature.
 
     Start from the decoder's tuned weights (--init moses.ini), the new features at 0: the
     search then starts at the decoder's 1-best. Then apply WEIGHTS to other lists with
@@ -94,7 +104,7 @@ def rerank_tune(
                 raise OutputError(
                     str(e.filename), f"{e.strerror} (rerank-tune writes {name} in --work-dir): give another --work-dir"
                 ) from None
-    toolkit = _toolkit(moses_dir)
+    toolkit = _toolkit(moses_dir, optimizer)
     refs = read_lines(reference)
     try:
         init: Weights | dict[str, list[float]] = read_weights_file(init_path) if init_path else {}
@@ -129,6 +139,7 @@ def rerank_tune(
                 seed=seed,
                 restarts=restarts,
                 threads=threads,
+                optimizer=optimizer,
             )
         except RerankError as e:
             raise UserError(str(e), e.exit_code) from e

@@ -9,9 +9,10 @@ decoder system gets three reranked systems:
 "+ CSLM + RNN + NMT" on the + RNN runs, and so on. For every finished MERT run of a decoder
 system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
 and test) and every feature appended once (``nbest``); each reranked system then tunes its
-reranking weights on dev with Moses' mert from the run's tuned weights (``reranking.mert``, the
-run's own seed) on the list with its own features only (the others removed), and takes the best
-hypothesis of each dev and test sentence. Files, in the decoder run's directory::
+reranking weights on dev with Moses' mert (or kbmira: ``--rerank-optimizer``) from the run's
+tuned weights (``reranking.mert``, the run's own seed) on the list with its own features only
+(the others removed), and takes the best hypothesis of each dev and test sentence. Files, in
+the decoder run's directory::
 
     rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with every feature
     rerank/features.json                          each feature's model (SHA-256), written last
@@ -24,7 +25,7 @@ A restarted experiment keeps a finished reranked run and redoes an unfinished on
 may change between two starts (``--lm`` or ``--nmt`` added, replaced by another file, or left
 out): the decoder runs are kept, the lists are not decoded again, the features of models that
 changed or went are removed from them and those of new or changed models appended, and a
-reranked run is redone when a model of its features changed.
+reranked run is redone when a model of its features changed, or the optimizer.
 """
 
 from __future__ import annotations
@@ -201,15 +202,16 @@ def score_lists(
     return time.time() - t0
 
 
-def _finished_with(result: str, models: Mapping[str, str]) -> bool:
-    """Whether a reranked run's ``result`` exists and was tuned with these ``models`` (one
-    written before the models were recorded is redone)."""
+def _finished_with(result: str, models: Mapping[str, str], optimizer: str) -> bool:
+    """Whether a reranked run's ``result`` exists and was tuned with these ``models`` by
+    ``optimizer`` (one written before the models were recorded is redone; one without an
+    optimizer recorded was tuned by mert)."""
     try:
         with open(result, encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError):  # absent or unreadable: (re)done
         return False
-    return isinstance(meta, dict) and meta.get("models") == dict(models)
+    return isinstance(meta, dict) and meta.get("models") == dict(models) and meta.get("optimizer", "mert") == optimizer
 
 
 def rerank_run(
@@ -222,19 +224,20 @@ def rerank_run(
     test: tuple[str, str],
     *,
     nbest: int,
+    optimizer: str = "mert",
     seed: int,
     threads: int,
     score_seconds: float,
     fingerprints: Mapping[str, str],
     say: Callable[[str], None],
 ) -> None:
-    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``;
-    a finished one is kept while its features' models (``fingerprints``) are those it was tuned
-    with."""
+    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``,
+    its weights tuned by ``optimizer`` (``reranking.mert.OPTIMIZERS``); a finished one is kept
+    while its features' models (``fingerprints``) and the optimizer are those it was tuned with."""
     work = os.path.join(rerank_dir(run_dir), system.key)
     names = [f[0] for f in features]
     models = {name: fingerprints[name] for name in names}
-    if _finished_with(os.path.join(work, "result.json"), models):
+    if _finished_with(os.path.join(work, "result.json"), models, optimizer):
         say("finished earlier, kept")
         return
     shutil.rmtree(work, ignore_errors=True)  # no earlier result beside the files written now
@@ -255,7 +258,7 @@ def rerank_run(
         start_weights = read_weights(ini.read(), tuned_ini)
     dev_matrix = read_matrix(lists["dev"])
     start = vector(start_weights, dev_matrix.layout, missing=0.0, source=tuned_ini)
-    say("tuning the reranking weights on the dev set's lists (mert)")
+    say(f"tuning the reranking weights on the dev set's lists ({optimizer})")
     try:
         result = tune(
             toolkit,
@@ -266,6 +269,7 @@ def rerank_run(
             layout=dev_matrix.layout,
             seed=seed,
             threads=threads,
+            optimizer=optimizer,
         )
     except RerankError as e:
         raise ExperimentError(str(e), EXIT_OS) from e
@@ -285,7 +289,8 @@ def rerank_run(
             "nbest": nbest,
             "features": names,
             "models": models,
-            "mert_dev_bleu": round(result.dev_bleu, 2),
+            "optimizer": optimizer,
+            f"{optimizer}_dev_bleu": round(result.dev_bleu, 2),  # the optimiser's own figure
             "decode_and_score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),
         }

@@ -206,6 +206,7 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                     settings.dev,
                     settings.test,
                     nbest=settings.rerank_nbest,
+                    optimizer=settings.rerank_optimizer,
                     seed=seed,
                     threads=settings.threads,
                     score_seconds=seconds,

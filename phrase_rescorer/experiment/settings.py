@@ -31,6 +31,7 @@ class Settings:
     lm: str | None = None  # the CSLM: reranked "+ CSLM" systems on every decoder system's runs
     nmt: tuple[str, ...] = ()  # translation networks on sentences, one feature each: reranked "+ NMT" systems
     rerank_nbest: int = 1000
+    rerank_optimizer: str = "mert"  # or "kbmira"; may change between starts (the reranked runs redone)
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3

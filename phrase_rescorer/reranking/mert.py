@@ -1,4 +1,4 @@
-"""Tuning reranking weights with Moses' MERT on one fixed n-best list.
+"""Tuning reranking weights with Moses' MERT (or its kbmira) on one fixed n-best list.
 
 The same two programs mert-moses.pl runs each iteration, given the same arguments
 (scripts/training/mert-moses.pl)::
@@ -16,6 +16,19 @@ begins at the decoder's own 1-best, which reranking without a new feature reprod
 
 ``mert`` prints ``Best point: w1 .. wn  => BLEU`` on stderr and writes the weights to
 ``weights.txt`` in its working directory.
+
+The other optimiser, ``kbmira`` (batch MIRA, Cherry and Foster 2012; Moses builds it from the
+same mert/ directory), reads the same features.dat and scores.dat. mert-moses.pl --batch-mira
+runs it as::
+
+    $mira_settings .= " --dense-init run$run.dense";                                    (939)
+    $cmd = "$mert_mira_cmd $mira_settings $seed_settings $pro_file_settings -o $mert_outfile";  (999)
+
+with ``run$run.dense`` one ``Name= value`` line per weight (``print $denseout "$names[$i]=
+$vals[$i]\n";``, 807), the start weights. kbmira runs its own default of 60 passes, keeps the
+weights of the pass whose 1-best has the best dev BLEU (``Best BLEU = 0.61...`` on stderr) and
+writes them as ``F0 w0``, ``F1 w1``, ... in features.dat's column order; unlike mert's, they
+are not normalised (a scale does not change which hypothesis is best).
 """
 
 from __future__ import annotations
@@ -35,7 +48,11 @@ from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 
 RESTARTS = 20
+#: The optimisers ``tune`` runs (the first is the default).
+OPTIMIZERS = ("mert", "kbmira")
 _BEST = re.compile(r"^Best point:((?:\s+\S+)+?)\s+=>\s+(\S+)", re.M)
+_MIRA_BEST = re.compile(r"^Best BLEU = (\S+)", re.M)
+_MIRA_WEIGHT = re.compile(r"^F([0-9]+) (\S+)$")
 
 
 class RerankError(HostError):
@@ -45,7 +62,7 @@ class RerankError(HostError):
 @dataclass
 class TuneResult:
     weights: np.ndarray
-    dev_bleu: float  # mert's own figure (0-100) on the dev n-best list
+    dev_bleu: float  # the optimiser's own figure (0-100) on the dev n-best list (kbmira's: see _kbmira)
 
 
 def _run(argv: list[str], cwd: str, log: str) -> str:
@@ -63,7 +80,18 @@ def _run(argv: list[str], cwd: str, log: str) -> str:
 
 #: The files ``tune`` writes in its working directory (``rerank-tune --work-dir`` keeps them); the
 #: n-best list's plain copy (``nbest.txt``) beside them is written by the caller.
-WORK_FILES = ("reference.0.txt", "scores.dat", "features.dat", "init.opt", "weights.txt", "extractor.log", "mert.log")
+WORK_FILES = (
+    "reference.0.txt",
+    "scores.dat",
+    "features.dat",
+    "init.opt",
+    "weights.txt",
+    "extractor.log",
+    "mert.log",
+    "init.dense",
+    "kbmira.weights",
+    "kbmira.log",
+)
 NBEST_COPY = "nbest.txt"
 
 
@@ -101,8 +129,10 @@ def tune(
     seed: int = 1,
     restarts: int = RESTARTS,
     threads: int = 1,
+    optimizer: str = "mert",
 ) -> TuneResult:
-    """Run extractor and mert in ``work_dir`` (created, or emptied of a previous attempt's files).
+    """Run extractor and ``optimizer`` (one of :data:`OPTIMIZERS`; ``restarts`` and ``threads``
+    are mert's) in ``work_dir`` (created, or emptied of a previous attempt's files).
     ``nbest`` is read by extractor: plain text, or gzip named ``.gz`` (``nbest_features.read_matrix``
     writes such a copy of any list); ``references``: the lines of each reference (read by content,
     ``data.corpus.read_lines``), written plain for extractor (LF ends: a CRLF reference would
@@ -138,6 +168,10 @@ def tune(
     )
     if layout is not None:
         check_header(os.path.join(work_dir, "features.dat"), layout, nbest)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
+    if optimizer == "kbmira":
+        return _kbmira(toolkit, start, work_dir, layout, seed)
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
         f.write(" ".join(repr(float(w)) for w in start) + "\n")
@@ -173,6 +207,40 @@ def tune(
     if len(weights) != dims:
         raise RerankError(f"mert returned {len(weights)} weights for {dims} features")
     return TuneResult(weights, 100.0 * float(bleu))
+
+
+def _kbmira(
+    toolkit: MosesToolkit, start: np.ndarray, work_dir: str, layout: Sequence[tuple[str, int]] | None, seed: int
+) -> TuneResult:
+    """kbmira on the features.dat and scores.dat extractor wrote in ``work_dir``, from ``start``.
+    Its ``Best BLEU`` is its own evaluation of the averaged weights; on the en→fr dev lists the
+    weights it writes chose hypotheses of 0.9 BLEU more than that figure (computed from the same
+    scores.dat), so callers that report BLEU compute it from the chosen lines."""
+    dims = len(start)
+    names = [name for name, count in layout for _ in range(count)] if layout is not None else ["F"] * dims
+    if len(names) != dims:
+        raise RerankError(f"{dims} start weights for {len(names)} feature values")
+    with open(os.path.join(work_dir, "init.dense"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{name}= {float(w)!r}\n" for name, w in zip(names, start, strict=True)))
+    scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
+    files = ["--ffile", "features.dat", "--scfile", "scores.dat"]
+    argv = [toolkit.path("bin/kbmira"), "--dense-init", "init.dense", *scorer, *files, "-r", str(seed)]
+    log = _run([*argv, "-o", "kbmira.weights"], work_dir, "kbmira.log")
+    found = _MIRA_BEST.findall(log)
+    if not found:
+        raise RerankError(f"kbmira printed no 'Best BLEU'; see {os.path.join(work_dir, 'kbmira.log')}")
+    values: dict[int, float] = {}
+    with open(os.path.join(work_dir, "kbmira.weights"), encoding="utf-8") as f:
+        for line in f:
+            match = _MIRA_WEIGHT.match(line.strip())
+            if match:  # dense weights only; a list with sparse features has none here
+                values[int(match.group(1))] = float(match.group(2))
+    if sorted(values) != list(range(dims)):
+        raise RerankError(
+            f"kbmira wrote {len(values)} dense weights for {dims} features; "
+            f"see {os.path.join(work_dir, 'kbmira.weights')}"
+        )
+    return TuneResult(np.array([values[i] for i in range(dims)], dtype=np.float64), 100.0 * float(found[-1]))
 
 
 def remove_work_files(work_dir: str) -> None:

@@ -183,6 +183,29 @@ def test_restart_skips_finished_runs_and_redoes_unfinished_ones(setup: dict) -> 
 
 
 @pytest.mark.slow
+def test_a_restart_with_kbmira_tunes_only_the_reranked_runs_again(setup: dict) -> None:
+    """--rerank-optimizer may change between two starts: the MERT runs and the scored lists are
+    kept, every reranked run is tuned again with kbmira (recorded in its result), and a third
+    start with kbmira keeps them."""
+    assert setup["first"].returncode == 0, setup["first"].stderr
+    out, args = setup["out"], list(setup["args"])
+    run_dir = out / "systems" / "baseline" / "run1"
+    stamps = {p: p.stat().st_mtime_ns for p in (run_dir / "moses.ini", run_dir / "rerank" / "dev.nbest.gz")}
+    again = experiment(*args, "--rerank-optimizer", "kbmira")
+    assert again.returncode == 0, again.stderr
+    assert "baseline run 1: finished earlier, kept" in again.stderr
+    assert "decoding" not in again.stderr and "appending" not in again.stderr
+    assert "cslm run 1: tuning the reranking weights on the dev set's lists (kbmira)" in again.stderr
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    result = json.loads((run_dir / "rerank" / "cslm" / "result.json").read_text())
+    assert result["optimizer"] == "kbmira" and "kbmira_dev_bleu" in result
+    third = experiment(*args, "--rerank-optimizer", "kbmira")
+    assert third.returncode == 0, third.stderr
+    assert "cslm run 1: finished earlier, kept" in third.stderr and "tuning the reranking" not in third.stderr
+    assert third.stdout == again.stdout
+
+
+@pytest.mark.slow
 def test_a_restart_with_another_cslm_keeps_the_decoder_runs(setup: dict, tmp_path: Path) -> None:
     """The sentence-level models may change between two starts: another --lm and no --nmt.
     The MERT runs and the lists are kept (no decoding), the CSLM's feature computed again, the

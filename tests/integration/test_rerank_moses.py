@@ -247,6 +247,71 @@ def test_extractor_reads_the_columns_the_parser_reads(lists: dict[str, Path], tm
     assert header[i : i + 3] == ["LM0_0", "LM0_1", "WordPenalty0_0"]  # the token became LM0's 2nd value
 
 
+@pytest.mark.moses
+def test_kbmira_tunes_the_same_columns(lists: dict[str, Path], tmp_path: Path) -> None:
+    """rerank-tune --optimizer kbmira: Moses' kbmira from the decoder's weights, its ``F<i>``
+    weights read back in features.dat's column order (kbmira.cpp: ``*out << "F" << i << " " <<
+    avg.weight(i)``), the same seed giving the same weights; the hypotheses they choose score the
+    BLEU computed from extractor's own statistics of those hypotheses (Moses' BLEU: the same
+    columns chosen), and the dev BLEU printed is the reranked lines'."""
+    import math
+
+    import numpy as np
+
+    from phrase_rescorer.reranking.nbest_features import read_matrix
+    from phrase_rescorer.reranking.weights import read_weights_file, vector
+
+    outputs = []
+    for name in ("a", "b"):
+        work, out = tmp_path / f"work-{name}", tmp_path / f"{name}.weights"
+        r = run(
+            "rerank-tune",
+            str(lists["dev"]),
+            str(TINY_MOSES / "dev.fr"),
+            str(out),
+            "--init",
+            str(lists["ini"]),
+            "--moses",
+            str(lists["moses"]),
+            "--optimizer",
+            "kbmira",
+            "--work-dir",
+            str(work),
+        )
+        assert r.returncode == 0, r.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    matrix = read_matrix(str(lists["dev"]))
+    start = vector(read_weights_file(str(lists["ini"])), matrix.layout, source="moses.ini")
+    # as mert-moses.pl writes run$run.dense: one "Name= value" line per weight
+    dense = [line.split(" ") for line in (work / "init.dense").read_text().splitlines()]
+    assert [name for name, _ in dense] == [f"{name}=" for name, count in matrix.layout for _ in range(count)]
+    assert [float(v) for _, v in dense] == list(start)
+    written = [line.split() for line in (work / "kbmira.weights").read_text().splitlines()]
+    weights = vector(read_weights_file(str(tmp_path / "b.weights")), matrix.layout, source="b.weights")
+    assert [name for name, _ in written] == [f"F{i}" for i in range(len(weights))]
+    np.testing.assert_allclose(weights, [float(v) for _, v in written], rtol=1e-12)
+
+    def blocks(path: Path) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        rows: list[list[float]] = []
+        for line in path.read_text().splitlines():
+            if line.endswith("_BEGIN_0") or "_TXT_BEGIN_" in line:
+                rows = []
+            elif "_TXT_END_" in line:
+                out.append(np.array(rows))
+            else:
+                rows.append([float(x) for x in line.split()])
+        return out
+
+    features, scores = blocks(work / "features.dat"), blocks(work / "scores.dat")
+    stats = sum(s[int(np.argmax(f @ weights))] for f, s in zip(features, scores, strict=True))
+    log_precision = sum(math.log(stats[2 * i] / stats[2 * i + 1]) for i in range(4)) / 4
+    moses_bleu = 100 * math.exp(log_precision + min(0.0, 1 - stats[8] / stats[1]))
+    printed = float(r.stderr.decode().split(" reranked; wrote")[0].rsplit(" ", 1)[1])
+    assert printed == pytest.approx(moses_bleu, abs=0.01)
+
+
 @pytest.mark.slow
 @pytest.mark.moses
 def test_a_crlf_or_gzip_reference_tunes_as_the_plain_one(lists: dict[str, Path], tmp_path: Path) -> None:

@@ -111,14 +111,18 @@ def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_p
 
 def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
-    assert not _finished_with(str(result), {"CSLM0": "a"})
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")
     result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}}))
-    assert _finished_with(str(result), {"CSLM0": "a"})
-    assert not _finished_with(str(result), {"CSLM0": "b"})
+    assert _finished_with(str(result), {"CSLM0": "a"}, "mert")  # no optimizer recorded: mert's
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "kbmira")
+    assert not _finished_with(str(result), {"CSLM0": "b"}, "mert")
+    result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}, "optimizer": "kbmira"}))
+    assert _finished_with(str(result), {"CSLM0": "a"}, "kbmira")
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")  # another optimizer: tuned again
     result.write_text(json.dumps({"features": ["CSLM0"]}))  # written before models were recorded
-    assert not _finished_with(str(result), {"CSLM0": "a"})
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")
     result.write_text("{not json")
-    assert not _finished_with(str(result), {"CSLM0": "a"})
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")
 
 
 def test_several_networks_make_one_nmt_row() -> None:
