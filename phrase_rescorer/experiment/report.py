@@ -150,6 +150,13 @@ def format_table(report: dict) -> str:
     lines.append("BLEU: mean ± sd over the MERT runs; Δ test: difference of mean test BLEU to the baseline;")
     if trials:
         lines.append(f"p: approximate randomization over test sentences and runs ({trials:,} trials, two-sided).")
+    settings = report.get("settings") or {}
+    if settings.get("lm") or settings.get("nmt"):
+        optimizer = settings.get("rerank_optimizer", "mert")
+        lines.append(
+            f"Reranked rows (+ CSLM, + NMT): weights tuned on the dev lists by {optimizer}"
+            " (their dev BLEU is the tuning set's)."
+        )
     if signatures:
         lines.append(f"tokenized: {signatures['tokenized']}")
         lines.append(f"detokenized: {signatures['detokenized']} ({signatures['detokenized_reference']})")

@@ -70,3 +70,12 @@ def test_columns_stay_aligned_under_a_long_system_name() -> None:
     runs_end = header.index("runs") + len("runs")
     assert base_row[runs_end - 1] == "1" and rnn_row[runs_end - 1] == "2"
     assert len(base_row) == len(header) and len(lines[1]) == len(header)
+
+
+def test_the_table_names_the_reranking_optimizer_only_where_rows_are_reranked() -> None:
+    runs = {"baseline": [run(HYPS, 1)], "rnn": [run(HYPS, 2)]}
+    plain = build_report(systems_for(True, False), runs, settings_json={}, raw_reference=True)
+    assert "Reranked rows" not in format_table(plain)
+    for settings, optimizer in (({"nmt": ["a.pt"]}, "mert"), ({"lm": "lm.pt", "rerank_optimizer": "kbmira"}, "kbmira")):
+        report = build_report(systems_for(True, False), runs, settings_json=settings, raw_reference=True)
+        assert f"weights tuned on the dev lists by {optimizer} " in format_table(report)
