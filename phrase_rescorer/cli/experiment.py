@@ -13,6 +13,7 @@ from ..experiment.report import format_table
 from ..moses.columns import START_WEIGHT
 from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound, find_moses
+from ..reranking.mert import OPTIMIZERS
 from . import cli
 from .common import UserError, device_option, is_quiet, model_option, threads_value_option
 
@@ -90,8 +91,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
 )
 @click.option(
     "--rerank-optimizer",
-    type=click.Choice(["mert", "kbmira"]),
-    default="mert",
+    type=click.Choice(OPTIMIZERS),
+    default=OPTIMIZERS[0],
     show_default=True,
     help="Moses' optimiser of the reranking weights on the dev lists (rerank-tune --optimizer). "
     "May be changed when an experiment is continued: the reranked runs are tuned again, nothing else.",

@@ -9,6 +9,7 @@ import tempfile
 import click
 
 from ..errors import EXIT_INPUT
+from ..reranking.mert import OPTIMIZERS
 from . import cli
 from .common import UserError, say, threads_value_option
 
@@ -48,8 +49,8 @@ def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no
 )
 @click.option(
     "--optimizer",
-    type=click.Choice(["mert", "kbmira"]),
-    default="mert",
+    type=click.Choice(OPTIMIZERS),
+    default=OPTIMIZERS[0],
     show_default=True,
     help="Moses' optimiser: mert (Powell's search from the start weights, as mert-moses.pl runs it) or "
     "kbmira (batch MIRA, 60 passes from the start weights, as mert-moses.pl --batch-mira runs it).",
