@@ -171,6 +171,8 @@ def tune(
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
     if optimizer == "kbmira":
+        if layout is None:  # kbmira's start weights are named: "Name= value", one line per weight
+            raise ValueError("kbmira needs the list's layout (the names of its start weights)")
         return _kbmira(toolkit, start, work_dir, layout, seed)
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
@@ -210,14 +212,14 @@ def tune(
 
 
 def _kbmira(
-    toolkit: MosesToolkit, start: np.ndarray, work_dir: str, layout: Sequence[tuple[str, int]] | None, seed: int
+    toolkit: MosesToolkit, start: np.ndarray, work_dir: str, layout: Sequence[tuple[str, int]], seed: int
 ) -> TuneResult:
     """kbmira on the features.dat and scores.dat extractor wrote in ``work_dir``, from ``start``.
     Its ``Best BLEU`` is its own evaluation of the averaged weights; on the en→fr dev lists the
     weights it writes chose hypotheses of 0.9 BLEU more than that figure (computed from the same
     scores.dat), so callers that report BLEU compute it from the chosen lines."""
     dims = len(start)
-    names = [name for name, count in layout for _ in range(count)] if layout is not None else ["F"] * dims
+    names = [name for name, count in layout for _ in range(count)]
     if len(names) != dims:
         raise RerankError(f"{dims} start weights for {len(names)} feature values")
     with open(os.path.join(work_dir, "init.dense"), "w", encoding="utf-8") as f:
