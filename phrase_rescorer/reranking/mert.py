@@ -138,6 +138,10 @@ def tune(
     ``data.corpus.read_lines``), written plain for extractor (LF ends: a CRLF reference would
     give it tokens ending in ``\\r``). ``layout``: the list's dense features, checked against
     the columns extractor found (:func:`check_header`)."""
+    if optimizer not in OPTIMIZERS:  # the arguments checked before the work directory is touched
+        raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
+    if optimizer == "kbmira" and layout is None:  # its start weights are named: "Name= value"
+        raise ValueError("kbmira needs the list's layout (the names of its start weights)")
     os.makedirs(work_dir, exist_ok=True)
     for name in WORK_FILES:
         with_path = os.path.join(work_dir, name)
@@ -168,11 +172,7 @@ def tune(
     )
     if layout is not None:
         check_header(os.path.join(work_dir, "features.dat"), layout, nbest)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
-    if optimizer == "kbmira":
-        if layout is None:  # kbmira's start weights are named: "Name= value", one line per weight
-            raise ValueError("kbmira needs the list's layout (the names of its start weights)")
+    if optimizer == "kbmira" and layout is not None:  # a kbmira without one was refused above
         return _kbmira(toolkit, start, work_dir, layout, seed)
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:

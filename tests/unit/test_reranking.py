@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from phrase_rescorer.moses.nbest import NbestError
+from phrase_rescorer.reranking import mert
 from phrase_rescorer.reranking.choose import best_per_sentence, output_lines
 from phrase_rescorer.reranking.nbest_features import read_matrix
 from phrase_rescorer.reranking.weights import WeightsError, read_weights_file, vector, write_weights_file
@@ -63,3 +64,13 @@ def test_weights_file_round_trip_and_ini(nbest: Path, tmp_path: Path) -> None:
     (tmp_path / "odd").write_text("LM0= 1\nTM0= 1\nCSLM0= 1\n")
     with pytest.raises(WeightsError, match="TM0 has 1 weights, the n-best list 2"):
         vector(read_weights_file(str(tmp_path / "odd")), m.layout)
+
+
+@pytest.mark.parametrize(("optimizer", "layout"), [("pro", [("LM0", 1)]), ("kbmira", None)])
+def test_tune_refuses_its_arguments_before_it_touches_the_work_directory(
+    tmp_path: Path, optimizer: str, layout: list[tuple[str, int]] | None
+) -> None:
+    work = tmp_path / "tune"
+    with pytest.raises(ValueError, match="optimizer 'pro'|kbmira needs the list's layout"):
+        mert.tune(None, "list.gz", [["a"]], np.zeros(1), str(work), layout=layout, optimizer=optimizer)  # type: ignore[arg-type]
+    assert not work.exists()
