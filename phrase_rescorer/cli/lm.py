@@ -15,7 +15,7 @@ from ..training.run_files import companion_path
 from . import cli
 from .common import say
 from .lm_report import kenlm_perplexities, report_training
-from .training_options import loop_options
+from .training_options import check_loop_options, loop_options
 from .training_run import check_outputs, join_group, run_loop
 
 LM_DEFAULTS = LMTrainConfig()
@@ -130,6 +130,7 @@ def train_lm(
 
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
+    check_loop_options(kw)
     check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume)
     group, dev = join_group(ctx, device)
     test_sentences = None if test_path is None else list(read_sentences(test_path))

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..errors import UsageError
 from ..model.architectures import ARCH_NAMES
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
@@ -18,7 +19,8 @@ from ..model.decoders import ATTENTION_FROM
 from ..training.loop import LoopSettings
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
-from .common import device_option, threads_option
+from ..training.schedule import check_schedule
+from .common import UserError, device_option, threads_option
 from .text import language_option
 
 #: Size options (a preset's, each overridable) and architecture options, as the commands pass them.
@@ -73,6 +75,13 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
             show_default=True,
             help="Learning rate.",
         ),
+        click.option(
+            "--lr-decay-steps",
+            type=click.IntRange(1),
+            help="Lower the learning rate along a half cosine from --lr at the first step to 0 at "
+            "step N, where the run ends (counted across resumes; --max-steps at most N). Without "
+            "it the rate stays at --lr.",
+        ),
         device_option,
         threads_option,
         click.option(
@@ -94,6 +103,14 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
             help="Steps between training-loss log lines.",
         ),
     ]
+
+
+def check_loop_options(options: dict[str, Any]) -> None:
+    """Refuse the loop's options that cannot go together, before any input is read."""
+    try:
+        check_schedule(options["max_steps"], options["lr_decay_steps"])
+    except UsageError as e:
+        raise UserError(str(e), e.exit_code) from e
 
 
 def training_options(

@@ -35,6 +35,7 @@ from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .progress import Progress
 from .training_options import ARCH as _ARCH
 from .training_options import SIZES as _SIZES
+from .training_options import check_loop_options
 
 
 def check_outputs(
@@ -80,7 +81,9 @@ def run_loop(
     def report(kind: str, event: dict[str, Any]) -> None:
         if kind == "start":
             bars.append(
-                stack.enter_context(progress(ctx, "train", " steps", total=cfg.max_steps, initial=event["step"]))
+                stack.enter_context(
+                    progress(ctx, "train", " steps", total=cfg.max_steps or cfg.lr_decay_steps, initial=event["step"])
+                )
             )
             if event["step"]:
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
@@ -90,6 +93,8 @@ def run_loop(
             if kind == "train":
                 rate = event[f"{task.unit}_per_s"]
                 postfix.update(loss=f"{event['loss']:.3f}", **{f"{task.unit}_s": f"{rate:.0f}"})
+                if "lr" in event:
+                    postfix["lr"] = f"{event['lr']:.3g}"
             elif event["valid_token_ppl"] is not None:
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
                 bars[0].write(
@@ -151,6 +156,7 @@ def run_training(
         arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
     except ValueError as e:
         raise UserError(str(e)) from e
+    check_loop_options(options)
     cfg = TrainConfig(**options)
     group, dev = join_group(ctx, device)
     if cfg.bf16 and dev.type == "cpu":

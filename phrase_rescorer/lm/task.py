@@ -30,6 +30,7 @@ from ..data.vocab import Vocabulary
 from ..errors import InputError
 from ..parallel.distributed import Group
 from ..training.loop import RunState, Validation
+from ..training.schedule import check_schedule
 from .lm_file import load_lm, save_lm
 from .network import CSLM, LMConfig, preset
 from .perplexity import perplexity
@@ -48,6 +49,10 @@ class LMTrainConfig:
     seed: int = 1
     log_every: int = 100
     keep_checkpoints: int = 0  # the loop's kept networks (train-nmt's --keep-checkpoints); not for the CSLM
+    lr_decay_steps: int | None = None  # the loop's cosine schedule (training.schedule); None: constant lr
+
+    def __post_init__(self) -> None:
+        check_schedule(self.max_steps, self.lr_decay_steps)
 
 
 @dataclass

@@ -10,7 +10,8 @@ continued from the log's last value when a run is resumed into the same log)::
     {"event": "train", "step", "epoch", "loss", "pairs_per_s" (train-lm: "ngrams_per_s"), "elapsed"}
         every ``log_every`` steps, and at the end of a run for the steps since the last one;
         ``loss`` is the mean loss per pair (-log p(target|source); label-smoothed with
-        --label-smoothing) or per n-gram over the steps since the previous train event
+        --label-smoothing) or per n-gram over the steps since the previous train event; with
+        --lr-decay-steps also "lr", the learning rate of the event's last step
     {"event": "valid", "step", "epoch", "valid_token_ppl", "elapsed", "best": bool, ...}
         held-out figures (null when there are no held-out pairs), with "valid_mean_logp" and
         "unigram_token_ppl" (train, train-nmt) or "valid_ppl_with_unk" (train-lm); ``best``:
@@ -19,7 +20,7 @@ continued from the log's last value when a run is resumed into the same log)::
         train-lm --kenlm: the n-gram LM's perplexity of the held-out text (OOVs left out, as
         ``valid_token_ppl`` leaves out the words outside the shortlist)
     {"event": "end", "step", "epoch", "reason", "elapsed"}
-        reason: max_steps, max_time, epochs, patience or interrupted
+        reason: max_steps, max_time, epochs, lr_decay_steps, patience or interrupted
 
 A resumed run appends to the log, so one file holds the whole history; readers should ignore
 event kinds they do not know.

@@ -5,7 +5,8 @@ under torchrun, the stop on a signal and the JSON-lines events; a ``Task`` says 
 trains and how a network is validated and saved.
 
 Limits: ``max_steps`` and ``epochs`` count the whole run (across resumes); ``max_time`` counts
-the wall seconds of this invocation (a resumed run gets its own ``max_time``). Validations run
+the wall seconds of this invocation (a resumed run gets its own ``max_time``); ``lr_decay_steps``
+both lowers the learning rate of every step (``schedule``) and ends the run. Validations run
 every ``valid_every`` steps; ``patience`` counts those without a better held-out likelihood than
 the best of them (0: never stops for it). One more validation ends every run that did not just
 validate: it may still give a new best network, it does not count for patience.
@@ -40,6 +41,7 @@ from ..parallel.distributed import Group
 from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
+from .schedule import learning_rate
 
 
 class TrainingError(UsageError):
@@ -80,6 +82,8 @@ class LoopSettings(Protocol):
     def log_every(self) -> int: ...
     @property
     def keep_checkpoints(self) -> int: ...
+    @property
+    def lr_decay_steps(self) -> int | None: ...
 
 
 @dataclass
@@ -158,7 +162,7 @@ Report = Callable[[str, dict[str, Any]], None]
 
 
 #: The value of each setting added to a run's record later, for the runs saved before.
-_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0}
+_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None}
 #: Run-record entries compared as a whole: (name, its value when absent).
 _NAMED = {
     "arch": ("architecture", "cho2014"),
@@ -216,7 +220,11 @@ class Loop:
                 f"--resume: {self.last_path} holds no training state this version can resume "
                 "(written by an older phrase_rescorer, or not a .last.pt); start afresh without --resume"
             )
-        check_same_run(state["run"], self.task.record(), self.last_path)
+        check_same_run(state["run"], self.record(), self.last_path)
+
+    def record(self) -> dict[str, Any]:
+        """The task's record of the run, with the loop's own setting: the learning rate's schedule."""
+        return {**self.task.record(), "lr_decay_steps": self.cfg.lr_decay_steps}
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:
@@ -230,7 +238,7 @@ class Loop:
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else [],
             "progress": asdict(self.p),
-            "run": self.task.record(),
+            "run": self.record(),
         }
 
     def validate(self, scheduled: bool) -> dict[str, Any]:
@@ -257,6 +265,10 @@ class Loop:
     def step(self, batch: Any) -> torch.Tensor:
         """One update on the (global) batch; this process's part of the loss."""
         task = self.task
+        if self.cfg.lr_decay_steps is not None:  # else the optimizer keeps the rate it was made with
+            rate = learning_rate(self.cfg.lr, self.p.step, self.cfg.lr_decay_steps)
+            for group in task.optimizer.param_groups:
+                group["lr"] = rate
         task.network.train()  # dropout on (validation and every scorer run in eval mode)
         loss = task.loss(batch)  # ranges train.batch, train.forward
         task.optimizer.zero_grad(set_to_none=True)
@@ -277,6 +289,8 @@ class Loop:
             return "max_steps"
         if cfg.epochs is not None and p.epoch >= cfg.epochs:
             return "epochs"
+        if cfg.lr_decay_steps is not None and p.step >= cfg.lr_decay_steps:
+            return "lr_decay_steps"
         if cfg.patience and p.bad_validations >= cfg.patience:
             return "patience"
         return "max_time" if out_of_time else None
@@ -303,6 +317,20 @@ class Loop:
                 if report:
                     report(event["event"], event)
 
+            def train_event(loss_sum: torch.Tensor, items: int, steps: int, seconds: float) -> dict[str, Any]:
+                """The mean loss of the ``steps`` since the last train event, the rate (and the
+                learning rate of the last step, where a schedule lowers it)."""
+                event = {
+                    "event": "train",
+                    "step": p.step,
+                    "epoch": p.epoch,
+                    "loss": group.sum([float(loss_sum)])[0] / steps,
+                    f"{task.unit}_per_s": round(items / max(seconds, 1e-9), 1),
+                }
+                if cfg.lr_decay_steps is not None:
+                    event["lr"] = learning_rate(cfg.lr, p.step - 1, cfg.lr_decay_steps)
+                return event
+
             emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, **task.start_event()})
             task.network.train()
             loss_sum, items, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
@@ -320,15 +348,7 @@ class Loop:
                     report("step", {"step": p.step})
                 if p.step % cfg.log_every == 0:
                     now = time.monotonic()
-                    emit(
-                        {
-                            "event": "train",
-                            "step": p.step,
-                            "epoch": p.epoch,
-                            "loss": group.sum([float(loss_sum)])[0] / steps,
-                            f"{task.unit}_per_s": round(items / max(now - t_last, 1e-9), 1),
-                        }
-                    )
+                    emit(train_event(loss_sum, items, steps, now - t_last))
                     loss_sum, items, steps, t_last = loss_sum * 0, 0, 0, now
                 if p.step % cfg.valid_every == 0:
                     emit(self.validate(scheduled=True))
@@ -339,15 +359,7 @@ class Loop:
                     raise Interrupted(why, p.step, self.last_path)
                 reason = self.limit(bool(late))
             if steps:  # the steps since the last train event: a run shorter than log_every logs its loss too
-                emit(
-                    {
-                        "event": "train",
-                        "step": p.step,
-                        "epoch": p.epoch,
-                        "loss": group.sum([float(loss_sum)])[0] / steps,
-                        f"{task.unit}_per_s": round(items / max(time.monotonic() - t_last, 1e-9), 1),
-                    }
-                )
+                emit(train_event(loss_sum, items, steps, time.monotonic() - t_last))
             if p.last_valid_step != p.step:
                 emit(self.validate(scheduled=False))
             emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": reason})

@@ -18,6 +18,7 @@ from ..data.vocab import Vocabulary
 from ..model.cho2014 import PRESETS
 from .loop import TrainingError
 from .optim import KERNELS
+from .schedule import check_schedule
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,10 @@ class TrainConfig:
     bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
     label_smoothing: float = 0.0  # the training loss's smoothing (label_smoothing.py); 0: log p
     keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
+    lr_decay_steps: int | None = None  # the cosine schedule's length (schedule.py); None: constant lr
 
     def __post_init__(self) -> None:
+        check_schedule(self.max_steps, self.lr_decay_steps)
         if self.optimizer not in OPTIMIZERS:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
         if not 0.0 <= self.label_smoothing < 1.0:

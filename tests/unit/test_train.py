@@ -219,6 +219,36 @@ def test_max_time_counts_this_invocation(task: Run, tmp_path: Path, monkeypatch:
     assert end["reason"] == "max_time" and 5 < end["step"] < 40, end
 
 
+def test_a_decaying_rate_resumes_exactly_and_ends_the_run(task: Run, tmp_path: Path) -> None:
+    """--lr-decay-steps 30: the log's rates follow the cosine, the run ends at step 30 for it, a
+    run stopped at step 13 and resumed is the uninterrupted one, and the schedule is part of the
+    run's record (another, or none, is refused)."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    r = task.run(whole / "m.pt", "--lr", "0.01", "--lr-decay-steps", "30")
+    assert r.exit_code == 0, r.output
+    log = read_log(str(whole / "m.log"))
+    assert (log[-1]["reason"], log[-1]["step"]) == ("lr_decay_steps", 30)
+    rates = [(e["step"], e["lr"]) for e in log if e["event"] == "train"]
+    assert rates == [(s, 0.005 * (1 + math.cos(math.pi * (s - 1) / 30))) for s in range(1, 31)]
+    assert task.run(parts / "m.pt", "--lr", "0.01", "--lr-decay-steps", "30", "--max-steps", "13").exit_code == 0
+    for options, said in (([], "lr_decay_steps was 30, now None"), (["--lr-decay-steps", "40"], "was 30, now 40")):
+        r = task.run(parts / "m.pt", "--lr", "0.01", "--resume", *options)
+        assert r.exit_code == 2 and said in r.output, r.output
+    r = task.run(parts / "m.pt", "--lr", "0.01", "--lr-decay-steps", "30", "--resume")
+    assert r.exit_code == 0, r.output
+    assert losses(parts / "m.log") == losses(whole / "m.log")
+    a, b = raw(whole / "m.last.pt"), raw(parts / "m.last.pt")
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+def test_a_run_longer_than_its_schedule_is_refused_before_reading(task: Run, tmp_path: Path) -> None:
+    absent = Run(task.task, [str(tmp_path / "absent.txt")], tmp_path)
+    r = absent.run(tmp_path / "m.pt", "--lr-decay-steps", "30", "--max-steps", "31")
+    assert r.exit_code == 2 and "--max-steps 31 goes past --lr-decay-steps 30" in r.output, r.output
+    assert not (tmp_path / "m.log").exists()
+
+
 def test_train_defaults_are_the_measured_recipe(phrase_straight: Path) -> None:
     """train without --clip-norm or --init-std: clipping at 5 and N(0, 0.05^2) initial weights."""
     recorded = raw(phrase_straight / "m.pt")["info"]["train_config"]

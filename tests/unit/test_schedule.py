@@ -1,0 +1,74 @@
+"""The learning-rate schedule (``--lr-decay-steps``): the half cosine is torch's
+``CosineAnnealingLR`` (to 0, without restarts), the refusals of a run that would go past its end,
+and the rate the optimizer holds at every step of a real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from phrase_rescorer.data.pairs import load_pairs
+from phrase_rescorer.errors import UsageError
+from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.parallel.distributed import Group
+from phrase_rescorer.training.loop import fit
+from phrase_rescorer.training.phrase_task import PhraseTask
+from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
+from phrase_rescorer.training.schedule import check_schedule, learning_rate
+from tests.helpers.synthetic import mapping_table
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("steps", [1, 7, 5000])
+def test_the_cosine_is_torchs_cosine_annealing(steps: int) -> None:
+    """torch's scheduler sets the rate of the update after ``t`` scheduler steps; ours is asked
+    with ``t`` finished steps. Equal within 1e-12 of --lr (torch's form is recursive)."""
+    lr = 1e-3
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    torch_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=0.0)
+    for t in range(steps + 1):
+        assert abs(opt.param_groups[0]["lr"] - learning_rate(lr, t, steps)) <= 1e-12 * lr, t
+        opt.step()
+        torch_schedule.step()
+
+
+def test_the_ends_and_the_middle_of_the_schedule() -> None:
+    assert learning_rate(0.5, 0, 100) == 0.5
+    assert learning_rate(0.5, 50, 100) == pytest.approx(0.25, abs=1e-15)
+    assert learning_rate(0.5, 100, 100) == 0.0
+    assert learning_rate(0.5, 150, 100) == 0.0  # never asked by the loop, which stops at 100
+    assert [learning_rate(0.5, t, None) for t in (0, 1, 10**6)] == [0.5, 0.5, 0.5]
+
+
+def test_a_run_past_the_end_of_its_schedule_is_refused() -> None:
+    check_schedule(None, None)
+    check_schedule(100, None)
+    check_schedule(None, 100)
+    check_schedule(100, 100)
+    with pytest.raises(UsageError, match="--max-steps 101 goes past --lr-decay-steps 100"):
+        check_schedule(101, 100)
+    with pytest.raises(UsageError, match="--max-steps 101 goes past"):
+        TrainConfig(max_steps=101, lr_decay_steps=100)
+
+
+def test_the_optimizer_steps_with_the_scheduled_rate(tmp_path: Path) -> None:
+    """A real phrase run of 12 steps: before each update the optimizer holds the schedule's rate
+    (read at the loop's report after the step), and the run ends at the schedule's end."""
+    table = mapping_table(tmp_path / "pt.gz", 300)
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, lr_decay_steps=12)
+    data = prepare_data(load_pairs(str(table)), 40, cfg)
+    device = torch.device("cpu")
+    task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
+    rates: list[float] = []
+
+    def report(kind: str, event: dict) -> None:
+        if kind == "step":
+            rates.append(task.optimizer.param_groups[0]["lr"])
+
+    reason, state = fit(task, cfg, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
+    assert (reason, state.step) == ("lr_decay_steps", 12)
+    assert rates == [learning_rate(1e-2, t, 12) for t in range(12)]
+    assert rates[0] == 1e-2 and 0 < rates[-1] < 1e-3
