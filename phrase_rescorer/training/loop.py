@@ -14,9 +14,10 @@ validate: it may still give a new best network, it does not count for patience.
 Files, for ``MODEL_OUT = m.pt``: ``m.pt`` the best network by held-out likelihood; ``m.last.pt``
 the latest state (written at every validation and on a stop) with ``training_state`` for
 ``--resume``: the optimizer, the RNG states, ``progress`` (``RunState``) and ``run`` (the task's
-``record()``, which the resumed run must match); ``m.log`` the events (``log``). Checkpoints hold
-no wall-clock value: the same seed, data and settings on a CPU give byte-identical files, and a run
-resumed from ``m.last.pt`` computes exactly the losses of an uninterrupted one.
+``record()`` and the loop's schedule, which the resumed run must match: ``same_run``); ``m.log``
+the events (``log``). Checkpoints hold no wall-clock value: the same seed, data and settings on a
+CPU give byte-identical files, and a run resumed from ``m.last.pt`` computes exactly the losses of
+an uninterrupted one.
 
 Under torchrun every process holds the whole model and data and the same epoch plan of global
 batches; a task's ``loss`` is this process's share of the batch's loss (``Group.share``) divided by
@@ -41,6 +42,7 @@ from ..parallel.distributed import Group
 from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
+from .same_run import differences
 from .schedule import learning_rate
 
 
@@ -161,38 +163,11 @@ class Task(Protocol):
 Report = Callable[[str, dict[str, Any]], None]
 
 
-#: The value of each setting added to a run's record later, for the runs saved before.
-_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None}
-#: Run-record entries compared as a whole: (name, its value when absent).
-_NAMED = {
-    "arch": ("architecture", "cho2014"),
-    "direction": ("direction", "forward"),
-    "subwords": ("the number of subword units per side", "none"),
-    "target_order": ("the order the target is written in", "left-to-right"),
-}
-
-
 def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
     """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
-    if saved.get("table_hash") != now["table_hash"]:
-        raise TrainingError(
-            f"--resume: {path} was trained on other data; resume with the same input files "
-            "and data options, or start afresh"
-        )
-    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED)]
-    flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in plain}}
-    flat_now = {**now["model"], **{k: now[k] for k in plain}}
-    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
-    if flat_saved.get("batch_size") != flat_now.get("batch_size"):
-        diff.append("batch_size counts a global batch: --batch-size x processes")
-    for key, (name, absent) in _NAMED.items():
-        if saved.get(key) != now.get(key):
-            diff.append(f"{name} was {saved.get(key) or absent}, now {now.get(key) or absent}")
-    if diff:
-        raise TrainingError(
-            f"--resume: {path} was trained with other settings ({'; '.join(diff)});"
-            " repeat the original options, or start afresh without --resume"
-        )
+    why = differences(saved, now)
+    if why:
+        raise TrainingError(f"--resume: {path} {why}")
 
 
 class Loop:

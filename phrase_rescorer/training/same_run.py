@@ -1,0 +1,41 @@
+"""What makes a resumed run the same run: ``differences(saved, now)`` compares the record a
+``.last.pt`` holds (``Task.record()`` with the loop's schedule, as saved) with the record the
+command's options give now, and says what differs; the loop refuses to resume where it does.
+Settings added to the record later read, in the records saved before them, as the value that
+keeps those runs what they were."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The value of each setting added to a run's record later, for the runs saved before.
+_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None}
+#: Run-record entries compared as a whole: (name, its value when absent).
+_NAMED = {
+    "arch": ("architecture", "cho2014"),
+    "direction": ("direction", "forward"),
+    "subwords": ("the number of subword units per side", "none"),
+    "target_order": ("the order the target is written in", "left-to-right"),
+}
+
+
+def differences(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """Why the run ``saved`` cannot be resumed with the settings ``now``, as the words that follow
+    the ``.last.pt``'s name ("was trained on other data; ..."); None where they agree."""
+    if saved.get("table_hash") != now["table_hash"]:
+        return "was trained on other data; resume with the same input files and data options, or start afresh"
+    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED)]
+    flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in plain}}
+    flat_now = {**now["model"], **{k: now[k] for k in plain}}
+    diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
+    if flat_saved.get("batch_size") != flat_now.get("batch_size"):
+        diff.append("batch_size counts a global batch: --batch-size x processes")
+    for key, (name, absent) in _NAMED.items():
+        if saved.get(key) != now.get(key):
+            diff.append(f"{name} was {saved.get(key) or absent}, now {now.get(key) or absent}")
+    if not diff:
+        return None
+    return (
+        f"was trained with other settings ({'; '.join(diff)}); repeat the original options, "
+        "or start afresh without --resume"
+    )
