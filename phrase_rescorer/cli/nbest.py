@@ -69,7 +69,7 @@ def nbest(
       moses -f moses.ini -i dev.en -n-best-list dev.nbest 200 distinct > /dev/null
       phrase-rescorer nbest dev.nbest dev.scored.nbest -m cslm.pt -m nmt.pt --source dev.en
     """
-    from ..model.checkpoint import CheckpointError
+    from ..model.files import CheckpointError
     from ..moses.nbest import check_feature_name
     from ..nbest.features import CSLMFeature, load_feature, read_source_text
     from ..nbest.stream import append_features

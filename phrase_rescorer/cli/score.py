@@ -90,7 +90,7 @@ def score(
       phrase-rescorer score corpus.en corpus.fr -m nmt.pt --normalize -o fwd.txt
       phrase-rescorer score corpus.en corpus.fr -m nmt-inv.pt --normalize -o inv.txt
     """
-    from ..model.checkpoint import CheckpointError
+    from ..model.files import CheckpointError
     from ..nbest.features import CSLMFeature, load_feature
     from ..output import check_distinct_paths, check_output_path
     from ..scoring.sentences import Text, check_aligned, score_texts

@@ -13,9 +13,9 @@ from ..errors import UsageError
 from ..model.architectures import ARCH_NAMES
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
-from ..model.checkpoint import DIRECTIONS
 from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
+from ..model.kinds import DIRECTIONS
 from ..training.loop import LoopSettings
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import EXIT_USAGE
-from ..model.checkpoint import DIRECTIONS, check_kind, load_checkpoint
+from ..model.checkpoint import load_checkpoint
+from ..model.kinds import DIRECTIONS, check_kind
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
 from .systems import ExperimentError, check_ini, check_parallel

@@ -23,7 +23,7 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
-from ..model.checkpoint import CSLM_FORMAT, CheckpointError, read_torch_file, write_torch_file
+from ..model.files import CSLM_FORMAT, CheckpointError, read_torch_file, write_torch_file
 from .network import CSLM, LMConfig
 from .text import check_vocabulary
 

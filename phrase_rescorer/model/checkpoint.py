@@ -38,9 +38,6 @@ renamed), so a crash never leaves a partial checkpoint under the final name; a f
 from __future__ import annotations
 
 import hashlib
-import os
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,18 +46,13 @@ import torch
 from .. import __version__
 from ..data.subwords import SubwordError, Subwords
 from ..data.vocab import Vocabulary, tokenize_phrase
-from ..errors import ModelError
-from ..output import AtomicOutput
 from .architectures import ArchConfig, Network, build_model
 from .cho2014 import ModelConfig
+from .files import FORMAT, CheckpointError, read_torch_file, write_torch_file
+from .kinds import FAMILIES, ModelKind, describe_kind, kind_of, network_kind
 
-FORMAT = "phrase_rescorer.checkpoint"
 FORMAT_VERSION = 2  # the newest; files are written with the lowest version that holds them
 READ_VERSIONS = (1, 2)
-
-
-class CheckpointError(ModelError):
-    """A model file that cannot be used; the message names the file and what is wrong."""
 
 
 def unusable_weights(path: str | None, value: float, where: str) -> CheckpointError:
@@ -73,89 +65,9 @@ def unusable_weights(path: str | None, value: float, where: str) -> CheckpointEr
     )
 
 
-#: What ``info["direction"]`` may say (``train --direction``).
-DIRECTIONS = ("forward", "inverse")
-
 #: ``info["target_order"]`` of a network that writes its output from the last token to the first
 #: (``train-nmt --right-to-left``); a file without the key writes left to right.
 RIGHT_TO_LEFT = "right-to-left"
-
-#: The CSLM's model file format (``lm.lm_file`` writes it; named here, where every command that
-#: takes a model file tells the kinds apart).
-CSLM_FORMAT = "phrase_rescorer.cslm"
-
-#: The families of model file: what each is, the command that writes it, the options that take it.
-FAMILIES: dict[str, tuple[str, str, str]] = {
-    "phrase": (
-        "phrase network",
-        "phrase-rescorer train",
-        "rescore-phrase-table --model, experiment -m/--inverse-model, phrase-rescorer score -m",
-    ),
-    "sentence": (
-        "translation network",
-        "phrase-rescorer train-nmt",
-        "phrase-rescorer nbest -m, score -m, experiment --nmt",
-    ),
-    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, score -m, experiment --lm"),
-}
-
-#: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).
-ModelKind = tuple[str, str]
-
-
-def kind_of(payload: Any) -> ModelKind | None:
-    """The kind of what ``read_torch_file`` read (None: no phrase_rescorer model file). A network's
-    family is its ``info["trained_on"]`` (absent: phrase pairs), its direction ``info["direction"]``
-    (absent: forward); a CSLM has no direction (forward)."""
-    if not isinstance(payload, dict):
-        return None
-    if payload.get("format") == CSLM_FORMAT:
-        return ("cslm", "forward")
-    if payload.get("format") != FORMAT:
-        return None
-    return _network_kind(payload.get("info"))
-
-
-def _network_kind(info: Any) -> ModelKind:
-    info = info if isinstance(info, dict) else {}
-    family = "sentence" if info.get("trained_on") == "sentence pairs" else "phrase"
-    return family, "inverse" if info.get("direction") == "inverse" else "forward"
-
-
-def describe_kind(kind: ModelKind) -> str:
-    """``an inverse phrase network (phrase-rescorer train --direction inverse)``."""
-    family, direction = kind
-    name, command, _ = FAMILIES[family]
-    if family != "cslm" and direction == "inverse":
-        name, command = f"inverse {name}", f"{command} --direction inverse"
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({command})"
-
-
-def model_kind(path: str) -> ModelKind:
-    """The kind of the model file ``path``; a missing, unreadable or foreign file is a
-    :class:`CheckpointError` naming it."""
-    kind = kind_of(read_torch_file(path))
-    if kind is None:
-        raise CheckpointError(f"{path}: not a phrase_rescorer model file")
-    return kind
-
-
-def check_kind(path: str, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS) -> None:
-    """Refuse (:class:`CheckpointError`, exit 4) the model file ``path`` given to ``option`` unless
-    it is of one of ``families`` and ``directions``; the one check of every command that takes a
-    model, made before any work (:func:`refuse_kind` for a file loaded already)."""
-    refuse_kind(path, model_kind(path), option, families, directions)
-
-
-def refuse_kind(
-    path: str, kind: ModelKind, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS
-) -> None:
-    """:func:`check_kind` of a file whose ``kind`` is known. The message says what the file is,
-    which options take it, and what ``option`` takes."""
-    if kind[0] in families and (kind[0] == "cslm" or kind[1] in directions):
-        return
-    wanted = " or ".join(describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" else directions))
-    raise CheckpointError(f"{path}: {describe_kind(kind)}, for {FAMILIES[kind[0]][2]}; {option} takes {wanted}")
 
 
 @dataclass
@@ -196,7 +108,7 @@ class Checkpoint:
     @property
     def kind(self) -> ModelKind:
         """(family, direction) of :data:`FAMILIES` and :data:`DIRECTIONS`."""
-        return _network_kind(self.info)
+        return network_kind(self.info)
 
     @property
     def inverse(self) -> bool:
@@ -264,41 +176,6 @@ def save_checkpoint(
             side: torch.from_numpy(m.tensor().copy()) for side, m in zip(("source", "target"), subwords, strict=True)
         }
     write_torch_file(path, payload)
-
-
-def write_torch_file(path: str, payload: dict[str, Any]) -> None:
-    """``payload`` to ``path`` with ``torch.save``, through ``AtomicOutput`` (complete or absent);
-    a failed write (a full disk) is the ``OSError`` naming the file, not torch's RuntimeError."""
-    output = AtomicOutput(path, compress=False)
-    with output as f:
-        try:
-            torch.save(payload, f)
-        except RuntimeError as e:  # torch reports a failed write (a full disk) this way
-            if output.write_error is None:
-                raise
-            raise output.write_error from e
-
-
-def read_torch_file(path: str) -> Any:
-    """What ``torch.load(weights_only=True)`` reads of ``path`` (no code runs); a missing,
-    truncated or foreign file is a :class:`CheckpointError` naming it."""
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{path}: no such model file")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (
-        RuntimeError,
-        EOFError,
-        OSError,
-        pickle.UnpicklingError,
-        zipfile.BadZipFile,
-        ValueError,
-    ) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
-        # torch's own text runs to several sentences of advice: keep the first
-        detail = str(e).split(". ")[0] or type(e).__name__
-        raise CheckpointError(
-            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {detail}"
-        ) from e
 
 
 def load_checkpoint(path: str) -> Checkpoint:

@@ -29,7 +29,8 @@ import torch
 from ..data.corpus import read_sentences
 from ..lm.lm_file import LMFile, is_lm_file, load_lm
 from ..lm.scoring import sentence_log_probs, sentence_token_log_probs
-from ..model.checkpoint import Checkpoint, load_checkpoint, read_torch_file
+from ..model.checkpoint import Checkpoint, load_checkpoint
+from ..model.files import read_torch_file
 from ..rescoring.scorers import ReferenceScorer, make_scorer
 
 

@@ -43,7 +43,8 @@ import torch
 
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
-from ..model.checkpoint import Checkpoint, load_checkpoint, refuse_kind, unusable_weights
+from ..model.checkpoint import Checkpoint, load_checkpoint, unusable_weights
+from ..model.kinds import refuse_kind
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines

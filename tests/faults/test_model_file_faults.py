@@ -15,7 +15,8 @@ import torch
 
 from phrase_rescorer.model import checkpoint
 from phrase_rescorer.model.architectures import arch_config
-from phrase_rescorer.model.checkpoint import CheckpointError, load_checkpoint
+from phrase_rescorer.model.checkpoint import load_checkpoint
+from phrase_rescorer.model.files import CheckpointError
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env
 from tests.helpers.rescore_data import read_lines, tiny_arch_checkpoint, tiny_checkpoint
 

@@ -35,7 +35,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
-    from phrase_rescorer.model.checkpoint import check_kind, describe_kind, model_kind
+    from phrase_rescorer.model.kinds import check_kind, describe_kind, model_kind
 
     assert {name: model_kind(str(p)) for name, p in models.items()} == {
         "forward": ("phrase", "forward"),

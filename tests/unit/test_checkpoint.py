@@ -11,8 +11,9 @@ import torch
 from phrase_rescorer import __version__
 from phrase_rescorer.data.batching import collate
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.model.checkpoint import FORMAT_VERSION, CheckpointError, load_checkpoint, save_checkpoint
+from phrase_rescorer.model.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, sequence_log_probs
+from phrase_rescorer.model.files import CheckpointError
 from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data

@@ -13,7 +13,7 @@ from phrase_rescorer.lm.lm_file import load_lm, save_lm
 from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs, sentence_log_probs
 from phrase_rescorer.lm.text import BOS_ID, EOS_ID, build_vocabulary, ngrams, sentence_ids
-from phrase_rescorer.model.checkpoint import CheckpointError
+from phrase_rescorer.model.files import CheckpointError
 from phrase_rescorer.training.run_files import companion_path
 from tests.helpers.cslm import TEXTS, tiny_lm
 

@@ -44,7 +44,7 @@ EXPECTED = {
     "experiment.systems.ExperimentError": 3,  # the default; each refusal gives its kind
     "lm.kenlm.KenLMError": 6,
     "model.averaging.AveragingError": 2,
-    "model.checkpoint.CheckpointError": 4,
+    "model.files.CheckpointError": 4,
     "moses.binarize.BinarizeError": 5,
     "moses.configs.ConfigsNotFound": 6,
     "moses.ems_script.EmsScriptError": 2,

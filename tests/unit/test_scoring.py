@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from phrase_rescorer.data.vocab import tokenize_phrase
-from phrase_rescorer.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescorer.model.files import CheckpointError
 from phrase_rescorer.moses.phrase_table import PhraseTableError
 from phrase_rescorer.moses.table_reader import InputTable
 from phrase_rescorer.output import OutputError

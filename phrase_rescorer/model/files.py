@@ -1,0 +1,62 @@
+"""A model file's bytes: the format names of the two kinds of file (a network's checkpoint, a
+CSLM), the error of a file that cannot be used, and writing and reading with torch's safe loader
+(``weights_only``: only tensors, numbers, strings, lists and dicts, no code runs). Files are
+written through ``output.AtomicOutput`` (an exclusive temporary, fsynced and renamed), so a crash
+never leaves a partial file under the final name."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from typing import Any
+
+import torch
+
+from ..errors import ModelError
+from ..output import AtomicOutput
+
+#: The format of a network's model file (``checkpoint``).
+FORMAT = "phrase_rescorer.checkpoint"
+
+#: The CSLM's model file format (``lm.lm_file`` writes it; ``kinds`` tells the kinds apart).
+CSLM_FORMAT = "phrase_rescorer.cslm"
+
+
+class CheckpointError(ModelError):
+    """A model file that cannot be used; the message names the file and what is wrong."""
+
+
+def write_torch_file(path: str, payload: dict[str, Any]) -> None:
+    """``payload`` to ``path`` with ``torch.save``, through ``AtomicOutput`` (complete or absent);
+    a failed write (a full disk) is the ``OSError`` naming the file, not torch's RuntimeError."""
+    output = AtomicOutput(path, compress=False)
+    with output as f:
+        try:
+            torch.save(payload, f)
+        except RuntimeError as e:  # torch reports a failed write (a full disk) this way
+            if output.write_error is None:
+                raise
+            raise output.write_error from e
+
+
+def read_torch_file(path: str) -> Any:
+    """What ``torch.load(weights_only=True)`` reads of ``path`` (no code runs); a missing,
+    truncated or foreign file is a :class:`CheckpointError` naming it."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no such model file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        ValueError,
+    ) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
+        # torch's own text runs to several sentences of advice: keep the first
+        detail = str(e).split(". ")[0] or type(e).__name__
+        raise CheckpointError(
+            f"{path}: not a readable phrase_rescorer model (truncated or corrupt file?): {detail}"
+        ) from e

@@ -1,0 +1,86 @@
+"""The kinds of model file, told apart before any work: a phrase network (``train``), a
+translation network (``train-nmt``), a CSLM (``train-lm``), each forward or inverse; and the one
+check every command that takes a model makes of the file it is given (``check_kind``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .files import CSLM_FORMAT, FORMAT, CheckpointError, read_torch_file
+
+#: What ``info["direction"]`` may say (``train --direction``).
+DIRECTIONS = ("forward", "inverse")
+
+#: The families of model file: what each is, the command that writes it, the options that take it.
+FAMILIES: dict[str, tuple[str, str, str]] = {
+    "phrase": (
+        "phrase network",
+        "phrase-rescorer train",
+        "rescore-phrase-table --model, experiment -m/--inverse-model, phrase-rescorer score -m",
+    ),
+    "sentence": (
+        "translation network",
+        "phrase-rescorer train-nmt",
+        "phrase-rescorer nbest -m, score -m, experiment --nmt",
+    ),
+    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, score -m, experiment --lm"),
+}
+
+#: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).
+ModelKind = tuple[str, str]
+
+
+def kind_of(payload: Any) -> ModelKind | None:
+    """The kind of what ``read_torch_file`` read (None: no phrase_rescorer model file). A network's
+    family is its ``info["trained_on"]`` (absent: phrase pairs), its direction ``info["direction"]``
+    (absent: forward); a CSLM has no direction (forward)."""
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("format") == CSLM_FORMAT:
+        return ("cslm", "forward")
+    if payload.get("format") != FORMAT:
+        return None
+    return network_kind(payload.get("info"))
+
+
+def network_kind(info: Any) -> ModelKind:
+    """The kind of a network whose model file's ``info`` is ``info``."""
+    info = info if isinstance(info, dict) else {}
+    family = "sentence" if info.get("trained_on") == "sentence pairs" else "phrase"
+    return family, "inverse" if info.get("direction") == "inverse" else "forward"
+
+
+def describe_kind(kind: ModelKind) -> str:
+    """``an inverse phrase network (phrase-rescorer train --direction inverse)``."""
+    family, direction = kind
+    name, command, _ = FAMILIES[family]
+    if family != "cslm" and direction == "inverse":
+        name, command = f"inverse {name}", f"{command} --direction inverse"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({command})"
+
+
+def model_kind(path: str) -> ModelKind:
+    """The kind of the model file ``path``; a missing, unreadable or foreign file is a
+    :class:`CheckpointError` naming it."""
+    kind = kind_of(read_torch_file(path))
+    if kind is None:
+        raise CheckpointError(f"{path}: not a phrase_rescorer model file")
+    return kind
+
+
+def check_kind(path: str, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS) -> None:
+    """Refuse (:class:`CheckpointError`, exit 4) the model file ``path`` given to ``option`` unless
+    it is of one of ``families`` and ``directions``; the one check of every command that takes a
+    model, made before any work (:func:`refuse_kind` for a file loaded already)."""
+    refuse_kind(path, model_kind(path), option, families, directions)
+
+
+def refuse_kind(
+    path: str, kind: ModelKind, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS
+) -> None:
+    """:func:`check_kind` of a file whose ``kind`` is known. The message says what the file is,
+    which options take it, and what ``option`` takes."""
+    if kind[0] in families and (kind[0] == "cslm" or kind[1] in directions):
+        return
+    wanted = " or ".join(describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" else directions))
+    raise CheckpointError(f"{path}: {describe_kind(kind)}, for {FAMILIES[kind[0]][2]}; {option} takes {wanted}")
