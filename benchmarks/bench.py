@@ -251,7 +251,9 @@ def main(
         if nmt_lines:
             report["nbest_nmt"] = nmt = nbest_nmt.nmt_part(
                 nmt_lines,
-                ["quick"] if quick else ["small", "medium"],
+                [("quick", kind) for kind in nbest_nmt.KINDS]
+                if quick
+                else [("small", "forward"), *(("medium", kind) for kind in nbest_nmt.KINDS)],
                 repeats,
                 20 if quick else 100,
                 20 if quick else 100,

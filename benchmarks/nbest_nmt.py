@@ -7,7 +7,11 @@ same machine load), with a random-weight network of ``train-nmt``'s default shap
 bidirectional GRU encoder, additive attention; speed does not depend on the weights) at the
 ``small`` preset's sizes (E=64, H=256, maxout 128, rank 64, 8,000-word shortlists) and ``medium``'s
 (E=256, H=512, maxout 256, rank 128, 8,000 words), optionally ``paper``'s (E=100, H=1000, 15,000
-words) and ``quick``'s (E=16, H=32, 500 words; ``--quick``). For each size the prefix scorer's
+words) and ``quick``'s (E=16, H=32, 500 words; ``--quick``); at each size, ``--kinds`` of network:
+the default (forward), ``right-to-left``, ``inverse`` (each hypothesis read as the network's source,
+so it is encoded once per hypothesis instead of once per sentence) and ``subword`` (units of
+the preset's vocabulary size learned on the corpus as ``train-nmt --subwords`` learns them;
+``make bench`` times every kind at the ``medium`` size, the recipes'). For each network the prefix scorer's
 rate is also given as the minutes a 200-best list of 1,000 sentences would take, against the 5
 minutes such a list may take (the budget of the reranking recipes' networks): 200,000 hypotheses,
 an upper bound, since Moses' distinct 200-best lists of the bundled system hold about 150 per
@@ -60,10 +64,11 @@ from benchmarks import parts
 from benchmarks.synthetic_nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbest
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.corpus import load_sentence_pairs, read_sentences
+from phrase_rescorer.data.subwords import Subwords, learn_pair_subwords
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.model.architectures import arch_config, build_model
-from phrase_rescorer.model.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, Checkpoint, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
 from phrase_rescorer.nbest.features import TranslationFeature, read_source_text
@@ -74,6 +79,10 @@ CORPUS = (SHARED_FR / "corpus" / "train.tok.lc.en", SHARED_FR / "corpus" / "trai
 TINY_PAIR = (TINY / "test.en", TINY / "test.fr")
 ARCH = "rnnsearch"  # train-nmt's default
 SIZES = ("quick", "small", "medium", "paper")
+#: The kinds of translation network an n-best feature may come from: ``train-nmt``'s default,
+#: ``--right-to-left``, ``--direction inverse`` (each hypothesis read as the source) and
+#: ``--subwords N`` (N the size's vocabulary size, units learned on the corpus).
+KINDS = ("forward", "right-to-left", "inverse", "subword")
 #: What the 4-hour recipe's lists ask of a network: a 200-best list of 1,000 sentences in 5 minutes.
 RECIPE_HYPOTHESES, RECIPE_MINUTES = 200_000, 5.0
 SCORERS = ("prefix", "batched")
@@ -94,30 +103,47 @@ def shortlists(size: str) -> tuple[Vocabulary, Vocabulary]:
     return filled(src), filled(tgt)
 
 
-def random_network(path: Path, size: str) -> Checkpoint:
-    """A random-weight rnnsearch network of the size's shape, saved as ``train-nmt`` saves one."""
-    src, tgt = shortlists(size)
+def corpus_subwords(size: str) -> tuple[Subwords, Subwords]:
+    """``train-nmt --subwords N``'s units of the corpus, N the size's vocabulary size."""
+    corpus = CORPUS if all(p.exists() for p in CORPUS) else TINY_PAIR
+    pairs = load_sentence_pairs(str(corpus[0]), str(corpus[1])).pairs
+    return learn_pair_subwords(pairs, parts.preset_vocab_size(size))
+
+
+def random_network(path: Path, size: str, kind: str = "forward") -> Checkpoint:
+    """A random-weight rnnsearch network of the size's shape and of one of ``KINDS``, saved as
+    ``train-nmt`` saves one."""
+    subwords = corpus_subwords(size) if kind == "subword" else None
+    if subwords is not None:
+        src, tgt = subwords[0].vocabulary(), subwords[1].vocabulary()
+    else:
+        src, tgt = shortlists(size)
+        if kind == "inverse":  # the network reads the target language and predicts the source
+            src, tgt = tgt, src
+    info = {
+        "purpose": "benchmark (random weights)",
+        "trained_on": "sentence pairs",
+        "direction": "inverse" if kind == "inverse" else "forward",
+    }
+    if kind == "right-to-left":
+        info["target_order"] = RIGHT_TO_LEFT
     torch.manual_seed(1)
     model = build_model(parts.model_config(size, src, tgt), arch_config(ARCH))
-    save_checkpoint(
-        str(path),
-        model,
-        src,
-        tgt,
-        info={"purpose": "benchmark (random weights)", "trained_on": "sentence pairs", "direction": "forward"},
-    )
+    save_checkpoint(str(path), model, src, tgt, info=info, subwords=subwords)
     return load_checkpoint(str(path))
 
 
 def plain_scores(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
     """(ln p(hypothesis </s> | source), FLOPs) of each (source, hypothesis) by the plain
-    computation: ``sequence_log_probs`` on one pair at a time, without padding."""
+    computation: ``sequence_log_probs`` on one pair at a time, without padding (an inverse
+    network's ln p(source </s> | hypothesis); the network's own units and order)."""
     model = checkpoint.build_model()
     scores, flops = np.zeros(len(pairs)), np.zeros(len(pairs), dtype=np.int64)
     for i, (src, hyp) in enumerate(pairs):
+        read, written = (hyp, src) if checkpoint.inverse else (src, hyp)
         batch = sequences_batch(
-            [checkpoint.src_vocab.encode(checkpoint.split(src, 0))],
-            [checkpoint.tgt_vocab.encode(checkpoint.split(hyp, 1))],
+            [checkpoint.src_vocab.encode(checkpoint.split(read, 0))],
+            [checkpoint.tgt_vocab.encode(checkpoint.split(written, 1))],
         )
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             scores[i] = float(sequence_log_probs(model, batch.src, batch.src_len, batch.tgt, batch.tgt_len)[0])
@@ -155,23 +181,25 @@ def nmt_figures(
     nbest: Path,
     sources: Sequence[str],
     source_path: str,
-    sizes: Sequence[str],
+    networks: Sequence[tuple[str, str]],
     repeats: int,
     check: int,
     flop_sample: int,
     cpu_rate: float,
     work: Path,
 ) -> dict[str, Any]:
-    """Time ``append_features`` on ``nbest`` per network size and scorer; print and return the
-    figures (with ``scores_equal``: every scorer agrees with the plain computation)."""
+    """Time ``append_features`` on ``nbest`` per network (size, kind) and scorer; print and return
+    the figures, under the size's name for a forward network and ``SIZE-KIND`` for the others
+    (with ``scores_equal``: every scorer agrees with the plain computation)."""
     say = click.echo
     out: dict[str, Any] = {"scores_equal": True, "threads": torch.get_num_threads()}
     say(
-        f"  {'network':<8} {'scorer':<28} {'MFLOP/hyp':>9} {'hypotheses/s: median [min-max]':<31} "
+        f"  {'network':<20} {'scorer':<28} {'MFLOP/hyp':>9} {'hypotheses/s: median [min-max]':<31} "
         f"{'useful GFLOP/s':>14} {'% of matmul':>11} {'max |diff|':>10}"
     )
-    for size in sizes:
-        checkpoint = random_network(work / f"nmt-{size}.pt", size)
+    for size, kind in networks:
+        label = size if kind == "forward" else f"{size}-{kind}"
+        checkpoint = random_network(work / f"nmt-{label}.pt", size, kind)
         seconds, used = timed_runs(checkpoint, nbest, sources, source_path, repeats, work)
         lines = scored_lines(work / f"scored-{SCORERS[0]}")
         hyps = len(lines)
@@ -181,6 +209,7 @@ def nmt_figures(
         want, _ = plain_scores(checkpoint, [(sources[s], h) for s, h, _ in first])
         per_hyp = float(flops.mean())
         figures: dict[str, Any] = {
+            "kind": kind,
             "shortlists": [len(checkpoint.src_vocab), len(checkpoint.tgt_vocab)],
             "hypotheses": hyps,
             "flop_sample": len(spread),
@@ -205,20 +234,20 @@ def nmt_figures(
             }
             figures["scores_equal"] = figures["scores_equal"] and diff <= TOLERANCE
             say(
-                f"  {size:<8} {f'{name} ({used[name]})':<28} {per_hyp / 1e6:>9.1f} "
+                f"  {label:<20} {f'{name} ({used[name]})':<28} {per_hyp / 1e6:>9.1f} "
                 f"{f'{rate:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]':<31} {useful:>14.1f} "
                 f"{100 * useful / cpu_rate:>10.0f}% {diff:>10.1e}"
             )
         minutes = RECIPE_HYPOTHESES / figures["prefix"]["hypotheses_per_s"] / 60
         figures["minutes_per_200best_of_1000"] = minutes
         say(
-            f"  {size:<8} a 200-best list of 1,000 sentences at the prefix scorer's rate: {minutes:.1f} minutes "
+            f"  {label:<20} a 200-best list of 1,000 sentences at the prefix scorer's rate: {minutes:.1f} minutes "
             f"({'within' if minutes <= RECIPE_MINUTES else 'OVER'} the {RECIPE_MINUTES:g} minutes allowed)"
         )
         ratios = [b / p for p, b in zip(seconds["prefix"], seconds["batched"], strict=True)]
         figures["ratio"] = statistics.median(ratios)
-        say(f"  {size:<8} prefix / batched: {figures['ratio']:.2f}x (median of the per-run ratios)")
-        out[size] = figures
+        say(f"  {label:<20} prefix / batched: {figures['ratio']:.2f}x (median of the per-run ratios)")
+        out[label] = figures
         out["scores_equal"] = out["scores_equal"] and figures["scores_equal"]
     say(
         f"  appended values against the plain computation (sequence_log_probs one hypothesis at a time, first "
@@ -228,7 +257,13 @@ def nmt_figures(
 
 
 def nmt_part(
-    lines: int, sizes: Sequence[str], repeats: int, check: int, flop_sample: int, cpu_rate: float, work: Path
+    lines: int,
+    networks: Sequence[tuple[str, str]],
+    repeats: int,
+    check: int,
+    flop_sample: int,
+    cpu_rate: float,
+    work: Path,
 ) -> dict[str, Any]:
     """The whole part: the synthetic list of at least ``lines`` hypotheses, its description, the
     figures."""
@@ -254,8 +289,16 @@ def nmt_part(
     return {
         "list": what,
         "arch": ARCH,
-        **nmt_figures(path, sources, str(source_path), sizes, repeats, check, flop_sample, cpu_rate, work),
+        **nmt_figures(path, sources, str(source_path), networks, repeats, check, flop_sample, cpu_rate, work),
     }
+
+
+def _names(given: str, allowed: Sequence[str], option: str) -> list[str]:
+    names = [s.strip() for s in given.split(",") if s.strip()]
+    for s in names:
+        if s not in allowed:
+            raise click.BadParameter(f"{s!r} is not one of {', '.join(allowed)}", param_hint=option)
+    return names
 
 
 @parts.command
@@ -267,6 +310,12 @@ def nmt_part(
     help="Hypotheses timed (whole sentences, at least this many; 0 for every sentence's).",
 )
 @click.option("--sizes", default="small", show_default=True, help="Network sizes timed (quick, small, medium, paper).")
+@click.option(
+    "--kinds",
+    default="forward",
+    show_default=True,
+    help="Kinds of network timed at each size (forward, right-to-left, inverse, subword).",
+)
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per network and scorer."
 )
@@ -287,19 +336,24 @@ def nmt_part(
 @parts.threads_option
 @parts.json_option
 def main(
-    lines: int, sizes: str, repeats: int, check: int, flop_sample: int, threads: int | None, json_path: str | None
+    lines: int,
+    sizes: str,
+    kinds: str,
+    repeats: int,
+    check: int,
+    flop_sample: int,
+    threads: int | None,
+    json_path: str | None,
 ) -> None:
     """Time n-best scoring with a translation network and print the figures."""
-    names = [s.strip() for s in sizes.split(",") if s.strip()]
-    for s in names:
-        if s not in SIZES:
-            raise click.BadParameter(f"{s!r} is not one of {', '.join(SIZES)}", param_hint="--sizes")
+    names = _names(sizes, SIZES, "--sizes")
+    networks = [(size, kind) for size in names for kind in _names(kinds, KINDS, "--kinds")]
     if threads:
         torch.set_num_threads(threads)
     cpu_rate = parts.matmul_gflops(torch.device("cpu"))
     click.echo(f"machine fp32 matrix product (2048^3, {torch.get_num_threads()} threads): {cpu_rate:.1f} GFLOP/s")
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-bench-") as tmp:
-        figures = nmt_part(lines, names, repeats, check, flop_sample, cpu_rate, Path(tmp))
+        figures = nmt_part(lines, networks, repeats, check, flop_sample, cpu_rate, Path(tmp))
     figures.update(cpu_matmul_gflops=cpu_rate, machine=parts.machine())
     if json_path:
         Path(json_path).write_text(json.dumps(figures, indent=2, default=str) + "\n")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from phrase_rescorer.data.vocab import SPECIALS
 from tests.helpers.paths import PYTHON, cli_env
 
 
@@ -59,6 +60,40 @@ def test_nmt_part_alone(tmp_path: Path) -> None:
         assert s["matmul_fraction"] == pytest.approx(s["useful_gflops"] / f["cpu_matmul_gflops"])
     assert q["ratio"] > 0
     assert q["minutes_per_200best_of_1000"] == pytest.approx(200_000 / q["prefix"]["hypotheses_per_s"] / 60)
+
+
+def test_nmt_part_every_kind(tmp_path: Path) -> None:
+    """``--kinds``: a right-to-left, an inverse and a subword network timed beside the forward one,
+    each under its own name, each one's appended values equal to its own plain computation."""
+    out = tmp_path / "kinds.json"
+    r = _nmt_part(
+        "--kinds",
+        "forward,right-to-left,inverse,subword",
+        "--lines",
+        "200",
+        "--repeats",
+        "1",
+        "--check",
+        "10",
+        "--flop-sample",
+        "5",
+        "--json",
+        str(out),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    f = json.loads(out.read_text())
+    labels = {"quick": "forward", "quick-right-to-left": "right-to-left", "quick-inverse": "inverse"}
+    labels["quick-subword"] = "subword"
+    for label, kind in labels.items():
+        assert f[label]["kind"] == kind and f[label]["scores_equal"] is True, label
+        assert f[label]["prefix"]["max_abs_diff"] <= 1e-4 and f[label]["hypotheses"] >= 200
+        assert f"  {label} " in r.stdout
+    assert f["quick"]["shortlists"] == f["quick-inverse"]["shortlists"] == [500, 500]
+    units = f["quick-subword"]["shortlists"]
+    assert all(100 < n <= 500 + len(SPECIALS) for n in units), units  # at most 500 units a side, and the specials
+    assert f["scores_equal"] is True
+    bad = _nmt_part("--kinds", "sideways", "--lines", "10")
+    assert bad.returncode == 2 and "'sideways' is not one of forward, right-to-left, inverse, subword" in bad.stderr
 
 
 def test_nmt_part_fails_when_the_values_differ() -> None:
@@ -114,7 +149,7 @@ def test_nmt_part_without_shared_data(tmp_path: Path) -> None:
             mock.patch.object(nbest_nmt, "CORPUS", (missing, missing)),
         ):
             src, tgt = nbest_nmt.shortlists("small")
-            f = nbest_nmt.nmt_part(150, ["quick"], 1, 5, 5, 50.0, tmp_path)
+            f = nbest_nmt.nmt_part(150, [("quick", "forward")], 1, 5, 5, 50.0, tmp_path)
     finally:
         torch.set_num_threads(before)
     assert len(src) == len(tgt) == 8000 and "<unused-0>" in src and "man" in src and "homme" in tgt
