@@ -88,6 +88,8 @@ RECIPE_HYPOTHESES, RECIPE_MINUTES = 200_000, 5.0
 SCORERS = ("prefix", "batched")
 TOLERANCE = 1e-4
 NAME = "NMT0"
+#: The networks timed: (size, kind) pairs.
+Networks = Sequence[tuple[str, str]]
 
 
 def shortlists(size: str) -> tuple[Vocabulary, Vocabulary]:
@@ -181,7 +183,7 @@ def nmt_figures(
     nbest: Path,
     sources: Sequence[str],
     source_path: str,
-    networks: Sequence[tuple[str, str]],
+    networks: Networks,
     repeats: int,
     check: int,
     flop_sample: int,
@@ -257,13 +259,7 @@ def nmt_figures(
 
 
 def nmt_part(
-    lines: int,
-    networks: Sequence[tuple[str, str]],
-    repeats: int,
-    check: int,
-    flop_sample: int,
-    cpu_rate: float,
-    work: Path,
+    lines: int, networks: Networks, repeats: int, check: int, flop_sample: int, cpu_rate: float, work: Path
 ) -> dict[str, Any]:
     """The whole part: the synthetic list of at least ``lines`` hypotheses, its description, the
     figures."""
