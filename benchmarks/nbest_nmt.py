@@ -64,6 +64,7 @@ from benchmarks import parts
 from benchmarks.synthetic_nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbest
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.corpus import load_sentence_pairs, read_sentences
+from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.subwords import Subwords, learn_pair_subwords
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.errors import EXIT_INTERNAL
@@ -92,12 +93,17 @@ NAME = "NMT0"
 Networks = Sequence[tuple[str, str]]
 
 
+def corpus_pairs() -> PairSet:
+    """The unique sentence pairs of the corpus (the tiny system's test set without ../shared)."""
+    corpus = CORPUS if all(p.exists() for p in CORPUS) else TINY_PAIR
+    return load_sentence_pairs(str(corpus[0]), str(corpus[1])).pairs
+
+
 def shortlists(size: str) -> tuple[Vocabulary, Vocabulary]:
     """``train-nmt``'s shortlists of the corpus at the size's vocabulary size, filled up with
     unused placeholders when the corpus has fewer words."""
     target = parts.preset_vocab_size(size)
-    corpus = CORPUS if all(p.exists() for p in CORPUS) else TINY_PAIR
-    src, tgt = load_sentence_pairs(str(corpus[0]), str(corpus[1])).pairs.build_vocabularies(target, target)
+    src, tgt = corpus_pairs().build_vocabularies(target, target)
 
     def filled(v: Vocabulary) -> Vocabulary:
         return Vocabulary([*v.tokens, *(f"<unused-{i}>" for i in range(target - len(v)))])
@@ -107,9 +113,7 @@ def shortlists(size: str) -> tuple[Vocabulary, Vocabulary]:
 
 def corpus_subwords(size: str) -> tuple[Subwords, Subwords]:
     """``train-nmt --subwords N``'s units of the corpus, N the size's vocabulary size."""
-    corpus = CORPUS if all(p.exists() for p in CORPUS) else TINY_PAIR
-    pairs = load_sentence_pairs(str(corpus[0]), str(corpus[1])).pairs
-    return learn_pair_subwords(pairs, parts.preset_vocab_size(size))
+    return learn_pair_subwords(corpus_pairs(), parts.preset_vocab_size(size))
 
 
 def random_network(path: Path, size: str, kind: str = "forward") -> Checkpoint:
