@@ -24,6 +24,9 @@ class RunScores:
     dev: BleuScore  # tokenized, tuned weights
     test: BleuScore  # tokenized
     test_detok: BleuScore  # detokenized output against the raw reference
+    #: a reranked run's dev BLEU with each sentence chosen by weights tuned on the other half
+    #: (``reranking.heldout``); None for a decoder run (MERT tunes on the whole dev set)
+    dev_heldout: BleuScore | None = None
 
 
 def _summary(values: Sequence[float]) -> dict:
@@ -56,10 +59,12 @@ def build_report(
                     "dev": r.dev.to_json()["bleu"],
                     "test": r.test.to_json()["bleu"],
                     "test_detok": r.test_detok.to_json()["bleu"],
+                    **({"dev_heldout": r.dev_heldout.to_json()["bleu"]} if r.dev_heldout else {}),
                 }
             )
         if runs:
-            for key in ("dev", "test", "test_detok"):
+            keys = ["dev", "test", "test_detok"] + (["dev_heldout"] if all(r.dev_heldout for r in runs) else [])
+            for key in keys:
                 entry[key] = _summary([getattr(r, key).score for r in runs])
                 if len({getattr(r, key).stats.shape for r in runs}) == 1:  # the same sentences in every run
                     stats = np.stack([getattr(r, key).stats for r in runs])
@@ -128,9 +133,11 @@ def format_table(report: dict) -> str:
     """Systems × (dev, test, detokenized test), mean ± sd over runs, Δ test and p vs the baseline;
     the system column as wide as its longest name, so that the columns stay aligned."""
     width = max([18] + [len(entry["label"]) for entry in report["systems"].values()])
+    heldout = any("dev_heldout" in entry for entry in report["systems"].values())  # reranked rows
     header = (
-        f"{'system':<{width}} {'runs':>4}  {'dev BLEU':>14}  {'test BLEU':>14}  {'test (detok)':>14}  "
-        f"{'Δ test':>7}  {'p':>7}"
+        f"{'system':<{width}} {'runs':>4}  {'dev BLEU':>14}  "
+        + (f"{'dev (held out)':>14}  " if heldout else "")
+        + f"{'test BLEU':>14}  {'test (detok)':>14}  {'Δ test':>7}  {'p':>7}"
     )
     lines = [header, "-" * len(header)]
     for key, entry in report["systems"].items():
@@ -141,8 +148,9 @@ def format_table(report: dict) -> str:
             delta, p = f"{ar['difference']:+.2f}", f"{ar['p_value']:.4f}"
         runs = len(entry["runs"])
         lines.append(
-            f"{entry['label']:<{width}} {runs:>4}  {_cell(entry.get('dev')):>14}  {_cell(entry.get('test')):>14}  "
-            f"{_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}"
+            f"{entry['label']:<{width}} {runs:>4}  {_cell(entry.get('dev')):>14}  "
+            + (f"{_cell(entry.get('dev_heldout')):>14}  " if heldout else "")
+            + f"{_cell(entry.get('test')):>14}  {_cell(entry.get('test_detok')):>14}  {delta:>7}  {p:>7}"
         )
     signatures = report.get("signatures") or {}
     trials = next((c["test"]["approximate_randomization"]["trials"] for c in report["comparisons"].values()), None)
@@ -157,6 +165,11 @@ def format_table(report: dict) -> str:
             f"Reranked rows (+ CSLM, + NMT): weights tuned on the dev lists by {optimizer}"
             " (their dev BLEU is the tuning set's)."
         )
+        if heldout:
+            lines.append(
+                "dev (held out): each dev sentence chosen by weights tuned on the other half (2 folds):"
+                " compare reranked rows by it."
+            )
     if signatures:
         lines.append(f"tokenized: {signatures['tokenized']}")
         lines.append(f"detokenized: {signatures['detokenized']} ({signatures['detokenized_reference']})")

@@ -19,6 +19,8 @@ the decoder run's directory::
     rerank/KEY/{dev,test}.nbest.gz               a system's lists, when it uses fewer features
     rerank/KEY/weights                            its tuned reranking weights
     rerank/KEY/dev.best, rerank/KEY/test.best     the chosen hypotheses
+    rerank/KEY/dev.heldout                        each dev sentence's hypothesis chosen by weights
+                                                  tuned on the other half (``reranking.heldout``)
     rerank/KEY/result.json                        written last: the reranked run is finished
 
 A restarted experiment keeps a finished reranked run and redoes an unfinished one. The models
@@ -52,6 +54,7 @@ from ..nbest.features import CSLMFeature, TranslationFeature, read_source_text
 from ..nbest.stream import Feature, append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
+from ..reranking.heldout import FOLDS, heldout_lines
 from ..reranking.mert import RerankError, tune
 from ..reranking.nbest_features import read_matrix
 from ..reranking.weights import vector, write_weights_file
@@ -205,13 +208,19 @@ def score_lists(
 def _finished_with(result: str, models: Mapping[str, str], optimizer: str) -> bool:
     """Whether a reranked run's ``result`` exists and was tuned with these ``models`` by
     ``optimizer`` (one written before the models were recorded is redone; one without an
-    optimizer recorded was tuned by mert)."""
+    optimizer recorded was tuned by mert; one written before held-out dev BLEU was measured is
+    redone, the same seed giving the same weights)."""
     try:
         with open(result, encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError):  # absent or unreadable: (re)done
         return False
-    return isinstance(meta, dict) and meta.get("models") == dict(models) and meta.get("optimizer", "mert") == optimizer
+    return (
+        isinstance(meta, dict)
+        and meta.get("models") == dict(models)
+        and meta.get("optimizer", "mert") == optimizer
+        and "heldout_folds" in meta
+    )
 
 
 def rerank_run(
@@ -282,7 +291,26 @@ def rerank_run(
         lines = output_lines(matrix, result.weights)
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    shutil.rmtree(os.path.join(work, "mert"), ignore_errors=True)
+    say(f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})")
+    try:
+        held = heldout_lines(
+            toolkit,
+            lists["dev"],
+            dev_matrix,
+            read_lines(dev[1]),
+            start,
+            os.path.join(work, "heldout"),
+            seed=seed,
+            threads=threads,
+            optimizer=optimizer,
+        )
+    except RerankError as e:
+        raise ExperimentError(str(e), EXIT_OS) from e
+    if held is not None:
+        with AtomicOutput(os.path.join(work, "dev.heldout"), compress=False) as out:
+            out.write("".join(line + "\n" for line in held).encode("utf-8"))
+    for scratch in ("mert", "heldout"):
+        shutil.rmtree(os.path.join(work, scratch), ignore_errors=True)
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
         meta = {
             "seed": seed,
@@ -290,6 +318,7 @@ def rerank_run(
             "features": names,
             "models": models,
             "optimizer": optimizer,
+            "heldout_folds": FOLDS if held is not None else 0,
             f"{optimizer}_dev_bleu": round(result.dev_bleu, 2),  # the optimiser's own figure
             "decode_and_score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),

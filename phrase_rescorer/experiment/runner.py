@@ -47,11 +47,15 @@ def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: st
         meta = json.load(f)
     dev_out = bleu.read_lines(os.path.join(run_dir, f"dev.{kind}"))
     test_out = bleu.read_lines(os.path.join(run_dir, f"test.{kind}"))
+    heldout = os.path.join(run_dir, "dev.heldout")  # a reranked run's (``reranked.rerank_run``)
     return RunScores(
         meta=meta,
         dev=bleu.tokenized_bleu(dev_out, refs["dev"], lowercase=settings.lowercase),
         test=bleu.tokenized_bleu(test_out, refs["test"], lowercase=settings.lowercase),
         test_detok=bleu.detokenized_bleu(test_out, refs["test_raw"], lang, lowercase=settings.lowercase),
+        dev_heldout=bleu.tokenized_bleu(bleu.read_lines(heldout), refs["dev"], lowercase=settings.lowercase)
+        if kind == "best" and os.path.exists(heldout)
+        else None,
     )
 
 

@@ -231,6 +231,11 @@ def _kbmira(
     found = _MIRA_BEST.findall(log)
     if not found:
         raise RerankError(f"kbmira printed no 'Best BLEU'; see {os.path.join(work_dir, 'kbmira.log')}")
+    if float(found[-1]) == 0.0 and not os.path.exists(os.path.join(work_dir, "kbmira.weights")):
+        # kbmira writes the weights of a pass only when its BLEU beats the best so far, which
+        # starts at 0 (mert/kbmira.cpp: ``if(bleu > bestBleu) {``): no pass scored above 0 (say,
+        # no hypothesis has a 4-gram of its reference), no weights beat the start, which is kept
+        return TuneResult(np.array(start, dtype=np.float64), 0.0)
     values: dict[int, float] = {}
     with open(os.path.join(work_dir, "kbmira.weights"), encoding="utf-8") as f:
         for line in f:

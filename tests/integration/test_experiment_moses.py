@@ -140,11 +140,14 @@ def test_end_to_end(setup: dict) -> None:
     # the reranked rows: each run's n-best lists with both features, reranked by weights tuned
     # on the system's own features
     reranked = {"cslm": ["CSLM0"], "nmt": ["NMT0"], "cslm-nmt": ["CSLM0", "NMT0"]}
+    dev_refs = bleu.read_lines(str(TINY / "dev.fr"))
     for decoder, suffix in (("baseline", ""), ("rnn", "-rnn"), ("rnn-wp", "-rnn-wp")):
         rerank = out / "systems" / decoder / "run1" / "rerank"
         with gzip.open(rerank / "test.nbest.gz", "rt", encoding="utf-8") as f:
             nbest = f.read().splitlines()
         assert nbest and all(" CSLM0= " in line and " NMT0= " in line for line in nbest)
+        with gzip.open(rerank / "dev.nbest.gz", "rt", encoding="utf-8") as f:
+            dev_nbest = f.read().splitlines()
         for key, features in reranked.items():
             (run,) = report["systems"][key + suffix]["runs"]
             hyps = bleu.read_lines(str(rerank / (key + suffix) / "test.best"))
@@ -156,6 +159,14 @@ def test_end_to_end(setup: dict) -> None:
             )
             weights = (rerank / (key + suffix) / "weights").read_text()
             assert [name for name in ("CSLM0", "NMT0") if f"\n{name}= " in weights] == features
+            # held-out dev BLEU: a hypothesis of each dev sentence, chosen by the other half's weights
+            held = bleu.read_lines(str(rerank / (key + suffix) / "dev.heldout"))
+            assert run["dev_heldout"] == pytest.approx(bleu.tokenized_bleu(held, dev_refs).score, abs=1e-4)
+            assert len(held) == len(dev_refs) and all(
+                hyp in {line.split(" ||| ")[1].strip() for line in dev_nbest if line.startswith(f"{i} ")}
+                for i, hyp in enumerate(held)
+            )
+        assert "dev_heldout" not in report["systems"][decoder]["runs"][0]
     assert set(report["comparisons"]) == {"rnn", "rnn-wp"} | {k + s for k in reranked for s in ("", "-rnn", "-rnn-wp")}
     for comparison in report["comparisons"].values():
         assert 0 < comparison["test"]["approximate_randomization"]["p_value"] <= 1

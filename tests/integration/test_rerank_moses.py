@@ -314,6 +314,29 @@ def test_kbmira_tunes_the_same_columns(lists: dict[str, Path], tmp_path: Path) -
 
 @pytest.mark.slow
 @pytest.mark.moses
+def test_kbmira_without_a_pass_above_bleu_0_keeps_the_start(lists: dict[str, Path], tmp_path: Path) -> None:
+    """A reference no hypothesis shares a word with: every pass of kbmira scores BLEU 0, and
+    kbmira writes weights only for a pass above the best so far, 0 at first (kbmira.cpp: ``if(bleu
+    > bestBleu) {``). No file is written, and the start weights are the result."""
+    import numpy as np
+
+    from phrase_rescorer.moses.toolkit import find_moses
+    from phrase_rescorer.reranking.mert import tune
+    from phrase_rescorer.reranking.nbest_features import read_matrix
+
+    matrix = read_matrix(str(lists["dev"]))
+    start = np.linspace(0.1, 1.0, matrix.features.shape[1])
+    hopeless = ["zzz"] * matrix.sentence_count
+    toolkit = find_moses(str(lists["moses"]), needs=("bin/extractor", "bin/kbmira"))
+    result = tune(
+        toolkit, str(lists["dev"]), [hopeless], start, str(tmp_path / "w"), layout=matrix.layout, optimizer="kbmira"
+    )
+    assert not (tmp_path / "w" / "kbmira.weights").exists()
+    assert result.dev_bleu == 0.0 and np.array_equal(result.weights, start)
+
+
+@pytest.mark.slow
+@pytest.mark.moses
 def test_a_crlf_or_gzip_reference_tunes_as_the_plain_one(lists: dict[str, Path], tmp_path: Path) -> None:
     """Moses' extractor reads references as raw lines (a CRLF one gives tokens ending in \\r):
     rerank-tune reads the reference by content and hands extractor plain LF lines, so the same

@@ -112,13 +112,16 @@ def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_p
 def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
     assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")
-    result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}}))
+    done = {"features": ["CSLM0"], "models": {"CSLM0": "a"}, "heldout_folds": 2}
+    result.write_text(json.dumps(done))
     assert _finished_with(str(result), {"CSLM0": "a"}, "mert")  # no optimizer recorded: mert's
     assert not _finished_with(str(result), {"CSLM0": "a"}, "kbmira")
     assert not _finished_with(str(result), {"CSLM0": "b"}, "mert")
-    result.write_text(json.dumps({"features": ["CSLM0"], "models": {"CSLM0": "a"}, "optimizer": "kbmira"}))
+    result.write_text(json.dumps({**done, "optimizer": "kbmira"}))
     assert _finished_with(str(result), {"CSLM0": "a"}, "kbmira")
     assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")  # another optimizer: tuned again
+    result.write_text(json.dumps({k: v for k, v in done.items() if k != "heldout_folds"}))
+    assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")  # written before held-out dev BLEU
     result.write_text(json.dumps({"features": ["CSLM0"]}))  # written before models were recorded
     assert not _finished_with(str(result), {"CSLM0": "a"}, "mert")
     result.write_text("{not json")

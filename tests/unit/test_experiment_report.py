@@ -7,7 +7,7 @@ import pytest
 
 from phrase_rescorer.experiment import bleu
 from phrase_rescorer.experiment.report import RunScores, build_report, format_table
-from phrase_rescorer.experiment.systems import systems_for
+from phrase_rescorer.experiment.systems import BASELINE, System, systems_for
 from tests.helpers.paths import REPO
 
 DATA = REPO / "tests" / "data" / "bleu"
@@ -79,3 +79,24 @@ def test_the_table_names_the_reranking_optimizer_only_where_rows_are_reranked() 
     for settings, optimizer in (({"nmt": ["a.pt"]}, "mert"), ({"lm": "lm.pt", "rerank_optimizer": "kbmira"}, "kbmira")):
         report = build_report(systems_for(True, False), runs, settings_json=settings, raw_reference=True)
         assert f"weights tuned on the dev lists by {optimizer} " in format_table(report)
+
+
+def test_reranked_rows_add_the_held_out_dev_column() -> None:
+    """A reranked run's held-out dev BLEU: summarised like the others, shown in a column of its
+    own (empty for the decoder's rows); a report without one keeps the plain columns."""
+    base = [run(HYPS, 1), run(HYPS, 2)]
+    short = [" ".join(h.split()[:-2]) for h in HYPS]
+    nmt = [run(HYPS, 1), run(HYPS, 2)]
+    for r, hyps in zip(nmt, (short, HYPS), strict=True):
+        r.dev_heldout = bleu.tokenized_bleu(hyps, REFS)
+    systems = [BASELINE, System("nmt", "+ NMT", 0, reranks="baseline")]
+    report = build_report(systems, {"baseline": base, "nmt": nmt}, settings_json={"nmt": ["a.pt"]}, raw_reference=True)
+    entry = report["systems"]["nmt"]
+    expected = np.mean([bleu.tokenized_bleu(short, REFS).score, bleu.tokenized_bleu(HYPS, REFS).score])
+    assert entry["dev_heldout"]["mean"] == pytest.approx(expected, abs=1e-4)
+    assert [r["dev_heldout"] for r in entry["runs"]] == [round(r.dev_heldout.score, 4) for r in nmt]
+    assert "dev_heldout" not in report["systems"]["baseline"]
+    lines = format_table(report).splitlines()
+    assert lines[0].split()[:8] == ["system", "runs", "dev", "BLEU", "dev", "(held", "out)", "test"]
+    assert lines[2].split()[5] == "-" and lines[3].split()[6] == f"{expected:.2f}"
+    assert any(line.startswith("dev (held out):") for line in lines)
