@@ -13,8 +13,8 @@ from ..lm.perplexity import perplexity
 from ..lm.text import text_ngrams
 from ..moses.toolkit import MosesNotFound, find_moses
 from ..training.log import EventLog
-from ..training.loop import RunState
 from ..training.run_files import companion_path
+from ..training.task_interface import RunState
 from .common import UserError, say
 
 

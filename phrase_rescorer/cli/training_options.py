@@ -16,10 +16,10 @@ from ..model.cells import CELL_TYPES
 from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
 from ..model.kinds import DIRECTIONS
-from ..training.loop import LoopSettings
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
 from ..training.schedule import check_schedule
+from ..training.task_interface import LoopSettings
 from .common import UserError, device_option, threads_option
 from .text import language_option
 

@@ -26,11 +26,12 @@ from ..model.architectures import arch_config
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
-from ..training.loop import Interrupted, LoopSettings, RunState, Task, TrainingError, fit
+from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
 from ..training.run_files import companion_path, is_kept_path
 from ..training.run_settings import TrainConfig
+from ..training.task_interface import LoopSettings, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .progress import Progress
 from .training_options import ARCH as _ARCH

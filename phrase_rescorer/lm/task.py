@@ -29,8 +29,8 @@ from ..data.corpus import read_sentences
 from ..data.vocab import Vocabulary
 from ..errors import InputError
 from ..parallel.distributed import Group
-from ..training.loop import RunState, Validation
 from ..training.schedule import check_schedule
+from ..training.task_interface import RunState, Validation
 from .lm_file import load_lm, save_lm
 from .network import CSLM, LMConfig, preset
 from .perplexity import perplexity

@@ -32,10 +32,11 @@ from ..model.cho2014 import ModelConfig
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, autocast, evaluate
 from .label_smoothing import training_objective
-from .loop import RunState, TrainingError, Validation
+from .loop import TrainingError
 from .optim import make_optimizer
 from .run_record import model_info, run_record
 from .run_settings import TrainConfig, TrainingData, prepare_data, preset_sizes
+from .task_interface import RunState, Validation
 
 #: What a network of each direction scores, in the data's own names of its sides.
 DIRECTION_SAYS = {"forward": "p(target|source)", "inverse": "p(source|target)"}
