@@ -59,11 +59,12 @@ def build_report(
                     "dev": r.dev.to_json()["bleu"],
                     "test": r.test.to_json()["bleu"],
                     "test_detok": r.test_detok.to_json()["bleu"],
-                    **({"dev_heldout": r.dev_heldout.to_json()["bleu"]} if r.dev_heldout else {}),
+                    **({"dev_heldout": r.dev_heldout.to_json()["bleu"]} if r.dev_heldout is not None else {}),
                 }
             )
         if runs:
-            keys = ["dev", "test", "test_detok"] + (["dev_heldout"] if all(r.dev_heldout for r in runs) else [])
+            heldout = all(r.dev_heldout is not None for r in runs)  # reranked runs
+            keys = ["dev", "test", "test_detok"] + (["dev_heldout"] if heldout else [])
             for key in keys:
                 entry[key] = _summary([getattr(r, key).score for r in runs])
                 if len({getattr(r, key).stats.shape for r in runs}) == 1:  # the same sentences in every run

@@ -267,12 +267,13 @@ def rerank_run(
         start_weights = read_weights(ini.read(), tuned_ini)
     dev_matrix = read_matrix(lists["dev"])
     start = vector(start_weights, dev_matrix.layout, missing=0.0, source=tuned_ini)
+    references = read_lines(dev[1])
     say(f"tuning the reranking weights on the dev set's lists ({optimizer})")
     try:
         result = tune(
             toolkit,
             lists["dev"],
-            [read_lines(dev[1])],
+            [references],
             start,
             os.path.join(work, "mert"),
             layout=dev_matrix.layout,
@@ -297,7 +298,7 @@ def rerank_run(
             toolkit,
             lists["dev"],
             dev_matrix,
-            read_lines(dev[1]),
+            references,
             start,
             os.path.join(work, "heldout"),
             seed=seed,
