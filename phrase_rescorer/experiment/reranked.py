@@ -54,7 +54,7 @@ from ..nbest.features import CSLMFeature, TranslationFeature, read_source_text
 from ..nbest.stream import Feature, append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
-from ..reranking.heldout import FOLDS, heldout_lines
+from ..reranking.heldout import FOLDS, SUBDIR, heldout_lines
 from ..reranking.mert import RerankError, tune
 from ..reranking.nbest_features import read_matrix
 from ..reranking.weights import vector, write_weights_file
@@ -300,7 +300,7 @@ def rerank_run(
             dev_matrix,
             references,
             start,
-            os.path.join(work, "heldout"),
+            os.path.join(work, SUBDIR),
             seed=seed,
             threads=threads,
             optimizer=optimizer,

@@ -21,11 +21,17 @@ from ..moses.nbest import SEPARATOR, read_nbest
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from .choose import best_per_sentence
-from .mert import tune
+from .mert import RESTARTS, WORK_FILES, tune
 from .nbest_features import NbestMatrix
 
 #: The folds: sentence ``i`` is in fold ``i % FOLDS`` and gets the number ``i // FOLDS`` there.
 FOLDS = 2
+#: The name of the held-out tunings' directory beside a full tuning's files.
+SUBDIR = "heldout"
+#: What ``heldout_lines`` writes in its ``work_dir``: each fold's list and its tuning's files.
+WORK_PATHS = tuple(f"fold{k}.nbest" for k in range(FOLDS)) + tuple(
+    os.path.join(f"tune{k}", name) for k in range(FOLDS) for name in WORK_FILES
+)
 
 
 def fold_matrix(matrix: NbestMatrix, fold: int) -> NbestMatrix:
@@ -62,12 +68,14 @@ def heldout_lines(
     work_dir: str,
     *,
     seed: int,
+    restarts: int = RESTARTS,
     threads: int = 1,
     optimizer: str = "mert",
 ) -> list[str] | None:
     """Each dev sentence's hypothesis chosen by the weights tuned on the other fold (module
     docstring), in order; None for a list of fewer sentences than folds. ``matrix`` is
-    ``nbest`` read (``read_matrix``), ``references`` the dev reference's lines."""
+    ``nbest`` read (``read_matrix``), ``references`` the dev reference's lines; ``restarts``,
+    ``threads`` and ``optimizer`` as ``mert.tune`` takes them."""
     count = matrix.sentence_count
     if count < FOLDS:
         return None
@@ -84,6 +92,7 @@ def heldout_lines(
             os.path.join(work_dir, f"tune{k}"),
             layout=matrix.layout,
             seed=seed,
+            restarts=restarts,
             threads=threads,
             optimizer=optimizer,
         )

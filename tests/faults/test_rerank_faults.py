@@ -259,3 +259,48 @@ def test_weights_files_are_written_compressed_as_named(tmp_path: Path) -> None:
     text = gzip.decompress((tmp_path / "w.gz").read_bytes()).decode()
     assert text == "[weight]\nLM0= 0.5\nTM0= 0.25 -1\n"
     assert read_weights_file(str(tmp_path / "w.gz")).by_name == {"LM0": [0.5], "TM0": [0.25, -1.0]}
+
+
+@pytest.mark.parametrize("victim", ["nbest", "ref", "ini", "weights-out"])
+def test_rerank_tune_held_out_naming_an_input_or_the_weights_is_refused(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, victim: str, monkeypatch, capsys
+) -> None:
+    before = _snapshot(inputs)
+    weights = tmp_path / "tuned.weights"
+    held = weights if victim == "weights-out" else inputs[victim]
+    args = _tune(inputs, failing_moses, str(weights), "--init", str(inputs["ini"]), "--held-out", str(held))
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6, err
+    assert f"output is the same file as the {'weights' if victim == 'weights-out' else ''}" in err
+    assert len(err.strip().splitlines()) == 1 and "started" not in err
+    assert _snapshot(inputs) == before and not weights.exists() and not left_behind(tmp_path)
+
+
+def test_rerank_tune_held_out_of_one_sentence_is_refused_before_tuning(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Two folds need two sentences: a one-sentence list is refused before Moses starts."""
+    nbest, ref = tmp_path / "one.nbest", tmp_path / "one.fr"
+    nbest.write_text(NBEST.splitlines(keepends=True)[0])
+    ref.write_text("un homme .\n")
+    held = tmp_path / "held.fr"
+    args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--held-out", str(held), nbest=nbest, ref=ref)
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 3, err
+    assert f"{nbest} lists 1 sentence(s): --held-out needs at least 2" in err and "started" not in err
+    assert not (tmp_path / "w").exists() and not held.exists()
+
+
+def test_rerank_tune_never_writes_over_an_input_in_its_held_out_work_dir(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """With --held-out the folds' lists are written in --work-dir/heldout: an input there is refused."""
+    victim = tmp_path / "work" / "heldout" / "fold0.nbest"
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(inputs["ref"].read_bytes())
+    args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(tmp_path / "work"), ref=victim)
+    held = [*args, "--held-out", str(tmp_path / "held.fr")]
+    code, err = run_cli(held, monkeypatch, capsys)
+    assert code == 6, err
+    assert "rerank-tune writes heldout/fold0.nbest in --work-dir" in err and "started" not in err
+    assert victim.read_bytes() == inputs["ref"].read_bytes() and not (tmp_path / "held.fr").exists()
