@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -60,10 +61,11 @@ def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no
     "--held-out",
     "heldout_out",
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Also write to FILE each dev sentence's hypothesis chosen by weights tuned without it (the "
-    "even and the odd sentences, each half chosen by the weights tuned on the other: the same optimiser, "
-    "start and seed) and print their BLEU: a dev figure that can compare feature sets, as the tuned "
-    "list's own cannot (it is the tuning set's). Costs two more tunings on half the list.",
+    help="Also write to FILE ('-': stdout; compressed as its name says) each dev sentence's hypothesis "
+    "chosen by weights tuned without it (the even and the odd sentences, each half chosen by the weights "
+    "tuned on the other: the same optimiser, start weights, seed, restarts and threads) and print their "
+    "BLEU: a dev figure that can compare feature sets, as the tuned list's own cannot (it is the tuning "
+    "set's). Costs two more tunings on half the list, after WEIGHTS is written.",
 )
 @threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.pass_context
@@ -113,14 +115,22 @@ def rerank_tune(
         check_output_path(heldout_out)
         check_not_an_input(heldout_out, (*inputs, ("weights", weights_out)))
     if work_dir is not None:  # what extractor and mert write there must not be an input
-        held = (os.path.join(SUBDIR, p) for p in WORK_PATHS) if heldout_out is not None else ()
-        for name in (NBEST_COPY, *WORK_FILES, *held):
+        held_paths = [os.path.join(SUBDIR, p) for p in WORK_PATHS] if heldout_out is not None else []
+        for name in (NBEST_COPY, *WORK_FILES, *held_paths):
             try:
                 check_not_an_input(os.path.join(work_dir, name), inputs)
             except OutputError as e:
                 raise OutputError(
                     str(e.filename), f"{e.strerror} (rerank-tune writes {name} in --work-dir): give another --work-dir"
                 ) from None
+        for name in sorted({os.path.dirname(p) for p in held_paths}):  # heldout/, heldout/tune0/, ...
+            path = os.path.join(work_dir, name)
+            if os.path.lexists(path) and not os.path.isdir(path):
+                raise OutputError(
+                    path,
+                    f"not a directory (rerank-tune writes {name}/ in --work-dir): give another --work-dir",
+                    errno.ENOTDIR,
+                )
     toolkit = _toolkit(moses_dir, optimizer)
     refs = read_lines(reference)
     try:
@@ -163,49 +173,53 @@ def rerank_tune(
                 threads=threads,
                 optimizer=optimizer,
             )
-            held_lines = (
-                heldout_lines(
-                    toolkit,
-                    copy,
-                    matrix,
-                    refs,
-                    start,
-                    os.path.join(directory, SUBDIR),
-                    seed=seed,
-                    restarts=restarts,
-                    threads=threads,
-                    optimizer=optimizer,
-                )
-                if heldout_out is not None
-                else None
+        except RerankError as e:
+            keep = True  # the message names its log there
+            raise UserError(str(e), e.exit_code) from e
+        after = tokenized_bleu(output_lines(matrix, result.weights), refs)
+        write_weights_file(
+            weights_out,
+            matrix.layout,
+            result.weights,
+            comment=f"phrase-rescorer rerank-tune {os.path.basename(nbest_path)}: dev BLEU "
+            f"{before.score:.2f} -> {after.score:.2f}",
+        )
+        say(ctx, f"{nbest_path}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
+        say(
+            ctx,
+            f"dev BLEU (tokenized, as MERT scores it): {before.score:.2f} with the start weights, "
+            f"{after.score:.2f} reranked; wrote {weights_out}",
+        )
+        if heldout_out is None:
+            return
+        say(
+            ctx,
+            f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})",
+        )
+        try:
+            held = heldout_lines(
+                toolkit,
+                copy,
+                matrix,
+                refs,
+                start,
+                os.path.join(directory, SUBDIR),
+                seed=seed,
+                restarts=restarts,
+                threads=threads,
+                optimizer=optimizer,
             )
         except RerankError as e:
-            raise UserError(str(e), e.exit_code) from e
+            keep = True
+            raise UserError(f"--held-out: a half's tuning failed ({weights_out} is written): {e}", e.exit_code) from e
+        if held is None:  # refused above: fewer sentences than folds
+            raise AssertionError(f"{nbest_path}: no held-out lines for {matrix.sentence_count} sentences")
+        with AtomicOutput(heldout_out) as out:
+            out.write("".join(line + "\n" for line in held).encode("utf-8"))
+        say(ctx, f"dev BLEU held out: {tokenized_bleu(held, refs).score:.2f}; wrote {heldout_out}")
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
-    after = tokenized_bleu(output_lines(matrix, result.weights), refs)
-    write_weights_file(
-        weights_out,
-        matrix.layout,
-        result.weights,
-        comment=f"phrase-rescorer rerank-tune {os.path.basename(nbest_path)}: dev BLEU "
-        f"{before.score:.2f} -> {after.score:.2f}",
-    )
-    say(ctx, f"{nbest_path}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
-    say(
-        ctx,
-        f"dev BLEU (tokenized, as MERT scores it): {before.score:.2f} with the start weights, "
-        f"{after.score:.2f} reranked; wrote {weights_out}",
-    )
-    if heldout_out is not None and held_lines is not None:
-        with AtomicOutput(heldout_out) as out:
-            out.write("".join(line + "\n" for line in held_lines).encode("utf-8"))
-        say(
-            ctx,
-            f"dev BLEU held out (each half chosen by the weights tuned on the other): "
-            f"{tokenized_bleu(held_lines, refs).score:.2f}; wrote {heldout_out}",
-        )
 
 
 @cli.command("rerank")

@@ -4,8 +4,8 @@ Reranking weights are tuned on the dev set's own lists, so a reranked system's d
 tuning set's: optimistic, and the more so the more room its features give the optimiser to fit
 those sentences. To compare reranked systems on dev, each dev sentence's hypothesis is chosen
 here by weights tuned without it: the sentences split into the even-numbered and the
-odd-numbered ones, the weights tuned on each half (the same optimiser, start weights and seed as
-the full tuning) choose the other half's hypotheses. The chosen lines are the whole dev set's,
+odd-numbered ones, the weights tuned on each half (the same optimiser, start weights, seed,
+restarts and threads as the full tuning) choose the other half's hypotheses. The chosen lines are the whole dev set's,
 in order; their BLEU is the held-out dev BLEU. It costs two more tunings on half the lines.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -261,17 +262,25 @@ def test_weights_files_are_written_compressed_as_named(tmp_path: Path) -> None:
     assert read_weights_file(str(tmp_path / "w.gz")).by_name == {"LM0": [0.5], "TM0": [0.25, -1.0]}
 
 
-@pytest.mark.parametrize("victim", ["nbest", "ref", "ini", "weights-out"])
+@pytest.mark.parametrize(
+    ("victim", "kind"),
+    [(v, k) for v in ("nbest", "ref", "ini") for k in ("direct", "symlink", "hardlink")] + [("weights-out", "direct")],
+)
 def test_rerank_tune_held_out_naming_an_input_or_the_weights_is_refused(
-    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, victim: str, monkeypatch, capsys
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, kind: str, victim: str, monkeypatch, capsys
 ) -> None:
     before = _snapshot(inputs)
     weights = tmp_path / "tuned.weights"
-    held = weights if victim == "weights-out" else inputs[victim]
+    if victim == "weights-out":  # not written yet: only its own spelling can name it
+        held, named = weights, f"weights '{weights}'"
+    else:
+        held = _link(kind, inputs[victim], tmp_path / "held.fr")
+        what = {"nbest": "n-best list", "ref": "reference", "ini": "start weights (--init)"}[victim]
+        named = f"{what} '{inputs[victim]}'"
     args = _tune(inputs, failing_moses, str(weights), "--init", str(inputs["ini"]), "--held-out", str(held))
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 6, err
-    assert f"output is the same file as the {'weights' if victim == 'weights-out' else ''}" in err
+    assert f"output is the same file as the {named}" in err
     assert len(err.strip().splitlines()) == 1 and "started" not in err
     assert _snapshot(inputs) == before and not weights.exists() and not left_behind(tmp_path)
 
@@ -291,16 +300,62 @@ def test_rerank_tune_held_out_of_one_sentence_is_refused_before_tuning(
     assert not (tmp_path / "w").exists() and not held.exists()
 
 
+@pytest.mark.parametrize("name", ["heldout/fold0.nbest", "heldout/tune1/reference.0.txt"])
 def test_rerank_tune_never_writes_over_an_input_in_its_held_out_work_dir(
-    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, name: str, monkeypatch, capsys
 ) -> None:
-    """With --held-out the folds' lists are written in --work-dir/heldout: an input there is refused."""
-    victim = tmp_path / "work" / "heldout" / "fold0.nbest"
+    """With --held-out the folds' lists and tunings are written in --work-dir/heldout: an input
+    there is refused; without --held-out nothing is written there, and it is no concern."""
+    victim = tmp_path / "work" / name
     victim.parent.mkdir(parents=True)
     victim.write_bytes(inputs["ref"].read_bytes())
     args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(tmp_path / "work"), ref=victim)
-    held = [*args, "--held-out", str(tmp_path / "held.fr")]
-    code, err = run_cli(held, monkeypatch, capsys)
+    code, err = run_cli([*args, "--held-out", str(tmp_path / "held.fr")], monkeypatch, capsys)
     assert code == 6, err
-    assert "rerank-tune writes heldout/fold0.nbest in --work-dir" in err and "started" not in err
+    assert f"rerank-tune writes {name} in --work-dir" in err and "started" not in err
     assert victim.read_bytes() == inputs["ref"].read_bytes() and not (tmp_path / "held.fr").exists()
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6 and "started" in err  # the stand-in extractor ran: no refusal
+
+
+@pytest.mark.parametrize("name", ["heldout", "heldout/tune0"])
+def test_rerank_tune_refuses_a_file_where_its_held_out_directory_goes(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, name: str, monkeypatch, capsys
+) -> None:
+    blocker = tmp_path / "work" / name
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("kept\n")
+    args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(tmp_path / "work"))
+    code, err = run_cli([*args, "--held-out", str(tmp_path / "held.fr")], monkeypatch, capsys)
+    assert code == 6, err
+    assert f"{blocker}: not a directory (rerank-tune writes {name}/ in --work-dir)" in err and "started" not in err
+    assert blocker.read_text() == "kept\n" and not (tmp_path / "w").exists()
+
+
+def test_rerank_tune_held_out_failing_keeps_the_weights_and_says_so(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The full tuning succeeds, a half's tuning fails: WEIGHTS (written first) stays, FILE is not
+    written, the one line says which tuning failed, and the temporary directory its log is in is
+    kept."""
+    import numpy as np
+
+    from phrase_rescorer.reranking import heldout, mert
+
+    def full(toolkit, nbest, references, start, work_dir, **kwargs):  # type: ignore[no-untyped-def]
+        return mert.TuneResult(np.asarray(start) + 0.5, 0.0)
+
+    def half(toolkit, nbest, references, start, work_dir, **kwargs):  # type: ignore[no-untyped-def]
+        raise mert.RerankError(f"mert failed (exit 1); see {os.path.join(work_dir, 'mert.log')}:\nboom")
+
+    monkeypatch.setattr(mert, "tune", full)
+    monkeypatch.setattr(heldout, "tune", half)
+    weights, held = tmp_path / "tuned.weights", tmp_path / "held.fr"
+    args = _tune(inputs, failing_moses, str(weights), "--init", str(inputs["ini"]), "--held-out", str(held))
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6, err
+    assert f"--held-out: a half's tuning failed ({weights} is written): mert failed (exit 1); see " in err
+    work = Path(err.split("; see ")[1].split(":")[0]).parents[2]  # WORK/heldout/tune0/mert.log
+    assert work.name.startswith("rerank-") and (work / "nbest.txt").is_file()
+    shutil.rmtree(work)
+    assert "CSLM0= " in weights.read_text() and not held.exists() and not left_behind(tmp_path)

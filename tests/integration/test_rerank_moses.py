@@ -335,18 +335,20 @@ def test_kbmira_without_a_pass_above_bleu_0_keeps_the_start(lists: dict[str, Pat
     assert result.dev_bleu == 0.0 and np.array_equal(result.weights, start)
 
 
+@pytest.mark.slow
 @pytest.mark.moses
 def test_rerank_tune_held_out_is_the_two_fold_choice(lists: dict[str, Path], tmp_path: Path) -> None:
     """rerank-tune --held-out: the weights are those of the run without it, the file holds
-    ``heldout_lines``' choice (each half by the weights tuned on the other, the same optimiser,
-    start and seed), one line per dev sentence, and the BLEU printed is that file's."""
+    ``heldout_lines``' choice (each half by the weights tuned on the other with the same
+    optimiser, start weights, seed and restarts: mert's -n 2 here, not the default 20), one line
+    per dev sentence, the same on stdout (``-``), and the BLEU printed is that file's."""
     from phrase_rescorer.experiment.bleu import tokenized_bleu
     from phrase_rescorer.moses.toolkit import find_moses
     from phrase_rescorer.reranking.heldout import heldout_lines
     from phrase_rescorer.reranking.nbest_features import read_matrix
     from phrase_rescorer.reranking.weights import read_weights_file, vector
 
-    common = ["--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--optimizer", "kbmira", "--seed", "3"]
+    common = ["--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2", "--seed", "3"]
     dev, ref = str(lists["dev"]), str(TINY_MOSES / "dev.fr")
     plain = run("rerank-tune", dev, ref, str(tmp_path / "plain.weights"), *common)
     assert plain.returncode == 0, plain.stderr
@@ -358,14 +360,16 @@ def test_rerank_tune_held_out_is_the_two_fold_choice(lists: dict[str, Path], tmp
     matrix = read_matrix(dev)
     refs = (TINY_MOSES / "dev.fr").read_text().splitlines()
     start = vector(read_weights_file(str(lists["ini"])), matrix.layout, missing=0.0, source="moses.ini")
-    toolkit = find_moses(str(lists["moses"]), needs=("bin/extractor", "bin/kbmira"))
-    expected = heldout_lines(toolkit, dev, matrix, refs, start, str(tmp_path / "lib"), seed=3, optimizer="kbmira")
+    toolkit = find_moses(str(lists["moses"]), needs=("bin/extractor", "bin/mert"))
+    expected = heldout_lines(toolkit, dev, matrix, refs, start, str(tmp_path / "lib"), seed=3, restarts=2)
     lines = held.read_text().splitlines()
     assert expected is not None and lines == expected and len(lines) == len(refs)
     assert all(line in matrix.hypotheses for line in lines)
-    assert (work / "heldout" / "fold0.nbest").is_file() and (work / "heldout" / "fold1.nbest").is_file()
-    printed = r.stderr.decode().split("dev BLEU held out")[1]
-    assert f": {tokenized_bleu(lines, refs).score:.2f}; wrote {held}" in printed
+    assert (work / "heldout" / "fold0.nbest").is_file() and (work / "heldout" / "tune1" / "mert.log").is_file()
+    assert f"dev BLEU held out: {tokenized_bleu(lines, refs).score:.2f}; wrote {held}" in r.stderr.decode()
+    piped = run("rerank-tune", dev, ref, str(tmp_path / "w2"), *common, "--held-out", "-")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == held.read_bytes()
 
 
 @pytest.mark.slow
