@@ -5,8 +5,10 @@ tuning set's: optimistic, and the more so the more room its features give the op
 those sentences. To compare reranked systems on dev, each dev sentence's hypothesis is chosen
 here by weights tuned without it: the sentences split into the even-numbered and the
 odd-numbered ones, the weights tuned on each half (the same optimiser, start weights, seed,
-restarts and threads as the full tuning) choose the other half's hypotheses. The chosen lines are the whole dev set's,
-in order; their BLEU is the held-out dev BLEU. It costs two more tunings on half the lines.
+restarts and threads as the full tuning) choose the other half's hypotheses. The chosen lines
+are the whole dev set's, in order; their BLEU is the held-out dev BLEU. It costs two more
+tunings on half the lines. ``experiment`` reports it for every reranked run, ``rerank-tune
+--held-out`` for its list.
 """
 
 from __future__ import annotations
