@@ -103,7 +103,7 @@ def rerank_tune(
     from ..experiment.bleu import tokenized_bleu
     from ..output import AtomicOutput, OutputError, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
-    from ..reranking.heldout import FOLDS, SUBDIR, WORK_PATHS, heldout_lines
+    from ..reranking.heldout import FOLDS, SUBDIR, WORK_PATHS, announcement, heldout_lines
     from ..reranking.mert import NBEST_COPY, WORK_FILES, RerankError, tune
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import Weights, WeightsError, read_weights_file, vector, write_weights_file
@@ -192,10 +192,7 @@ def rerank_tune(
         )
         if heldout_out is None:
             return
-        say(
-            ctx,
-            f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})",
-        )
+        say(ctx, announcement(optimizer))
         try:
             held = heldout_lines(
                 toolkit,

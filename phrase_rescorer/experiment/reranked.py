@@ -54,7 +54,7 @@ from ..nbest.features import CSLMFeature, TranslationFeature, read_source_text
 from ..nbest.stream import Feature, append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
-from ..reranking.heldout import FOLDS, SUBDIR, heldout_lines
+from ..reranking.heldout import FOLDS, SUBDIR, announcement, heldout_lines
 from ..reranking.mert import RerankError, tune
 from ..reranking.nbest_features import read_matrix
 from ..reranking.weights import vector, write_weights_file
@@ -292,7 +292,7 @@ def rerank_run(
         lines = output_lines(matrix, result.weights)
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    say(f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})")
+    say(announcement(optimizer))
     try:
         held = heldout_lines(
             toolkit,
