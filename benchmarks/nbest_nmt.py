@@ -9,8 +9,10 @@ bidirectional GRU encoder, additive attention; speed does not depend on the weig
 (E=256, H=512, maxout 256, rank 128, 8,000 words), optionally ``paper``'s (E=100, H=1000, 15,000
 words) and ``quick``'s (E=16, H=32, 500 words; ``--quick``); at each size, ``--kinds`` of network:
 the default (forward), ``right-to-left``, ``inverse`` (each hypothesis read as the network's source,
-so it is encoded once per hypothesis instead of once per sentence) and ``subword`` (units of
-the preset's vocabulary size learned on the corpus as ``train-nmt --subwords`` learns them;
+so it is encoded once per hypothesis instead of once per sentence), ``subword`` (units of
+the preset's vocabulary size learned on the corpus as ``train-nmt --subwords`` learns them) and
+``transformer`` (``--arch transformer`` at half the size's widths: ``medium``'s is width 128,
+feed-forward 256;
 ``make bench`` times every kind at the ``medium`` size, the recipes'). For each network the prefix scorer's
 rate is also given as the minutes a 200-best list of 1,000 sentences would take, against the 5
 minutes such a list may take (the budget of the reranking recipes' networks): 200,000 hypotheses,
@@ -52,6 +54,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +84,11 @@ TINY_PAIR = (TINY / "test.en", TINY / "test.fr")
 ARCH = "rnnsearch"  # train-nmt's default
 SIZES = ("quick", "small", "medium", "paper")
 #: The kinds of translation network an n-best feature may come from: ``train-nmt``'s default,
-#: ``--right-to-left``, ``--direction inverse`` (each hypothesis read as the source) and
-#: ``--subwords N`` (N the size's vocabulary size, units learned on the corpus).
-KINDS = ("forward", "right-to-left", "inverse", "subword")
+#: ``--right-to-left``, ``--direction inverse`` (each hypothesis read as the source),
+#: ``--subwords N`` (N the size's vocabulary size, units learned on the corpus) and
+#: ``--arch transformer`` (4 layers, 4 heads, the size's embedding and hidden widths halved:
+#: ``medium`` gives width 128 and feed-forward 256, the Multi30k literature's Transformer).
+KINDS = ("forward", "right-to-left", "inverse", "subword", "transformer")
 #: What the 4-hour recipe's lists ask of a network: a 200-best list of 1,000 sentences in 5 minutes.
 RECIPE_HYPOTHESES, RECIPE_MINUTES = 200_000, 5.0
 SCORERS = ("prefix", "batched")
@@ -117,8 +122,8 @@ def corpus_subwords(size: str) -> tuple[Subwords, Subwords]:
 
 
 def random_network(path: Path, size: str, kind: str = "forward") -> Checkpoint:
-    """A random-weight rnnsearch network of the size's shape and of one of ``KINDS``, saved as
-    ``train-nmt`` saves one."""
+    """A random-weight network of the size's shape and of one of ``KINDS`` (rnnsearch but for
+    the transformer), saved as ``train-nmt`` saves one."""
     subwords = corpus_subwords(size) if kind == "subword" else None
     if subwords is not None:
         src, tgt = subwords[0].vocabulary(), subwords[1].vocabulary()
@@ -134,7 +139,10 @@ def random_network(path: Path, size: str, kind: str = "forward") -> Checkpoint:
     if kind == "right-to-left":
         info["target_order"] = RIGHT_TO_LEFT
     torch.manual_seed(1)
-    model = build_model(parts.model_config(size, src, tgt), arch_config(ARCH))
+    config = parts.model_config(size, src, tgt)
+    if kind == "transformer":
+        config = replace(config, embed_dim=config.embed_dim // 2, hidden_dim=config.hidden_dim // 2)
+    model = build_model(config, arch_config("transformer" if kind == "transformer" else ARCH))
     save_checkpoint(str(path), model, src, tgt, info=info, subwords=subwords)
     return load_checkpoint(str(path))
 
@@ -314,7 +322,7 @@ def _names(given: str, allowed: Sequence[str], option: str) -> list[str]:
     "--kinds",
     default="forward",
     show_default=True,
-    help="Kinds of network timed at each size (forward, right-to-left, inverse, subword).",
+    help="Kinds of network timed at each size (forward, right-to-left, inverse, subword, transformer).",
 )
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per network and scorer."

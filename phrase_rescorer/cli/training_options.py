@@ -27,6 +27,7 @@ from .text import language_option
 SIZES = ("embed_dim", "hidden_dim", "maxout_dim", "output_rank")
 ARCH: tuple[str, ...] = ("cell_type", "layers", "bidirectional", "residual_from", "attention", "attention_from")
 ARCH += ("dropout", "embed_dropout")  # stored with the architecture's options, as the rates of its modules
+ARCH += ("heads",)
 _MODEL_DEFAULTS = ModelConfig()
 
 
@@ -156,10 +157,15 @@ def training_options(
             help="cho2014: the paper's network (Cho et al. 2014); rnnsearch: Bahdanau et al. 2015 "
             "(bidirectional GRU encoder, additive attention); gnmt: Wu et al. 2016 scaled "
             "to phrases (LSTM, bidirectional bottom layer, residual from layer 3, attention "
-            "from the bottom decoder layer; 4 layers). The options below override an "
-            "architecture's own (docs/architectures.md); cho2014 takes none.",
+            "from the bottom decoder layer; 4 layers); transformer: Vaswani et al. 2017, pre-norm "
+            "(4 layers, 4 heads; its width is --embed-dim, its feed-forward --hidden-dim). The "
+            "options below override an architecture's own (docs/architectures.md); cho2014 takes "
+            "none, the transformer only --layers, --heads and the dropout rates.",
         ),
-        click.option("--layers", type=click.IntRange(1), help="Encoder and decoder layers [rnnsearch 1, gnmt 4]."),
+        click.option(
+            "--layers", type=click.IntRange(1), help="Encoder and decoder layers [rnnsearch 1, gnmt 4, transformer 4]."
+        ),
+        click.option("--heads", type=click.IntRange(1), help="Attention heads of the transformer [4]."),
         click.option(
             "--cell-type",
             type=click.Choice(CELL_TYPES),
@@ -188,7 +194,8 @@ def training_options(
             "--dropout",
             type=click.FloatRange(0, 1, max_open=True),
             help="Dropout rate, in training only, on the embeddings, every recurrent layer's outputs, "
-            "the attention context and the readout; stored in MODEL_OUT (rnnsearch, gnmt) [0].",
+            "the attention context and the readout (transformer: every sub-layer's output); stored in "
+            "MODEL_OUT (rnnsearch, gnmt, transformer) [0].",
         ),
         click.option(
             "--embed-dropout",

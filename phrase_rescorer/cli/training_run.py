@@ -22,7 +22,7 @@ from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
-from ..model.architectures import arch_config
+from ..model.architectures import arch_config, sizes_problem, unused_sizes
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
@@ -30,7 +30,7 @@ from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
 from ..training.run_files import companion_path, is_kept_path
-from ..training.run_settings import TrainConfig
+from ..training.run_settings import TrainConfig, preset_sizes
 from ..training.task_interface import LoopSettings, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .progress import Progress
@@ -157,6 +157,9 @@ def run_training(
         arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
     except ValueError as e:
         raise UserError(str(e)) from e
+    problem = sizes_problem(preset_sizes(preset, **sizes)[1]["embed_dim"], arch_options)
+    if problem:
+        raise UserError(problem)
     check_loop_options(options)
     cfg = TrainConfig(**options)
     group, dev = join_group(ctx, device)
@@ -212,11 +215,19 @@ def run_training(
         f"model: {DIRECTION_SAYS[direction]}{' written right to left' if right_to_left else ''}, "
         f"{preset} preset, {vocabularies} "
         f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
-        + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES)
-        + (f", {cell} GRU" if arch_options is None or arch_options.cell_type == "gru" else ", LSTM")
+        + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES if k not in unused_sizes(arch_options))
+        + (
+            ""
+            if arch_options is not None and arch_options.heads
+            else f", {cell} GRU"
+            if arch_options is None or arch_options.cell_type == "gru"
+            else ", LSTM"
+        )
         + (
             ""
             if arch_options is None
+            else f", {arch} ({arch_options.layers} layers, {arch_options.heads} heads)"
+            if arch_options.heads
             else f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)"
         )
         + f"; {optimizer}, device {dev}"

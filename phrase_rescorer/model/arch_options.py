@@ -12,6 +12,9 @@ gnmt       Wu et al. (2016) scaled to phrase pairs: LSTM cells, bidirectional bo
            third layer up, attention from the bottom decoder layer fed to every other
            decoder layer and to the output. GNMT has 8 layers; a phrase of a few tokens
            needs fewer: 4 by default (``--layers``).
+transformer Vaswani et al. (2017), pre-norm, as the Multi30k literature sizes it: 4
+           layers a side, 4 heads (``--heads``); ``transformer.py``. It takes none of
+           the recurrent options (cell, bidirectional, residual, attention kind).
 ========== ============================================================================
 
 Every option of ``ArchConfig`` can be overridden on top of a named architecture (``train
@@ -45,6 +48,7 @@ class ArchConfig:
     attention_from: str = "top"  # the decoder layer whose previous output is the query
     dropout: float = 0.0  # training only: recurrent outputs, attention context, readout (0: none)
     embed_dropout: float | None = None  # training only: embeddings (None: as ``dropout``)
+    heads: int = 0  # attention heads of the transformer; 0 for the recurrent architectures
 
     def __post_init__(self) -> None:
         named = globals().get("ARCHITECTURES")  # None while the named sets below are built
@@ -58,6 +62,7 @@ class ArchConfig:
             raise ValueError(f"attention_from must be one of {ATTENTION_FROM}, not {self.attention_from!r}")
         if self.layers < 1:
             raise ValueError("layers must be at least 1")
+        self._check_heads(named)
         for name in ("dropout", "embed_dropout"):
             rate = getattr(self, name)
             if rate is not None and not (isinstance(rate, int | float) and 0.0 <= rate < 1.0):
@@ -81,6 +86,23 @@ class ArchConfig:
                 "there is no such layer (0: none)"
             )
 
+    def _check_heads(self, named: dict[str, ArchConfig] | None) -> None:
+        """Heads for the transformer alone, which keeps the recurrent options at its own values."""
+        if self.name != "transformer":
+            if self.heads:
+                raise ValueError(f"heads are the transformer's option; {self.name} takes none")
+            return
+        if self.heads < 1:
+            raise ValueError("the transformer needs at least 1 head")
+        own = None if named is None else named["transformer"]
+        recurrent = ("cell_type", "bidirectional", "residual_from", "attention", "attention_from")
+        changed = [n for n in recurrent if own is not None and getattr(self, n) != getattr(own, n)]
+        if changed:
+            raise ValueError(
+                f"the transformer takes none of the recurrent options ({', '.join(changed)}); "
+                "its options are --layers, --heads, --dropout and --embed-dropout"
+            )
+
     @property
     def embedding_dropout(self) -> float:
         """The dropout rate of the embeddings (``embed_dropout``, else ``dropout``)."""
@@ -91,7 +113,7 @@ class ArchConfig:
         at their defaults, so a network without dropout is stored (and fingerprinted, and
         resumed) exactly as before they existed; files without them read as dropout 0."""
         d = asdict(self)
-        for name in _TRAINING_ONLY:
+        for name in _OMITTED_AT_DEFAULT:
             if d[name] == getattr(ArchConfig, name):
                 del d[name]
         return d
@@ -106,9 +128,13 @@ class ArchConfig:
 
 #: Options that change only training (dropout is off whenever a network scores: eval mode).
 _TRAINING_ONLY = ("dropout", "embed_dropout")
+#: Options left out of the stored dict at their defaults, so that files made before they existed
+#: read, fingerprint and resume as they did: the dropout rates, and the transformer's heads.
+_OMITTED_AT_DEFAULT = (*_TRAINING_ONLY, "heads")
 
 
 ARCHITECTURES: dict[str, ArchConfig] = {
     "rnnsearch": ArchConfig("rnnsearch", "gru", 1, True, 0, "additive", "top"),
     "gnmt": ArchConfig("gnmt", "lstm", 4, True, 3, "additive", "bottom"),
+    "transformer": ArchConfig("transformer", "gru", 4, False, 0, "dot", "top", heads=4),
 }

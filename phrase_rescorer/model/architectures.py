@@ -1,13 +1,13 @@
 """The one place that builds a network: ``NETWORKS`` names every network family and its builder;
 ``build_model`` gives the network of a named architecture (``arch_options``: cho2014,
-rnnsearch, gnmt, and the options that override them).
+rnnsearch, gnmt, transformer, and the options that override them).
 
 Every network implements ``network.Network``, so scorers, beam search, training and the
 analyses take any of them. **Adding a network family** is one module under ``model/`` (a class
 implementing ``network.Network``) and one line here: ``"name": builder`` in ``NETWORKS``, the
 builder taking the sizes (``ModelConfig``) and the architecture's options (``ArchConfig``, whose
 ``name`` picks the family; None only for cho2014, whose model file holds no options). The model
-file stores ``ArchConfig`` options: a family that is a named set of them (as rnnsearch and gnmt
+file stores ``ArchConfig`` options: a family that is a named set of them (as rnnsearch, gnmt and transformer
 are) also lists its defaults in ``arch_options.ARCHITECTURES``.
 
 The architectures' options live in ``arch_options`` (imported here too, so that
@@ -24,6 +24,7 @@ from .arch_options import ARCHITECTURES, ArchConfig
 from .cho2014 import ModelConfig, RNNEncoderDecoder
 from .network import Network
 from .stacked import StackedEncoderDecoder
+from .transformer import UNUSED_SIZES, TransformerEncoderDecoder, size_problem
 
 __all__ = ["ARCH_NAMES", "ARCHITECTURES", "NETWORKS", "ArchConfig", "Network", "arch_config", "build_model"]
 
@@ -34,11 +35,18 @@ def _stacked(config: ModelConfig, arch: ArchConfig | None) -> Network:
     return StackedEncoderDecoder(config, arch)
 
 
+def _transformer(config: ModelConfig, arch: ArchConfig | None) -> Network:
+    if arch is None:
+        raise ValueError("a transformer needs its architecture options")
+    return TransformerEncoderDecoder(config, arch)
+
+
 #: Network families by name: name -> builder(sizes, options or None). One line per family.
 NETWORKS: dict[str, Callable[[ModelConfig, ArchConfig | None], Network]] = {
     "cho2014": lambda config, arch: RNNEncoderDecoder(config),
     "rnnsearch": _stacked,
     "gnmt": _stacked,
+    "transformer": _transformer,
 }
 
 
@@ -61,6 +69,18 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
             )
         return None
     return replace(ARCHITECTURES[name], **given)
+
+
+def sizes_problem(embed_dim: int, arch: ArchConfig | None) -> str | None:
+    """Why a network of ``arch`` cannot have these sizes (None where it can), said before any
+    data is read: the transformer's width must be divisible by its heads."""
+    return size_problem(embed_dim, arch) if arch is not None and arch.name == "transformer" else None
+
+
+def unused_sizes(arch: ArchConfig | None) -> tuple[str, ...]:
+    """The sizes of ``ModelConfig`` that a network of ``arch`` does not read (the transformer's
+    maxout and output rank): no weight has them, and the training summary leaves them out."""
+    return UNUSED_SIZES if arch is not None and arch.name == "transformer" else ()
 
 
 def build_model(config: ModelConfig, arch: ArchConfig | None = None) -> Network:

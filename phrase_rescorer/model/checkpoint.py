@@ -46,7 +46,7 @@ import torch
 from .. import __version__
 from ..data.subwords import SubwordError, Subwords
 from ..data.vocab import Vocabulary, tokenize_phrase
-from .architectures import ArchConfig, Network, build_model
+from .architectures import ArchConfig, Network, build_model, unused_sizes
 from .cho2014 import ModelConfig
 from .files import FORMAT, CheckpointError, read_torch_file, write_torch_file
 from .kinds import FAMILIES, ModelKind, describe_kind, kind_of, network_kind
@@ -244,7 +244,7 @@ def check_weights(config: ModelConfig, arch: ArchConfig | None, state_dict: Any)
     if not isinstance(state_dict, dict) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise ValueError("its weights are not a dictionary of tensors")
     dims = {d for tensor in state_dict.values() for d in tensor.shape}
-    for name in _SIZES:
+    for name in (n for n in _SIZES if n not in unused_sizes(arch)):
         value = getattr(config, name)
         if value not in dims:
             raise ValueError(f"its configuration's {name} {value} is the size of none of its weights")

@@ -1,5 +1,5 @@
 """The exact prefix-sharing scorer of every network, on the ``network.Network`` interface alone:
-the default of the architectures built from options (rnnsearch, gnmt, ...).
+the default of the architectures built from options (rnnsearch, gnmt, ...) and of the transformer.
 
 A decoder's state after step i depends only on the source (for the stacked networks its encoder
 memory, attention keys and summary) and on y_1 .. y_i (``model.decoders``): targets of one source that start with
@@ -34,6 +34,9 @@ no backward state; encoding is once per distinct source and a small part of the 
 The arithmetic is the model's own (``encode``, ``step``, ``readout``); only
 batch shapes and GEMM blocking change, so the scores equal ``sequence_log_probs`` to float32
 rounding (tests: |Δ log p| <= 1e-4 + 1e-5 |log p|, as for the cho2014 prefix scorer).
+
+A state may grow from one depth to the next (the transformer's holds every layer's keys and
+values at every position so far): each depth's states are made at the width its steps give.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class StackedPrefixScorer(StackedScorer):
         totals[seqs[k]] += log p(next_tok[k]) at node nodes[k] for every k."""
         model, rows, n = self.model, self.batch_size, len(node_src)
         seqs, nodes, next_tok, bounds = edge_batches(seqs, nodes, next_tok, n, rows)
-        state = state_prev.new_empty(n, state_prev.shape[1])
+        state: torch.Tensor | None = None  # made at the width of the new states (a transformer's grows)
         for i, start in enumerate(range(0, n, rows)):
             stop = min(start + rows, n)
             if token is None:
@@ -130,12 +133,14 @@ class StackedPrefixScorer(StackedScorer):
             else:
                 y_prev = model.tgt_embed(token[start:stop])
             s, top, ctx = self._step(y_prev, state_prev[parent[start:stop]], node_src[start:stop], enc, widths)
+            if state is None:
+                state = s.new_empty(n, s.shape[1])
             state[start:stop] = s
             a, b = int(bounds[i]), int(bounds[i + 1])
             logp = torch.log_softmax(model.readout(top, y_prev, ctx).float(), dim=-1)
             picked = logp[self._tensor(nodes[a:b] - start), self._tensor(next_tok[a:b])]
             totals.index_add_(0, self._tensor(seqs[a:b]), picked.double())
-        return state
+        return state_prev[:0] if state is None else state
 
     def _step(
         self, y_prev: torch.Tensor, state: torch.Tensor, src: np.ndarray, enc: EncodedSource, widths: np.ndarray

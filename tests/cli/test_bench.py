@@ -79,15 +79,17 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         assert t["warmup_steps"] >= 10
     archs = figures["arch_rescoring"]
     assert archs["lines"] == 200 and archs["scores_equal"] is True
-    assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt")} == {
+    assert {a: archs[a]["prefix"]["scorer"] for a in ("cho2014", "rnnsearch", "gnmt", "transformer")} == {
         "cho2014": "PrefixScorer",
         "rnnsearch": "StackedPrefixScorer",
         "gnmt": "StackedPrefixScorer",
+        "transformer": "StackedPrefixScorer",
     }
     assert set(figures["machine"]["cpu_flags"] or {}) <= {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
     assert figures["nbest"]["scores_equal"] is True and figures["nbest"]["quick"]["hypotheses_per_s"] > 0
     nmt = figures["nbest_nmt"]
     assert nmt["scores_equal"] is True and nmt["quick"]["prefix"]["hypotheses_per_s"] > 0
+    assert nmt["quick-transformer"]["prefix"]["hypotheses_per_s"] > 0
     if figures["gpu"] is None:
         assert "no CUDA device: GPU figures not measured" in r.stdout
 
@@ -125,6 +127,7 @@ def test_architecture_part_alone(tmp_path: Path, sample_table: Path) -> None:
         ("cho2014", "PrefixScorer", "BatchedScorer"),
         ("rnnsearch", "StackedPrefixScorer", "StackedScorer"),
         ("gnmt", "StackedPrefixScorer", "StackedScorer"),
+        ("transformer", "StackedPrefixScorer", "StackedScorer"),
     ):
         f = figures[arch]
         assert (f["prefix"]["scorer"], f["batched"]["scorer"]) == (prefix, batched)

@@ -48,6 +48,12 @@ def _gnmt(path: Path) -> Path:
     return tiny_arch_checkpoint(path, "gnmt")
 
 
+def _transformer(path: Path) -> Path:
+    from tests.helpers.rescore_data import tiny_arch_checkpoint
+
+    return tiny_arch_checkpoint(path, "transformer", layers=2)
+
+
 def _cho2014_subwords(path: Path) -> Path:
     from tests.helpers.rescore_data import tiny_checkpoint
 
@@ -60,6 +66,7 @@ MODELS: dict[str, Callable[[Path], Path]] = {
     "tiny-rnnsearch.pt": _rnnsearch,  # the architecture's own options, 16 units
     "tiny-gnmt.pt": _gnmt,  # 4 LSTM layers, residual connections, attention from the bottom layer
     "tiny-cho2014-subwords.pt": _cho2014_subwords,  # at most 500 SentencePiece units per side
+    "tiny-transformer.pt": _transformer,  # 2 layers a side, 4 heads, width 16
 }
 
 
@@ -76,6 +83,7 @@ VARIANTS: dict[str, Variant] = {
     "unk-normalize": Variant("tiny-cho2014.pt", ["--unk-feature", "--normalize"], 2),
     "rnnsearch": Variant("tiny-rnnsearch.pt", [], 1),
     "gnmt": Variant("tiny-gnmt.pt", [], 1),
+    "transformer": Variant("tiny-transformer.pt", [], 1),
     # log p: a long phrase is 20 units or more, some below the floor exp(-100) of the prob format
     "subwords": Variant("tiny-cho2014-subwords.pt", ["--unk-feature", "--score-format", "logprob"], 2, True),
 }

@@ -161,13 +161,14 @@ def tiny_arch_checkpoint(path: Path, arch: str = "gnmt", seed: int = 0, std: flo
 
 #: Small networks covering every building block: both cells, each attention kind (none,
 #: additive, dot, general), attention from the top and the bottom layer, uni- and bidirectional
-#: bottom layers, residual connections. Options for ``tiny_arch_checkpoint``.
+#: bottom layers, residual connections; and a 2-layer transformer. Options for ``tiny_arch_checkpoint``.
 ARCH_VARIANTS: dict[str, dict[str, object]] = {
     "rnnsearch": dict(arch="rnnsearch"),
     "gnmt": dict(arch="gnmt", layers=3),
     "gnmt-general-gru": dict(arch="gnmt", layers=3, attention="general", cell_type="gru"),
     "rnnsearch-dot-uni": dict(arch="rnnsearch", attention="dot", bidirectional=False, layers=2, residual_from=2),
     "lstm-no-attention": dict(arch="rnnsearch", attention="none", cell_type="lstm"),
+    "transformer": dict(arch="transformer", layers=2),
 }
 
 

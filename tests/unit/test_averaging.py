@@ -42,9 +42,10 @@ def test_copies_of_one_file_average_to_it(
     assert np.array_equal(_scores(out), _scores(model))
 
 
-def test_the_mean_of_two_networks_loads_and_scores(tmp_path: Path) -> None:
-    a = tiny_arch_checkpoint(tmp_path / "a.pt", "gnmt", seed=1, layers=2)
-    b = tiny_arch_checkpoint(tmp_path / "b.pt", "gnmt", seed=2, layers=2)
+@pytest.mark.parametrize("arch", ["gnmt", "transformer"])
+def test_the_mean_of_two_networks_loads_and_scores(tmp_path: Path, arch: str) -> None:
+    a = tiny_arch_checkpoint(tmp_path / "a.pt", arch, seed=1, layers=2)
+    b = tiny_arch_checkpoint(tmp_path / "b.pt", arch, seed=2, layers=2)
     averaged = average_checkpoints([str(a), str(b)])
     wa, wb = load_checkpoint(str(a)).state_dict, load_checkpoint(str(b)).state_dict
     for name, weight in averaged.state_dict.items():
@@ -61,6 +62,7 @@ def test_networks_of_other_settings_are_refused(
     rnnsearch = tiny_arch_checkpoint(tmp_path / "r.pt", "rnnsearch")
     others = {
         "gnmt.pt": lambda p: tiny_arch_checkpoint(p, "gnmt", layers=2),
+        "transformer.pt": lambda p: tiny_arch_checkpoint(p, "transformer", layers=2),
         "cho.pt": lambda p: tiny_checkpoint(p),
         "dropout.pt": lambda p: tiny_arch_checkpoint(p, "rnnsearch", dropout=0.2),
     }

@@ -36,8 +36,13 @@ from tests.helpers.synthetic import mapping_table
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: Architectures with every place dropout acts: rnnsearch (bidirectional bottom layer, attention
-#: from the top), a 3-layer gnmt (residual connections, attention from the bottom layer).
-VARIANTS = {"rnnsearch": dict(arch="rnnsearch"), "gnmt": dict(arch="gnmt", layers=3)}
+#: from the top), a 3-layer gnmt (residual connections, attention from the bottom layer), a
+#: 2-layer transformer (embeddings with their positions, every sub-layer's output).
+VARIANTS = {
+    "rnnsearch": dict(arch="rnnsearch"),
+    "gnmt": dict(arch="gnmt", layers=3),
+    "transformer": dict(arch="transformer", layers=2),
+}
 SOURCES = ["a man in a blue shirt .", "two dogs play", "the house is small"]
 HYPS = [(0, "un homme ."), (0, "un homme en chemise"), (1, "deux chiens"), (2, "la maison est petite")]
 

@@ -60,14 +60,14 @@ def _plain(path: Path, inverse: bool) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize("arch", ["cho2014", "rnnsearch", "gnmt"])
+@pytest.mark.parametrize("arch", ["cho2014", "rnnsearch", "gnmt", "transformer"])
 @pytest.mark.parametrize("direction", ["forward", "inverse"])
 def test_scores_equal_the_plain_computation(tmp_path: Path, arch: str, direction: str) -> None:
     model = tmp_path / "m.pt"
     if arch == "cho2014":
         tiny_checkpoint(model)
     else:
-        tiny_arch_checkpoint(model, arch=arch, **({"layers": 2} if arch == "gnmt" else {}))
+        tiny_arch_checkpoint(model, arch=arch, **({"layers": 2} if arch in ("gnmt", "transformer") else {}))
     _with_info(model, trained_on="sentence pairs", direction=direction)
     feature = load_feature(str(model), "NMT0", SOURCES)
     assert isinstance(feature, TranslationFeature) and feature.inverse == (direction == "inverse")
