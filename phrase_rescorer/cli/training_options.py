@@ -81,7 +81,14 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
             type=click.IntRange(1),
             help="Lower the learning rate along a half cosine from --lr at the first step to 0 at "
             "step N, where the run ends (counted across resumes; --max-steps at most N). Without "
-            "it the rate stays at --lr.",
+            "it (or --warmup-steps) the rate stays at --lr.",
+        ),
+        click.option(
+            "--warmup-steps",
+            type=click.IntRange(1),
+            help="Raise the learning rate linearly from 0 to --lr over the first N steps, then lower it "
+            "with the inverse square root of the step (Vaswani et al. 2017: --lr at step N, half of it "
+            "at step 4N); counted across resumes. Not with --lr-decay-steps.",
         ),
         device_option,
         threads_option,
@@ -109,7 +116,7 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
 def check_loop_options(options: dict[str, Any]) -> None:
     """Refuse the loop's options that cannot go together, before any input is read."""
     try:
-        check_schedule(options["max_steps"], options["lr_decay_steps"])
+        check_schedule(options["max_steps"], options["lr_decay_steps"], options["warmup_steps"])
     except UsageError as e:
         raise UserError(str(e), e.exit_code) from e
 

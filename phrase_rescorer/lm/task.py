@@ -50,9 +50,10 @@ class LMTrainConfig:
     log_every: int = 100
     keep_checkpoints: int = 0  # the loop's kept networks (train-nmt's --keep-checkpoints); not for the CSLM
     lr_decay_steps: int | None = None  # the loop's cosine schedule (training.schedule); None: constant lr
+    warmup_steps: int | None = None  # the loop's inverse-square-root schedule (training.schedule)
 
     def __post_init__(self) -> None:
-        check_schedule(self.max_steps, self.lr_decay_steps)
+        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps)
 
 
 @dataclass

@@ -43,7 +43,7 @@ from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
 from .same_run import differences
-from .schedule import learning_rate
+from .schedule import learning_rate, scheduled
 from .task_interface import LoopSettings, RunState, Task
 
 
@@ -104,7 +104,8 @@ class Loop:
 
     def record(self) -> dict[str, Any]:
         """The task's record of the run, with the loop's own setting: the learning rate's schedule."""
-        return {**self.task.record(), "lr_decay_steps": self.cfg.lr_decay_steps}
+        cfg = self.cfg
+        return {**self.task.record(), "lr_decay_steps": cfg.lr_decay_steps, "warmup_steps": cfg.warmup_steps}
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:
@@ -145,8 +146,9 @@ class Loop:
     def step(self, batch: Any) -> torch.Tensor:
         """One update on the (global) batch; this process's part of the loss."""
         task = self.task
-        if self.cfg.lr_decay_steps is not None:  # else the optimizer keeps the rate it was made with
-            rate = learning_rate(self.cfg.lr, self.p.step, self.cfg.lr_decay_steps)
+        cfg = self.cfg
+        if scheduled(cfg.lr_decay_steps, cfg.warmup_steps):  # else the optimizer keeps the rate it was made with
+            rate = learning_rate(cfg.lr, self.p.step, cfg.lr_decay_steps, cfg.warmup_steps)
             for group in task.optimizer.param_groups:
                 group["lr"] = rate
         task.network.train()  # dropout on (validation and every scorer run in eval mode)
@@ -207,8 +209,8 @@ class Loop:
                     "loss": group.sum([float(loss_sum)])[0] / steps,
                     f"{task.unit}_per_s": round(items / max(seconds, 1e-9), 1),
                 }
-                if cfg.lr_decay_steps is not None:
-                    event["lr"] = learning_rate(cfg.lr, p.step - 1, cfg.lr_decay_steps)
+                if scheduled(cfg.lr_decay_steps, cfg.warmup_steps):
+                    event["lr"] = learning_rate(cfg.lr, p.step - 1, cfg.lr_decay_steps, cfg.warmup_steps)
                 return event
 
             emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, **task.start_event()})

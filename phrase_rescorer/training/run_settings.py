@@ -47,9 +47,10 @@ class TrainConfig:
     label_smoothing: float = 0.0  # the training loss's smoothing (label_smoothing.py); 0: log p
     keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
     lr_decay_steps: int | None = None  # the cosine schedule's length (schedule.py); None: constant lr
+    warmup_steps: int | None = None  # the inverse-square-root schedule's warm-up (schedule.py)
 
     def __post_init__(self) -> None:
-        check_schedule(self.max_steps, self.lr_decay_steps)
+        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps)
         if self.optimizer not in OPTIMIZERS:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
         if not 0.0 <= self.label_smoothing < 1.0:

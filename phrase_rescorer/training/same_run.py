@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The value of each setting added to a run's record later, for the runs saved before.
-_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None}
+_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None, "warmup_steps": None}
 #: Run-record entries compared as a whole: (name, its value when absent).
 _NAMED = {
     "arch": ("architecture", "cho2014"),

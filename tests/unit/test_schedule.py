@@ -1,4 +1,4 @@
-"""The learning-rate schedule (``--lr-decay-steps``): the half cosine is torch's
+"""The learning-rate schedules (``--lr-decay-steps``, ``--warmup-steps``): the half cosine is torch's
 ``CosineAnnealingLR`` (to 0, without restarts), the refusals of a run that would go past its end,
 and the rate the optimizer holds at every step of a real run."""
 
@@ -72,3 +72,46 @@ def test_the_optimizer_steps_with_the_scheduled_rate(tmp_path: Path) -> None:
     assert (reason, state.step) == ("lr_decay_steps", 12)
     assert rates == [learning_rate(1e-2, t, 12) for t in range(12)]
     assert rates[0] == 1e-2 and 0 < rates[-1] < 1e-3
+
+
+def test_the_warm_up_rises_to_the_rate_then_falls_with_the_inverse_square_root() -> None:
+    """``--warmup-steps W``: lr s / W for the s-th update up to W, then lr sqrt(W / s); the
+    form of Vaswani et al. (d^-0.5 min(s^-0.5, s W^-1.5)) scaled so that its peak is lr."""
+    lr, w = 2e-3, 400
+    assert learning_rate(lr, 0, None, w) == pytest.approx(lr / w)
+    assert learning_rate(lr, w - 1, None, w) == pytest.approx(lr)
+    assert learning_rate(lr, 4 * w - 1, None, w) == pytest.approx(lr / 2)
+    peak = max(learning_rate(lr, t, None, w) for t in range(3 * w))
+    assert peak == pytest.approx(lr)
+    for t in (0, 17, w - 1, w, 5 * w, 10**6):  # Vaswani et al.'s own form, divided by its peak
+        s = t + 1
+        vaswani = min(s**-0.5, s * w**-1.5)
+        assert learning_rate(lr, t, None, w) == pytest.approx(lr * vaswani / w**-0.5, rel=1e-12)
+
+
+def test_one_schedule_at_a_time() -> None:
+    check_schedule(None, None, 10)
+    with pytest.raises(UsageError, match="two schedules of the learning rate; choose one"):
+        check_schedule(None, 100, 10)
+    with pytest.raises(UsageError, match="--warmup-steps must be at least 1"):
+        TrainConfig(warmup_steps=0)
+
+
+def test_the_optimizer_steps_with_the_warm_up(tmp_path: Path) -> None:
+    table = mapping_table(tmp_path / "pt.gz", 300)
+    cfg = TrainConfig(
+        batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, warmup_steps=4, max_steps=9
+    )
+    data = prepare_data(load_pairs(str(table)), 40, cfg)
+    device = torch.device("cpu")
+    task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
+    rates: list[float] = []
+
+    def report(kind: str, event: dict) -> None:
+        if kind == "step":
+            rates.append(task.optimizer.param_groups[0]["lr"])
+
+    reason, state = fit(task, cfg, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
+    assert (reason, state.step) == ("max_steps", 9)
+    assert rates == [learning_rate(1e-2, t, None, 4) for t in range(9)]
+    assert rates[3] == 1e-2 and rates[0] == 1e-2 / 4 and rates[-1] < 1e-2

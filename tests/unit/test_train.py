@@ -242,6 +242,24 @@ def test_a_decaying_rate_resumes_exactly_and_ends_the_run(task: Run, tmp_path: P
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
 
 
+def test_a_warm_up_resumes_exactly_and_is_part_of_the_run(task: Run, tmp_path: Path) -> None:
+    """--warmup-steps 8: the log's rates rise to --lr at step 8 and fall as 1/sqrt(step) after,
+    a run stopped at step 5 and resumed is the uninterrupted one, and another warm-up is refused."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    r = task.run(whole / "m.pt", "--lr", "0.01", "--warmup-steps", "8", "--max-steps", "20")
+    assert r.exit_code == 0, r.output
+    log = read_log(str(whole / "m.log"))
+    rates = [(e["step"], e["lr"]) for e in log if e["event"] == "train"]
+    assert rates == [(s, pytest.approx(0.01 * min(s / 8, math.sqrt(8 / s)))) for s in range(1, 21)]
+    assert task.run(parts / "m.pt", "--lr", "0.01", "--warmup-steps", "8", "--max-steps", "5").exit_code == 0
+    r = task.run(parts / "m.pt", "--lr", "0.01", "--resume", "--max-steps", "20")
+    assert r.exit_code == 2 and "warmup_steps was 8, now None" in r.output, r.output
+    r = task.run(parts / "m.pt", "--lr", "0.01", "--warmup-steps", "8", "--max-steps", "20", "--resume")
+    assert r.exit_code == 0, r.output
+    assert losses(parts / "m.log") == losses(whole / "m.log")
+
+
 def test_a_run_longer_than_its_schedule_is_refused_before_reading(task: Run, tmp_path: Path) -> None:
     absent = Run(task.task, [str(tmp_path / "absent.txt")], tmp_path)
     r = absent.run(tmp_path / "m.pt", "--lr-decay-steps", "30", "--max-steps", "31")
