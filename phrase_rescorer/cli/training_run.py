@@ -22,7 +22,7 @@ from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
-from ..model.architectures import arch_config, sizes_problem, unused_sizes
+from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused_sizes
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
@@ -128,6 +128,16 @@ def run_loop(
         ) from e
 
 
+def _network_says(arch: str, options: ArchConfig | None, cell: str) -> str:
+    """What the summary line says of the network: its cells, and its family's layers."""
+    if options is None:
+        return f", {cell} GRU"
+    if options.heads:
+        return f", {arch} ({options.layers} layers, {options.heads} heads)"
+    cells = f", {cell} GRU" if options.cell_type == "gru" else ", LSTM"
+    return f"{cells}, {arch} ({options.layers} layers, {options.attention} attention)"
+
+
 def run_training(
     ctx: click.Context,
     *,
@@ -216,20 +226,7 @@ def run_training(
         f"{preset} preset, {vocabularies} "
         f"{len(data.src_vocab):,}/{len(data.tgt_vocab):,}, "
         + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES if k not in unused_sizes(arch_options))
-        + (
-            ""
-            if arch_options is not None and arch_options.heads
-            else f", {cell} GRU"
-            if arch_options is None or arch_options.cell_type == "gru"
-            else ", LSTM"
-        )
-        + (
-            ""
-            if arch_options is None
-            else f", {arch} ({arch_options.layers} layers, {arch_options.heads} heads)"
-            if arch_options.heads
-            else f", {arch} ({arch_options.layers} layers, {arch_options.attention} attention)"
-        )
+        + _network_says(arch, arch_options, cell)
         + f"; {optimizer}, device {dev}"
         + (" (bf16)" if cfg.bf16 else ""),
     )
