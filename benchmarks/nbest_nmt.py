@@ -289,7 +289,8 @@ def nmt_part(
     threads = torch.get_num_threads()
     click.echo(
         f"\nn-best scoring with the NMT feature (append_features with TranslationFeature: read, score, "
-        f"write; {ARCH}, random weights, float32; {threads} thread{'s' if threads > 1 else ''}; {repeats} "
+        f"write; {ARCH} but for the transformer kind, random weights, float32; "
+        f"{threads} thread{'s' if threads > 1 else ''}; {repeats} "
         f"interleaved run{'s' if repeats > 1 else ''} per scorer)\n  list: {what}\n  useful work: the "
         f"matrix products of the plain computation, one hypothesis at a time (FlopCounterMode on up to "
         f"{flop_sample:,} hypotheses spread over the list)"
