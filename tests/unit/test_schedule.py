@@ -54,11 +54,11 @@ def test_a_run_past_the_end_of_its_schedule_is_refused() -> None:
         TrainConfig(max_steps=101, lr_decay_steps=100)
 
 
-def test_the_optimizer_steps_with_the_scheduled_rate(tmp_path: Path) -> None:
-    """A real phrase run of 12 steps: before each update the optimizer holds the schedule's rate
-    (read at the loop's report after the step), and the run ends at the schedule's end."""
+def rates_of_a_run(tmp_path: Path, **schedule: int) -> tuple[str, int, list[float]]:
+    """A real phrase run with ``schedule``: (why it ended, its steps, the rate the optimizer held
+    before each update, read at the loop's report after the step)."""
     table = mapping_table(tmp_path / "pt.gz", 300)
-    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, lr_decay_steps=12)
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, **schedule)  # type: ignore[arg-type]
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     device = torch.device("cpu")
     task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
@@ -69,7 +69,14 @@ def test_the_optimizer_steps_with_the_scheduled_rate(tmp_path: Path) -> None:
             rates.append(task.optimizer.param_groups[0]["lr"])
 
     reason, state = fit(task, cfg, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
-    assert (reason, state.step) == ("lr_decay_steps", 12)
+    return reason, state.step, rates
+
+
+def test_the_optimizer_steps_with_the_scheduled_rate(tmp_path: Path) -> None:
+    """A real phrase run of 12 steps: before each update the optimizer holds the schedule's rate,
+    and the run ends at the schedule's end."""
+    reason, steps, rates = rates_of_a_run(tmp_path, lr_decay_steps=12)
+    assert (reason, steps) == ("lr_decay_steps", 12)
     assert rates == [learning_rate(1e-2, t, 12) for t in range(12)]
     assert rates[0] == 1e-2 and 0 < rates[-1] < 1e-3
 
@@ -98,20 +105,7 @@ def test_one_schedule_at_a_time() -> None:
 
 
 def test_the_optimizer_steps_with_the_warm_up(tmp_path: Path) -> None:
-    table = mapping_table(tmp_path / "pt.gz", 300)
-    cfg = TrainConfig(
-        batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, warmup_steps=4, max_steps=9
-    )
-    data = prepare_data(load_pairs(str(table)), 40, cfg)
-    device = torch.device("cpu")
-    task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
-    rates: list[float] = []
-
-    def report(kind: str, event: dict) -> None:
-        if kind == "step":
-            rates.append(task.optimizer.param_groups[0]["lr"])
-
-    reason, state = fit(task, cfg, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
-    assert (reason, state.step) == ("max_steps", 9)
+    reason, steps, rates = rates_of_a_run(tmp_path, warmup_steps=4, max_steps=9)
+    assert (reason, steps) == ("max_steps", 9)
     assert rates == [learning_rate(1e-2, t, None, 4) for t in range(9)]
     assert rates[3] == 1e-2 and rates[0] == 1e-2 / 4 and rates[-1] < 1e-2
