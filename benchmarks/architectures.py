@@ -1,7 +1,7 @@
 """Rescoring throughput per architecture: part of ``make bench``, or alone with
 ``python -m benchmarks.architectures``.
 
-For each architecture (cho2014, rnnsearch, gnmt with their default options) a random-weight
+For each architecture (cho2014, rnnsearch, gnmt, transformer with their default options) a random-weight
 network of one size (``small`` by default: H=256, E=64, 8,000-word shortlists taken from the
 timed lines) rescores the first ``--lines`` lines of a table through the engine, with the
 ``prefix`` scorer (the default: PrefixScorer for cho2014, StackedPrefixScorer for the others)

@@ -13,7 +13,7 @@ size (speed does not depend on the weights):
 * the scores of both, which must agree to 1e-4 + 1e-5 |log p| (float32 rounding; the exit
   status is 1 otherwise);
 * the peak RSS of a rescoring process on the timed table and on 10 renamed copies of it;
-* rescoring pairs/s per architecture (cho2014, rnnsearch, gnmt; ``--arch-lines`` lines, a small
+* rescoring pairs/s per architecture (cho2014, rnnsearch, gnmt, transformer; ``--arch-lines`` lines, a small
   network), prefix-sharing scorer against the batched one (``architectures``);
 * the prefix scorer's bound: 1 / (the reference's fraction of the machine's matrix-product rate
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;

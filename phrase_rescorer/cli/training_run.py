@@ -167,6 +167,12 @@ def run_training(
         arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
     except ValueError as e:
         raise UserError(str(e)) from e
+    unused = [f"--{k.replace('_', '-')}" for k in unused_sizes(arch_options) if sizes.get(k) is not None]
+    if unused:
+        raise UserError(
+            f"{' and '.join(unused)}: not a size of the {arch} (it has no maxout readout, and its output "
+            "matrix is the target embedding); leave it out"
+        )
     problem = sizes_problem(preset_sizes(preset, **sizes)[1]["embed_dim"], arch_options)
     if problem:
         raise UserError(problem)

@@ -95,8 +95,7 @@ class ArchConfig:
         if self.heads < 1:
             raise ValueError("the transformer needs at least 1 head")
         own = None if named is None else named["transformer"]
-        recurrent = ("cell_type", "bidirectional", "residual_from", "attention", "attention_from")
-        changed = [n for n in recurrent if own is not None and getattr(self, n) != getattr(own, n)]
+        changed = [n for n in RECURRENT_OPTIONS if own is not None and getattr(self, n) != getattr(own, n)]
         if changed:
             raise ValueError(
                 f"the transformer takes none of the recurrent options ({', '.join(changed)}); "
@@ -126,6 +125,8 @@ class ArchConfig:
         return cls(**d)
 
 
+#: The recurrent architectures' options, which the transformer keeps at its own placeholder values.
+RECURRENT_OPTIONS = ("cell_type", "bidirectional", "residual_from", "attention", "attention_from")
 #: Options that change only training (dropout is off whenever a network scores: eval mode).
 _TRAINING_ONLY = ("dropout", "embed_dropout")
 #: Options left out of the stored dict at their defaults, so that files made before they existed

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .arch_options import ARCHITECTURES, ArchConfig
+from .arch_options import ARCHITECTURES, RECURRENT_OPTIONS, ArchConfig
 from .cho2014 import ModelConfig, RNNEncoderDecoder
 from .network import Network
 from .stacked import StackedEncoderDecoder
@@ -68,6 +68,12 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
                 f"choose --arch {' or '.join(ARCHITECTURES)}"
             )
         return None
+    recurrent = [n for n in RECURRENT_OPTIONS if n in given] if name == "transformer" else []
+    if recurrent:
+        raise ValueError(
+            f"the transformer takes none of the recurrent options ({', '.join(recurrent)}); "
+            "its options are --layers, --heads, --dropout and --embed-dropout"
+        )
     return replace(ARCHITECTURES[name], **given)
 
 

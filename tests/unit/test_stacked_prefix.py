@@ -77,7 +77,7 @@ def test_prefix_scorer_equals_the_plain_per_pair_computation(variant: str, windo
 
 @pytest.mark.parametrize("batch_size", [1, 3, 256])
 @pytest.mark.parametrize("onednn", [True, False])
-@pytest.mark.parametrize("variant", ["rnnsearch", "gnmt"])
+@pytest.mark.parametrize("variant", ["rnnsearch", "gnmt", "transformer"])
 def test_targets_sharing_prefixes(variant: str, batch_size: int, onednn: bool, tmp_path: Path) -> None:
     sources, targets, index = shared_prefixes()
     model = network(tmp_path, variant)

@@ -107,6 +107,8 @@ def test_dropout_is_off_when_it_scores_and_on_when_it_trains() -> None:
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="none of the recurrent options \\(cell_type, bidirectional\\)"):
         arch_config("transformer", cell_type="lstm", bidirectional=True)
+    with pytest.raises(ValueError, match="none of the recurrent options \\(attention\\)"):
+        arch_config("transformer", attention="dot")  # its own placeholder value, given: refused too
     with pytest.raises(ValueError, match="heads are the transformer's option; rnnsearch takes none"):
         arch_config("rnnsearch", heads=4)
     with pytest.raises(ValueError, match="at least 1 head"):
@@ -151,6 +153,8 @@ def test_train_nmt_trains_and_resumes_it(tmp_path: Path) -> None:
     assert ckpt.arch == arch_config("transformer", layers=2, heads=2, dropout=0.1)
     r = CliRunner().invoke(cli, [*common[:-6], "--heads", "3", "--max-steps", "2"], catch_exceptions=False)
     assert r.exit_code == 2 and "--embed-dim 8) must be divisible by its --heads 3" in r.output, r.output
+    r = CliRunner().invoke(cli, [*common, "--maxout-dim", "8", "--max-steps", "2"], catch_exceptions=False)
+    assert r.exit_code == 2 and "--maxout-dim: not a size of the transformer" in r.output, r.output
 
 
 def test_a_wrong_state_position_would_be_caught() -> None:
