@@ -109,3 +109,15 @@ def test_the_optimizer_steps_with_the_warm_up(tmp_path: Path) -> None:
     assert (reason, steps) == ("max_steps", 9)
     assert rates == [learning_rate(1e-2, t, None, 4) for t in range(9)]
     assert rates[3] == 1e-2 and rates[0] == 1e-2 / 4 and rates[-1] < 1e-2
+
+
+def test_a_run_recorded_before_the_warm_up_existed_resumes_without_one() -> None:
+    """A ``.last.pt`` saved before ``warmup_steps`` was part of a run's record reads as a run
+    without a warm-up: it resumes as it is, and not with one."""
+    from phrase_rescorer.training.same_run import differences
+
+    now = {"table_hash": "h", "model": {"embed_dim": 8}, "lr_decay_steps": None, "warmup_steps": None}
+    saved = {"table_hash": "h", "model": {"embed_dim": 8}, "lr_decay_steps": None}
+    assert differences(saved, now) is None
+    said = differences(saved, {**now, "warmup_steps": 8})
+    assert said is not None and "warmup_steps was None, now 8" in said
