@@ -127,11 +127,10 @@ class ArchConfig:
 
 #: The recurrent architectures' options, which the transformer keeps at its own placeholder values.
 RECURRENT_OPTIONS = ("cell_type", "bidirectional", "residual_from", "attention", "attention_from")
-#: Options that change only training (dropout is off whenever a network scores: eval mode).
-_TRAINING_ONLY = ("dropout", "embed_dropout")
 #: Options left out of the stored dict at their defaults, so that files made before they existed
-#: read, fingerprint and resume as they did: the dropout rates, and the transformer's heads.
-_OMITTED_AT_DEFAULT = (*_TRAINING_ONLY, "heads")
+#: read, fingerprint and resume as they did: the dropout rates (training only: dropout is off
+#: whenever a network scores) and the transformer's heads.
+_OMITTED_AT_DEFAULT = ("dropout", "embed_dropout", "heads")
 
 
 ARCHITECTURES: dict[str, ArchConfig] = {
