@@ -15,7 +15,7 @@ from ..training.run_files import companion_path
 from . import cli
 from .common import say
 from .lm_report import kenlm_perplexities, report_training
-from .training_options import check_loop_options, loop_options
+from .loop_options import check_loop_options, loop_options
 from .training_run import check_outputs, join_group, run_loop
 
 LM_DEFAULTS = LMTrainConfig()

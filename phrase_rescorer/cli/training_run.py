@@ -33,10 +33,10 @@ from ..training.run_files import companion_path, is_kept_path
 from ..training.run_settings import TrainConfig, preset_sizes
 from ..training.task_interface import LoopSettings, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
+from .loop_options import check_loop_options
 from .progress import Progress
 from .training_options import ARCH as _ARCH
 from .training_options import SIZES as _SIZES
-from .training_options import check_loop_options
 
 
 def check_outputs(
