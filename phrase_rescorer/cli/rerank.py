@@ -6,6 +6,8 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +15,57 @@ from ..errors import EXIT_INPUT
 from ..reranking.mert import OPTIMIZERS
 from . import cli
 from .common import UserError, say, threads_value_option
+
+if TYPE_CHECKING:
+    from ..reranking.mbr import Mbr
+
+
+def mbr_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--mbr``, ``--mbr-size``, ``--mbr-scale``: Moses' decoder's ``-mbr``, ``-mbr-size``,
+    ``-mbr-scale``, applied to a list's lines under the reranking weights; the command gets
+    ``mbr``, ``mbr_size`` and ``mbr_scale`` (None where not given), :func:`mbr_rule` makes them a rule."""
+    from ..reranking.mbr import DEFAULT_SCALE, DEFAULT_SIZE
+
+    for option in reversed(
+        (
+            click.option(
+                "--mbr",
+                "mbr",
+                is_flag=True,
+                help="Choose each sentence's hypothesis by minimum Bayes risk, as Moses' -mbr: the one of "
+                "least expected 1 - BLEU against the others, each weighted by exp(scale * its weighted sum), "
+                "instead of the highest weighted sum.",
+            ),
+            click.option(
+                "--mbr-size",
+                type=click.IntRange(1),
+                help=f"MBR: the hypotheses of highest weighted sum compared, per sentence  [default: {DEFAULT_SIZE}].",
+            ),
+            click.option(
+                "--mbr-scale",
+                type=click.FloatRange(0.0),
+                help="MBR: the scale of the weighted sums in the probabilities (0: all alike; larger: nearer "
+                f"the highest sum's choice)  [default: {DEFAULT_SCALE:g}].",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
+    """The rule the MBR options ask for; --mbr-size or --mbr-scale without --mbr refused."""
+    from ..reranking.mbr import DEFAULT_SCALE, DEFAULT_SIZE, Mbr
+
+    if not mbr:
+        given = [name for name, value in (("--mbr-size", size), ("--mbr-scale", scale)) if value is not None]
+        if given:
+            raise UserError(f"{' and '.join(given)} without --mbr: add --mbr to choose by minimum Bayes risk")
+        return None
+    try:
+        return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
+    except ValueError as e:
+        raise UserError(str(e)) from e
 
 
 def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no-untyped-def]
@@ -67,6 +120,7 @@ def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no
     "BLEU: a dev figure that can compare feature sets, as the tuned list's own cannot (it is the tuning "
     "set's). Costs two more tunings on half the list, after WEIGHTS is written.",
 )
+@mbr_options
 @threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")
 @click.pass_context
 def rerank_tune(
@@ -81,6 +135,9 @@ def rerank_tune(
     optimizer: str,
     seed: int,
     heldout_out: str | None,
+    mbr: bool,
+    mbr_size: int | None,
+    mbr_scale: float | None,
     threads: int,
 ) -> None:
     """Tune the weights of every dense feature of the n-best list NBEST (the dev set's, with the
@@ -92,7 +149,9 @@ def rerank_tune(
     Start from the decoder's tuned weights (--init moses.ini), the new features at 0: the
     search then starts at the decoder's 1-best. Then apply WEIGHTS to other lists with
     phrase-rescorer rerank. To choose between feature sets on dev, compare their --held-out
-    BLEU (two-fold: every dev sentence chosen by weights that never saw its reference).
+    BLEU (two-fold: every dev sentence chosen by weights that never saw its reference). With
+    --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out
+    lines) are those of the MBR choice: give rerank the same MBR options.
 
     \b
     Example:
@@ -108,6 +167,7 @@ def rerank_tune(
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import Weights, WeightsError, read_weights_file, vector, write_weights_file
 
+    rule = mbr_rule(mbr, mbr_size, mbr_scale)
     inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
     check_output_path(weights_out)
     check_not_an_input(weights_out, inputs)
@@ -159,7 +219,7 @@ def rerank_tune(
             start = vector(init, matrix.layout, missing=0.0, source=init_path or "start")
         except WeightsError as e:
             raise UserError(str(e), e.exit_code) from e
-        before = tokenized_bleu(output_lines(matrix, start), refs)
+        before = tokenized_bleu(output_lines(matrix, start, rule), refs)
         try:
             result = tune(
                 toolkit,
@@ -176,19 +236,19 @@ def rerank_tune(
         except RerankError as e:
             keep = True  # the message names its log there
             raise UserError(str(e), e.exit_code) from e
-        after = tokenized_bleu(output_lines(matrix, result.weights), refs)
+        after = tokenized_bleu(output_lines(matrix, result.weights, rule), refs)
         write_weights_file(
             weights_out,
             matrix.layout,
             result.weights,
             comment=f"phrase-rescorer rerank-tune {os.path.basename(nbest_path)}: dev BLEU "
-            f"{before.score:.2f} -> {after.score:.2f}",
+            f"{before.score:.2f} -> {after.score:.2f}{_described(rule)}",
         )
         say(ctx, f"{nbest_path}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
         say(
             ctx,
-            f"dev BLEU (tokenized, as MERT scores it): {before.score:.2f} with the start weights, "
-            f"{after.score:.2f} reranked; wrote {weights_out}",
+            f"dev BLEU (tokenized, as MERT scores it{_described(rule)}): {before.score:.2f} with the start "
+            f"weights, {after.score:.2f} reranked; wrote {weights_out}",
         )
         if heldout_out is None:
             return
@@ -205,6 +265,7 @@ def rerank_tune(
                 restarts=restarts,
                 threads=threads,
                 optimizer=optimizer,
+                mbr=rule,
             )
         except RerankError as e:
             keep = True
@@ -229,16 +290,36 @@ def rerank_tune(
     help="The input sentences: NBEST must list exactly as many (a check that it is complete)  "
     "[default: as many as it lists].",
 )
+@mbr_options
 @click.pass_context
-def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str, sentences: int | None) -> None:
+def rerank(
+    ctx: click.Context,
+    nbest_path: str,
+    weights_path: str,
+    out_path: str,
+    sentences: int | None,
+    mbr: bool,
+    mbr_size: int | None,
+    mbr_scale: float | None,
+) -> None:
     """Write to OUT the best hypothesis of each sentence of NBEST under WEIGHTS (from rerank-tune):
     the highest weighted sum of its dense features, the first of equal ones, one line per input
-    sentence. WEIGHTS must weigh exactly NBEST's features (a moses.ini: at least them)."""
+    sentence. WEIGHTS must weigh exactly NBEST's features (a moses.ini: at least them).
+
+    With --mbr, the hypothesis of least Bayes risk instead, as Moses' decoder chooses with -mbr
+    -mbr-size N -mbr-scale S from its own list: the list should then be a distinct one
+    (-n-best-list FILE N distinct), as the decoder's MBR list is.
+
+    \b
+    Example:
+      phrase-rescorer rerank test.nmt.nbest rerank.weights test.reranked.fr --mbr --mbr-scale 2
+    """
     from ..output import AtomicOutput, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
     from ..reranking.nbest_features import read_matrix
     from ..reranking.weights import WeightsError, read_weights_file, vector
 
+    rule = mbr_rule(mbr, mbr_size, mbr_scale)
     check_output_path(out_path)
     check_not_an_input(out_path, (("n-best list", nbest_path), ("weights", weights_path)))
     try:
@@ -256,7 +337,12 @@ def rerank(ctx: click.Context, nbest_path: str, weights_path: str, out_path: str
         weights = vector(weights_file, matrix.layout, source=weights_path)
     except WeightsError as e:
         raise UserError(str(e), e.exit_code) from e
-    lines = output_lines(matrix, weights)
+    lines = output_lines(matrix, weights, rule)
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}")
+    say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}{_described(rule)}")
+
+
+def _described(rule: Mbr | None) -> str:
+    """What a report line says of the MBR rule: nothing without one."""
+    return "" if rule is None else f", MBR of {rule.size} at scale {rule.scale:g}"

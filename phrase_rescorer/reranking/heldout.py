@@ -23,6 +23,7 @@ from ..moses.nbest import SEPARATOR, read_nbest
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from .choose import best_per_sentence
+from .mbr import Mbr
 from .mert import RESTARTS, WORK_FILES, tune
 from .nbest_features import NbestMatrix
 
@@ -78,11 +79,13 @@ def heldout_lines(
     restarts: int = RESTARTS,
     threads: int = 1,
     optimizer: str = "mert",
+    mbr: Mbr | None = None,
 ) -> list[str] | None:
     """Each dev sentence's hypothesis chosen by the weights tuned on the other fold (module
     docstring), in order; None for a list of fewer sentences than folds. ``matrix`` is
     ``nbest`` read (``read_matrix``), ``references`` the dev reference's lines; ``restarts``,
-    ``threads`` and ``optimizer`` as ``mert.tune`` takes them."""
+    ``threads`` and ``optimizer`` as ``mert.tune`` takes them; ``mbr``: chosen by that rule
+    under those weights."""
     count = matrix.sentence_count
     if count < FOLDS:
         return None
@@ -105,7 +108,7 @@ def heldout_lines(
         )
         other = (k + 1) % FOLDS
         held = fold_matrix(matrix, other)
-        ids, picked = best_per_sentence(held, result.weights)
+        ids, picked = best_per_sentence(held, result.weights, mbr)
         for sentence, index in zip(ids, picked, strict=True):
             chosen[sentence * FOLDS + other] = held.hypotheses[index]
     return chosen

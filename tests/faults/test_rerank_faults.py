@@ -359,3 +359,43 @@ def test_rerank_tune_held_out_failing_keeps_the_weights_and_says_so(
     assert work.name.startswith("rerank-") and (work / "nbest.txt").is_file()
     shutil.rmtree(work)
     assert "CSLM0= " in weights.read_text() and not held.exists() and not left_behind(tmp_path)
+
+
+@pytest.mark.parametrize("command", ["rerank", "rerank-tune"])
+@pytest.mark.parametrize("given", [["--mbr-size", "10"], ["--mbr-scale", "2"]])
+def test_mbr_settings_without_mbr_are_refused_before_any_work(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, command: str, given: list[str], monkeypatch, capsys
+) -> None:
+    before = _snapshot(inputs)
+    out = tmp_path / "out"
+    if command == "rerank":
+        argv = ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), *given]
+    else:
+        argv = _tune(inputs, failing_moses, str(out), *given)
+    code, err = run_cli(argv, monkeypatch, capsys)
+    assert code == 2, err
+    assert f"{given[0]} without --mbr" in err and "started" not in err
+    assert not out.exists() and _snapshot(inputs) == before
+
+
+@pytest.mark.parametrize("setting", [["--mbr-size", "0"], ["--mbr-scale", "-1"], ["--mbr-scale", "nan"]])
+def test_bad_mbr_settings_are_refused(inputs: dict[str, Path], tmp_path: Path, setting: list[str], monkeypatch, capsys):
+    out = tmp_path / "out"
+    code, err = run_cli(
+        ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), "--mbr", *setting], monkeypatch, capsys
+    )
+    assert code == 2, err
+    assert not out.exists()
+
+
+def test_rerank_mbr_writes_one_line_per_sentence(inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+    out = tmp_path / "out.txt"
+    code, err = run_cli(
+        ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), "--mbr"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    # sentence 0: two hypotheses of one length, so one loss 1 - BLEU between them; the risk of
+    # each is that loss times the other's probability: the more probable one (total -4.9 against
+    # -5.65, the highest total's choice too) has the lower risk
+    assert out.read_text() == "un chien .\n\nune femme\n"
+    assert "MBR of 200 at scale 1" in err

@@ -124,6 +124,29 @@ def test_start_weights_reproduce_the_decoders_1best(lists: dict[str, Path], tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("scale", ["0.5", "2"])
+def test_mbr_with_the_decoders_weights_is_the_decoders_mbr(lists: dict[str, Path], tmp_path: Path, scale: str) -> None:
+    """``rerank --mbr`` of the decoder's distinct 50-best list with its own weights chooses what
+    Moses' decoder outputs with ``-mbr -mbr-size 50 -mbr-scale S`` (moses/mbr.cpp's doMBR over
+    ``manager.CalcNBest(nBestSize, nBestList, true)``, the distinct list)."""
+    moses = lists["moses"]
+    decoder = [str(moses / "bin" / "moses"), "-f", str(lists["ini"])]
+    for part in ("dev", "test"):
+        inputs = ["-input-file", str(TINY_MOSES / f"{part}.en")]
+        mbr = ["-mbr", "-mbr-size", "50", "-mbr-scale", scale]
+        want = subprocess.run([*decoder, *inputs, *mbr], capture_output=True, check=True).stdout.decode()
+        top = subprocess.run([*decoder, *inputs], capture_output=True, check=True).stdout.decode()
+        out = tmp_path / f"{part}.mbr.txt"
+        r = run(
+            "rerank", str(lists[part]), str(lists["ini"]), str(out), "--mbr", "--mbr-size", "50", "--mbr-scale", scale
+        )
+        assert r.returncode == 0, r.stderr
+        assert out.read_text().splitlines() == [line.strip() for line in want.splitlines()]
+        if part == "dev" and scale == "0.5":
+            assert want != top  # the lists are such that MBR chooses otherwise for some sentence
+
+
+@pytest.mark.slow
 def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path: Path) -> None:
     """train-nmt on the tiny corpus, both features appended by one nbest call (with --source),
     weights tuned with both, the test list reranked."""
@@ -370,6 +393,43 @@ def test_rerank_tune_held_out_is_the_two_fold_choice(lists: dict[str, Path], tmp
     piped = run("rerank-tune", dev, ref, str(tmp_path / "w2"), *common, "--held-out", "-")
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == held.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.moses
+def test_rerank_tune_with_mbr_tunes_the_same_weights_and_chooses_by_mbr(lists: dict[str, Path], tmp_path: Path):
+    """rerank-tune --mbr: the weights are those tuned without it (the weights file differs only
+    in its comment line); the dev BLEU printed and the held-out lines are the MBR choice's
+    (``heldout_lines(..., mbr=...)``), which rerank --mbr with the weights reproduces on the list."""
+    from phrase_rescorer.experiment.bleu import tokenized_bleu
+    from phrase_rescorer.moses.toolkit import find_moses
+    from phrase_rescorer.reranking.heldout import heldout_lines
+    from phrase_rescorer.reranking.mbr import Mbr
+    from phrase_rescorer.reranking.nbest_features import read_matrix
+    from phrase_rescorer.reranking.weights import read_weights_file, vector
+
+    common = ["--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2", "--seed", "3"]
+    dev, ref = str(lists["dev"]), str(TINY_MOSES / "dev.fr")
+    plain = run("rerank-tune", dev, ref, str(tmp_path / "plain.weights"), *common)
+    assert plain.returncode == 0, plain.stderr
+    held = tmp_path / "dev.heldout"
+    mbr = ["--mbr", "--mbr-scale", "0.5", "--mbr-size", "20"]
+    r = run("rerank-tune", dev, ref, str(tmp_path / "w"), *common, *mbr, "--held-out", str(held))
+    assert r.returncode == 0, r.stderr
+    body = [line for line in (tmp_path / "w").read_text().splitlines() if not line.startswith("#")]
+    assert body == [line for line in (tmp_path / "plain.weights").read_text().splitlines() if not line.startswith("#")]
+    matrix = read_matrix(dev)
+    refs = (TINY_MOSES / "dev.fr").read_text().splitlines()
+    start = vector(read_weights_file(str(lists["ini"])), matrix.layout, missing=0.0, source="moses.ini")
+    toolkit = find_moses(str(lists["moses"]), needs=("bin/extractor", "bin/mert"))
+    rule = Mbr(0.5, 20)
+    expected = heldout_lines(toolkit, dev, matrix, refs, start, str(tmp_path / "lib"), seed=3, restarts=2, mbr=rule)
+    assert expected is not None and held.read_text().splitlines() == expected
+    reranked = tmp_path / "dev.mbr"
+    assert run("rerank", dev, str(tmp_path / "w"), str(reranked), *mbr).returncode == 0
+    chosen = reranked.read_text().splitlines()
+    err = r.stderr.decode()
+    assert "MBR of 20 at scale 0.5): " in err and f"{tokenized_bleu(chosen, refs).score:.2f} reranked" in err
 
 
 @pytest.mark.slow
