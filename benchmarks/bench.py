@@ -25,6 +25,8 @@ size (speed does not depend on the weights):
   list or ``--nbest``): hypotheses/s and useful GFLOP/s, the batched scores checked against the
   plain computation (``nbest``); the same with the NMT feature (small and medium rnnsearch networks given
   the source sentences, prefix and batched scorers; ``nbest_nmt``);
+* the MBR choice of ``rerank --mbr`` on synthetic 200-best lists: sentences/s, against a plain
+  transcription of Moses' moses/mbr.cpp, whose choices it must equal (``mbr``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
@@ -42,7 +44,7 @@ from typing import Any
 import click
 import torch
 
-from benchmarks import architectures, nbest, nbest_nmt, parts, training
+from benchmarks import architectures, mbr, nbest, nbest_nmt, parts, training
 from benchmarks.accelerator import accelerator_figures
 from benchmarks.flops import TrieCounter
 from benchmarks.rescoring import cpu_rescoring
@@ -112,6 +114,13 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
     show_default=True,
     help="Hypotheses of a synthetic n-best list timed with the NMT feature (0: skip).",
 )
+@click.option(
+    "--mbr-sentences",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Sentences of synthetic 200-best lists timed with rerank --mbr's choice (0: skip).",
+)
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @parts.json_option
 def main(
@@ -131,6 +140,7 @@ def main(
     nbest_path: str | None,
     nbest_lines: int,
     nmt_lines: int,
+    mbr_sentences: int,
     quick: bool,
     json_path: str | None,
 ) -> None:
@@ -138,7 +148,7 @@ def main(
     if quick:
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
         gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
-        nbest_lines, nmt_lines = min(nbest_lines, 400), min(nmt_lines, 200)
+        nbest_lines, nmt_lines, mbr_sentences = min(nbest_lines, 400), min(nmt_lines, 200), min(mbr_sentences, 5)
     if threads:
         torch.set_num_threads(threads)
     table = parts.default_table(table)
@@ -261,6 +271,9 @@ def main(
                 work,
             )
             scores_ok = scores_ok and nmt["scores_equal"]
+        if mbr_sentences:
+            report["mbr"] = mbr_figures = mbr.mbr_part(mbr_sentences, 0 if quick else 3, 1 if quick else repeats)
+            scores_ok = scores_ok and mbr_figures["choices_equal"]
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]

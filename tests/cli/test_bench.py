@@ -51,6 +51,7 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         "rescoring per architecture",
         "n-best scoring with the CSLM",
         "n-best scoring with the NMT feature",
+        "MBR over n-best lists",
     ):
         assert heading in r.stdout
     figures = json.loads(out.read_text())

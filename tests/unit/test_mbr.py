@@ -1,75 +1,18 @@
 """The MBR decision rule (reranking/mbr.py) against a plain transcription of Moses'
-``moses/mbr.cpp``: its ``calculate_score`` with n-gram maps, its ``doMBR`` double loop."""
+``moses/mbr.cpp`` (benchmarks/mbr.py, which times the two): its ``calculate_score`` with n-gram
+maps, its ``doMBR`` double loop."""
 
 from __future__ import annotations
 
-import math
 import random
-from collections import Counter
 
 import numpy as np
 import pytest
 
+from benchmarks.mbr import moses_mbr, moses_risks, moses_score
 from phrase_rescorer.reranking.choose import best_per_sentence, output_lines
 from phrase_rescorer.reranking.mbr import Mbr, mbr_choice, pair_bleu
 from phrase_rescorer.reranking.nbest_features import NbestMatrix
-
-
-def moses_score(hyp: list[str], ref: list[str]) -> float:
-    """``calculate_score(sents, ref, hyp, ngram_stats)`` of moses/mbr.cpp, line by line."""
-    order, smooth = 4, 1
-
-    def ngrams(words: list[str]) -> Counter:
-        return Counter(tuple(words[i : i + k + 1]) for k in range(order) for i in range(max(len(words) - k, 0)))
-
-    comps = [0] * (2 * order + 1)
-    for i in range(order):
-        comps[2 * i + 1] = max(len(hyp) - i, 0)
-    ref_ngrams = ngrams(ref)
-    for gram, count in ngrams(hyp).items():
-        if gram in ref_ngrams:
-            comps[2 * (len(gram) - 1)] += min(ref_ngrams[gram], count)
-    comps[-1] = len(ref)
-    log_bleu = 0.0
-    for i in range(order):
-        if comps[0] == 0:
-            return 0.0
-        if i > 0:
-            log_bleu += math.log(comps[2 * i] + smooth) - math.log(comps[2 * i + 1] + smooth)
-        else:
-            log_bleu += math.log(comps[2 * i]) - math.log(comps[2 * i + 1])
-    log_bleu /= order
-    brevity = 1.0 - comps[-1] / comps[1]
-    if brevity < 0.0:
-        log_bleu += brevity
-    return math.exp(log_bleu)
-
-
-def moses_risks(hyps: list[str], totals: list[float], scale: float, size: int) -> dict[int, float]:
-    """``doMBR``'s expected loss of each of the ``size`` best (by total, the first of equal ones
-    first), by index into hyps, in that order."""
-    order = sorted(range(len(hyps)), key=lambda i: -totals[i])[:size]
-    best = max(scale * totals[i] for i in order)
-    joint = [math.exp(scale * totals[i] - best) for i in order]
-    marginal = sum(joint)
-    words = [hyps[i].split() for i in order]
-    risks = {}
-    for i in range(len(order)):
-        cumul = 0.0
-        for j in range(len(order)):
-            if i != j:
-                cumul += (1 - moses_score(words[i], words[j])) * joint[j] / marginal
-        risks[order[i]] = cumul
-    return risks
-
-
-def moses_mbr(hyps: list[str], totals: list[float], scale: float, size: int) -> int:
-    """``doMBR``'s choice: the first of the least risks (``weightedLossCumul < minMBRLoss``)."""
-    min_loss, chosen = 1e6, -1
-    for index, risk in moses_risks(hyps, totals, scale, size).items():
-        if risk < min_loss:
-            min_loss, chosen = risk, index
-    return chosen
 
 
 def random_hyps(rng: random.Random, count: int) -> list[str]:
