@@ -118,8 +118,8 @@ def mbr_choice(hypotheses: Sequence[str], totals: np.ndarray, rule: Mbr) -> int:
     if len(hypotheses) == 0:
         raise ValueError("no hypotheses to choose from")
     order = np.argsort(-np.asarray(totals, dtype=np.float64), kind="stable")[: rule.size]
-    scaled = rule.scale * np.asarray(totals, dtype=np.float64)[order]
-    probs = np.exp(scaled - scaled.max())
+    kept = np.asarray(totals, dtype=np.float64)[order]
+    probs = np.exp(rule.scale * (kept - kept.max()))  # Moses' scale * total - max: the same, never inf - inf
     probs /= probs.sum()
     loss = 1.0 - pair_bleu([hypotheses[i].split() for i in order])
     np.fill_diagonal(loss, 0.0)  # a hypothesis is not compared with itself

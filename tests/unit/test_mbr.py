@@ -51,7 +51,7 @@ def test_self_bleu_is_one_and_disjoint_is_zero() -> None:
 @pytest.mark.parametrize("size", [1, 3, 200])
 def test_mbr_choice_is_moses_do_mbr(scale: float, size: int) -> None:
     rng = random.Random(int(scale * 10) + size)
-    for _ in range(30):
+    for _ in range(12):
         hyps = random_hyps(rng, rng.randint(1, 15))
         totals = [round(rng.uniform(-3, 0), 1) for _ in hyps]  # rounded: equal totals happen
         got = mbr_choice(hyps, np.array(totals), Mbr(scale, size))
@@ -94,3 +94,8 @@ def test_best_per_sentence_with_mbr() -> None:
 def test_mbr_refuses_bad_settings(scale: float, size: int) -> None:
     with pytest.raises(ValueError):
         Mbr(scale, size)
+
+
+def test_a_huge_scale_is_the_highest_total() -> None:
+    hyps = ["x y z w", "a b c d e", "a b c d f", "a b c d g"]
+    assert mbr_choice(hyps, np.array([-1.0, -1.1, -1.1, -1.1]), Mbr(1e308, 200)) == 0
