@@ -59,7 +59,7 @@ def moses_risks(hyps: list[str], totals: list[float], scale: float, size: int) -
     best = max(scale * totals[i] for i in order)
     joint = [math.exp(scale * totals[i] - best) for i in order]
     marginal = sum(joint)
-    words = [hyps[i].split() for i in order]
+    words = [[w for w in hyps[i].split(" ") if w] for i in order]  # Moses' words: split at spaces
     risks = {}
     for i in range(len(order)):
         cumul = 0.0
@@ -110,8 +110,8 @@ def mbr_part(sentences: int, plain: int, repeats: int) -> dict[str, Any]:
         "sentences_per_s": len(lists) / fast,
         "plain_sentences": len(want),
         "plain_seconds_per_sentence": slow,
-        "speedup": slow / (fast / len(lists)),
-        "choices_equal": agree,
+        "speedup": slow / (fast / len(lists)) if want else None,
+        "choices_equal": agree,  # nothing compared when the plain transcription was not run
     }
     say(
         f"\nMBR over n-best lists (rerank --mbr, size {rule.size}, one process; synthetic: {len(lists):,} sentences, "

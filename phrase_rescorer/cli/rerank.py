@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import tempfile
@@ -62,10 +63,9 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
         if given:
             raise UserError(f"{' and '.join(given)} without --mbr: add --mbr to choose by minimum Bayes risk")
         return None
-    try:
-        return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
-    except ValueError as e:
-        raise UserError(str(e)) from e
+    if scale is not None and not math.isfinite(scale):
+        raise UserError(f"--mbr-scale {scale}: give a finite number >= 0")
+    return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
 
 
 def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no-untyped-def]
@@ -274,7 +274,7 @@ def rerank_tune(
             raise AssertionError(f"{nbest_path}: no held-out lines for {matrix.sentence_count} sentences")
         with AtomicOutput(heldout_out) as out:
             out.write("".join(line + "\n" for line in held).encode("utf-8"))
-        say(ctx, f"dev BLEU held out: {tokenized_bleu(held, refs).score:.2f}; wrote {heldout_out}")
+        say(ctx, f"dev BLEU held out{_described(rule)}: {tokenized_bleu(held, refs).score:.2f}; wrote {heldout_out}")
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)

@@ -57,27 +57,27 @@ class Mbr:
 
 def _match_counts(tokens: Sequence[Sequence[str]]) -> np.ndarray:
     """[ORDER, hyps, hyps] clipped n-gram matches of every pair (module docstring). Each n-gram
-    is an integer (its words' numbers in base vocabulary + 1); an n-gram of one hypothesis only
-    matches nothing but itself, so its column is left out and the diagonal set to each
-    hypothesis's own n-gram count, its matches with itself."""
+    is an integer: the number of its first n - 1 words as an (n-1)-gram (numbered 0, 1, 2, ... in
+    the order of their values), times the vocabulary's size + 1, plus its last word's number. An
+    n-gram of one hypothesis only matches nothing but itself, so its column is left out and the
+    diagonal set to each hypothesis's own n-gram count, its matches with itself."""
     count = len(tokens)
     lengths = np.asarray([len(words) for words in tokens], dtype=np.int64)
     vocab: dict[str, int] = {}
     ids = np.asarray([vocab.setdefault(w, len(vocab) + 1) for words in tokens for w in words], dtype=np.int64)
-    base = len(vocab) + 1  # ORDER digits of it fit in int64 for any list's vocabulary below 55,000 words
-    if base**ORDER >= 2**63:
-        raise ValueError(f"{len(vocab):,} distinct words in one sentence's hypotheses: too many for MBR")
+    base = len(vocab) + 1
     hyp_of = np.repeat(np.arange(count, dtype=np.int64), lengths)
     left = np.repeat(lengths, lengths) - (np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths))
     matches = np.zeros((ORDER, count, count), dtype=np.float64)
-    keys = np.zeros(len(ids), dtype=np.int64)  # the n-gram that starts at each position
+    keys = np.zeros(len(ids), dtype=np.int64)  # the number of the n-gram that starts at each position
     for n in range(1, ORDER + 1):
         at = np.flatnonzero(left >= n)  # positions where an n-gram starts
-        keys[at] = keys[at] * base + ids[at + n - 1]
         diagonal = np.maximum(lengths - (n - 1), 0)
         if len(at):
-            grams, column = np.unique(keys[at], return_inverse=True)
-            pairs, times = np.unique(hyp_of[at] * len(grams) + column.reshape(-1), return_counts=True)
+            grams, column = np.unique(keys[at] * base + ids[at + n - 1], return_inverse=True)
+            column = column.reshape(-1)
+            keys[at] = column  # below the positions' count: the next order's keys stay small
+            pairs, times = np.unique(hyp_of[at] * len(grams) + column, return_counts=True)
             rows, cols = pairs // len(grams), pairs % len(grams)
             shared = np.bincount(cols, minlength=len(grams)) > 1  # in two hypotheses or more
             keep = shared[cols]
@@ -90,6 +90,12 @@ def _match_counts(tokens: Sequence[Sequence[str]]) -> np.ndarray:
                 matches[n - 1] += b @ b.T
         matches[n - 1][np.diag_indices(count)] = diagonal
     return matches
+
+
+def words(hypothesis: str) -> list[str]:
+    """A hypothesis's words as Moses has them: split at spaces only (a no-break space is part of
+    a word; the decoder writes its words joined by single spaces)."""
+    return [w for w in hypothesis.split(" ") if w]
 
 
 def pair_bleu(tokens: Sequence[Sequence[str]]) -> np.ndarray:
@@ -121,7 +127,7 @@ def mbr_choice(hypotheses: Sequence[str], totals: np.ndarray, rule: Mbr) -> int:
     kept = np.asarray(totals, dtype=np.float64)[order]
     probs = np.exp(rule.scale * (kept - kept.max()))  # Moses' scale * total - max: the same, never inf - inf
     probs /= probs.sum()
-    loss = 1.0 - pair_bleu([hypotheses[i].split() for i in order])
+    loss = 1.0 - pair_bleu([words(hypotheses[i]) for i in order])
     np.fill_diagonal(loss, 0.0)  # a hypothesis is not compared with itself
     risk = loss @ probs
     return int(order[int(np.argmin(risk))])  # argmin: the first of equal risks

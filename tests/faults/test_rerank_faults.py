@@ -378,24 +378,29 @@ def test_mbr_settings_without_mbr_are_refused_before_any_work(
     assert not out.exists() and _snapshot(inputs) == before
 
 
-@pytest.mark.parametrize("setting", [["--mbr-size", "0"], ["--mbr-scale", "-1"], ["--mbr-scale", "nan"]])
+@pytest.mark.parametrize(
+    "setting", [["--mbr-size", "0"], ["--mbr-scale", "-1"], ["--mbr-scale", "nan"], ["--mbr-scale", "inf"]]
+)
 def test_bad_mbr_settings_are_refused(inputs: dict[str, Path], tmp_path: Path, setting: list[str], monkeypatch, capsys):
     out = tmp_path / "out"
     code, err = run_cli(
         ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), "--mbr", *setting], monkeypatch, capsys
     )
     assert code == 2, err
-    assert not out.exists()
+    assert setting[0] in err and not out.exists()
 
 
-def test_rerank_mbr_writes_one_line_per_sentence(inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
-    out = tmp_path / "out.txt"
-    code, err = run_cli(
-        ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), "--mbr"], monkeypatch, capsys
-    )
-    assert code == 0, err
-    # sentence 0: two hypotheses of one length, so one loss 1 - BLEU between them; the risk of
-    # each is that loss times the other's probability: the more probable one (total -4.9 against
-    # -5.65, the highest total's choice too) has the lower risk
-    assert out.read_text() == "un chien .\n\nune femme\n"
+def test_rerank_mbr_chooses_otherwise_than_the_highest_sum(tmp_path: Path, monkeypatch, capsys) -> None:
+    # "a b c d" and "a b c" have the highest sum; "a b c" agrees more with the other two
+    nbest = tmp_path / "list.nbest"
+    nbest.write_text("0 ||| a b c d ||| F0= 2 ||| 2\n0 ||| a b c ||| F0= 2 ||| 2\n0 ||| x ||| F0= 1 ||| 1\n")
+    weights = tmp_path / "w"
+    weights.write_text("[weight]\nF0= 1\n")
+    outs = {}
+    for rule in ([], ["--mbr"]):
+        out = tmp_path / f"out{len(rule)}"
+        code, err = run_cli(["rerank", str(nbest), str(weights), str(out), *rule], monkeypatch, capsys)
+        assert code == 0, err
+        outs[bool(rule)] = out.read_text()
+    assert outs == {False: "a b c d\n", True: "a b c\n"}
     assert "MBR of 200 at scale 1" in err

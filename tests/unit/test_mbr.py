@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.mbr import moses_mbr, moses_risks, moses_score
 from phrase_rescorer.reranking.choose import best_per_sentence, output_lines
-from phrase_rescorer.reranking.mbr import Mbr, mbr_choice, pair_bleu
+from phrase_rescorer.reranking.mbr import Mbr, mbr_choice, pair_bleu, words
 from phrase_rescorer.reranking.nbest_features import NbestMatrix
 
 
@@ -86,7 +86,7 @@ def test_best_per_sentence_with_mbr() -> None:
     weights = np.array([1.0])
     assert best_per_sentence(m, weights) == ([0, 1], [0, 4])
     ids, chosen = best_per_sentence(m, weights, Mbr(1.0, 200))
-    assert ids == [0, 1] and chosen[0] in (1, 2, 3) and chosen[1] in (4, 5)
+    assert ids == [0, 1] and chosen[0] in (1, 2, 3) and chosen[1] == 4  # one more likely, nothing shared
     assert output_lines(m, weights, Mbr(1.0, 1)) == ["x y z w", "solo"]
 
 
@@ -96,6 +96,34 @@ def test_mbr_refuses_bad_settings(scale: float, size: int) -> None:
         Mbr(scale, size)
 
 
-def test_a_huge_scale_is_the_highest_total() -> None:
-    hyps = ["x y z w", "a b c d e", "a b c d f", "a b c d g"]
-    assert mbr_choice(hyps, np.array([-1.0, -1.1, -1.1, -1.1]), Mbr(1e308, 200)) == 0
+def test_a_huge_scale_keeps_the_highest_totals() -> None:
+    # two hypotheses share the highest total: a huge scale weighs them alike and the rest 0
+    # (computed as scale * total - highest scaled, inf - inf would make every risk NaN)
+    hyps, totals = ["a b c d", "a b c", "x"], [2.0, 2.0, 1.0]
+    assert mbr_choice(hyps, np.array(totals), Mbr(1e308, 200)) == moses_mbr(hyps, totals, 1.0, 200) == 1
+
+
+def test_the_first_of_equal_risks_is_chosen() -> None:
+    assert mbr_choice(["a b", "c d"], np.array([-1.0, -1.0]), Mbr()) == 0  # both risks 0.5
+    assert mbr_choice(["c d", "a b"], np.array([-1.0, -1.0]), Mbr()) == 0
+
+
+def test_an_empty_hypothesis_is_not_compared_with_itself() -> None:
+    # its BLEU against itself is 0: counted, its risk would be its own probability too
+    assert mbr_choice(["", "a", "b"], np.array([0.0, -5.0, -5.0]), Mbr(1.0, 200)) == 0
+
+
+def test_words_are_split_at_spaces_only() -> None:
+    # a no-break space (French typography, before ":") is part of a word, as in Moses
+    tokens = [words(h) for h in ["le chat\u00a0: noir", "le chat : noir", "  le  chat "]]
+    assert tokens == [["le", "chat\u00a0:", "noir"], ["le", "chat", ":", "noir"], ["le", "chat"]]
+    assert pair_bleu(tokens)[0, 1] == pytest.approx(moses_score(tokens[0], tokens[1]))
+    assert pair_bleu(tokens)[0, 1] < 1.0
+
+
+def test_a_large_vocabulary_is_no_limit() -> None:
+    # 60,000 distinct words a hypothesis: the n-grams are renumbered at each order
+    first = [f"w{i}" for i in range(60000)]
+    second = first[:30000] + [f"v{i}" for i in range(30000)]
+    bleu = pair_bleu([first, second])
+    assert bleu[0, 1] == pytest.approx(moses_score(first, second)) and 0.0 < bleu[0, 1] < 1.0
