@@ -17,8 +17,7 @@ import click
 import numpy as np
 
 from benchmarks import parts
-from benchmarks.synthetic_nbest import ONE_BEST, TINY, VARIANTS, variants
-from phrase_rescorer.data.corpus import read_sentences
+from benchmarks.synthetic_nbest import VARIANTS, base_sentences, variants
 from phrase_rescorer.errors import EXIT_INTERNAL
 from phrase_rescorer.reranking.mbr import Mbr, mbr_choice
 
@@ -84,12 +83,7 @@ def mbr_part(sentences: int, plain: int, repeats: int) -> dict[str, Any]:
     """Time ``mbr_choice`` on ``sentences`` synthetic 200-best lists (``repeats`` runs, the
     median) and the plain transcription on the first ``plain``; print and return the figures."""
     say = click.echo
-    text = ONE_BEST if ONE_BEST.exists() else None
-    source = (
-        list(read_sentences(str(text)))
-        if text
-        else [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))]
-    )
+    text, source = base_sentences()
     rng = np.random.default_rng(1)
     lists = [[" ".join(v) for v in variants(tokens, VARIANTS, rng)] for tokens in source[:sentences]]
     totals = [rng.normal(-1.0, 0.3, len(hyps)) for hyps in lists]

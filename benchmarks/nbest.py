@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from benchmarks import parts
-from benchmarks.synthetic_nbest import ONE_BEST, SHARED_FR, TINY, VARIANTS, synthetic_nbest
+from benchmarks.synthetic_nbest import SHARED_FR, TINY, VARIANTS, base_sentences, synthetic_nbest
 from phrase_rescorer.data.corpus import read_sentences
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.errors import EXIT_INTERNAL
@@ -189,12 +189,7 @@ def nbest_part(
     description, the figures."""
     say = click.echo
     if nbest is None:
-        text = ONE_BEST if ONE_BEST.exists() else None
-        sentences = (
-            list(read_sentences(str(text)))
-            if text
-            else [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))]
-        )
+        text, sentences = base_sentences()
         path = work / "synthetic.nbest"
         n, used = synthetic_nbest(sentences, lines or len(sentences) * VARIANTS, path)
         what = (

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import parts
+from phrase_rescorer.data.corpus import read_sentences
 
 SHARED_FR = parts.REPO.parent / "shared" / "data" / "moses-en-fr"
 ONE_BEST = SHARED_FR / "baseline" / "test_2016_flickr.tuned.1best.tok.lc.fr"
@@ -31,6 +32,14 @@ TINY = parts.REPO / "tests" / "data" / "tiny-moses"
 VARIANTS = 200
 #: Local edits per sentence that its hypotheses combine.
 POOL = 10
+
+
+def base_sentences() -> tuple[Path | None, list[list[str]]]:
+    """The sentences the synthetic lists vary: the tuned system's test 1-best (its path), else
+    the bundled tiny system's test and dev references (None)."""
+    if ONE_BEST.exists():
+        return ONE_BEST, list(read_sentences(str(ONE_BEST)))
+    return None, [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))]
 
 
 def variants(tokens: Sequence[str], k: int, rng: np.random.Generator, pool: int = POOL) -> list[list[str]]:

@@ -109,8 +109,7 @@ def inputs(work: Path, table: str, lines: int, hypotheses: int) -> dict[str, lis
     """The commands timed (without --threads), their inputs made under ``work``."""
     import torch
 
-    from benchmarks.synthetic_nbest import ONE_BEST, TINY, synthetic_nbest
-    from phrase_rescorer.data.corpus import read_sentences
+    from benchmarks.synthetic_nbest import base_sentences, synthetic_nbest
     from phrase_rescorer.lm.lm_file import save_lm
     from phrase_rescorer.lm.network import CSLM, PRESETS
     from phrase_rescorer.lm.text import build_vocabulary
@@ -120,12 +119,7 @@ def inputs(work: Path, table: str, lines: int, hypotheses: int) -> dict[str, lis
     src, tgt = parts.shortlists(str(head), parts.preset_vocab_size("small"))
     parts.random_checkpoint(work / "rnn.pt", parts.model_config("small", src, tgt), src, tgt)
 
-    text = ONE_BEST if ONE_BEST.exists() else None
-    sentences = (
-        list(read_sentences(str(text)))
-        if text
-        else [s for t in (TINY / "test.fr", TINY / "dev.fr") for s in read_sentences(str(t))]
-    )
+    _, sentences = base_sentences()
     synthetic_nbest(sentences, hypotheses, work / "list.nbest")
     vocab = build_vocabulary(iter(sentences), 500)
     torch.manual_seed(1)

@@ -460,13 +460,13 @@ def test_nbest_part_without_shared_data(tmp_path: Path) -> None:
 
     import torch
 
-    from benchmarks import nbest
+    from benchmarks import nbest, synthetic_nbest
 
     missing = tmp_path / "absent"
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with mock.patch.object(nbest, "ONE_BEST", missing), mock.patch.object(nbest, "LM_TEXT", missing):
+        with mock.patch.object(synthetic_nbest, "ONE_BEST", missing), mock.patch.object(nbest, "LM_TEXT", missing):
             vocab = nbest.shortlist("small")
             assert len(vocab) == nbest.FRENCH_SHORTLIST and "<unused-0>" in vocab and "homme" in vocab
             f = nbest.nbest_part(None, 250, ["quick"], 1, 5, 50.0, tmp_path)
