@@ -141,12 +141,17 @@ def format_table(report: dict) -> str:
         + f"{'test BLEU':>14}  {'test (detok)':>14}  {'Δ test':>7}  {'p':>7}"
     )
     lines = [header, "-" * len(header)]
+    base_runs = len(next(iter(report["systems"].values()))["runs"]) if report["systems"] else 0
+    partial: list[str] = []  # the systems whose Δ and p are not over every run shown
     for key, entry in report["systems"].items():
         comparison = report["comparisons"].get(key)
         delta = p = ""
         if comparison:
             ar = comparison["test"]["approximate_randomization"]
             delta, p = f"{ar['difference']:+.2f}", f"{ar['p_value']:.4f}"
+            if comparison["runs"] != len(entry["runs"]) or comparison["runs"] != base_runs:
+                delta += "*"
+                partial.append(f"{entry['label']} ({comparison['runs']})")
         runs = len(entry["runs"])
         lines.append(
             f"{entry['label']:<{width}} {runs:>4}  {_cell(entry.get('dev')):>14}  "
@@ -157,6 +162,11 @@ def format_table(report: dict) -> str:
     trials = next((c["test"]["approximate_randomization"]["trials"] for c in report["comparisons"].values()), None)
     lines.append("")
     lines.append("BLEU: mean ± sd over the MERT runs; Δ test: difference of mean test BLEU to the baseline;")
+    if partial:
+        lines.append(
+            "*: over the runs both systems have, compared in pairs (run 1 with run 1, ...), not the means"
+            f" shown: {', '.join(partial)}."
+        )
     if trials:
         lines.append(f"p: approximate randomization over test sentences and runs ({trials:,} trials, two-sided).")
     settings = report.get("settings") or {}

@@ -13,7 +13,7 @@ the hypothesis' tokens are split on spaces, as the decoder wrote them.
 
 :func:`with_feature` keeps every byte of a line and inserts ``" NAME= value"`` at the end of the
 features field; Moses' own readers (``bin/extractor``, ``scripts/nbest-rescore``) take the
-features field apart on whitespace and ``Name=`` labels.
+features field apart on spaces and ``Name=`` labels.
 
 Every line is checked as it is read (:func:`parse_nbest_line`, :func:`parse_features`, the one
 parser of the features field): IDs numbered 0, 1, 2, ... as the decoder writes them (a line for
@@ -41,6 +41,8 @@ SEPARATOR = b" ||| "
 #: A dense feature's name as mert-moses.pl reads it (get_order_of_scores_from_nbestlist:
 #: ``elsif ($tok =~ /^([a-z][0-9a-z]*)=/i)``; a name with ``_`` is taken for a sparse feature).
 _NAME = re.compile(r"^[a-z][0-9a-z]*$", re.I)
+#: Whitespace other than the space, which Moses' extractor does not split on.
+_OTHER_SPACE = re.compile(r"[^\S ]")
 
 
 class NbestError(PhraseTableError):
@@ -80,7 +82,16 @@ def parse_features(field: str, path: str = "", line_no: int | None = None) -> Fe
     values: list[float] = []
     sparse: list[tuple[str, float]] = []
     current = False  # values now belong to the last dense feature
-    tokens = field.split()
+    odd = _OTHER_SPACE.search(field)
+    if odd:
+        raise NbestError(
+            path,
+            line_no,
+            f"U+{ord(odd.group()):04X} in the features field: Moses' extractor separates its tokens "
+            "by spaces only (mert/Util.cpp, getNextPound), and would read this one as part of a value",
+        )
+    tokens = field.split(" ")
+    tokens = [token for token in tokens if token]
     i = 0
     while i < len(tokens):
         token = tokens[i]

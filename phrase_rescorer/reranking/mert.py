@@ -211,6 +211,25 @@ def tune(
     return TuneResult(weights, 100.0 * float(bleu))
 
 
+def dense_only(features_dat: str) -> None:
+    """Rewrite ``features_dat`` without its sparse features, so that kbmira tunes the dense
+    weights alone, as mert does and as reranking applies them. extractor writes a sparse
+    feature as a ``name=value`` token after a hypothesis' dense values (mert/FeatureStats.cpp,
+    ``SparseVector::write``: ``out << name << sep << i->second << " ";``, ``sep`` ``=``), and
+    kbmira would weigh them too (mert/kbmira.cpp writes their weights by name beside ``F0``,
+    ``F1``, ...), tuning the dense weights beside features no reranked choice adds."""
+    with open(features_dat, "rb") as f:
+        lines = f.read().split(b"\n")
+    if not any(b"=" in line for line in lines if not line.startswith(b"FEATURES_TXT_")):
+        return
+    kept = [
+        line if line.startswith(b"FEATURES_TXT_") else b" ".join(t for t in line.split(b" ") if b"=" not in t)
+        for line in lines
+    ]
+    with AtomicOutput(features_dat, compress=False) as out:
+        out.write(b"\n".join(kept))
+
+
 def _kbmira(
     toolkit: MosesToolkit, start: np.ndarray, work_dir: str, layout: Sequence[tuple[str, int]], seed: int
 ) -> TuneResult:
@@ -222,6 +241,7 @@ def _kbmira(
     names = [name for name, count in layout for _ in range(count)]
     if len(names) != dims:
         raise RerankError(f"{dims} start weights for {len(names)} feature values")
+    dense_only(os.path.join(work_dir, "features.dat"))
     with open(os.path.join(work_dir, "init.dense"), "w", encoding="utf-8") as f:
         f.write("".join(f"{name}= {float(w)!r}\n" for name, w in zip(names, start, strict=True)))
     scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
@@ -240,7 +260,7 @@ def _kbmira(
     with open(os.path.join(work_dir, "kbmira.weights"), encoding="utf-8") as f:
         for line in f:
             match = _MIRA_WEIGHT.match(line.strip())
-            if match:  # dense weights only; a list with sparse features has none here
+            if match:  # dense weights only: features.dat has no sparse ones (dense_only)
                 values[int(match.group(1))] = float(match.group(2))
     if sorted(values) != list(range(dims)):
         raise RerankError(

@@ -335,6 +335,42 @@ def test_kbmira_tunes_the_same_columns(lists: dict[str, Path], tmp_path: Path) -
     assert printed == pytest.approx(moses_bleu, abs=0.01)
 
 
+@pytest.mark.moses
+def test_kbmira_tunes_the_dense_weights_alone_beside_sparse_features(lists: dict[str, Path], tmp_path: Path) -> None:
+    """A list with a sparse feature (``sp_x= v``, varying over the hypotheses) tunes, under
+    kbmira, the dense weights the same list without it tunes: extractor writes the sparse values
+    into features.dat (``sp_x=v`` tokens), kbmira would weigh them too and write ``sp_x w``
+    beside ``F0``, ``F1``, ..., and reranking adds only the dense features the weights file
+    names, so ``dense_only`` removes them before kbmira reads the file."""
+    lines = lists["dev"].read_text().splitlines(keepends=True)
+    sparse = "".join(
+        line.replace(" WordPenalty0= ", f" sp_x= {(i % 7) - 3} WordPenalty0= ", 1) for i, line in enumerate(lines)
+    )
+    (tmp_path / "sparse.nbest").write_text(sparse)
+    outputs = []
+    for name, nbest in (("plain", lists["dev"]), ("sparse", tmp_path / "sparse.nbest")):
+        r = run(
+            "rerank-tune",
+            str(nbest),
+            str(TINY_MOSES / "dev.fr"),
+            str(tmp_path / f"{name}.weights"),
+            "--init",
+            str(lists["ini"]),
+            "--moses",
+            str(lists["moses"]),
+            "--optimizer",
+            "kbmira",
+            "--work-dir",
+            str(tmp_path / name),
+        )
+        assert r.returncode == 0, r.stderr
+        outputs.append((tmp_path / f"{name}.weights").read_text().split("\n", 1)[1])  # below the comment
+    assert "sp_x=" in (tmp_path / "sparse" / "nbest.txt").read_text()
+    assert "sp_x" not in (tmp_path / "sparse" / "features.dat").read_text()
+    assert all(line.startswith("F") for line in (tmp_path / "sparse" / "kbmira.weights").read_text().splitlines())
+    assert outputs[0] == outputs[1]
+
+
 @pytest.mark.slow
 @pytest.mark.moses
 def test_kbmira_without_a_pass_above_bleu_0_keeps_the_start(lists: dict[str, Path], tmp_path: Path) -> None:

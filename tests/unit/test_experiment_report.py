@@ -100,3 +100,22 @@ def test_reranked_rows_add_the_held_out_dev_column() -> None:
     assert lines[0].split()[:8] == ["system", "runs", "dev", "BLEU", "dev", "(held", "out)", "test"]
     assert lines[2].split()[5] == "-" and lines[3].split()[6] == f"{expected:.2f}"
     assert any(line.startswith("dev (held out):") for line in lines)
+
+
+def test_a_difference_over_fewer_runs_than_the_means_is_marked() -> None:
+    """Runs are compared in pairs (reranked run i on the decoder's run i), so while one system
+    has fewer finished runs than the baseline, Δ and p are over the runs both have, not the
+    difference of the means the row shows: the cell is marked and the footer says over which."""
+    short = [" ".join(h.split()[:-2]) for h in HYPS]
+    base = [run(short, 1), run(HYPS, 2), run(HYPS, 3)]
+    systems = systems_for(True, False)
+    report = build_report(systems, {"baseline": base, "rnn": [run(HYPS, 4)]}, settings_json={}, raw_reference=True)
+    difference = report["comparisons"]["rnn"]["test"]["approximate_randomization"]["difference"]
+    assert difference == pytest.approx(run(HYPS, 4).test.score - base[0].test.score, abs=1e-4)
+    means = report["systems"]["rnn"]["test"]["mean"] - report["systems"]["baseline"]["test"]["mean"]
+    assert abs(difference - means) > 1  # the first run alone, against the mean of three
+    lines = format_table(report).splitlines()
+    assert lines[3].split()[-2] == f"{difference:+.2f}*"
+    assert any(line.startswith("*: over the runs both systems have") and "+ RNN (1)" in line for line in lines)
+    full = build_report(systems, {"baseline": base, "rnn": [run(HYPS, 4)] * 3}, settings_json={}, raw_reference=True)
+    assert "*" not in format_table(full)

@@ -125,6 +125,8 @@ def test_feature_names_and_values() -> None:
         ("-1 LM0= -1 TM0= 1 2", "before any feature name"),
         ("LM0= TM0= 1 2", "feature LM0 has no value"),
         ("LM0= -1 TM0=", "feature TM0 has no value"),
+        ("LM0= -1 TM0= 1\u00a02", "U+00A0 in the features field"),  # extractor: one value, '1\xa02'
+        ("LM0= -1\tTM0= 1 2", "U+0009 in the features field"),
     ],
 )
 def test_the_features_field_is_checked_on_every_line(tmp_path: Path, features: str, why: str) -> None:
@@ -161,7 +163,9 @@ def test_sentences_are_numbered_as_the_decoder_numbers_them(
 
 
 def test_parse_features_reads_what_extractor_reads() -> None:
-    parsed = parse_features("Distortion0= 0 LM0= -48.172 sp_x= 1.5 TranslationModel0= -6.1 -7 .5 3e-2 +1")
+    """Tokens separated by spaces, a run of them as one (mert/Util.cpp, getNextPound: "skip all
+    occurrences of delimiter")."""
+    parsed = parse_features("Distortion0= 0 LM0= -48.172  sp_x= 1.5 TranslationModel0= -6.1 -7 .5 3e-2 +1 ")
     assert parsed.layout == (("Distortion0", 1), ("LM0", 1), ("TranslationModel0", 5))
     assert parsed.values == [0.0, -48.172, -6.1, -7.0, 0.5, 0.03, 1.0]
     assert parsed.sparse == [("sp_x", 1.5)]
