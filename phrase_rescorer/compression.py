@@ -132,7 +132,7 @@ def format_of_head(head: bytes) -> str | None:
         if magic.match(head):
             raise CompressionError(
                 f"{name}-compressed input: gzip, bzip2, xz, zstd and plain text "
-                "are read; decompress it into a pipe (... | rescore-phrase-table - OUT ...)"
+                "are read; decompress it first, or through a pipe with - for the file"
             )
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 from collections.abc import Iterable
 
@@ -67,6 +68,15 @@ def check_output_path(path: str, by_name: bool = True) -> None:
         raise OutputError(path, "output directory does not exist", errno.ENOENT)
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(path, f"permission denied: cannot create files in {directory}", errno.EACCES)
+    name = len(os.fsencode(os.path.basename(path)))
+    try:
+        longest = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):  # not told: the final rename says
+        longest = None
+    if longest is not None and name > longest:
+        raise OutputError(
+            path, f"file name too long ({name} bytes; this file system takes {longest})", errno.ENAMETOOLONG
+        )
 
 
 def check_distinct_paths(input_path: str, output_path: str, *, model: str | None = None) -> None:
@@ -74,8 +84,9 @@ def check_distinct_paths(input_path: str, output_path: str, *, model: str | None
     ``model`` file the run reads (writing there would destroy what is being read).
 
     Compares resolved paths (symlinks, relative spellings) and, when both exist, the files
-    themselves (hard links). ``-`` (stdin/stdout) never clashes. Nothing is opened: a FIFO
-    keeps its writer waiting for the real reader.
+    themselves (hard links). ``-`` is the file behind standard input (an input) or output (the
+    output) when that is a regular file (``< t.gz``, ``> out``). Nothing is opened: a FIFO keeps
+    its writer waiting for the real reader.
     """
     check_not_an_input(output_path, (("input", input_path), ("model file", model)))
 
@@ -91,11 +102,26 @@ def check_not_an_input(output_path: str, inputs: Iterable[tuple[str, str | None]
 
 
 def _same_file(path: str, output_path: str) -> bool:
-    if path == "-" or output_path == "-" or "" in (path, output_path):
+    if "" in (path, output_path):
         return False
+    if path == "-" or output_path == "-":  # the file behind standard input or output (`< t.gz`, `> t.gz`)
+        return _same_regular_file(path, output_path)
     if os.path.realpath(path) == os.path.realpath(output_path):
         return True
     try:
         return os.path.samefile(path, output_path)
     except OSError:  # either does not exist (yet)
         return False
+
+
+def _same_regular_file(path: str, output_path: str) -> bool:
+    """Whether ``path`` (``-``: the file on standard input) and ``output_path`` (``-``: the
+    file on standard output) are one regular file: a shell's ``< t.gz`` or ``>> t.gz`` on a
+    file the run also reads or writes. Terminals and pipes are never the same file (an
+    interactive shell's standard input and output are one terminal)."""
+    try:
+        a = os.fstat(0) if path == "-" else os.stat(path)
+        b = os.fstat(1) if output_path == "-" else os.stat(output_path)
+    except OSError:  # closed, or not there (yet)
+        return False
+    return stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

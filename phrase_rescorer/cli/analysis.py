@@ -41,6 +41,8 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @MODEL
 @click.option(
     "--beam-size",
+    "--beam",
+    "beam_size",
     default=10,
     show_default=True,
     type=click.IntRange(min=0),
@@ -76,6 +78,8 @@ def _print_report(fmt: str, text: str, header: tuple[str, ...], rows: list[tuple
 @click.option("--allow-unk", is_flag=True, help="Let the network propose <unk>.")
 @click.option(
     "--length-alpha",
+    "--alpha",
+    "length_alpha",
     default=0.0,
     show_default=True,
     type=click.FloatRange(min=0),
@@ -202,7 +206,7 @@ def suggest(
 @typed_options
 @detok_options
 @FORMAT
-@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the score scatter plot into this PNG.")
+@click.option("--plot", type=click.Path(), help="Also draw the score scatter plot into this PNG.")
 @click.option(
     "--scatter-pairs",
     default=2000,
@@ -250,6 +254,14 @@ def compare(
     """
     if plot and not scatter_pairs:
         raise UserError("--plot needs --scatter-pairs above 0")
+    for low, high, what in ((min_length, max_length, "length"), (min_count, max_count, "count")):
+        if low is not None and high is not None and high < low:
+            raise UserError(f"--max-{what} {high:g} is below --min-{what} {low:g}: no source would qualify")
+    if plot:
+        from ..output import check_distinct_paths, check_output_path
+
+        check_output_path(plot, by_name=False)
+        check_distinct_paths(table, plot, model=model)
     ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
     tm_column = tm_column or (1 if ckpt.inverse else cmp.DEFAULT_TM_COLUMN)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)

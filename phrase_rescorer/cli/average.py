@@ -9,8 +9,8 @@ from .common import UserError, say
 
 
 @cli.command("average")
-@click.argument("out_path", metavar="OUT", type=click.Path(dir_okay=False))
-@click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("out_path", metavar="OUT", type=click.Path())
+@click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--average-last",
     type=click.IntRange(1),

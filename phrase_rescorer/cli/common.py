@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -14,7 +15,7 @@ import click
 import torch
 
 from .. import __version__, devices
-from ..errors import EXIT_SIGINT, EXIT_SIGPIPE, EXIT_USAGE, ProgramError, Terminated, exit_code, signal_words
+from ..errors import EXIT_OS, EXIT_SIGINT, EXIT_SIGPIPE, EXIT_USAGE, ProgramError, Terminated, exit_code, signal_words
 from ..output import OutputError, ReaderGone
 from ..output_targets import drop_stdout, reader_gone
 from ..threads import default_threads, limit_threads, usable_cores
@@ -29,6 +30,26 @@ class UserError(click.ClickException):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE):
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it as a class default
+
+
+class InputPath(click.Path):
+    """A path that must be there (``click.Path(exists=True)``), missing or of the wrong kind
+    reported as every input the library opens reports it: ``PATH: cannot read: ...``, exit 6
+    (``EXIT_OS``, the table's unreadable input), not as a usage error (exit 2)."""
+
+    def __init__(self, *, file_okay: bool = True, dir_okay: bool = True) -> None:
+        super().__init__(exists=False, file_okay=file_okay, dir_okay=dir_okay)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = os.fspath(value)
+        option = f"{max(param.opts, key=len)}: " if isinstance(param, click.Option) else ""
+        if not os.path.exists(path):
+            raise UserError(f"{option}{path}: cannot read: No such file or directory", EXIT_OS)
+        if not self.dir_okay and os.path.isdir(path):
+            raise UserError(f"{option}{path}: cannot read: a directory, not a file", EXIT_OS)
+        if not self.file_okay and not os.path.isdir(path):
+            raise UserError(f"{option}{path}: not a directory", EXIT_OS)
+        return super().convert(value, param, ctx)
 
 
 def _fail(prog: str, message: str, code: int) -> NoReturn:
@@ -241,6 +262,4 @@ def model_option(
 ) -> Callable[..., Any]:
     """``-m/--model``: the trained network, the same option in every command (``multiple``: the
     networks, one per -m, in the order given)."""
-    return click.option(
-        "-m", "--model", dest, required=required, multiple=multiple, type=click.Path(dir_okay=False), help=help
-    )
+    return click.option("-m", "--model", dest, required=required, multiple=multiple, type=click.Path(), help=help)

@@ -132,14 +132,18 @@ def embed(
 
 
 @cli.command("plot-log")
-@click.argument("log", type=click.Path(dir_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.argument("log", type=click.Path())
+@click.option("-o", "--out", required=True, type=click.Path(), help="PNG file to write.")
 @click.pass_context
 def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train`, `train-nmt` or `train-lm` (--log, by
     default MODEL_OUT's .log): the training loss and the held-out perplexity, each against the
     step and against the minutes of training, beside a unigram model's perplexity (train,
-    train-nmt) or KenLM's (train-lm --kenlm). Prints the PNG's path."""
+    train-nmt) or KenLM's (train-lm --kenlm). Prints the PNG's path.
+
+    \b
+    Example:
+      phrase-rescorer plot-log nmt.log -o nmt-curves.png"""
     check_distinct_paths(log, out)  # the log, replaced by its picture
     try:
         records = read_training_curves(log)
@@ -157,14 +161,16 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
 
 @cli.command("plot-experiment")
 @click.argument("out_dir", metavar="OUT_DIR", type=click.Path(file_okay=False))
-@click.option(
-    "-o", "--out", type=click.Path(dir_okay=False), help="PNG file to write  [default: OUT_DIR/experiment.png]."
-)
+@click.option("-o", "--out", type=click.Path(), help="PNG file to write  [default: OUT_DIR/experiment.png].")
 def plot_experiment(out_dir: str, out: str | None) -> None:
     """BLEU of an experiment's systems, dev and test side by side, from its --out directory
     OUT_DIR (its experiment.json): each MERT run a dot, the mean with its 95 % bootstrap
     interval (sentences resampled, every run kept). Works on an unfinished experiment too (the
-    runs done so far). Prints the PNG's path."""
+    runs done so far). Prints the PNG's path.
+
+    \b
+    Example:
+      phrase-rescorer plot-experiment work/exp -o work/exp/bleu.png"""
     from ..experiment.report import REPORT_NAME, read_report
 
     out = out or os.path.join(out_dir, "experiment.png")

@@ -15,9 +15,9 @@ from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound, find_moses
 from ..reranking.mert import OPTIMIZERS
 from . import cli
-from .common import UserError, device_option, is_quiet, model_option, threads_value_option
+from .common import InputPath, UserError, device_option, is_quiet, model_option, threads_value_option
 
-_FILE = click.Path(exists=True, dir_okay=False)
+_FILE = InputPath(dir_okay=False)
 
 
 @cli.command("experiment")
@@ -116,7 +116,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
 )
 @click.option(
     "--baseline-from",
-    type=click.Path(file_okay=False, exists=True),
+    type=InputPath(file_okay=False),
     default=None,
     help="Another experiment's --out whose finished baseline runs are copied instead of tuned "
     "again: a new network against the same baseline. Refused unless that experiment had the "

@@ -9,9 +9,9 @@ import click
 from ..data.table_stats import format_report, inspect_table
 from ..errors import EXIT_INPUT
 from ..model.checkpoint import load_checkpoint
-from ..moses.columns import RNN_COUNT, network_column
+from ..moses.columns import MOSES_COLUMNS, RNN_COUNT, network_column
 from . import cli
-from .common import UserError, model_option, progress, threads_option
+from .common import UserError, model_option, progress, threads_option, warn
 
 
 @cli.command()
@@ -57,10 +57,19 @@ def inspect(
     \b
     Example (a table rescored with rescore -m rnn.pt -m rnn-inverse.pt):
       phrase-rescorer inspect model/phrase-table.rnn2.gz -m rnn.pt -m rnn-inverse.pt"""
+    if unk_feature and not model_paths:
+        raise UserError("--unk-feature names the last column after the networks' columns: give the networks (-m)")
     added = _added_columns(model_paths, unk_feature)
     with progress(ctx, "inspect", " lines") as bar:
         stats = inspect_table(table, vocab_size, max_reported, on_progress=lambda lines, _size: bar.update_to(lines))
         bar.update_to(stats.lines)
+    short = [count for count in stats.scores_per_line if added is not None and count - len(added) < len(MOSES_COLUMNS)]
+    if short:
+        warn(
+            f"{table}: lines of {short[0]} scores, but Moses' {len(MOSES_COLUMNS)} and the {len(added or ())} "
+            f"column(s) that -m and --unk-feature name make {len(MOSES_COLUMNS) + len(added or ())}: was it "
+            "rescored with these options? The column names below may be wrong"
+        )
     if as_json:
         report = stats.to_dict()
         if added is not None:

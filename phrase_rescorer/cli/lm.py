@@ -13,7 +13,7 @@ from ..lm.network import PRESETS
 from ..lm.task import LMTask, LMTrainConfig, prepare_lm_data
 from ..training.run_files import companion_path
 from . import cli
-from .common import say
+from .common import InputPath, say
 from .lm_report import kenlm_perplexities, report_training
 from .loop_options import check_loop_options, loop_options
 from .training_run import check_outputs, join_group, run_loop
@@ -41,7 +41,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 
 @cli.command("train-lm")
 @click.argument("text", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.argument("model_out", type=click.Path())
 @click.option(
     "--preset",
     "preset_name",
@@ -88,7 +88,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--kenlm",
     "kenlm_path",
-    type=click.Path(exists=True, dir_okay=False),  # refused before training, not after it
+    type=InputPath(dir_okay=False),  # refused before training, not after it
     help="Also report this KenLM model's perplexity on the --valid and --test texts (ARPA or "
     "binary; through bin/query of --moses / $MOSES), with the same OOV convention. Not on the "
     "1% held out of TEXT: the n-gram LM was estimated on TEXT, those sentences included.",
@@ -131,7 +131,7 @@ def train_lm(
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
     check_loop_options(kw)
-    check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume)
+    check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume, family="cslm")
     group, dev = join_group(ctx, device)
     test_sentences = None if test_path is None else list(read_sentences(test_path))
     kenlm = None  # KenLM's figures, measured now: a file that is not an LM is refused before training

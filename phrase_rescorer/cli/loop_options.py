@@ -84,7 +84,7 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
         click.option(
             "--log",
             "log_path",
-            type=click.Path(dir_okay=False),
+            type=click.Path(),
             help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]",
         ),
         click.option(

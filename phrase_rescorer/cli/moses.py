@@ -9,13 +9,13 @@ import click
 from ..moses.columns import START_WEIGHT
 from ..parallel import distributed
 from . import cli
-from .common import UserError, is_quiet, model_option, say, warn
+from .common import InputPath, UserError, is_quiet, model_option, say, warn
 from .rescore import MODELS_HELP, options_dict, rescore_options, table_progress
 
 
 @cli.command("moses-ini")
-@click.argument("in_ini", metavar="IN.ini", type=click.Path(exists=True, dir_okay=False))
-@click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True, dir_okay=False))
+@click.argument("in_ini", metavar="IN.ini", type=InputPath(dir_okay=False))
+@click.argument("out_ini", metavar="OUT.ini", type=click.Path(allow_dash=True))
 @click.option(
     "--table",
     required=True,
@@ -126,14 +126,14 @@ def moses_ini(
 
 
 @cli.command("moses-step")
-@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("model_dir", type=InputPath(file_okay=False))
 @model_option("model_paths", required=False, multiple=True, help=MODELS_HELP)
-@click.option("--network", hidden=True, type=click.Path(dir_okay=False), help="Deprecated name of -m/--model.")
+@click.option("--network", hidden=True, type=click.Path(), help="Deprecated name of -m/--model.")
 @click.option(
     "--ini",
     "ini_in",
     default=None,
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputPath(dir_okay=False),
     help="The moses.ini to start from [default: MODEL_DIR/moses.ini, else the newest EMS MODEL_DIR/moses.ini.N].",
 )
 @click.option(
@@ -184,7 +184,11 @@ def moses_step(
     the outputs keep EMS's version number (phrase-table.rnn.N.gz, moses.rnn.ini.N). With -m given
     more than once, one column per network (num-features grows by as many, each with its
     starting weight). The printed command runs the decoder on this run's thread count
-    (--threads / -threads)."""
+    (--threads / -threads).
+
+    \b
+    Example (after train-model.perl wrote model/moses.ini):
+      phrase-rescorer moses-step model -m rnn.pt -threads 2"""
     from ..moses.step_files import format_command
     from ..pipeline.moses_step import rescore_model_dir
     from ..threads import current_threads

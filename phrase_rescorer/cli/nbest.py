@@ -17,7 +17,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     "model_paths",
     required=True,
     multiple=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="A CSLM (train-lm) or a translation network (train-nmt); repeat for several "
     "features, appended in the order given.",
 )
@@ -32,7 +32,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
 @click.option(
     "--source",
     "source_path",
-    type=click.Path(dir_okay=False, allow_dash=False),
+    type=click.Path(allow_dash=False),
     help="The tokenized source text the n-best list translates (line i for sentence ID "
     "i, as given to the decoder); needed by translation networks.",
 )
@@ -81,6 +81,9 @@ def nbest(
             check_feature_name(name)
         except ValueError as e:
             raise UserError(f"--name: {e}") from e
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UserError(f"--name {twice[0]} given twice: each -m's feature needs a name of its own")
     dev = str(resolve_device(device))
     sources = read_source_text(source_path) if source_path else None
     features = []
@@ -96,8 +99,6 @@ def nbest(
             kind = "CSLM" if isinstance(feature, CSLMFeature) else "NMT"
             feature.name, counts[kind] = f"{kind}{counts[kind]}", counts[kind] + 1
         features.append(feature)
-    if len({f.name for f in features}) != len(features):
-        raise UserError("two features with the same name: give --name for each -m")
     with progress(ctx, "nbest", " lines") as bar:
         summary = append_features(
             in_path,

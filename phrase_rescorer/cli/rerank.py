@@ -15,7 +15,7 @@ import click
 from ..errors import EXIT_INPUT
 from ..reranking.mert import OPTIMIZERS
 from . import cli
-from .common import UserError, say, threads_value_option
+from .common import InputPath, UserError, say, threads_value_option
 
 if TYPE_CHECKING:
     from ..reranking.mbr import Mbr
@@ -78,13 +78,13 @@ def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no
 
 
 @cli.command("rerank-tune")
-@click.argument("nbest_path", metavar="NBEST", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("reference", metavar="REF", type=click.Path(exists=True, dir_okay=False))
-@click.argument("weights_out", metavar="WEIGHTS", type=click.Path(dir_okay=False))
+@click.argument("nbest_path", metavar="NBEST", type=click.Path(allow_dash=True))
+@click.argument("reference", metavar="REF", type=InputPath(dir_okay=False))
+@click.argument("weights_out", metavar="WEIGHTS", type=click.Path())
 @click.option(
     "--init",
     "init_path",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputPath(dir_okay=False),
     help="Start weights: the tuned moses.ini that decoded NBEST (its [weight] section), or a "
     "weights file; features it lacks (the added ones) start at 0 [default: all 0].",
 )
@@ -113,7 +113,7 @@ def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no
 @click.option(
     "--held-out",
     "heldout_out",
-    type=click.Path(dir_okay=False, allow_dash=True),
+    type=click.Path(allow_dash=True),
     help="Also write to FILE ('-': stdout; compressed as its name says) each dev sentence's hypothesis "
     "chosen by weights tuned without it (the even and the odd sentences, each half chosen by the weights "
     "tuned on the other: the same optimiser, start weights, seed, restarts and threads) and print their "
@@ -282,7 +282,7 @@ def rerank_tune(
 
 @cli.command("rerank")
 @click.argument("nbest_path", metavar="NBEST", type=click.Path(allow_dash=True))
-@click.argument("weights_path", metavar="WEIGHTS", type=click.Path(exists=True, dir_okay=False))
+@click.argument("weights_path", metavar="WEIGHTS", type=InputPath(dir_okay=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True))
 @click.option(
     "--sentences",

@@ -9,17 +9,15 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
 
 
 @cli.command("score")
-@click.argument("src_path", metavar="SRC", type=click.Path(allow_dash=True, dir_okay=False, readable=False))
-@click.argument(
-    "tgt_path", metavar="[TGT]", required=False, type=click.Path(allow_dash=True, dir_okay=False, readable=False)
-)
+@click.argument("src_path", metavar="SRC", type=click.Path(allow_dash=True, readable=False))
+@click.argument("tgt_path", metavar="[TGT]", required=False, type=click.Path(allow_dash=True, readable=False))
 @click.option(
     "-m",
     "--model",
     "--models",
     "model_path",
     required=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="A CSLM (train-lm), a translation network (train-nmt) or a phrase network (train).",
 )
 @click.option(
@@ -28,7 +26,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     "out_path",
     default="-",
     show_default=True,
-    type=click.Path(allow_dash=True, dir_okay=False, readable=False),
+    type=click.Path(allow_dash=True, readable=False),
     help="The scores, one line per input line (compressed by name: .gz .bz2 .xz .zst).",
 )
 @click.option(
@@ -101,6 +99,11 @@ def score(
             check_distinct_paths(given, out_path, model=model_path)
     if src_path == "-" and tgt_path == "-":
         raise UserError("only one of SRC and TGT can be standard input")
+    if summary is not None and (normalize or word_scores):
+        given = "--normalize" if normalize else "--word-scores"
+        raise UserError(
+            f"--summary writes one figure of the whole text instead of the line scores: {given} has no line to change"
+        )
     dev = str(resolve_device(device))
     try:
         feature = load_feature(model_path, "", [], dev)

@@ -21,7 +21,7 @@ PHRASE_DEFAULTS = TrainConfig(clip_norm=5.0, init_std=0.05)
 
 @cli.command()
 @click.argument("table", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.argument("model_out", type=click.Path())
 @click.option(
     "--extract", is_flag=True, help="TABLE is a Moses extract file (src ||| tgt ||| alignment), not a phrase table."
 )
@@ -36,6 +36,10 @@ def train(ctx: click.Context, table: str, model_out: str, extract: bool, **optio
     (JSON lines). Ctrl-C or SIGTERM saves the latest state; the same command with --resume
     continues exactly where it stopped. Without --max-steps, --max-time or --epochs, training
     runs until --patience validations bring no improvement.
+
+    \b
+    Example (the paper's network, an hour on one core; then rescore-phrase-table -m fwd.pt):
+      phrase-rescorer train model/phrase-table.gz fwd.pt --preset paper --max-time 3600 -threads 1
 
     \b
     On several GPUs or machines, start the same command with torchrun

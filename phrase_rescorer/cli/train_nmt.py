@@ -39,7 +39,7 @@ NMT_DEFAULTS = TrainConfig(
 @cli.command("train-nmt")
 @click.argument("source", type=click.Path(allow_dash=True))
 @click.argument("target", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.argument("model_out", type=click.Path())
 @training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch", preset="small")
 @click.option(
     "--right-to-left",

@@ -23,6 +23,7 @@ from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused_sizes
+from ..model.kinds import model_kind, refuse_kind
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
@@ -40,11 +41,12 @@ from .training_options import SIZES as _SIZES
 
 
 def check_outputs(
-    model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0
+    model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0, *, family: str
 ) -> None:
     """Before any work: MODEL_OUT's directory, the three outputs usable and none an input, with
     ``keep`` kept networks no input or log of their names (``MODEL.stepS.pt``: the steps are known
-    only as they come), and with ``--resume`` the ``.last.pt`` to resume."""
+    only as they come), and with ``--resume`` the ``.last.pt`` to resume, of the ``family``
+    (``model.kinds.FAMILIES``) the command trains."""
     if not os.path.isdir(os.path.dirname(os.path.abspath(model_out))):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path = companion_path(model_out, ".last.pt")
@@ -62,6 +64,8 @@ def check_outputs(
                 raise OutputError(given, f"--keep-checkpoints would write a network over this file{link}", errno.EINVAL)
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
+    if resume:  # a state of another command's network, refused before its data is read
+        refuse_kind(last_path, model_kind(last_path), "--resume", (family,))
 
 
 def run_loop(
@@ -192,7 +196,8 @@ def run_training(
             products.library()  # a misspelt PHRASE_RESCORER_PRODUCTS refused now, not at the first step
         except ValueError as e:
             raise UserError(str(e)) from e
-    check_outputs(model_out, inputs, log_path, resume, cfg.keep_checkpoints)
+    family = "sentence" if trained_on == "sentence pairs" else "phrase"
+    check_outputs(model_out, inputs, log_path, resume, cfg.keep_checkpoints, family=family)
     pairs, read_summary = load()
     try:
         keep_freed_memory()

@@ -5,16 +5,20 @@ from __future__ import annotations
 import click
 
 from . import cli
-from .common import device_option, model_option, progress, resolve_device, say, threads_option
+from .common import device_option, model_option, progress, resolve_device, say, threads_option, warn
 
 
 @cli.command("translate")
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
-@model_option()
-@click.option("--beam", "beam_size", type=click.IntRange(1), default=5, show_default=True, help="Beam size.")
+@model_option(help="The trained network (written by phrase-rescorer train-nmt).")
 @click.option(
+    "--beam-size", "--beam", "beam_size", type=click.IntRange(1), default=5, show_default=True, help="Beam width."
+)
+@click.option(
+    "--length-alpha",
     "--alpha",
+    "alpha",
     type=click.FloatRange(0),
     default=0.6,
     show_default=True,
@@ -45,22 +49,28 @@ def translate(
 
     \b
     Example:
-      phrase-rescorer translate test.en test.nmt.fr -m nmt.pt -threads 2
+      phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 5 -threads 2
     """
     from ..analysis.translate import translate as run
     from ..data.corpus import read_sentences
     from ..model.checkpoint import load_checkpoint
-    from ..output import AtomicOutput, check_distinct_paths
+    from ..output import AtomicOutput, check_distinct_paths, check_output_path
 
+    check_output_path(out_path)
     check_distinct_paths(in_path, out_path, model=model)
     checkpoint = load_checkpoint(model)
+    texts = [" ".join(tokens) for tokens in read_sentences(in_path)]  # read whole: a bad line refused first
+    if checkpoint.info.get("trained_on") != "sentence pairs":
+        warn(
+            f"{model} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
+            "(phrase-rescorer train-nmt): it translates as a phrase model"
+        )
     dev = resolve_device(device)
     lines = 0
-    with progress(ctx, "translate", " sentences") as bar, AtomicOutput(out_path) as out:
-        sentences = (" ".join(tokens) for tokens in read_sentences(in_path))
+    with progress(ctx, "translate", " sentences", total=len(texts)) as bar, AtomicOutput(out_path) as out:
         for text in run(
             checkpoint,
-            sentences,
+            texts,
             beam_size=beam_size,
             alpha=alpha,
             max_length=max_length,

@@ -51,14 +51,16 @@ class Settings:
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not
         the sentence-level models ``lm`` and ``nmt``: a restart may add, replace or drop them,
-        and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``)."""
+        and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``).
+        ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and
+        the first start that gives one fixes it (``check_resume``)."""
         return {
             "ini": os.path.abspath(self.ini),
             "dev": [os.path.abspath(p) for p in self.dev],
             "test": [os.path.abspath(p) for p in self.test],
             "model": os.path.abspath(self.model) if self.model else None,
             **({"inverse_model": os.path.abspath(self.inverse_model)} if self.inverse_model else {}),
-            "rerank_nbest": self.rerank_nbest,
+            "rerank_nbest": self.rerank_nbest if self.lm or self.nmt else None,
             "unk_feature": self.unk_feature,
             "max_iterations": self.max_iterations,
             "seed": self.seed,
@@ -136,6 +138,11 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         write_json(path, {**identity, "fingerprints": with_contents(prints)})
         return
     old = read_settings(path)
+    if old.get("rerank_nbest") is None or identity["rerank_nbest"] is None:  # no list decoded yet, or none now
+        identity["rerank_nbest"] = old.get("rerank_nbest")
+        if old.get("rerank_nbest") is None and settings.rerank_nbest is not None and (settings.lm or settings.nmt):
+            identity["rerank_nbest"] = old["rerank_nbest"] = settings.rerank_nbest
+            write_json(path, old)  # fixed by the first start that decodes lists
     changed = [k for k in identity if old.get(k) != identity[k]]
     if changed:
         details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)

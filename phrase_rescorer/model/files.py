@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import struct
+import warnings
 import zipfile
 from typing import Any
 
@@ -43,10 +45,14 @@ def write_torch_file(path: str, payload: dict[str, Any]) -> None:
 def read_torch_file(path: str) -> Any:
     """What ``torch.load(weights_only=True)`` reads of ``path`` (no code runs); a missing,
     truncated or foreign file is a :class:`CheckpointError` naming it."""
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: a directory, not a model file")
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such model file")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a foreign file's first byte read as a pickle protocol
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except (
         RuntimeError,
         EOFError,
@@ -54,6 +60,11 @@ def read_torch_file(path: str) -> Any:
         pickle.UnpicklingError,
         zipfile.BadZipFile,
         ValueError,
+        KeyError,  # the weights-only unpickler on text or random bytes (an unknown opcode, an empty stack)
+        IndexError,
+        TypeError,
+        AttributeError,
+        struct.error,
     ) as e:  # torch reports a cut-off zip archive as OSError(EINVAL)
         # torch's own text runs to several sentences of advice: keep the first
         detail = str(e).split(". ")[0] or type(e).__name__

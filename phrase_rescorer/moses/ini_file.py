@@ -3,11 +3,12 @@ table binarized first when asked (:mod:`.binarize`)."""
 
 from __future__ import annotations
 
-import os
-
-from ..output import AtomicOutput
+from ..errors import InputError
+from ..output import AtomicOutput, check_not_an_input
 from .binarize import PROGRAMS, BinarizeError, binarize_table, planned_form
-from .ini import MosesIniError, PatchResult, patch_moses_ini, same_file
+from .ini import MosesIniError, PatchResult, patch_moses_ini
+from .ini_weights import features
+from .stems import table_candidates
 from .table_forms import TableFormError, table_form
 from .toolkit import find_moses
 
@@ -20,16 +21,25 @@ def patch_moses_ini_file(
     ``table`` is the text table: every check is made first, then the Moses at ``moses_dir``
     (else ``$MOSES``; :class:`.toolkit.MosesNotFound` when there is none) binarizes it, and the
     ini points at the binarized table."""
-    if out_ini != "-" and os.path.exists(out_ini) and same_file(in_ini, out_ini):
-        raise MosesIniError(f"{out_ini}: the output is the input; write the patched ini beside it")
+    check_not_an_input(out_ini, (("input ini", in_ini), ("table", table)))
+    with open(in_ini, "rb") as given:
+        data = given.read()
     try:
-        with open(in_ini, encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise MosesIniError(f"{in_ini}: not UTF-8 text ({e})") from None
+        line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
+        raise InputError(f"{in_ini}:{line}: invalid UTF-8 at byte {column} of the line") from None
+    named = [
+        c
+        for f in features(text.splitlines(keepends=True))
+        if "path" in f.args
+        for c in table_candidates(f.args["path"])
+    ]
+    check_not_an_input(out_ini, (("file the input ini names", path) for path in named))  # a table, an LM
     output = AtomicOutput(out_ini, compress=False)  # a path that cannot be written: refused now
     if binarize is None:
         result = patch_moses_ini(text, table, ini=in_ini, **options)
+        _not_a_table(out_ini, result)
     else:
         toolkit = find_moses(moses_dir, needs=(PROGRAMS[binarize],))
         try:
@@ -40,7 +50,8 @@ def patch_moses_ini_file(
             raise MosesIniError(
                 f"--binarize takes the rescored text table; {table} is already a {source.feature_type} table"
             )
-        patch_moses_ini(text, table, ini=in_ini, form=planned_form(source, binarize), **options)  # checks
+        planned = planned_form(source, binarize)
+        _not_a_table(out_ini, patch_moses_ini(text, table, ini=in_ini, form=planned, **options))  # checks
         try:
             made = binarize_table(toolkit, source, binarize)
         except BinarizeError as e:
@@ -50,3 +61,9 @@ def patch_moses_ini_file(
     with output as f:
         f.write(result.text.encode("utf-8"))
     return result
+
+
+def _not_a_table(out_ini: str, result: PatchResult) -> None:
+    """Refuse an ``out_ini`` that is the table the patched ini will name (a binarized table's
+    file included): writing the ini there would destroy it."""
+    check_not_an_input(out_ini, (("table", result.new_path),))

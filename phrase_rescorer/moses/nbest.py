@@ -181,7 +181,7 @@ def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> 
         raise NbestError(path, line_no, "not an n-best line: expected 'ID ||| hypothesis ||| features ||| total'")
     sentence_field = raw[:first].strip()
     if not sentence_field.isdigit():
-        raise NbestError(path, line_no, f"sentence ID {raw[:first][:40]!r} is not a number")
+        raise NbestError(path, line_no, f"sentence ID {raw[:first][:40].decode('utf-8', 'replace')!r} is not a number")
     end = raw.find(SEPARATOR, third + len(SEPARATOR))
     total = raw[third + len(SEPARATOR) : end if end >= 0 else len(raw)]
     at = first + len(SEPARATOR)

@@ -73,11 +73,10 @@ def vector(
             values = [missing if missing is not None else 0.0] * count
         if len(values) != count:
             raise WeightsError(f"{source}: {name} has {len(values)} weights, the n-best list {count} values")
+        if not all(math.isfinite(v) for v in values):
+            raise WeightsError(f"{source}: {name}: weights must be finite numbers, not {' '.join(map(str, values))}")
         out.extend(values)
-    result = np.array(out, dtype=np.float64)
-    if not np.all(np.isfinite(result)):
-        raise WeightsError(f"{source}: weights must be finite numbers")
-    return result
+    return np.array(out, dtype=np.float64)
 
 
 def read_weights_file(path: str) -> Weights:

@@ -167,6 +167,33 @@ def test_compare_column_beyond_the_scores_names_the_line(trained_model: Path, sa
     assert f"{sample_table}:1: has 4 scores, so there is no score column 5" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--plot", "MISSING_DIR/x.png"], 6, "x.png: output directory does not exist"),
+        (["--min-length", "5", "--max-length", "2"], 2, "--max-length 2 is below --min-length 5"),
+    ],
+)
+def test_compare_refuses_before_reading_the_table(
+    trained_model: Path, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    """The table is a FIFO no one writes: a refusal that waited for the table would hang, not
+    exit with its code."""
+    import os
+
+    table = tmp_path / "never-written.gz"
+    os.mkfifo(table)
+    given = [a.replace("MISSING_DIR", str(tmp_path / "missing")) for a in args]
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "compare", "-m", str(trained_model), "-t", str(table), *given],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert r.returncode == code and message in r.stderr, r.stderr
+
+
 # --- embed --------------------------------------------------------------------------------------
 
 

@@ -44,3 +44,15 @@ def test_help_and_version() -> None:
     assert r.exit_code == 0 and "inspect" in r.output
     r = CliRunner().invoke(cli, ["--version"])
     assert r.exit_code == 0 and "phrase-rescorer" in r.output
+
+
+def test_columns_named_for_a_table_without_them_are_warned_of(sample_table: Path, trained_model: Path) -> None:
+    """-m names the columns rescoring appended: on the original 4-score table they would take
+    Moses' own names' place, so inspect says so; --unk-feature alone names nothing."""
+    r = CliRunner().invoke(cli, ["-q", "inspect", str(sample_table), "-m", str(trained_model)])
+    assert r.exit_code == 0, r.output
+    assert f"warning: {sample_table}: lines of 4 scores, but Moses' 4 and the 1 column(s)" in r.stderr
+    r = CliRunner().invoke(cli, ["-q", "inspect", str(sample_table)])
+    assert r.exit_code == 0 and "warning" not in r.stderr
+    r = CliRunner().invoke(cli, ["inspect", str(sample_table), "--unk-feature"])
+    assert r.exit_code == 2 and "--unk-feature names the last column after the networks' columns" in r.output

@@ -70,11 +70,12 @@ def test_a_truncated_line_names_file_and_line(lm: Path, tmp_path: Path) -> None:
     [
         (["--name", "CSLM_0"], 2, b"--name: feature name 'CSLM_0'"),
         (["-m", "MODEL_IS_PHRASE_NET"], 2, b"is a translation network: it scores a hypothesis given its source"),
+        (["--name", "A", "-m", "LM", "--name", "A"], 2, b"--name A given twice: each -m's feature needs a name"),
     ],
 )
 def test_refusals(lm: Path, tmp_path: Path, model: Path, args: list[str], code: int, message: bytes) -> None:
     (tmp_path / "in.nbest").write_bytes(NBEST)
-    args = [str(model) if a == "MODEL_IS_PHRASE_NET" else a for a in args]
+    args = [{"MODEL_IS_PHRASE_NET": str(model), "LM": str(lm)}.get(a, a) for a in args]
     r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "out"), "-m", str(lm), *args)
     assert r.returncode == code, r.stderr
     assert message in r.stderr and b"Traceback" not in r.stderr

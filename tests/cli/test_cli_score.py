@@ -208,6 +208,8 @@ def test_bad_utf8_on_the_last_line_is_refused_before_any_line_is_scored(
         (["-m", "nmt"], 2, b"is a translation network: it scores sentence pairs; give SRC and TGT"),
         (["TGT", "-m", "nmt", "-o", "SRC"], 6, b"output is the same file as the input"),
         (["TGT", "-m", "nmt", "-o", "MODEL"], 6, b"output is the same file as the model file"),
+        (["TGT", "-m", "nmt", "--summary", "perplexity", "--normalize"], 2, b"--normalize has no line to change"),
+        (["TGT", "-m", "nmt", "--summary", "--word-scores"], 2, b"--word-scores has no line to change"),
     ],
 )
 def test_refusals(models: dict[str, Path], args: list[str], code: int, message: bytes, tmp_path: Path) -> None:

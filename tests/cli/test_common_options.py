@@ -81,3 +81,27 @@ def test_rescoring_defaults_are_the_library_s() -> None:
         given = {p.name: p.get_default(ctx) for p in cli.commands[name].params}
         for field in ("score_format", "normalize", "unk_feature", "batch_size", "window", "device", "dtype", "scorer"):
             assert given[field] == getattr(defaults, field), (name, field)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["moses-ini", "MISSING", "o.ini", "--table", "t.gz"], "MISSING: cannot read: No such file or directory"),
+        (["rerank-tune", "FILE", "MISSING", "w"], "MISSING: cannot read: No such file or directory"),
+        (["rerank-tune", "FILE", "FILE", "w", "--init", "DIR"], "--init: DIR: cannot read: a directory, not a file"),
+        (["moses-step", "FILE"], "FILE: not a directory"),
+    ],
+)
+def test_a_missing_input_is_an_unreadable_input_as_everywhere(tmp_path: Path, args: list[str], message: str) -> None:
+    """Inputs click checks before the command runs are reported as the library reports the
+    others: the path, 'cannot read', exit 6 (the table's unreadable input), no usage text."""
+    from phrase_rescorer.errors import EXIT_OS
+
+    (tmp_path / "file").write_text("x\n")
+    paths = {"MISSING": str(tmp_path / "missing"), "DIR": str(tmp_path), "FILE": str(tmp_path / "file")}
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", *[paths.get(a, a) for a in args]], capture_output=True, env=cli_env()
+    )
+    for name, path in paths.items():
+        message = message.replace(name, path)
+    assert r.returncode == EXIT_OS and r.stderr.decode().splitlines() == [f"phrase-rescorer: error: {message}"]

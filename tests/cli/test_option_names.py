@@ -38,3 +38,10 @@ def test_moses_step_refuses_both_names_and_neither(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--network is the old name of -m/--model" in r.output
     r = CliRunner().invoke(cli, ["moses-step", str(tmp_path)])
     assert r.exit_code == 2 and "Missing option '-m' / '--model'" in r.output
+
+
+def test_the_beam_search_options_have_one_spelling_in_both_commands() -> None:
+    """suggest and translate both search with a beam: each takes the other's old spelling too."""
+    for name in ("suggest", "translate"):
+        opts = {o for p in cli.commands[name].params if isinstance(p, click.Option) for o in p.opts}
+        assert {"--beam-size", "--beam", "--length-alpha", "--alpha"} <= opts, name

@@ -338,6 +338,22 @@ CASES = [
         message=r"{dir}/other.pt: not a readable phrase_rescorer model",
     ),
     Case(
+        "a text file as the model",
+        code=4,
+        output="absent",
+        args=OTHER_MODEL,
+        setup=_model_bytes(lambda b: b"the cat sat on the mat\nhello\n"),
+        message=r"{dir}/other.pt: not a readable phrase_rescorer model",
+    ),
+    Case(
+        "a few bytes of junk as the model",
+        code=4,
+        output="absent",
+        args=OTHER_MODEL,
+        setup=_model_bytes(lambda b: b"junk\n"),
+        message=r"{dir}/other.pt: not a readable phrase_rescorer model",
+    ),
+    Case(
         "a torch file that is not a model",
         code=4,
         output="absent",

@@ -306,3 +306,31 @@ def test_plain_table_starting_like_bzip2_is_read(model: Path, tmp_path: Path) ->
     table.write_bytes(b"BZh ||| la ||| 0.5\n")
     code, err = run(["rescore", str(table), str(tmp_path / "out.txt"), "--model", str(model)])
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"), [("train", "sentence"), ("train-nmt", "phrase"), ("train-lm", "phrase"), ("train", "cslm")]
+)
+def test_resume_from_another_commands_state_is_refused_before_reading_the_data(
+    trained_model: Path, tmp_path: Path, command: str, kind: str
+) -> None:
+    """The saved state's kind is checked with the outputs: the data are FIFOs no one writes, so
+    a refusal that came after reading them would hang, not exit 4."""
+    from phrase_rescorer.errors import EXIT_MODEL
+    from tests.helpers.cslm import tiny_lm
+    from tests.helpers.nmt import tiny_nmt
+
+    made = {"phrase": lambda p: trained_model, "sentence": tiny_nmt, "cslm": tiny_lm}[kind](tmp_path / "made.pt")
+    (tmp_path / "net.last.pt").write_bytes(Path(made).read_bytes())
+    data = [tmp_path / "a", tmp_path / "b"]
+    for fifo in data:
+        os.mkfifo(fifo)
+    inputs = [str(data[0])] if command != "train-nmt" else [str(p) for p in data]
+    r = subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", command, *inputs, str(tmp_path / "net.pt"), "--resume"],
+        capture_output=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert r.returncode == EXIT_MODEL, r.stderr
+    assert f"{tmp_path / 'net.last.pt'}: a".encode() in r.stderr and b"--resume takes" in r.stderr

@@ -176,6 +176,20 @@ def test_a_restart_with_other_settings_is_refused(tmp_path: Path) -> None:
         check_resume(settings(tmp_path, seed=2))
 
 
+def test_the_reranking_list_size_is_fixed_by_the_first_start_that_decodes_lists(tmp_path: Path) -> None:
+    """No list is decoded while no --lm or --nmt is given, so --rerank-nbest is not yet part of
+    the experiment: the first start with one fixes it, a start without one leaves it, and a
+    later start with another size is refused."""
+    first = settings(tmp_path, rerank_nbest=1000)
+    os.makedirs(first.out_dir)
+    check_resume(first)
+    check_resume(settings(tmp_path, lm="lm.pt", rerank_nbest=20))  # the first with lists: fixes 20
+    check_resume(settings(tmp_path, rerank_nbest=500))  # no lists now: nothing to compare
+    check_resume(settings(tmp_path, nmt=("nmt.pt",), rerank_nbest=20))
+    with pytest.raises(ExperimentError, match="other settings .*rerank_nbest: was 20, now 200"):
+        check_resume(settings(tmp_path, lm="lm.pt", rerank_nbest=200))
+
+
 def test_systems() -> None:
     assert [s.key for s in systems_for(False, False)] == ["baseline"]
     assert [s.key for s in systems_for(True, False)] == ["baseline", "rnn"]

@@ -81,7 +81,7 @@ def test_sparse_features_are_read_as_written() -> None:
     ("line", "why"),
     [
         (b"0 ||| un homme ||| LM0= -1\n", "expected 'ID ||| hypothesis ||| features ||| total'"),  # truncated
-        (b"x ||| un ||| LM0= -1 ||| -1\n", "is not a number"),
+        (b"x ||| un ||| LM0= -1 ||| -1\n", "sentence ID 'x' is not a number"),
         (b"0 ||| un ||| LM0= -1 ||| nan\n", "not a finite number"),
         (b"0 ||| un \xff ||| LM0= -1 ||| -1\n", "invalid UTF-8"),
     ],
