@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import EXIT_INPUT
 from . import cli
 from .common import UserError, device_option, progress, resolve_device, say, threads_option, warn
 
@@ -120,6 +121,8 @@ def score(
             "(line i of TGT the translation of line i of SRC)"
         )
     source = Text(src_path)
+    if source.lines == 0:  # an empty output, or a summary of nothing (nan), would hide the step that failed
+        raise UserError(f"{src_path}: empty text: no lines to score", EXIT_INPUT)
     target = Text(tgt_path) if tgt_path is not None else None
     if target is not None:
         check_aligned(source, target)

@@ -140,6 +140,8 @@ def append_features(
                 on_progress(lines)
         if pending:
             flush(out)
+        if lines == 0:  # most likely an earlier step that failed, as rescore and rerank refuse it
+            raise NbestError(in_path, None, "empty n-best list: no lines to score")
         if sources is not None and last_id + 1 != len(sources):
             raise NbestError(
                 in_path,

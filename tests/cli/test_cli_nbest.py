@@ -81,6 +81,14 @@ def test_refusals(lm: Path, tmp_path: Path, model: Path, args: list[str], code: 
     assert message in r.stderr and b"Traceback" not in r.stderr
 
 
+def test_an_empty_list_is_refused(lm: Path, tmp_path: Path) -> None:
+    """As rescore and rerank refuse empty input: most likely the trace of a step that failed."""
+    (tmp_path / "in.nbest").write_bytes(b"")
+    r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "out"), "-m", str(lm))
+    assert r.returncode == 3 and b"empty n-best list: no lines to score" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_output_onto_its_input_is_refused(lm: Path, tmp_path: Path) -> None:
     (tmp_path / "in.nbest").write_bytes(NBEST)
     r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "in.nbest"), "-m", str(lm))

@@ -210,6 +210,7 @@ def test_bad_utf8_on_the_last_line_is_refused_before_any_line_is_scored(
         (["TGT", "-m", "nmt", "-o", "MODEL"], 6, b"output is the same file as the model file"),
         (["TGT", "-m", "nmt", "--summary", "perplexity", "--normalize"], 2, b"--normalize has no line to change"),
         (["TGT", "-m", "nmt", "--summary", "--word-scores"], 2, b"--word-scores has no line to change"),
+        (["-m", "cslm", "--summary", "perplexity", "EMPTY"], 3, b"empty text: no lines to score"),
     ],
 )
 def test_refusals(models: dict[str, Path], args: list[str], code: int, message: bytes, tmp_path: Path) -> None:
@@ -219,6 +220,10 @@ def test_refusals(models: dict[str, Path], args: list[str], code: int, message: 
     before = {p: p.read_bytes() for p in (src, tgt, models["nmt"])}
     given = {"TGT": str(tgt), "SRC": str(src), "MODEL": str(models["nmt"]), "cslm": str(models["cslm"])}
     given["nmt"] = str(models["nmt"])
+    if "EMPTY" in args:  # the text is SRC: empty
+        src.write_bytes(b"")
+        before[src] = b""
+        args = [a for a in args if a != "EMPTY"]
     r = run("score", str(src), *[given.get(a, a) for a in args])
     assert r.returncode == code, r.stderr
     assert message in r.stderr and b"Traceback" not in r.stderr and r.stdout == b""
