@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -38,17 +39,21 @@ class InputPath(click.Path):
     (``EXIT_OS``, the table's unreadable input), not as a usage error (exit 2)."""
 
     def __init__(self, *, file_okay: bool = True, dir_okay: bool = True) -> None:
-        super().__init__(exists=False, file_okay=file_okay, dir_okay=dir_okay)
+        super().__init__(exists=False, file_okay=file_okay, dir_okay=dir_okay, readable=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = os.fspath(value)
         option = f"{max(param.opts, key=len)}: " if isinstance(param, click.Option) else ""
-        if not os.path.exists(path):
-            raise UserError(f"{option}{path}: cannot read: No such file or directory", EXIT_OS)
-        if not self.dir_okay and os.path.isdir(path):
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError as e:  # missing, or a directory on the way that cannot be searched
+            raise UserError(f"{option}{path}: cannot read: {e.strerror}", EXIT_OS) from None
+        if not self.dir_okay and is_dir:
             raise UserError(f"{option}{path}: cannot read: a directory, not a file", EXIT_OS)
-        if not self.file_okay and not os.path.isdir(path):
-            raise UserError(f"{option}{path}: not a directory", EXIT_OS)
+        if not self.file_okay and not is_dir:
+            raise UserError(f"{option}{path}: cannot read: not a directory", EXIT_OS)
+        if not os.access(path, os.R_OK | (os.X_OK if is_dir else 0)):
+            raise UserError(f"{option}{path}: cannot read: {os.strerror(errno.EACCES)}", EXIT_OS)
         return super().convert(value, param, ctx)
 
 

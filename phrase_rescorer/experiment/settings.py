@@ -138,11 +138,9 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         write_json(path, {**identity, "fingerprints": with_contents(prints)})
         return
     old = read_settings(path)
+    fixes = old.get("rerank_nbest") is None and identity["rerank_nbest"] is not None  # the first start with lists
     if old.get("rerank_nbest") is None or identity["rerank_nbest"] is None:  # no list decoded yet, or none now
         identity["rerank_nbest"] = old.get("rerank_nbest")
-        if old.get("rerank_nbest") is None and settings.rerank_nbest is not None and (settings.lm or settings.nmt):
-            identity["rerank_nbest"] = old["rerank_nbest"] = settings.rerank_nbest
-            write_json(path, old)  # fixed by the first start that decodes lists
     changed = [k for k in identity if old.get(k) != identity[k]]
     if changed:
         details = "; ".join(f"{k}: was {old.get(k)!r}, now {identity[k]!r}" for k in changed)
@@ -151,9 +149,11 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
             "give another --out, or the same settings to continue it",
             EXIT_USAGE,
         )
+    # the size, once the restart is known to be the same experiment
+    record = {**old, "rerank_nbest": settings.rerank_nbest} if fixes else old
     if "fingerprints" not in old:  # written before fingerprints were kept: trusted, recorded now
         say(f"{path}: recording the fingerprints of the experiment's files now")
-        write_json(path, {**old, "fingerprints": with_contents(prints)})
+        write_json(path, {**record, "fingerprints": with_contents(prints)})
         return
     names = {
         "ini": settings.ini,
@@ -179,6 +179,8 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
             "or restore the files to continue it",
             EXIT_USAGE,
         )
+    if fixes:
+        write_json(path, {**record, "fingerprints": before})
 
 
 #: What each model option of the experiment takes: (option, families, directions).

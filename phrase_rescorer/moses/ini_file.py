@@ -21,7 +21,7 @@ def patch_moses_ini_file(
     ``table`` is the text table: every check is made first, then the Moses at ``moses_dir``
     (else ``$MOSES``; :class:`.toolkit.MosesNotFound` when there is none) binarizes it, and the
     ini points at the binarized table."""
-    check_not_an_input(out_ini, (("input ini", in_ini), ("table", table)))
+    check_not_an_input(out_ini, (("input ini", in_ini), *(("table", path) for path in _files(table))))
     with open(in_ini, "rb") as given:
         data = given.read()
     try:
@@ -29,13 +29,8 @@ def patch_moses_ini_file(
     except UnicodeDecodeError as e:
         line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
         raise InputError(f"{in_ini}:{line}: invalid UTF-8 at byte {column} of the line") from None
-    named = [
-        c
-        for f in features(text.splitlines(keepends=True))
-        if "path" in f.args
-        for c in table_candidates(f.args["path"])
-    ]
-    check_not_an_input(out_ini, (("file the input ini names", path) for path in named))  # a table, an LM
+    named = [f.args["path"] for f in features(text.splitlines(keepends=True)) if "path" in f.args]
+    check_not_an_input(out_ini, (("file the input ini names", p) for path in named for p in _files(path)))
     output = AtomicOutput(out_ini, compress=False)  # a path that cannot be written: refused now
     if binarize is None:
         result = patch_moses_ini(text, table, ini=in_ini, **options)
@@ -63,7 +58,14 @@ def patch_moses_ini_file(
     return result
 
 
+def _files(path: str) -> tuple[str, ...]:
+    """The files a ``path=`` of moses.ini (or ``--table``) may stand for: itself, a stem's
+    ``.gz`` (``stems.table_candidates``) and a Compact table's ``.minphr`` (its path is the
+    prefix: ``binarize.binarized_path``)."""
+    return (*table_candidates(path), f"{path}.minphr")
+
+
 def _not_a_table(out_ini: str, result: PatchResult) -> None:
     """Refuse an ``out_ini`` that is the table the patched ini will name (a binarized table's
     file included): writing the ini there would destroy it."""
-    check_not_an_input(out_ini, (("table", result.new_path),))
+    check_not_an_input(out_ini, (("table", path) for path in _files(result.new_path)))

@@ -29,7 +29,7 @@ import torch
 from ..compression import format_of_name
 from ..moses.phrase_table import PhraseTableError
 from ..output import AtomicOutput, check_distinct_paths, check_output_path
-from ..rescoring.engine import TableRescorer, load_checkpoints
+from ..rescoring.engine import TableRescorer, check_lines, load_checkpoints
 from ..rescoring.options import ProgressCallback, RescoreOptions, RescoreSummary
 from .distributed import Group, portable
 from .sharding import IndexProgress, Part, TablePart, concatenate, find_cuts, plan_parts
@@ -68,6 +68,7 @@ def rescore_sharded(
     plan: tuple[list[Part], str, int] | BaseException | None = None
     if group.is_main:
         try:
+            check_lines(in_path)  # every line, as one process checks them, before any part is scored
             index = find_cuts(in_path, opts.window, opts.window_cap, on_index)
             if index.lines == 0:  # as in one process: an empty table hides a failed earlier step
                 raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")

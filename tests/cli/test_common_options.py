@@ -89,7 +89,7 @@ def test_rescoring_defaults_are_the_library_s() -> None:
         (["moses-ini", "MISSING", "o.ini", "--table", "t.gz"], "MISSING: cannot read: No such file or directory"),
         (["rerank-tune", "FILE", "MISSING", "w"], "MISSING: cannot read: No such file or directory"),
         (["rerank-tune", "FILE", "FILE", "w", "--init", "DIR"], "--init: DIR: cannot read: a directory, not a file"),
-        (["moses-step", "FILE"], "FILE: not a directory"),
+        (["moses-step", "FILE"], "FILE: cannot read: not a directory"),
     ],
 )
 def test_a_missing_input_is_an_unreadable_input_as_everywhere(tmp_path: Path, args: list[str], message: str) -> None:

@@ -71,7 +71,8 @@ def test_pipes_are_never_the_same_file(model: Path, tmp_path: Path) -> None:
 
 
 def test_a_bad_last_line_is_refused_before_any_line_is_scored(model: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A regular file is checked whole first: the scorer is never reached."""
+    """A regular file is checked whole first: the scorer is never reached (windows of one line,
+    so that streaming alone would score the lines before the bad one)."""
     from phrase_rescorer.moses.phrase_table import PhraseTableError
     from phrase_rescorer.rescoring import engine
 
@@ -84,7 +85,7 @@ def test_a_bad_last_line_is_refused_before_any_line_is_scored(model: Path, tmp_p
     monkeypatch.setattr(engine.TableRescorer, "_rescore_window", scored)
     lines = TABLE.count(b"\n") + 1
     with pytest.raises(PhraseTableError, match=rf"t.txt:{lines}: expected 3 to 7 fields"):
-        engine.rescore_table(str(table), str(tmp_path / "out.txt"), str(model))
+        engine.rescore_table(str(table), str(tmp_path / "out.txt"), str(model), window=1, window_cap=1)
     assert not (tmp_path / "out.txt").exists()
 
 
@@ -124,3 +125,18 @@ def test_moses_ini_names_the_line_of_bad_utf8(ini: Path, tmp_path: Path) -> None
     ini.write_bytes(b"\n".join(lines))
     r = run("moses-ini", str(ini), str(tmp_path / "o.ini"), "--table", str(tmp_path / "phrase-table.gz"))
     assert r.returncode == EXIT_INPUT and f"{ini}:3: invalid UTF-8".encode() in r.stderr, r.stderr
+
+
+def test_moses_ini_never_writes_over_a_compact_table(ini: Path, tmp_path: Path) -> None:
+    """A Compact table's path= is its prefix (pt names pt.minphr): OUT.ini as that file, named by
+    the input ini or by --table's prefix, is refused too."""
+    compact = tmp_path / "pt.minphr"
+    compact.write_bytes(b"a binarized table")
+    text = ini.read_text()
+    named = tmp_path / "c.ini"
+    named.write_text(text.replace(f"path={tmp_path / 'phrase-table.gz'}", f"path={tmp_path / 'pt'}"))
+    assert named.read_text() != text
+    for given, table in ((named, tmp_path / "phrase-table.gz"), (ini, tmp_path / "pt")):
+        r = run("moses-ini", str(given), str(compact), "--table", str(table))
+        assert r.returncode == EXIT_OS and b"output is the same file as the" in r.stderr, r.stderr
+        assert compact.read_bytes() == b"a binarized table"

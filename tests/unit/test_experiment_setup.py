@@ -183,6 +183,8 @@ def test_the_reranking_list_size_is_fixed_by_the_first_start_that_decodes_lists(
     first = settings(tmp_path, rerank_nbest=1000)
     os.makedirs(first.out_dir)
     check_resume(first)
+    with pytest.raises(ExperimentError, match="other settings .*seed: was 1, now 2"):
+        check_resume(settings(tmp_path, lm="lm.pt", rerank_nbest=50, seed=2))  # refused: fixes nothing
     check_resume(settings(tmp_path, lm="lm.pt", rerank_nbest=20))  # the first with lists: fixes 20
     check_resume(settings(tmp_path, rerank_nbest=500))  # no lists now: nothing to compare
     check_resume(settings(tmp_path, nmt=("nmt.pt",), rerank_nbest=20))
