@@ -270,6 +270,24 @@ def test_extractor_reads_the_columns_the_parser_reads(lists: dict[str, Path], tm
     assert header[i : i + 3] == ["LM0_0", "LM0_1", "WordPenalty0_0"]  # the token became LM0's 2nd value
 
 
+def kbmira_tune(lists: dict[str, Path], nbest: Path, out: Path, work: Path) -> subprocess.CompletedProcess:
+    """rerank-tune --optimizer kbmira of ``nbest`` against the dev reference, from the decoder's weights."""
+    return run(
+        "rerank-tune",
+        str(nbest),
+        str(TINY_MOSES / "dev.fr"),
+        str(out),
+        "--init",
+        str(lists["ini"]),
+        "--moses",
+        str(lists["moses"]),
+        "--optimizer",
+        "kbmira",
+        "--work-dir",
+        str(work),
+    )
+
+
 @pytest.mark.moses
 def test_kbmira_tunes_the_same_columns(lists: dict[str, Path], tmp_path: Path) -> None:
     """rerank-tune --optimizer kbmira: Moses' kbmira from the decoder's weights, its ``F<i>``
@@ -287,20 +305,7 @@ def test_kbmira_tunes_the_same_columns(lists: dict[str, Path], tmp_path: Path) -
     outputs = []
     for name in ("a", "b"):
         work, out = tmp_path / f"work-{name}", tmp_path / f"{name}.weights"
-        r = run(
-            "rerank-tune",
-            str(lists["dev"]),
-            str(TINY_MOSES / "dev.fr"),
-            str(out),
-            "--init",
-            str(lists["ini"]),
-            "--moses",
-            str(lists["moses"]),
-            "--optimizer",
-            "kbmira",
-            "--work-dir",
-            str(work),
-        )
+        r = kbmira_tune(lists, lists["dev"], out, work)
         assert r.returncode == 0, r.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
@@ -349,20 +354,7 @@ def test_kbmira_tunes_the_dense_weights_alone_beside_sparse_features(lists: dict
     (tmp_path / "sparse.nbest").write_text(sparse)
     outputs = []
     for name, nbest in (("plain", lists["dev"]), ("sparse", tmp_path / "sparse.nbest")):
-        r = run(
-            "rerank-tune",
-            str(nbest),
-            str(TINY_MOSES / "dev.fr"),
-            str(tmp_path / f"{name}.weights"),
-            "--init",
-            str(lists["ini"]),
-            "--moses",
-            str(lists["moses"]),
-            "--optimizer",
-            "kbmira",
-            "--work-dir",
-            str(tmp_path / name),
-        )
+        r = kbmira_tune(lists, nbest, tmp_path / f"{name}.weights", tmp_path / name)
         assert r.returncode == 0, r.stderr
         outputs.append((tmp_path / f"{name}.weights").read_text().split("\n", 1)[1])  # below the comment
     assert "sp_x=" in (tmp_path / "sparse" / "nbest.txt").read_text()
