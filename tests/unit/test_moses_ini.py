@@ -16,6 +16,7 @@ from phrase_rescorer.moses.ini import (
     table_columns,
 )
 from phrase_rescorer.moses.ini_file import patch_moses_ini_file
+from phrase_rescorer.output import OutputError
 from tests.helpers.paths import REAL_INI, REPO
 
 
@@ -194,7 +195,7 @@ def test_crlf_ini_keeps_its_line_endings(ini: str, tmp_path: Path) -> None:
 def test_file_output_is_refused_onto_the_input(tmp_path: Path, ini: str) -> None:
     path = tmp_path / "moses.ini"
     path.write_text(ini)
-    with pytest.raises(MosesIniError, match="output is the input"):
+    with pytest.raises(OutputError, match="output is the same file as the input ini"):  # exit 6, as everywhere
         patch_moses_ini_file(str(path), str(path), str(table(tmp_path / "n.gz", scores="1 1 1 1 1")))
     assert path.read_text() == ini
 
