@@ -63,11 +63,12 @@ def inspect(
     with progress(ctx, "inspect", " lines") as bar:
         stats = inspect_table(table, vocab_size, max_reported, on_progress=lambda lines, _size: bar.update_to(lines))
         bar.update_to(stats.lines)
-    short = [count for count in stats.scores_per_line if added is not None and count - len(added) < len(MOSES_COLUMNS)]
+    named = len(MOSES_COLUMNS) + len(added) if added is not None else 0  # Moses' columns, then the added ones
+    short = [count for count in stats.scores_per_line if count < named]
     if short:
         warn(
-            f"{table}: lines of {short[0]} scores, but Moses' {len(MOSES_COLUMNS)} and the {len(added or ())} "
-            f"column(s) that -m and --unk-feature name make {len(MOSES_COLUMNS) + len(added or ())}: was it "
+            f"{table}: lines of {short[0]} scores, but Moses' {len(MOSES_COLUMNS)} and the "
+            f"{named - len(MOSES_COLUMNS)} column(s) that -m and --unk-feature name make {named}: was it "
             "rescored with these options? The column names below may be wrong"
         )
     if as_json:

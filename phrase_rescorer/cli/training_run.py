@@ -23,7 +23,7 @@ from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
 from ..errors import EXIT_OS
 from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused_sizes
-from ..model.kinds import model_kind, refuse_kind
+from ..model.kinds import model_kind, network_kind, refuse_kind
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
 from ..training import adadelta_loop, products
@@ -196,7 +196,7 @@ def run_training(
             products.library()  # a misspelt PHRASE_RESCORER_PRODUCTS refused now, not at the first step
         except ValueError as e:
             raise UserError(str(e)) from e
-    family = "sentence" if trained_on == "sentence pairs" else "phrase"
+    family, _ = network_kind({"trained_on": trained_on})
     check_outputs(model_out, inputs, log_path, resume, cfg.keep_checkpoints, family=family)
     pairs, read_summary = load()
     try:

@@ -54,17 +54,16 @@ def translate(
     from ..analysis.translate import translate as run
     from ..data.corpus import read_sentences
     from ..model.checkpoint import load_checkpoint
+    from ..model.kinds import phrase_network_warning
     from ..output import AtomicOutput, check_distinct_paths, check_output_path
 
     check_output_path(out_path)
     check_distinct_paths(in_path, out_path, model=model)
     checkpoint = load_checkpoint(model)
     texts = [" ".join(tokens) for tokens in read_sentences(in_path)]  # read whole: a bad line refused first
-    if checkpoint.info.get("trained_on") != "sentence pairs":
-        warn(
-            f"{model} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
-            "(phrase-rescorer train-nmt): it translates as a phrase model"
-        )
+    warning = phrase_network_warning(model, checkpoint.info, "it translates as a phrase model")
+    if warning is not None:
+        warn(warning)
     dev = resolve_device(device)
     lines = 0
     with progress(ctx, "translate", " sentences", total=len(texts)) as bar, AtomicOutput(out_path) as out:

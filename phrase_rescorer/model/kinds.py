@@ -50,6 +50,17 @@ def network_kind(info: Any) -> ModelKind:
     return family, "inverse" if info.get("direction") == "inverse" else "forward"
 
 
+def phrase_network_warning(path: str, info: Any, what: str) -> str | None:
+    """The warning for a phrase network given where a translation network is expected (None:
+    it is one); ``what`` says what its output then is."""
+    if network_kind(info)[0] == "sentence":
+        return None
+    return (
+        f"{path} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
+        f"(phrase-rescorer train-nmt): {what}"
+    )
+
+
 def describe_kind(kind: ModelKind) -> str:
     """``an inverse phrase network (phrase-rescorer train --direction inverse)``."""
     family, direction = kind

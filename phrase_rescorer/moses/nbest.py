@@ -90,8 +90,7 @@ def parse_features(field: str, path: str = "", line_no: int | None = None) -> Fe
             f"U+{ord(odd.group()):04X} in the features field: Moses' extractor separates its tokens "
             "by spaces only (mert/Util.cpp, getNextPound), and would read this one as part of a value",
         )
-    tokens = field.split(" ")
-    tokens = [token for token in tokens if token]
+    tokens = field.split()  # on spaces alone: no other whitespace is left
     i = 0
     while i < len(tokens):
         token = tokens[i]

@@ -31,6 +31,7 @@ from ..lm.lm_file import LMFile, is_lm_file, load_lm
 from ..lm.scoring import sentence_log_probs, sentence_token_log_probs
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.files import read_torch_file
+from ..model.kinds import phrase_network_warning
 from ..rescoring.scorers import ReferenceScorer, make_scorer
 
 
@@ -151,9 +152,7 @@ def load_feature(
             f"{path} is a translation network: it scores a hypothesis given its source "
             "sentence; give the source text with --source FILE"
         )
-    if checkpoint.info.get("trained_on") != "sentence pairs" and on_warning is not None:
-        on_warning(
-            f"{path} was trained on phrase pairs (phrase-rescorer train), not on sentence pairs "
-            "(phrase-rescorer train-nmt): its sentence probabilities are those of a phrase model"
-        )
+    warning = phrase_network_warning(path, checkpoint.info, "its sentence probabilities are those of a phrase model")
+    if warning is not None and on_warning is not None:
+        on_warning(warning)
     return TranslationFeature(checkpoint, name, sources, device)
