@@ -5,22 +5,32 @@ from __future__ import annotations
 import click
 
 from . import cli
-from .common import UserError, say
+from .common import NamedPath, UserError, say, warn
 
 
 @cli.command("average")
 @click.argument("out_path", metavar="OUT", type=click.Path())
-@click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=click.Path())
+@click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=NamedPath())
 @click.option(
     "--average-last",
     type=click.IntRange(1),
     help="Average the last N networks a run kept (train or train-nmt --keep-checkpoints N); "
     "IN is then the run's MODEL_OUT, alone.",
 )
+@click.option(
+    "--allow-several-runs",
+    is_flag=True,
+    help="Average model files of several training runs (refused by default): the weights of independently "
+    "trained networks do not line up, and their mean is usually far worse than each of them, even of one "
+    "command run with another --seed. The file written records a run of its own, no input's.",
+)
 @click.pass_context
-def average(ctx: click.Context, out_path: str, inputs: tuple[str, ...], average_last: int | None) -> None:
+def average(
+    ctx: click.Context, out_path: str, inputs: tuple[str, ...], average_last: int | None, allow_several_runs: bool
+) -> None:
     """Write to OUT the network whose weights are the mean of those of the model files IN (of one
-    training run: the same architecture, sizes and vocabularies; others are refused, exit 2).
+    training run: the same architecture, sizes and vocabularies, and the run each file records;
+    others are refused, exit 2).
     OUT is a normal model file, for every command that takes -m.
 
     \b
@@ -32,7 +42,7 @@ def average(ctx: click.Context, out_path: str, inputs: tuple[str, ...], average_
     from ..output import check_distinct_paths, check_output_path
     from ..training.kept_checkpoints import last_kept
     from ..training.loop import TrainingError
-    from ..training.run_files import companion_path
+    from ..training.run_files import check_not_running, companion_path
 
     read = list(inputs)
     if average_last is None:
@@ -47,9 +57,11 @@ def average(ctx: click.Context, out_path: str, inputs: tuple[str, ...], average_
             raise UserError(str(e), e.exit_code) from e
         read += paths
     check_output_path(out_path, by_name=False)
+    check_not_running(out_path)  # a file a running training writes: its model, saved state, log, lock
     for path in read:
         check_distinct_paths(path, out_path)
-    checkpoint = average_checkpoints(paths)
+    option = "phrase-rescorer average"
+    checkpoint = average_checkpoints(paths, several_runs=allow_several_runs, warn=warn, option=option)
     write_checkpoint(checkpoint, out_path)
     steps = [s for s in checkpoint.info["averaged"]["steps"] if s is not None]
     at = f" (steps {', '.join(f'{s:,}' for s in steps)})" if len(steps) == len(paths) else ""

@@ -13,16 +13,16 @@ from ..lm.network import PRESETS
 from ..lm.task import LMTask, LMTrainConfig, prepare_lm_data
 from ..training.run_files import companion_path
 from . import cli
-from .common import InputPath, say
+from .common import InputPath, NamedPath, say
 from .lm_report import kenlm_perplexities, report_training
-from .loop_options import check_loop_options, loop_options
-from .training_run import check_outputs, join_group, run_loop
+from .loop_options import loop_config, loop_options
+from .training_run import check_outputs, join_group, own_outputs, run_loop
 
 LM_DEFAULTS = LMTrainConfig()
 
 
 def _loop_options(f: Any) -> Any:
-    for option in reversed(loop_options(LM_DEFAULTS, "TEXT, --valid")):
+    for option in reversed(loop_options(LM_DEFAULTS.loop, "TEXT, --valid")):
         f = option(f)
     return f
 
@@ -41,7 +41,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 
 @cli.command("train-lm")
 @click.argument("text", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path())
+@click.argument("model_out", type=NamedPath(stream="standard output"))
 @click.option(
     "--preset",
     "preset_name",
@@ -130,9 +130,10 @@ def train_lm(
 
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
-    check_loop_options(kw)
-    check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume, family="cslm")
+    loop = loop_config(kw)
+    last = check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume, family="cslm")
     group, dev = join_group(ctx, device)
+    own_outputs(ctx, model_out, group)
     test_sentences = None if test_path is None else list(read_sentences(test_path))
     kenlm = None  # KenLM's figures, measured now: a file that is not an LM is refused before training
     if kenlm_path is not None:
@@ -147,7 +148,7 @@ def train_lm(
         preset_name,
         **{k: kw.pop(k) for k in ("order", "embed_dim", "hidden", "dropout")},
     )
-    settings = LMTrainConfig(**kw)
+    settings = LMTrainConfig(loop=loop, **kw)
     config, train, valid = data.config, data.train, data.valid
     say(
         ctx,
@@ -167,14 +168,14 @@ def train_lm(
     )
     info = {
         "argv": sys.argv[1:],
-        "seed": settings.seed,
+        "seed": loop.seed,
         "language": language,
         "preset": preset_name,
         "train_sentences": data.train_sentences,
     }
     keep_freed_memory()
     task = LMTask(data, settings, dev, info, group)
-    reason, p = run_loop(ctx, task, settings, model_out, device=dev, group=group, resume=resume, log_path=log_path)
+    reason, p = run_loop(ctx, task, loop, model_out, device=dev, group=group, resume=last or False, log_path=log_path)
     if group.is_main:  # rank 0 reports and measures the test text
         report_training(
             ctx,

@@ -1,79 +1,81 @@
-"""The training loop's options (``training.loop``), the same for every training command
-(``train``, ``train-nmt``, ``train-lm``), with each command's own defaults; and the check of
-those that cannot go together."""
+"""The training loop's options (``training.loop``): one for each of its settings (``LoopConfig``),
+with each command's defaults, the same for every training command (``train``, ``train-nmt``,
+``train-lm``); and the ``LoopConfig`` they give, whose settings that cannot go together are
+refused."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import click
 
 from ..errors import UsageError
-from ..training.schedule import check_schedule
-from ..training.task_interface import LoopSettings
+from ..training.task_interface import LoopConfig
 from .common import UserError, device_option, threads_option
 
+#: The option of each setting of the loop (``LoopConfig``'s fields): its type, help and other
+#: names; its default is the command's.
+_OPTIONS: dict[str, dict[str, Any]] = {
+    "max_steps": {"type": click.IntRange(1), "help": "Stop after this many steps in all (across resumes)."},
+    "max_time": {
+        "type": click.FloatRange(0, min_open=True),
+        "help": "Stop after this many wall seconds of this invocation (a resumed run counts its own time).",
+    },
+    "epochs": {
+        "aliases": ("--max-epochs",),
+        "type": click.IntRange(1),
+        "help": "Stop after this many passes in all (across resumes).",
+    },
+    "valid_every": {
+        "type": click.IntRange(1),
+        "help": "Steps between validations (the best network is kept, the latest state saved); one more ends the run.",
+    },
+    "patience": {
+        "type": click.IntRange(0),
+        "help": "Stop after this many validations (every --valid-every steps) without a better "
+        "held-out likelihood (0: never).",
+    },
+    "seed": {"type": int, "help": "Initialisation and data order (same seed and data: same model)."},
+    "lr": {"type": click.FloatRange(0, min_open=True), "help": "Learning rate."},
+    "lr_decay_steps": {
+        "type": click.IntRange(1),
+        "help": "Lower the learning rate along a half cosine from --lr at the first step to 0 at "
+        "step N, where the run ends (counted across resumes; --max-steps at most N). Without "
+        "it (or --warmup-steps) the rate stays at --lr.",
+    },
+    "warmup_steps": {
+        "type": click.IntRange(1),
+        "help": "Raise the learning rate linearly from 0 to --lr over the first N steps, then lower it "
+        "with the inverse square root of the step (Vaswani et al. 2017: --lr at step N, half of it "
+        "at step 4N); counted across resumes. Not with --lr-decay-steps.",
+    },
+    "log_every": {"type": click.IntRange(1), "help": "Steps between training-loss log lines."},
+    "keep_checkpoints": {
+        "type": click.IntRange(0),
+        "help": "Keep the networks of the last N validations as MODEL_OUT's .stepS.pt (S: the step), for "
+        "`phrase-rescorer average OUT --average-last N MODEL_OUT`.",
+    },
+}
 
-def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]]:
-    """The options of the training loop, the same for every training command (``training.loop``);
-    ``inputs`` names the arguments --resume needs unchanged."""
+
+def loop_option(name: str, defaults: LoopConfig) -> Callable[..., Any]:
+    """The option of the loop's setting ``name``, with the command's default (``defaults``')."""
+    spec = dict(_OPTIONS[name])
+    default = getattr(defaults, name)
+    flags = ("--" + name.replace("_", "-"), *spec.pop("aliases", ()))
+    return click.option(*flags, default=default, show_default=default is not None, **spec)
+
+
+def loop_options(defaults: LoopConfig, inputs: str) -> list[Callable[..., Any]]:
+    """The loop's options in ``LoopConfig``'s order, with ``--device``, ``--threads``, ``--resume``
+    and ``--log`` before ``--log-every``, without ``--keep-checkpoints`` (the phrase commands give it
+    among their regularisation options; the CSLM keeps no networks); ``inputs`` names the arguments
+    --resume needs unchanged."""
+    last = ("log_every", "keep_checkpoints")
     return [
-        click.option("--max-steps", type=click.IntRange(1), help="Stop after this many steps in all (across resumes)."),
-        click.option(
-            "--max-time",
-            type=click.FloatRange(0, min_open=True),
-            help="Stop after this many wall seconds of this invocation (a resumed run counts its own time).",
-        ),
-        click.option(
-            "--epochs",
-            "--max-epochs",
-            type=click.IntRange(1),
-            help="Stop after this many passes in all (across resumes).",
-        ),
-        click.option(
-            "--valid-every",
-            type=click.IntRange(1),
-            default=defaults.valid_every,
-            show_default=True,
-            help="Steps between validations (the best network is kept, the latest state saved); one more ends the run.",
-        ),
-        click.option(
-            "--patience",
-            type=click.IntRange(0),
-            default=defaults.patience,
-            show_default=True,
-            help="Stop after this many validations (every --valid-every steps) without a better "
-            "held-out likelihood (0: never).",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=defaults.seed,
-            show_default=True,
-            help="Initialisation and data order (same seed and data: same model).",
-        ),
-        click.option(
-            "--lr",
-            type=click.FloatRange(0, min_open=True),
-            default=defaults.lr,
-            show_default=True,
-            help="Learning rate.",
-        ),
-        click.option(
-            "--lr-decay-steps",
-            type=click.IntRange(1),
-            help="Lower the learning rate along a half cosine from --lr at the first step to 0 at "
-            "step N, where the run ends (counted across resumes; --max-steps at most N). Without "
-            "it (or --warmup-steps) the rate stays at --lr.",
-        ),
-        click.option(
-            "--warmup-steps",
-            type=click.IntRange(1),
-            help="Raise the learning rate linearly from 0 to --lr over the first N steps, then lower it "
-            "with the inverse square root of the step (Vaswani et al. 2017: --lr at step N, half of it "
-            "at step 4N); counted across resumes. Not with --lr-decay-steps.",
-        ),
+        *(loop_option(f.name, defaults) for f in fields(LoopConfig) if f.name not in last),
         device_option,
         threads_option,
         click.option(
@@ -87,19 +89,15 @@ def loop_options(defaults: LoopSettings, inputs: str) -> list[Callable[..., Any]
             type=click.Path(),
             help="JSON-lines training log  [default: MODEL_OUT without .pt, plus .log]",
         ),
-        click.option(
-            "--log-every",
-            type=click.IntRange(1),
-            default=defaults.log_every,
-            show_default=True,
-            help="Steps between training-loss log lines.",
-        ),
+        loop_option("log_every", defaults),
     ]
 
 
-def check_loop_options(options: dict[str, Any]) -> None:
-    """Refuse the loop's options that cannot go together, before any input is read."""
+def loop_config(options: dict[str, Any]) -> LoopConfig:
+    """The loop's settings, taken out of a command's ``options``; those that cannot go together
+    refused, before any input is read."""
+    given = {f.name: options.pop(f.name) for f in fields(LoopConfig) if f.name in options}
     try:
-        check_schedule(options["max_steps"], options["lr_decay_steps"], options["warmup_steps"])
+        return LoopConfig(**given)
     except UsageError as e:
         raise UserError(str(e), e.exit_code) from e

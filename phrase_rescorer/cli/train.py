@@ -9,7 +9,7 @@ import click
 from ..data.pairs import PairSet, load_pairs
 from ..training.run_settings import TrainConfig
 from . import cli
-from .common import progress
+from .common import NamedPath, progress
 from .training_options import training_options
 from .training_run import run_training
 
@@ -21,7 +21,7 @@ PHRASE_DEFAULTS = TrainConfig(clip_norm=5.0, init_std=0.05)
 
 @cli.command()
 @click.argument("table", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path())
+@click.argument("model_out", type=NamedPath(stream="standard output"))
 @click.option(
     "--extract", is_flag=True, help="TABLE is a Moses extract file (src ||| tgt ||| alignment), not a phrase table."
 )

@@ -17,30 +17,31 @@ import click
 from ..data.corpus import load_sentence_pairs
 from ..data.pairs import PairSet
 from ..training.run_settings import TrainConfig
+from ..training.task_interface import LoopConfig
 from . import cli
-from .common import progress
+from .common import NamedPath, progress
 from .training_options import training_options
 from .training_run import run_training
 
 #: Sentence-level defaults, from the measurements in docs/nmt.md ("The README's measurement").
 NMT_DEFAULTS = TrainConfig(
     optimizer="adam",
-    lr=1e-3,
     batch_tokens=1000,
     max_length=80,
     init_std=0.05,
     clip_norm=5.0,
     valid_fraction=0.03,
-    valid_every=200,
-    patience=5,
+    loop=LoopConfig(lr=1e-3, valid_every=200, patience=5),
 )
 
 
 @cli.command("train-nmt")
 @click.argument("source", type=click.Path(allow_dash=True))
 @click.argument("target", type=click.Path(allow_dash=True))
-@click.argument("model_out", type=click.Path())
-@training_options(data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch", preset="small")
+@click.argument("model_out", type=NamedPath(stream="standard output"))
+@training_options(
+    data="corpus", inputs="SOURCE, TARGET", defaults=NMT_DEFAULTS, arch="rnnsearch", preset="small", units="auto"
+)
 @click.option(
     "--right-to-left",
     is_flag=True,

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..data.units import MAX_UNCOVERED, MIN_SUBWORDS, UNITS
 from ..model.architectures import ARCH_NAMES
 from ..model.attention import ATTENTIONS
 from ..model.cells import CELL_TYPES
@@ -17,7 +18,7 @@ from ..model.decoders import ATTENTION_FROM
 from ..model.kinds import DIRECTIONS
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
-from .loop_options import loop_options
+from .loop_options import loop_option, loop_options
 from .text import language_option
 
 #: Size options (a preset's, each overridable) and architecture options, as the commands pass them.
@@ -29,11 +30,11 @@ _MODEL_DEFAULTS = ModelConfig()
 
 
 def training_options(
-    *, data: str, inputs: str, defaults: TrainConfig, arch: str, preset: str
+    *, data: str, inputs: str, defaults: TrainConfig, arch: str, preset: str, units: str = "words"
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The shared options as one decorator. ``inspect_table`` names what trains ("table", "corpus"),
-    ``inputs`` the arguments --resume needs unchanged; ``defaults``, ``arch`` and ``preset``
-    are the command's defaults."""
+    ``inputs`` the arguments --resume needs unchanged; ``defaults``, ``arch``, ``preset`` and
+    ``units`` are the command's defaults."""
     options = [
         click.option(
             "--preset",
@@ -125,23 +126,30 @@ def training_options(
             "vocabulary (Szegedy et al. 2016); the training loss only: held-out perplexity and "
             "every score stay log p. With cho2014, training runs without its packed computation.",
         ),
+        loop_option("keep_checkpoints", defaults.loop),
         click.option(
-            "--keep-checkpoints",
-            type=click.IntRange(0),
-            default=defaults.keep_checkpoints,
+            "--units",
+            type=click.Choice(UNITS),
+            default=units,
             show_default=True,
-            help="Keep the networks of the last N validations as MODEL_OUT's .stepS.pt (S: the step), for "
-            "`phrase-rescorer average OUT --average-last N MODEL_OUT`.",
+            help="What the network reads and predicts. words: each side's shortlist of words "
+            "(--vocab-size; any other word is <unk>); subwords: subword units that spell every word "
+            "(--subwords N, by default as many as the shortlist has entries); auto: subword units where "
+            f"the word shortlists leave more than {100 * MAX_UNCOVERED:g} % of either side's tokens of "
+            f"the {data} outside, words elsewhere (a line says what it measured; the model file records "
+            "the choice and --resume keeps it; docs/nmt.md).",
         ),
         click.option(
             "--subwords",
-            type=click.IntRange(300),
+            type=click.IntRange(MIN_SUBWORDS),
             help="Split every token into subword units: learn at most this many units per side "
             f"on the {data}'s own text (SentencePiece BPE with byte fallback, stored in "
             "MODEL_OUT); a pair then scores as the sum of log p over its target's units plus "
-            "</s>. Tables and n-best lists are read and written unchanged. No unit is ever "
+            "</s>. Tables and n-best lists are read and written unchanged. Byte fallback takes 257 "
+            "units: where the text has more than N - 257 distinct characters, the rarer ones are "
+            "spelled by their bytes. No unit is ever "
             "unknown, so rescore's --unk-feature (WP) column is 0 (written exp(0) = 1) with "
-            "such a model. Replaces --vocab-size.",
+            "such a model. Replaces --vocab-size; implies --units subwords.",
         ),
         click.option(
             "--batch-size",
@@ -257,7 +265,7 @@ def training_options(
             "the analysis commands tokenize typed phrases with it.",
         ),
         language_option("target", f"Language of the {data}'s target side (fr), recorded in the model file (--detok)."),
-        *loop_options(defaults, inputs),
+        *loop_options(defaults.loop, inputs),
     ]
 
     def apply(f: Callable[..., Any]) -> Callable[..., Any]:

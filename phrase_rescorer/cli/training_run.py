@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import shlex
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -16,46 +19,57 @@ from typing import Any
 
 import click
 import torch
+from click.core import ParameterSource
 
 from ..allocator import keep_freed_memory
 from ..cpu_features import cpu_features
 from ..data.pairs import PairSet
 from ..data.subwords import SubwordError
+from ..data.units import check_units, choose_units
 from ..errors import EXIT_OS
+from ..model.arch_options import RECURRENT_MODEL_OPTIONS
 from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused_sizes
-from ..model.kinds import model_kind, network_kind, refuse_kind
+from ..model.kinds import FAMILIES, ModelFile, check_kind, network_kind
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
+from ..run_lock import NO_LOCKS, LockHeld, NotALock, held_lock
 from ..training import adadelta_loop, products
 from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
-from ..training.run_files import companion_path, is_kept_path
+from ..training.run_files import check_not_running, companion_path, is_kept_path, lock_path
+from ..training.run_record import recorded_units
 from ..training.run_settings import TrainConfig, preset_sizes
-from ..training.task_interface import LoopSettings, RunState, Task
+from ..training.task_interface import LoopConfig, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
-from .loop_options import check_loop_options
+from .loop_options import loop_config
 from .progress import Progress
 from .training_options import ARCH as _ARCH
 from .training_options import SIZES as _SIZES
 
+#: Where an option left at its default comes from (not the command line, nor the environment).
+_DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
 
 def check_outputs(
     model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0, *, family: str
-) -> None:
+) -> ModelFile | None:
     """Before any work: MODEL_OUT's directory, the three outputs usable and none an input, with
     ``keep`` kept networks no input or log of their names (``MODEL.stepS.pt``: the steps are known
     only as they come), and with ``--resume`` the ``.last.pt`` to resume, of the ``family``
-    (``model.kinds.FAMILIES``) the command trains."""
+    (``model.kinds.FAMILIES``) the command trains: returned read, for ``fit`` to resume from."""
     if not os.path.isdir(os.path.dirname(os.path.abspath(model_out))):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
-    last_path = companion_path(model_out, ".last.pt")
-    for output in (model_out, last_path, log_path or companion_path(model_out, ".log")):
+    last_path, lock = companion_path(model_out, ".last.pt"), lock_path(model_out)
+    for output in (model_out, last_path, log_path or companion_path(model_out, ".log"), lock):
         check_output_path(output, by_name=False)  # refused now, not at the first save
+        check_not_running(output, own=lock)  # another living run's file (its MODEL_OUT, .last.pt, .log)
         for given in inputs:  # an input, overwritten by a model after hours
             if given is not None:
                 check_distinct_paths(given, output)
-    check_not_an_input(log_path or "", (("model file", model_out), ("saved state", last_path)))  # --log m.pt
+    check_not_an_input(  # --log m.pt
+        log_path or "", (("model file", model_out), ("saved state", last_path), ("lock of the run", lock))
+    )
     if keep:
         for given in (*inputs, log_path):
             if given is not None and is_kept_path(model_out, given):
@@ -64,22 +78,82 @@ def check_outputs(
                 raise OutputError(given, f"--keep-checkpoints would write a network over this file{link}", errno.EINVAL)
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
-    if resume:  # a state of another command's network, refused before its data is read
-        refuse_kind(last_path, model_kind(last_path), "--resume", (family,))
+    if not resume:
+        return None
+    # a state of another command's network, refused before its data is read
+    return check_kind(last_path, f"{FAMILIES[family][1]} --resume", (family,))
+
+
+def own_outputs(ctx: click.Context, model_out: str, group: distributed.Group) -> None:
+    """MODEL_OUT's files this run's alone until the command ends, however it ends: the process that
+    writes them (rank 0 under torchrun) holds MODEL_OUT's ``.lock`` (``run_lock``: its PID, host and
+    command line inside; removed at the end; one a dead run left is taken over). A MODEL_OUT whose
+    lock a living run holds is refused (exit 6) in every process, naming that run. On a file system
+    without locks the run goes on, with a warning."""
+    refusal = None
+    if group.is_main:
+        lock = lock_path(model_out)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(ctx)}
+        try:
+            ctx.with_resource(held_lock(lock, json.dumps(record) + "\n", remove=True, ours=_is_lock_record))
+        except LockHeld as e:
+            refusal = (
+                f"{model_out}: another training is writing this model's files ({_holder(e.holder)}; lock {lock}); "
+                "wait for it to end, or give another MODEL_OUT"
+            )
+        except NotALock:
+            refusal = (
+                f"{lock}: not the lock of a training run (it would be overwritten); move it away, or give another "
+                "MODEL_OUT"
+            )
+        except OSError as e:
+            if e.errno not in NO_LOCKS:
+                refusal = f"{lock}: cannot lock it ({e.strerror})"
+            else:
+                warn(
+                    f"{lock}: this file system cannot lock files ({e.strerror}); a second training to "
+                    f"{model_out} would not be refused"
+                )
+    refusal = group.broadcast(refusal)
+    if refusal is not None:
+        raise UserError(refusal, EXIT_OS)
+
+
+def _command_line(ctx: click.Context) -> str:
+    return shlex.join([ctx.find_root().info_name or "phrase-rescorer", *sys.argv[1:]])
+
+
+def _is_lock_record(text: str) -> bool:
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "pid" in record
+
+
+def _holder(text: str) -> str:
+    """What the lock's record says of the run that holds it."""
+    if not _is_lock_record(text):
+        return "PID unknown"
+    record = json.loads(text)
+    command = str(record.get("command", "?"))
+    command = command if len(command) <= 200 else command[:197] + "..."
+    return f"PID {record['pid']} on {record.get('host', '?')}: {command}"
 
 
 def run_loop(
     ctx: click.Context,
     task: Task,
-    cfg: LoopSettings,
+    cfg: LoopConfig,
     model_out: str,
     *,
     device: torch.device,
     group: distributed.Group,
-    resume: bool,
+    resume: bool | ModelFile,
     log_path: str | None,
 ) -> tuple[str, RunState]:
-    """``fit`` with a progress display; a signal becomes a resumable stop and its exit code."""
+    """``fit`` with a progress display; a signal becomes a resumable stop and its exit code
+    (``resume``: the ``.last.pt`` read by ``check_outputs``)."""
     bars: list[Progress] = []
     postfix: dict[str, str] = {}
 
@@ -154,6 +228,7 @@ def run_training(
     preset: str,
     arch: str,
     vocab_size: int | None,
+    units: str,
     subwords: int | None,
     cell: str,
     summary: str,
@@ -168,7 +243,9 @@ def run_training(
     line); ``inputs`` are the files it reads (never overwritten by an output)."""
     sizes = {k: options.pop(k) for k in _SIZES}
     try:
-        arch_options = arch_config(arch, **{k: options.pop(k) for k in _ARCH})
+        check_units(units, ctx.get_parameter_source("units") not in _DEFAULTS, subwords)
+        given = [k for k in RECURRENT_MODEL_OPTIONS if ctx.get_parameter_source(k) not in _DEFAULTS]
+        arch_options = arch_config(arch, model_options=given, **{k: options.pop(k) for k in _ARCH})
     except ValueError as e:
         raise UserError(str(e)) from e
     unused = [f"--{k.replace('_', '-')}" for k in unused_sizes(arch_options) if sizes.get(k) is not None]
@@ -180,8 +257,8 @@ def run_training(
     problem = sizes_problem(preset_sizes(preset, **sizes)[1]["embed_dim"], arch_options)
     if problem:
         raise UserError(problem)
-    check_loop_options(options)
-    cfg = TrainConfig(**options)
+    loop = loop_config(options)
+    cfg = TrainConfig(loop=loop, **options)
     group, dev = join_group(ctx, device)
     if cfg.bf16 and dev.type == "cpu":
         warning = cpu_features().bf16_warning()
@@ -197,10 +274,14 @@ def run_training(
         except ValueError as e:
             raise UserError(str(e)) from e
     family, _ = network_kind({"trained_on": trained_on})
-    check_outputs(model_out, inputs, log_path, resume, cfg.keep_checkpoints, family=family)
+    last = check_outputs(model_out, inputs, log_path, resume, loop.keep_checkpoints, family=family)
+    own_outputs(ctx, model_out, group)
+    kept = recorded_units(last) if last is not None and units == "auto" else None
     pairs, read_summary = load()
     try:
         keep_freed_memory()
+        choice = choose_units(pairs, units, preset_sizes(preset, vocab_size=vocab_size)[0], subwords, kept)
+        say(ctx, choice.says)
         task = phrase_task(
             pairs,
             cfg,
@@ -208,7 +289,8 @@ def run_training(
             group,
             preset=preset,
             sizes={"vocab_size": vocab_size, **sizes},
-            subwords=subwords,
+            subwords=choice.subwords,
+            units=choice.record,
             cell=cell,
             summary=summary,
             arch=arch_options,
@@ -247,7 +329,7 @@ def run_training(
             f"{group.world_size} processes ({group.backend}): global batch "
             f"{task.global_batch} = {cfg.batch_size} pairs x {group.world_size}",
         )
-    reason, p = run_loop(ctx, task, cfg, model_out, device=dev, group=group, resume=resume, log_path=log_path)
+    reason, p = run_loop(ctx, task, loop, model_out, device=dev, group=group, resume=last or False, log_path=log_path)
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")
     if p.best is not None:
         say(

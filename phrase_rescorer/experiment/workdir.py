@@ -2,8 +2,8 @@
 
 * **The path.** An empty ``--out``, a symbolic link to nothing and a non-directory are refused,
   naming the path, before anything is done.
-* **One lock.** A run holds an exclusive ``flock`` on ``OUT/.experiment.lock`` (which records its
-  PID) from before it reads or writes anything in the directory until it ends; the kernel drops
+* **One lock.** A run holds an exclusive ``flock`` on ``OUT/.experiment.lock`` (``run_lock``; the
+  file records its PID) from before it reads or writes anything in the directory until it ends; the kernel drops
   the lock with the process, however it ends. A second run on the same ``--out`` is refused
   (exit 6) and touches nothing: it would delete the first one's live MERT working directory.
 * **Fingerprints.** A restart continues the runs of the first start, so the files those runs
@@ -20,8 +20,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 from collections.abc import Iterator, Mapping
@@ -29,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from ..errors import EXIT_OS
 from ..moses.ini_weights import features
 from ..moses.stems import table_candidates
+from ..run_lock import LockHeld, held_lock
 from .systems import ExperimentError
 
 LOCK_NAME = ".experiment.lock"
@@ -48,31 +47,25 @@ def check_out_dir(path: str) -> None:
 
 @contextlib.contextmanager
 def locked_out_dir(path: str) -> Iterator[None]:
-    """Create ``path`` if needed and hold its lock while the block runs; refuse (exit 6) when
-    another process holds it."""
+    """Create ``path`` if needed and hold its lock while the block runs (``run_lock``); refuse
+    (exit 6) when another process holds it."""
     check_out_dir(path)
     try:
         os.makedirs(path, exist_ok=True)
-        fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
         raise ExperimentError(f"{path}: cannot use it as --out ({e.strerror})", EXIT_OS) from None
-    try:
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise ExperimentError(f"{path}: cannot lock {LOCK_NAME} ({e.strerror})", EXIT_OS) from None
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            held.enter_context(held_lock(os.path.join(path, LOCK_NAME), f"{os.getpid()}\n"))
+        except LockHeld as e:
             raise ExperimentError(
-                f"{path}: another experiment (PID {holder}) is running in this directory; wait for it "
-                "to end, or give another --out",
+                f"{path}: another experiment (PID {e.holder[:32] or '?'}) is running in this directory; wait "
+                "for it to end, or give another --out",
                 EXIT_OS,
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:
+            raise ExperimentError(f"{path}: cannot lock {LOCK_NAME} ({e.strerror})", EXIT_OS) from None
         yield
-    finally:
-        os.close(fd)  # drops the lock
 
 
 def sha256_of(path: str) -> str:

@@ -28,9 +28,9 @@ import torch
 from ..data.corpus import read_sentences
 from ..data.vocab import Vocabulary
 from ..errors import InputError
+from ..model.kinds import ModelFile
 from ..parallel.distributed import Group
-from ..training.schedule import check_schedule
-from ..training.task_interface import RunState, Validation
+from ..training.task_interface import LoopConfig, RunState, Validation
 from .lm_file import load_lm, save_lm
 from .network import CSLM, LMConfig, preset
 from .perplexity import perplexity
@@ -40,20 +40,8 @@ from .text import build_vocabulary, split_held_out, text_ngrams
 @dataclass(frozen=True)
 class LMTrainConfig:
     batch_size: int = 256  # n-grams per step (under torchrun, per process)
-    lr: float = 1e-3  # Adam's learning rate
-    epochs: int | None = None
-    max_steps: int | None = None
-    max_time: float | None = None  # wall seconds of this invocation
-    patience: int = 5  # validations without improvement before stopping; 0 = off
-    valid_every: int = 1000
-    seed: int = 1
-    log_every: int = 100
-    keep_checkpoints: int = 0  # the loop's kept networks (train-nmt's --keep-checkpoints); not for the CSLM
-    lr_decay_steps: int | None = None  # the loop's cosine schedule (training.schedule); None: constant lr
-    warmup_steps: int | None = None  # the loop's inverse-square-root schedule (training.schedule)
-
-    def __post_init__(self) -> None:
-        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps)
+    # the loop's: lr is Adam's; keep_checkpoints (train-nmt's --keep-checkpoints) is not for the CSLM
+    loop: LoopConfig = LoopConfig(seed=1, lr=1e-3, valid_every=1000, patience=5, log_every=100)
 
 
 @dataclass
@@ -102,11 +90,11 @@ class LMTask:
         for a in (*data.train, *data.valid):
             fingerprint.update(np.ascontiguousarray(a).tobytes())
         self.run: dict[str, Any] = {"table_hash": fingerprint.hexdigest()[:16], "model": data.config.to_dict()}
-        self.run.update(batch_size=self.global_batch, lr=cfg.lr, seed=cfg.seed)
-        torch.manual_seed(cfg.seed)
+        self.run.update(batch_size=self.global_batch, lr=cfg.loop.lr, seed=cfg.loop.seed)
+        torch.manual_seed(cfg.loop.seed)
         self.network = CSLM(data.config).to(device)
         self.net = self.group.wrap(self.network)  # DistributedDataParallel under torchrun
-        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=cfg.lr)
+        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=cfg.loop.lr)
         # the n-grams live on the training device (a few bytes per token), batches are gathered there
         self.contexts = torch.from_numpy(data.train[0]).to(device)
         self.targets = torch.from_numpy(data.train[1]).to(device)
@@ -123,7 +111,7 @@ class LMTask:
 
     def plan(self, epoch: int) -> Sequence[torch.Tensor]:
         n, size = len(self.data.train[1]), self.global_batch
-        order = torch.from_numpy(np.random.default_rng([self.cfg.seed, epoch]).permutation(n)).to(self.device)
+        order = torch.from_numpy(np.random.default_rng([self.cfg.loop.seed, epoch]).permutation(n)).to(self.device)
         return [order[start : start + size] for start in range(0, max(n, 1), size)]
 
     def loss(self, batch: torch.Tensor) -> torch.Tensor:
@@ -145,13 +133,13 @@ class LMTask:
     def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
         p = progress
         valid = {k: v for k, v in (p.best or {}).items() if k != "step"}
-        info = {**self.info, "steps": p.step, "epochs": p.epoch, "valid": valid}
+        info = {**self.info, "run_id": p.run_id, "steps": p.step, "epochs": p.epoch, "valid": valid}
         save_lm(path, self.network, self.data.vocab, info, training_state)
 
     def read_last(
-        self, path: str, check: Callable[[dict[str, Any] | None], None]
+        self, last: str | ModelFile, check: Callable[[dict[str, Any] | None], None]
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        last = load_lm(path)
-        check(last.training_state)
-        assert last.training_state is not None
-        return last.training_state, last.state_dict
+        lm = load_lm(last, "--resume")
+        check(lm.training_state)
+        assert lm.training_state is not None
+        return lm.training_state, lm.state_dict

@@ -10,7 +10,7 @@ run's files, never a ``.step*.pt`` left by an earlier run to the same name.
 
 from __future__ import annotations
 
-from ..model.checkpoint import load_checkpoint
+from ..model.kinds import NETWORKS, check_kind
 from .loop import TrainingError
 from .run_files import companion_path, kept_path
 
@@ -18,8 +18,8 @@ from .run_files import companion_path, kept_path
 def last_kept(out_path: str, n: int) -> list[str]:
     """The files of the last ``n`` networks the run writing ``out_path`` kept, oldest first."""
     last = companion_path(out_path, ".last.pt")
-    state = load_checkpoint(last).training_state
-    kept = list(((state or {}).get("progress") or {}).get("kept") or [])
+    state = check_kind(last, "phrase-rescorer average --average-last", NETWORKS).payload.get("training_state")
+    kept = list(((state if isinstance(state, dict) else {}).get("progress") or {}).get("kept") or [])
     if len(kept) < n:
         raise TrainingError(
             f"{last}: the run kept {len(kept)} network(s), fewer than the {n} to average "

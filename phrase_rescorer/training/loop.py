@@ -13,7 +13,8 @@ validate: it may still give a new best network, it does not count for patience.
 
 Files, for ``MODEL_OUT = m.pt``: ``m.pt`` the best network by held-out likelihood; ``m.last.pt``
 the latest state (written at every validation and on a stop) with ``training_state`` for
-``--resume``: the optimizer, the RNG states, ``progress`` (``RunState``) and ``run`` (the task's
+``--resume``: the optimizer, the RNG states, ``progress`` (``RunState``, with the run's identity,
+``same_run.run_id``, which every model file of the run records) and ``run`` (the task's
 ``record()`` and the loop's schedule, which the resumed run must match: ``same_run``); ``m.log``
 the events (``log``). Checkpoints hold no wall-clock value: the same seed, data and settings on a
 CPU give byte-identical files, and a run resumed from ``m.last.pt`` computes exactly the losses of
@@ -38,13 +39,14 @@ import torch
 from torch.profiler import record_function
 
 from ..errors import UsageError, signal_exit
+from ..model.kinds import ModelFile
 from ..parallel.distributed import Group
 from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
-from .same_run import differences
+from .same_run import differences, run_id
 from .schedule import learning_rate, scheduled
-from .task_interface import LoopSettings, RunState, Task
+from .task_interface import LoopConfig, RunState, Task
 
 
 class TrainingError(UsageError):
@@ -78,15 +80,16 @@ def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> Non
 class Loop:
     """One run of a task; ``fit`` is its use."""
 
-    def __init__(self, task: Task, cfg: LoopSettings, out_path: str, device: torch.device, group: Group):
+    def __init__(self, task: Task, cfg: LoopConfig, out_path: str, device: torch.device, group: Group):
         self.task, self.cfg, self.device, self.group = task, cfg, device, group
         self.out_path, self.last_path = out_path, companion_path(out_path, ".last.pt")
         self.p = RunState()
 
-    def resume(self) -> None:
-        """Continue from ``.last.pt``: weights, optimizer, RNG states and data position (refused
-        where the run's record differs, ``check_same_run``)."""
-        state, weights = self.task.read_last(self.last_path, self._check)
+    def resume(self, last: str | ModelFile) -> None:
+        """Continue from ``.last.pt`` (``last``: its path, or the file read already): weights,
+        optimizer, RNG states and data position (refused where the run's record differs,
+        ``check_same_run``)."""
+        state, weights = self.task.read_last(last, self._check)
         self.task.network.load_state_dict(weights)
         self.task.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -250,21 +253,23 @@ class Loop:
 
 def fit(
     task: Task,
-    cfg: LoopSettings,
+    cfg: LoopConfig,
     out_path: str,
     *,
     device: torch.device,
     group: Group | None = None,
-    resume: bool = False,
+    resume: bool | ModelFile = False,
     log_path: str | None = None,
     report: Report | None = None,
     stop: Callable[[], int | None] | None = None,
 ) -> tuple[str, RunState]:
     """Train ``task`` until a limit: (the reason, "max_steps", ..., the final state). ``stop()`` is
     asked after every step; a true answer (a signal number) saves ``.last.pt`` and raises
-    ``Interrupted``."""
+    ``Interrupted``. ``resume``: continue from ``.last.pt``, or from the one given read."""
     loop = Loop(task, cfg, out_path, device, group or Group())
     if resume:
-        loop.resume()
-    reason = loop.run(log_path or companion_path(out_path, ".log"), resume, report, stop)
+        loop.resume(resume if isinstance(resume, ModelFile) else loop.last_path)
+    if loop.p.run_id is None:  # a first start, or a state saved before runs had an identity
+        loop.p.run_id = run_id(loop.record())
+    reason = loop.run(log_path or companion_path(out_path, ".log"), bool(resume), report, stop)
     return reason, loop.p

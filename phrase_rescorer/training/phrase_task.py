@@ -29,6 +29,7 @@ from ..data.pairs import PairSet
 from ..model.architectures import ArchConfig, build_model
 from ..model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from ..model.cho2014 import ModelConfig
+from ..model.kinds import ModelFile
 from ..parallel.distributed import Group
 from .evaluate import HeldOut, autocast, evaluate
 from .label_smoothing import training_objective
@@ -65,7 +66,7 @@ class PhraseTask:
         self.global_batch = cfg.batch_size * self.group.world_size
         self.global_tokens = None if cfg.batch_tokens is None else cfg.batch_tokens * self.group.world_size
         self.run = run_record(data, model_config, cfg, self.global_batch, arch, record)
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.loop.seed)
         self.network = build_model(model_config, arch)
         self.network.reset_parameters(std=cfg.init_std)
         self.network.to(device)
@@ -75,7 +76,7 @@ class PhraseTask:
         # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
         self.optimizer = make_optimizer(
-            self.network.parameters(), cfg.optimizer, cfg.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
+            self.network.parameters(), cfg.optimizer, cfg.loop.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
         )
         self.clip_norm: float | None = cfg.clip_norm
         self.info = model_info(data, cfg, argv, languages, record)
@@ -98,7 +99,7 @@ class PhraseTask:
     def plan(self, epoch: int) -> list[np.ndarray]:
         d = self.data
         return epoch_plan(
-            d.encoded, d.train_idx, self.global_batch, self.cfg.seed, epoch, max_tokens=self.global_tokens
+            d.encoded, d.train_idx, self.global_batch, self.cfg.loop.seed, epoch, max_tokens=self.global_tokens
         )
 
     def loss(self, idx: np.ndarray) -> torch.Tensor:
@@ -140,13 +141,14 @@ class PhraseTask:
 
     def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
         d, p = self.data, progress
-        info = {**self.info, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
+        info = {**self.info, "run_id": p.run_id, "steps": p.step, "epochs_done": p.epoch, "best_valid": p.best}
         save_checkpoint(path, self.network, d.src_vocab, d.tgt_vocab, info, training_state, subwords=d.subwords)
 
     def read_last(
-        self, path: str, check: Callable[[dict[str, Any] | None], None]
+        self, last: str | ModelFile, check: Callable[[dict[str, Any] | None], None]
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(last, "--resume")
+        path = ckpt.path or ""
         check(ckpt.training_state)
         if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
             raise TrainingError(
@@ -180,12 +182,15 @@ def phrase_task(
     argv: list[str],
     trained_on: str,
     right_to_left: bool = False,
+    units: dict[str, Any] | None = None,
 ) -> PhraseTask:
     """The task of a preset (``sizes`` override its sizes) on ``pairs``. ``direction`` inverse
     trains on the pairs read the other way (``PairSet.swapped``), with the languages swapped as
     well: a model file's source language is the one its network reads. ``right_to_left``: the
     network writes what it predicts from the last token to the first (``PairSet.targets_reversed``;
-    the model file records ``target_order``, which ``Checkpoint.split`` follows)."""
+    the model file records ``target_order``, which ``Checkpoint.split`` follows). ``units``: the
+    record of a choice of units made from the data (``data.units``), kept in the model files'
+    ``info``."""
     requested_vocab, model_sizes = preset_sizes(preset, **sizes)
     if direction == "inverse":
         pairs, languages = pairs.swapped(), (languages[1], languages[0])
@@ -200,4 +205,7 @@ def phrase_task(
     record = {"trained_on": trained_on, "direction": direction}
     if right_to_left:  # left-to-right files stay as they were
         record["target_order"] = RIGHT_TO_LEFT
-    return PhraseTask(data, config, cfg, device, argv, group, languages, arch, record)
+    task = PhraseTask(data, config, cfg, device, argv, group, languages, arch, record)
+    if units is not None:  # files of runs whose units were given stay as they were
+        task.info["units"] = units
+    return task

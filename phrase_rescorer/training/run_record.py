@@ -4,11 +4,12 @@ its training."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from ..model.architectures import ArchConfig
+from ..model.checkpoint import load_checkpoint
 from ..model.cho2014 import ModelConfig
+from ..model.kinds import ModelFile
 from .evaluate import UnigramBaseline, heldout_coverage
 from .run_settings import RUN_KEYS, TrainConfig, TrainingData
 
@@ -24,11 +25,11 @@ def run_record(
     """The settings of a run that ``--resume`` must find unchanged (``record``: the direction and
     target order the model file records)."""
     record = record or {}
-    direction = record.get("direction")
+    direction, settings = record.get("direction"), cfg.to_dict()
     run: dict[str, Any] = {
         "model": model_config.to_dict(),
         "table_hash": data.table_hash,
-        **{k: getattr(cfg, k) for k in RUN_KEYS},
+        **{k: settings[k] for k in RUN_KEYS},
         "batch_size": global_batch,
     }
     if arch is not None:  # None: cho2014, whose run record stays as it was
@@ -54,7 +55,7 @@ def model_info(
     unigram = UnigramBaseline(data.encoded, data.train_idx, len(data.tgt_vocab))
     has_valid = len(data.valid_idx) > 0
     return {
-        "seed": cfg.seed,
+        "seed": cfg.loop.seed,
         "argv": list(argv or []),
         "table_hash": data.table_hash,
         "source_lang": languages[0],
@@ -62,7 +63,7 @@ def model_info(
         "trained_on": "phrase pairs",
         "direction": "forward",
         **(record or {}),
-        "train_config": asdict(cfg),
+        "train_config": cfg.to_dict(),
         "unique_pairs": data.unique_pairs,
         "train_pairs": len(data.train_idx),
         "skipped_long": data.skipped_long,
@@ -72,3 +73,16 @@ def model_info(
         # compared with a table's by rescoring (rescoring.model_fit), with best_valid.mean_logp
         "valid_coverage": heldout_coverage(data.encoded, data.valid_idx) if has_valid else None,
     }
+
+
+def recorded_units(last: str | ModelFile) -> dict[str, Any] | None:
+    """The units of the run whose saved state is ``last`` (its path, or the file read), as
+    ``--units auto`` is to keep them on ``--resume``: the choice the model file records
+    (``info["units"]``); words for a word network that records none (trained before the choice was
+    recorded, or with ``--units words``); None for a subword network that records none, whose
+    number of units only its options said."""
+    ckpt = load_checkpoint(last)
+    units = ckpt.info.get("units")
+    if isinstance(units, dict):
+        return units
+    return {"units": "words", "subwords": None} if ckpt.subwords is None else None

@@ -1,12 +1,12 @@
-"""What a training run is given: its settings (``TrainConfig``, and the ones ``--resume`` must
-find unchanged), the model sizes of a preset, the names of its companion files, and the data
+"""What a training run is given: its settings (``TrainConfig``, the loop's among them, and the ones
+``--resume`` must find unchanged), the model sizes of a preset, the names of its companion files, and the data
 prepared for it (shortlists or subword units, token ids, the pairs that train and the held-out
 pairs that validate)."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from ..data.vocab import Vocabulary
 from ..model.cho2014 import PRESETS
 from .loop import TrainingError
 from .optim import KERNELS
-from .schedule import check_schedule
+from .task_interface import LoopConfig
 
 
 @dataclass(frozen=True)
@@ -26,31 +26,20 @@ class TrainConfig:
     batch_size: int = 64  # unique pairs per minibatch
     batch_tokens: int | None = None  # instead: padded target tokens per minibatch (sentences)
     max_length: int = 30  # longest phrase (tokens, either side) used for training
-    seed: int = 1234  # initialisation and data order
     optimizer: str = "adadelta"  # the paper's; or "adam"
     optimizer_kernel: str = "compiled"  # Adadelta's update: one compiled loop, or "chunked" (torch's, bit for bit)
-    lr: float = 1.0  # the optimizer's learning rate
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
     clip_norm: float = 1.0  # gradient-norm clipping threshold
     init_std: float = 0.01  # standard deviation of the initial weights (the paper: 0.01)
-    max_steps: int | None = None  # total steps (counted across resumes)
-    max_time: float | None = None  # wall seconds of this invocation (a resumed run counts its own)
-    epochs: int | None = None  # total passes over the training pairs
     valid_fraction: float = 0.01  # share of the unique pairs held out
     valid_max: int = 5000  # held-out pairs scored at each validation
-    valid_every: int = 500  # steps between validations
     valid_batch_size: int = 256
-    patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
-    log_every: int = 50  # steps between train log events
     bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
     label_smoothing: float = 0.0  # the training loss's smoothing (label_smoothing.py); 0: log p
-    keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
-    lr_decay_steps: int | None = None  # the cosine schedule's length (schedule.py); None: constant lr
-    warmup_steps: int | None = None  # the inverse-square-root schedule's warm-up (schedule.py)
+    loop: LoopConfig = LoopConfig()  # the loop's (seed, lr, limits, validations, schedule)
 
     def __post_init__(self) -> None:
-        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps)
         if self.optimizer not in OPTIMIZERS:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -60,6 +49,20 @@ class TrainConfig:
                 f"unknown optimizer kernel {self.optimizer_kernel!r}; expected one of {', '.join(KERNELS)}"
             )
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, the loop's among them, in one level: a model file's ``train_config``."""
+        flat = {**asdict(self), **asdict(self.loop)}
+        del flat["loop"]
+        order = _SAVED_ORDER.split()
+        return dict(sorted(flat.items(), key=lambda item: order.index(item[0])))
+
+
+#: The order of the settings in a model file's ``train_config``, the one its files have always had.
+_SAVED_ORDER = (
+    "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
+    "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 label_smoothing "
+    "keep_checkpoints lr_decay_steps warmup_steps"
+)
 
 #: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.
 OPTIMIZERS = ("adadelta", "adam")

@@ -2,10 +2,20 @@
 ``.last.pt`` holds (``Task.record()`` with the loop's schedule, as saved) with the record the
 command's options give now, and says what differs; the loop refuses to resume where it does.
 Settings added to the record later read, in the records saved before them, as the value that
-keeps those runs what they were."""
+keeps those runs what they were.
+
+``run_id(record)``: the identity of a run, which every model file it writes records (``info``'s
+``run_id``) and ``average`` compares. It is a hash of the record at the run's first start (the
+data, the sizes, the seed and every other setting that makes the networks of a run what they
+are), kept in the ``.last.pt`` and restored by ``--resume``. A hash, not a random number: the same
+data, seed and settings still give byte-identical files, and such runs compute the same networks
+(on a CPU exactly; on a GPU from the same initial weights, through the same batches).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 #: The value of each setting added to a run's record later, for the runs saved before.
@@ -39,3 +49,9 @@ def differences(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
         f"was trained with other settings ({'; '.join(diff)}); repeat the original options, "
         "or start afresh without --resume"
     )
+
+
+def run_id(record: dict[str, Any]) -> str:
+    """The identity of the run whose record is ``record``: 16 hexadecimal digits."""
+    text = json.dumps(record, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,6 +1,6 @@
 """What the training loop (``training.loop``) and a kind of training agree on: the ``Task`` a
 training command gives the loop (its network, optimizer, batches, loss, validation and files),
-the ``LoopSettings`` the loop reads, where a run stands (``RunState``, saved for ``--resume``)
+the ``LoopConfig`` the loop reads, where a run stands (``RunState``, saved for ``--resume``)
 and a validation's outcome (``Validation``). ``training.phrase_task`` (``train``) and ``lm.task``
 (``train-lm``, ``train-nmt``) implement a ``Task``; the loop drives either."""
 
@@ -12,32 +12,29 @@ from typing import Any, Protocol
 
 import torch
 
+from ..model.kinds import ModelFile
+from .schedule import check_schedule
 
-class LoopSettings(Protocol):
-    """The settings the loop reads (``TrainConfig``, ``LMTrainConfig``)."""
 
-    @property
-    def seed(self) -> int: ...
-    @property
-    def lr(self) -> float: ...
-    @property
-    def max_steps(self) -> int | None: ...
-    @property
-    def max_time(self) -> float | None: ...
-    @property
-    def epochs(self) -> int | None: ...
-    @property
-    def valid_every(self) -> int: ...
-    @property
-    def patience(self) -> int: ...
-    @property
-    def log_every(self) -> int: ...
-    @property
-    def keep_checkpoints(self) -> int: ...
-    @property
-    def lr_decay_steps(self) -> int | None: ...
-    @property
-    def warmup_steps(self) -> int | None: ...
+@dataclass(frozen=True)
+class LoopConfig:
+    """The settings the loop reads, part of every training command's config (``TrainConfig.loop``,
+    ``LMTrainConfig.loop``) with the command's defaults, and one option each (``cli.loop_options``)."""
+
+    max_steps: int | None = None  # total steps (counted across resumes)
+    max_time: float | None = None  # wall seconds of this invocation (a resumed run counts its own)
+    epochs: int | None = None  # total passes over the training data
+    valid_every: int = 500  # steps between validations
+    patience: int = 10  # scheduled validations without improvement before stopping; 0 = off
+    seed: int = 1234  # initialisation and data order
+    lr: float = 1.0  # the optimizer's learning rate
+    lr_decay_steps: int | None = None  # the cosine schedule's length (schedule.py); None: constant lr
+    warmup_steps: int | None = None  # the inverse-square-root schedule's warm-up (schedule.py)
+    log_every: int = 50  # steps between train log events
+    keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
+
+    def __post_init__(self) -> None:
+        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps)
 
 
 @dataclass
@@ -53,6 +50,7 @@ class RunState:
     bad_validations: int = 0
     last_valid_step: int = -1
     kept: list[int] = field(default_factory=list)  # steps of the networks kept (kept_checkpoints)
+    run_id: str | None = None  # the run's identity (``same_run.run_id``), in every model file it writes
 
 
 @dataclass
@@ -105,7 +103,8 @@ class Task(Protocol):
         """Write a model file (rank 0 only calls it)."""
 
     def read_last(
-        self, path: str, check: Callable[[dict[str, Any] | None], None]
+        self, last: str | ModelFile, check: Callable[[dict[str, Any] | None], None]
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """(the ``training_state``, the weights) of a ``.last.pt``: ``check(training_state)``
-        first (the loop's check of the run), then the task's own checks."""
+        """(the ``training_state``, the weights) of a ``.last.pt`` (its path, or the file read
+        already): ``check(training_state)`` first (the loop's check of the run), then the task's
+        own checks."""

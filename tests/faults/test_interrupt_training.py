@@ -67,10 +67,13 @@ def test_signal_during_training_saves_a_resumable_state(
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.monotonic() < deadline, f"training did not log a step within {DEADLINE:.0f} s"
         time.sleep(0.005)  # polling interval
+    lock = tmp_path / "rnn.lock"  # the run's while it lives, gone once it has stopped
+    assert json.loads(lock.read_text())["pid"] == proc.pid
     proc.send_signal(sig)
     _, err_bytes = proc.communicate(timeout=DEADLINE)
     err = err_bytes.decode()
     assert proc.returncode == code, err
+    assert not lock.exists()
     found = re.search(
         r"phrase-rescorer: error: interrupted at step (\d+); the state is saved in (\S+): run the "
         r"same command with --resume to continue",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,8 +25,9 @@ def tiny_lm(path: Path, *, vocab_size: int = 60, steps: int = 150, seed: int = 1
     vocab = build_vocabulary(sentences, vocab_size)
     config = LMConfig(order=3, embed_dim=8, hidden=(16,), vocab_size=len(vocab), init_range=0.1)
     data = text_ngrams(config.order, vocab, sentences)
-    settings = LMTrainConfig(batch_size=32, lr=1e-2, max_steps=steps, valid_every=1000, seed=seed)
+    loop = replace(LMTrainConfig().loop, lr=1e-2, max_steps=steps, valid_every=1000, seed=seed)
+    settings = LMTrainConfig(batch_size=32, loop=loop)
     lm_data = LMData(config, vocab, data, data, len(sentences), sentences)
     task = LMTask(lm_data, settings, torch.device("cpu"), {"language": "fr", "argv": []})
-    fit(task, settings, str(path), device=torch.device("cpu"), resume=resume)
+    fit(task, loop, str(path), device=torch.device("cpu"), resume=resume)
     return path

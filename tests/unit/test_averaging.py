@@ -185,3 +185,55 @@ def test_kept_names(tmp_path: Path) -> None:
     assert is_kept_path(out, str(tmp_path / "in.en"))
     (tmp_path / "nmt.step3.pt").symlink_to(tmp_path / "sub" / "corpus")  # a link named as one: replaced
     assert is_kept_path(out, str(tmp_path / "nmt.step3.pt"))
+
+
+def test_files_of_several_runs_are_refused_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every file of a run records its identity, kept through --resume: files of one run average,
+    those of two runs (one command, another --seed) are refused with one line, exit 2, unless
+    --allow-several-runs; a file written before runs had an identity averages, with a warning."""
+    corpus = [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
+
+    def train(out: Path, *extra: str) -> None:
+        options = [*SIZES, "--valid-every", "2", "--keep-checkpoints", "3", "--threads", "1", *extra]
+        code, err = run_cli(["-q", "train-nmt", *corpus, str(out), *options], monkeypatch, capsys)
+        assert code == 0, err
+
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    train(a, "--max-steps", "4")
+    train(a, "--max-steps", "6", "--resume")
+    train(b, "--max-steps", "4", "--seed", "2")
+    a2, a4, a6, b4 = (str(tmp_path / name) for name in ("a.step2.pt", "a.step4.pt", "a.step6.pt", "b.step4.pt"))
+    run, other_run = load_checkpoint(a2).run_id, load_checkpoint(b4).run_id
+    assert run is not None and other_run is not None and run != other_run
+    assert all(load_checkpoint(str(p)).run_id == run for p in (a4, a6, a, tmp_path / "a.last.pt"))
+
+    out = tmp_path / "avg.pt"
+    code, err = run_cli(["average", str(out), a2, a6], monkeypatch, capsys)  # across the resume
+    assert code == 0, err
+    assert "warning" not in err and load_checkpoint(str(out)).run_id == run
+    out.unlink()
+
+    code, err = run_cli(["average", str(out), a4, b4], monkeypatch, capsys)
+    assert code == 2
+    assert err.strip() == (
+        f"phrase-rescorer: error: {b4}: of another training run than {a4} (run {other_run}, not {run}); the mean "
+        "of independently trained networks is usually far worse than each of them: average the files of one run, "
+        "or give --allow-several-runs"
+    )
+    assert not out.exists() and not left_behind(tmp_path)
+
+    code, err = run_cli(["average", "--allow-several-runs", str(out), a4, b4], monkeypatch, capsys)
+    assert code == 0, err
+    assert load_checkpoint(str(out)).run_id not in (None, run, other_run)  # the mean is no run's
+    out.unlink()
+
+    older = tmp_path / "older.pt"  # as written before runs had an identity
+    payload = torch.load(b4, weights_only=True)
+    del payload["info"]["run_id"]
+    torch.save(payload, older)
+    code, err = run_cli(["average", str(out), a4, str(older)], monkeypatch, capsys)
+    assert code == 0, err
+    assert f"warning: {older}: records no training run" in err
+    assert load_checkpoint(str(out)).run_id == run

@@ -17,6 +17,7 @@ from phrase_rescorer.model.files import CheckpointError
 from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
+from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(embed_dim=8, hidden_dim=16, maxout_dim=8, output_rank=4)
@@ -27,11 +28,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[PhraseTask, Path]
     """A tiny network after a few Adadelta steps (weights no longer at their start)."""
     d = tmp_path_factory.mktemp("ckpt")
     pairs = load_pairs(str(mapping_table(d / "t.txt", 200)))
-    cfg = TrainConfig(batch_size=16, max_steps=6, valid_every=3, valid_fraction=0.1, seed=5)
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, loop=LoopConfig(max_steps=6, valid_every=3, seed=5))
     data = prepare_data(pairs, 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), **SIZES)
     trainer = PhraseTask(data, config, cfg, torch.device("cpu"), argv=["x", "y"])
-    fit(trainer, cfg, str(d / "m.pt"), device=torch.device("cpu"))
+    fit(trainer, cfg.loop, str(d / "m.pt"), device=torch.device("cpu"))
     return trainer, d
 
 

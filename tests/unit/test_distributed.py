@@ -10,6 +10,7 @@ a few Adadelta steps amplify a little: 1e-5 relative on every logged loss (measu
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from phrase_rescorer.parallel.distributed import Group, Launch
 from phrase_rescorer.parallel.sharding import TablePart, concatenate, find_cuts, plan_parts
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions
+from phrase_rescorer.run_lock import held_lock
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import REPO, SAMPLE
 from tests.helpers.synthetic import mapping_table
@@ -284,6 +286,23 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path)
     valid = _valid(two / "m.log")
     del valid[12]  # the 2-process run's closing validation
     assert _close(valid, _valid(one / "m.log"))
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_model_out_another_run_holds_is_refused_by_every_process(tmp_path: Path) -> None:
+    """Rank 0 holds MODEL_OUT's lock for the job: held by another run, every process refuses with
+    its line (exit 6), nothing written; free, the job trains and gives the lock back."""
+    table = mapping_table(tmp_path / "pt.gz", 300)
+    out, lock = tmp_path / "m.pt", tmp_path / "m.lock"
+    with held_lock(str(lock), json.dumps({"pid": os.getpid(), "host": "h", "command": "c"}), remove=True):
+        r = torchrun("train", str(table), str(out), *TINY, "--max-steps", "2")
+    assert r.returncode != 0
+    line = f"phrase-rescorer: error: {out}: another training is writing this model's files (PID {os.getpid()} on h: c"
+    assert r.stderr.count(line) == 2, r.stderr  # both processes, the same line
+    assert not out.exists() and not lock.exists()
+    r = torchrun("train", str(table), str(out), *TINY, "--max-steps", "2")
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and not lock.exists()
 
 
 def _lm_ppl(log: Path) -> dict[int, float]:

@@ -20,14 +20,15 @@ from phrase_rescorer.model.architectures import arch_config
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.moses.nbest import parse_nbest_line
-from phrase_rescorer.nbest.features import load_feature
 from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.rescoring.engine import rescore_table
 from phrase_rescorer.rescoring.scorers import make_scorer
+from phrase_rescorer.scoring.features import load_feature
 from phrase_rescorer.training.evaluate import evaluate
 from phrase_rescorer.training.loop import Loop
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
+from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.cli_run import run_cli
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import appended_columns, read_lines, sample_window, tiny_arch_checkpoint
@@ -129,12 +130,12 @@ def test_rescoring_a_table_is_the_same_with_dropout(models: tuple[Path, Path], t
     assert got[0] == got[1] == got[2]
 
 
-def _trainer(table: Path, out: Path, arch: ArchConfig, **settings: object) -> Loop:
-    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-3, init_std=0.3, **settings)  # type: ignore[arg-type]
+def _trainer(table: Path, out: Path, arch: ArchConfig) -> Loop:
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", init_std=0.3, loop=LoopConfig(lr=1e-3))
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 16, 16, 8, 8)
     device = torch.device("cpu")
-    return Loop(PhraseTask(data, config, cfg, device, arch=arch), cfg, str(out), device, Group())
+    return Loop(PhraseTask(data, config, cfg, device, arch=arch), cfg.loop, str(out), device, Group())
 
 
 @pytest.fixture(scope="module")

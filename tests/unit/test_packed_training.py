@@ -21,6 +21,7 @@ from phrase_rescorer.training.packed_log_probs import PackedLogProbs, _active_co
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.target_log_probs import picked_log_probs
+from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
 SIZES = dict(src_vocab_size=30, tgt_vocab_size=25, embed_dim=8, hidden_dim=12, maxout_dim=6, output_rank=5)
@@ -80,7 +81,7 @@ def _reference_step(trainer: PhraseTask, opt: torch.optim.Optimizer, idx: np.nda
 
 def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
     table = mapping_table(tmp_path / "pt.gz", 200)
-    cfg = TrainConfig(batch_size=16, seed=5, init_std=0.1, valid_fraction=0.0)
+    cfg = TrainConfig(batch_size=16, init_std=0.1, valid_fraction=0.0, loop=LoopConfig(seed=5))
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     config = ModelConfig(
         src_vocab_size=len(data.src_vocab),
@@ -91,9 +92,11 @@ def test_first_losses_equal_the_plain_computation(tmp_path: Path) -> None:
         output_rank=4,
     )
     fast_task = PhraseTask(data, config, cfg, torch.device("cpu"))
-    fast = Loop(fast_task, cfg, str(tmp_path / "a.pt"), torch.device("cpu"), Group())
+    fast = Loop(fast_task, cfg.loop, str(tmp_path / "a.pt"), torch.device("cpu"), Group())
     plain = PhraseTask(data, config, cfg, torch.device("cpu"))
-    plain_opt = torch.optim.Adadelta(plain.network.parameters(), lr=cfg.lr, rho=cfg.rho, eps=cfg.eps, foreach=False)
+    plain_opt = torch.optim.Adadelta(
+        plain.network.parameters(), lr=cfg.loop.lr, rho=cfg.rho, eps=cfg.eps, foreach=False
+    )
     rng = np.random.default_rng(0)
     got, want = [], []
     for _ in range(12):

@@ -17,6 +17,7 @@ from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.schedule import check_schedule, learning_rate
+from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -51,14 +52,16 @@ def test_a_run_past_the_end_of_its_schedule_is_refused() -> None:
     with pytest.raises(UsageError, match="--max-steps 101 goes past --lr-decay-steps 100"):
         check_schedule(101, 100)
     with pytest.raises(UsageError, match="--max-steps 101 goes past"):
-        TrainConfig(max_steps=101, lr_decay_steps=100)
+        LoopConfig(max_steps=101, lr_decay_steps=100)
 
 
 def rates_of_a_run(tmp_path: Path, **schedule: int) -> tuple[str, int, list[float]]:
     """A real phrase run with ``schedule``: (why it ended, its steps, the rate the optimizer held
     before each update, read at the loop's report after the step)."""
     table = mapping_table(tmp_path / "pt.gz", 300)
-    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-2, valid_every=5, **schedule)  # type: ignore[arg-type]
+    cfg = TrainConfig(
+        batch_size=16, valid_fraction=0.1, optimizer="adam", loop=LoopConfig(lr=1e-2, valid_every=5, **schedule)
+    )
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     device = torch.device("cpu")
     task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
@@ -68,7 +71,7 @@ def rates_of_a_run(tmp_path: Path, **schedule: int) -> tuple[str, int, list[floa
         if kind == "step":
             rates.append(task.optimizer.param_groups[0]["lr"])
 
-    reason, state = fit(task, cfg, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
+    reason, state = fit(task, cfg.loop, str(tmp_path / "m.pt"), device=device, group=Group(), report=report)
     return reason, state.step, rates
 
 
@@ -101,7 +104,7 @@ def test_one_schedule_at_a_time() -> None:
     with pytest.raises(UsageError, match="two schedules of the learning rate; choose one"):
         check_schedule(None, 100, 10)
     with pytest.raises(UsageError, match="--warmup-steps must be at least 1"):
-        TrainConfig(warmup_steps=0)
+        LoopConfig(warmup_steps=0)
 
 
 def test_the_optimizer_steps_with_the_warm_up(tmp_path: Path) -> None:

@@ -273,6 +273,18 @@ def test_train_defaults_are_the_measured_recipe(phrase_straight: Path) -> None:
     assert (recorded["clip_norm"], recorded["init_std"]) == (5.0, 0.05)
 
 
+def test_the_model_file_records_every_setting_in_one_level_in_its_order(phrase_straight: Path) -> None:
+    """The loop's settings among the others, in the order of the files written before they were
+    one config: the same options still write the same bytes."""
+    recorded = raw(phrase_straight / "m.pt")["info"]["train_config"]
+    assert " ".join(recorded) == (
+        "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
+        "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 "
+        "label_smoothing keep_checkpoints lr_decay_steps warmup_steps"
+    )
+    assert (recorded["seed"], recorded["valid_every"], recorded["patience"]) == (3, 8, 0)
+
+
 def test_resume_refusals(task: Run, straight: Path, tmp_path: Path) -> None:
     out = tmp_path / "m.pt"
     r = task.run(out, "--resume")
