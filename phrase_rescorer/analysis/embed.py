@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from ..data.batching import sequences_batch
-from ..data.vocab import SPECIALS, Vocabulary, tokenize_phrase
+from ..data.vocab import SPECIALS, Vocabulary
 from ..model.network import Network, is_summary_network
+from ..moses.words import split_words
 from ..output import AtomicOutput
 
 
@@ -83,7 +84,7 @@ def phrase_representations(
 ) -> np.ndarray:
     """One vector per source phrase (N, D): ``REPRESENTATION`` says which, by architecture."""
     device = next(model.parameters()).device
-    ids = [src_vocab.encode(tokenize_phrase(p)) for p in phrases]
+    ids = [src_vocab.encode(split_words(p)) for p in phrases]
     parts = []
     for start in range(0, len(ids), batch_size):
         chunk = ids[start : start + batch_size]
@@ -95,7 +96,7 @@ def phrase_representations(
 def phrase_space(
     model: Network, src_vocab: Vocabulary, phrases: Sequence[str], show: Callable[[str], str] = _as_is
 ) -> Space:
-    phrases = [" ".join(tokenize_phrase(p)) for p in phrases]
+    phrases = [" ".join(split_words(p)) for p in phrases]
     return Space(
         "phrases",
         phrase_representations(model, src_vocab, phrases),
@@ -146,6 +147,11 @@ def write_projector_config(out_dir: str, spaces: Sequence[Space]) -> str:
     return path
 
 
+def map_path(out_dir: str, space: Space) -> str:
+    """Where :func:`draw_maps` draws the map of ``space``."""
+    return os.path.join(out_dir, f"{space.name}.tsne.png")
+
+
 def draw_maps(
     spaces: Sequence[Space],
     out_dir: str,
@@ -176,7 +182,7 @@ def draw_maps(
         if on_space is not None:
             on_space(space.name, len(order))
         points = plots.tsne(space.vectors[order], seed=seed, perplexity=perplexity)
-        path = os.path.join(out_dir, f"{space.name}.tsne.png")
+        path = map_path(out_dir, space)
         labels = [space.labels[i] for i in order]
         plots.label_map(points, labels, path, title, max_labels, colors, "words" if colors is not None else None)
         written.append(path)

@@ -12,8 +12,8 @@ from ..analysis import compare as cmp
 from ..analysis import plots
 from ..analysis import suggest as sug
 from ..analysis.table_groups import GroupFilter, phrase_groups
-from ..data.vocab import tokenize_phrase
 from ..errors import EXIT_INPUT
+from ..moses.words import split_words
 from . import cli
 from .analysis_common import MODEL, counted, load_word_network, looked_up, pictures
 from .common import UserError, device_option, progress, say, threads_option
@@ -140,7 +140,7 @@ def suggest(
     show = display(ckpt, model, raw, detok, source_lang, target_lang)
     reader = TypedPhrases(ckpt, model, raw, source_lang, lowercase)
     typed = list(phrases) if phrases else sys.stdin.read().splitlines()
-    items = [(p, reader.table_form(p)) for p in typed if tokenize_phrase(p)]
+    items = [(p, reader.table_form(p)) for p in typed if split_words(p)]
     items = [(p, form) for p, form in items if form]
     if not items:
         raise UserError("no phrases given (as arguments or on stdin, one per line)")
@@ -206,7 +206,9 @@ def suggest(
 @typed_options
 @detok_options
 @FORMAT
-@click.option("--plot", type=click.Path(), help="Also draw the score scatter plot into this PNG.")
+@click.option(
+    "--plot", type=click.Path(), help="Also draw the score scatter plot into this picture (.png, .pdf or .svg)."
+)
 @click.option(
     "--scatter-pairs",
     default=2000,
@@ -258,10 +260,10 @@ def compare(
         if low is not None and high is not None and high < low:
             raise UserError(f"--max-{what} {high:g} is below --min-{what} {low:g}: no source would qualify")
     if plot:
-        from ..output import check_distinct_paths, check_output_path
+        from ..output import check_distinct_paths
 
-        check_output_path(plot, by_name=False)
         check_distinct_paths(table, plot, model=model)
+        plots.check_picture_output(plot)
     ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
     tm_column = tm_column or (1 if ckpt.inverse else cmp.DEFAULT_TM_COLUMN)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)

@@ -16,7 +16,18 @@ import click
 import torch
 
 from .. import __version__, devices
-from ..errors import EXIT_OS, EXIT_SIGINT, EXIT_SIGPIPE, EXIT_USAGE, ProgramError, Terminated, exit_code, signal_words
+from ..data.line_limit import DEFAULT_MAX_TOKENS
+from ..errors import (
+    EXIT_OS,
+    EXIT_SIGINT,
+    EXIT_SIGPIPE,
+    EXIT_USAGE,
+    ProgramError,
+    Terminated,
+    exit_code,
+    out_of_memory,
+    signal_words,
+)
 from ..output import OutputError, ReaderGone
 from ..output_targets import drop_stdout, reader_gone
 from ..threads import default_threads, limit_threads, usable_cores
@@ -33,10 +44,33 @@ class UserError(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it as a class default
 
 
-class InputPath(click.Path):
+class NamedPath(click.Path):
+    """A path used by its name, never a standard stream: ``-`` is a usage error (exit 2) naming
+    the argument or option and ``stream`` (a model file, a log, an experiment's directory, a
+    training's MODEL_OUT, beside which the run writes its other files), not a file named ``-``
+    that is missing. Anything else is left to ``click.Path`` and to the command."""
+
+    def __init__(self, *, stream: str = "standard input", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if os.fspath(value) == "-":
+            name = (
+                next((o for o in param.opts if o.startswith("--")), max(param.opts, key=len))
+                if isinstance(param, click.Option)
+                else param and param.human_readable_name
+            )
+            kind = "directory" if not self.file_okay else "file"
+            raise UserError(f"{name or 'the path'} '-': must be a {kind}, not {self.stream}; give its path")
+        return super().convert(value, param, ctx)
+
+
+class InputPath(NamedPath):
     """A path that must be there (``click.Path(exists=True)``), missing or of the wrong kind
     reported as every input the library opens reports it: ``PATH: cannot read: ...``, exit 6
-    (``EXIT_OS``, the table's unreadable input), not as a usage error (exit 2)."""
+    (``EXIT_OS``, the table's unreadable input), not as a usage error (exit 2); ``-`` refused
+    (:class:`NamedPath`)."""
 
     def __init__(self, *, file_okay: bool = True, dir_okay: bool = True) -> None:
         super().__init__(exists=False, file_okay=file_okay, dir_okay=dir_okay, readable=False)
@@ -44,6 +78,8 @@ class InputPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = os.fspath(value)
         option = f"{max(param.opts, key=len)}: " if isinstance(param, click.Option) else ""
+        if path == "-":  # a usage error, not a file named "-" that is missing
+            return super().convert(value, param, ctx)
         try:
             is_dir = stat.S_ISDIR(os.stat(path).st_mode)
         except OSError as e:  # missing, or a directory on the way that cannot be searched
@@ -117,6 +153,11 @@ def run_guarded(command: click.Command, prog_name: str, startup_mask: set[int] |
         what = "disk full (no space left on device)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
         where = f"{e.filename}: " if e.filename else ""
         _fail(prog_name, f"{where}{what}", exit_code(e))
+    except (MemoryError, RuntimeError) as e:
+        said = out_of_memory(e)  # an allocation that failed, torch's included: the machine, not a bug
+        if said is None:
+            raise
+        _fail(prog_name, said, exit_code(e))
 
 
 def progress(ctx: click.Context, desc: str, unit: str = "", **kwargs: Any) -> Progress:
@@ -151,6 +192,16 @@ def resolve_device(name: str) -> torch.device:
 
 device_option: Callable[..., Any] = click.option(
     "--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda or cuda:N."
+)
+
+max_tokens_option: Callable[..., Any] = click.option(
+    "--max-tokens",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_TOKENS,
+    show_default=True,
+    help="Refuse (exit 3, naming the file and line) any line the network would read of more tokens "
+    "(space-separated words) than this, before the first line is scored: a network's memory grows "
+    "with a line's length (a transformer's attention: heads x tokens^2 x 4 bytes a layer).",
 )
 
 
@@ -267,4 +318,4 @@ def model_option(
 ) -> Callable[..., Any]:
     """``-m/--model``: the trained network, the same option in every command (``multiple``: the
     networks, one per -m, in the order given)."""
-    return click.option("-m", "--model", dest, required=required, multiple=multiple, type=click.Path(), help=help)
+    return click.option("-m", "--model", dest, required=required, multiple=multiple, type=NamedPath(), help=help)

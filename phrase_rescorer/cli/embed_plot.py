@@ -14,7 +14,7 @@ from ..output import check_distinct_paths
 from ..training.log import TrainingLogError, read_training_curves
 from . import cli
 from .analysis_common import MODEL, counted, load_word_network, looked_up, pictures
-from .common import UserError, device_option, progress, say, threads_option
+from .common import NamedPath, UserError, device_option, progress, say, threads_option
 from .text import TypedPhrases, display, typed_options
 
 # --- embed --------------------------------------------------------------------------------------
@@ -111,6 +111,9 @@ def embed(
     spaces = emb.word_spaces(net, src_vocab, tgt_vocab, show)
     if chosen:
         spaces.append(emb.phrase_space(net, src_vocab, chosen, show))
+    if plot:
+        for space in spaces:
+            plots.check_picture_output(emb.map_path(out, space))
     written = [path for space in spaces for path in emb.write_space(out, space)]
     written.append(emb.write_projector_config(out, spaces))
     if plot:
@@ -132,19 +135,23 @@ def embed(
 
 
 @cli.command("plot-log")
-@click.argument("log", type=click.Path())
-@click.option("-o", "--out", required=True, type=click.Path(), help="PNG file to write.")
+@click.argument("log", type=NamedPath())
+@click.option(
+    "-o", "--out", required=True, type=click.Path(), help="Picture to write: .png, .pdf or .svg, as its name says."
+)
 @click.pass_context
 def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train`, `train-nmt` or `train-lm` (--log, by
     default MODEL_OUT's .log): the training loss and the held-out perplexity, each against the
     step and against the minutes of training, beside a unigram model's perplexity (train,
-    train-nmt) or KenLM's (train-lm --kenlm). Prints the PNG's path.
+    train-nmt) or KenLM's (train-lm --kenlm). Prints the picture's path; an existing OUT is
+    replaced only if it is a picture.
 
     \b
     Example:
       phrase-rescorer plot-log nmt.log -o nmt-curves.png"""
     check_distinct_paths(log, out)  # the log, replaced by its picture
+    plots.check_picture_output(out)
     try:
         records = read_training_curves(log)
     except TrainingLogError as e:
@@ -160,13 +167,19 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
 
 
 @cli.command("plot-experiment")
-@click.argument("out_dir", metavar="OUT_DIR", type=click.Path(file_okay=False))
-@click.option("-o", "--out", type=click.Path(), help="PNG file to write  [default: OUT_DIR/experiment.png].")
+@click.argument("out_dir", metavar="OUT_DIR", type=NamedPath(file_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(),
+    help="Picture to write: .png, .pdf or .svg, as its name says  [default: OUT_DIR/experiment.png].",
+)
 def plot_experiment(out_dir: str, out: str | None) -> None:
     """BLEU of an experiment's systems, dev and test side by side, from its --out directory
     OUT_DIR (its experiment.json): each MERT run a dot, the mean with its 95 % bootstrap
     interval (sentences resampled, every run kept). Works on an unfinished experiment too (the
-    runs done so far). Prints the PNG's path.
+    runs done so far). Prints the picture's path; an existing OUT is replaced only if it is a
+    picture.
 
     \b
     Example:
@@ -175,6 +188,7 @@ def plot_experiment(out_dir: str, out: str | None) -> None:
 
     out = out or os.path.join(out_dir, "experiment.png")
     check_distinct_paths(os.path.join(out_dir, REPORT_NAME), out)
+    plots.check_picture_output(out)
     report = read_report(out_dir)
     with pictures():
         plots.experiment_chart(report, out)

@@ -18,22 +18,34 @@ the ``identity`` normalisation (no NFKC: a token is never changed before it is s
 ``byte_fallback``, units never across a space. A token is split the same way alone or inside
 its phrase, so ``split`` works token by token (with a cache) and a phrase is the concatenation.
 The size N is an upper bound (``hard_vocab_limit`` off): a small table may give fewer units.
+
+Room for the characters. Byte fallback takes 256 units and ``<unk>`` one, so N units hold at most
+N - 257 characters (43 at the smallest N, 300). Where the phrases have more distinct characters,
+the N - 257 most frequent are units and the others are left out of the learning text
+(:func:`frequent_characters`); a token is split into units and the byte units of the characters
+left out, as of an unseen character, so the split stays exact and no unit is unknown.
 """
 
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
 
 from ..errors import UsageError
+from ..moses.words import split_words
 from .pairs import PairSet
 from .vocab import SPECIALS, Vocabulary
 
 #: Phrases beyond this many are sampled by SentencePiece (memory of the learning step).
 MAX_LEARN_PHRASES = 2_000_000
+#: The units of a model besides its characters and merged units: ``<unk>`` and the 256 bytes.
+META_UNITS = 1 + 256
+#: SentencePiece's space, put before every word (its ``add_dummy_prefix``) and between words.
+SPACE = "\u2581"
 
 
 class SubwordError(UsageError):
@@ -57,11 +69,13 @@ class Subwords:
 
     @classmethod
     def learn(cls, phrases: Iterable[str], size: int, threads: int = 2) -> Subwords:
-        """A model of at most ``size`` units learned on ``phrases`` (tokens joined by spaces)."""
+        """A model of at most ``size`` units learned on ``phrases`` (tokens joined by spaces);
+        where the characters do not all fit, the rarest are left to byte units (the module's
+        "Room for the characters")."""
         out = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(phrases),
+                sentence_iterator=iter(frequent_characters(list(phrases), size - META_UNITS)),
                 model_writer=out,
                 vocab_size=size,
                 model_type="bpe",
@@ -81,7 +95,7 @@ class Subwords:
         except RuntimeError as e:
             raise SubwordError(
                 f"--subwords {size}: SentencePiece could not learn the units: {e} "
-                "(byte fallback needs at least 256 units plus the distinct characters)"
+                f"(byte fallback needs at least {META_UNITS + 1} units)"
             ) from e
         return cls(out.getvalue())
 
@@ -110,10 +124,29 @@ class Subwords:
 
     def join(self, units: Sequence[str]) -> list[str]:
         """The tokens that ``units`` spell (the inverse of ``split``)."""
-        return str(self.processor.decode(list(units))).split()
+        return split_words(str(self.processor.decode(list(units))))
 
     def tensor(self) -> np.ndarray:
         return np.frombuffer(self.proto, dtype=np.uint8)
+
+
+def frequent_characters(phrases: list[str], room: int) -> list[str]:
+    """``phrases`` as SentencePiece is to learn from them with ``room`` units for characters:
+    unchanged where their distinct characters fit (SentencePiece's space, one before each word,
+    counted among them), else with each character but the ``room`` most frequent (the space
+    always kept) replaced by a space. SentencePiece would refuse the size instead ("Vocabulary size is smaller than
+    required_chars"; a lower ``character_coverage`` does not help, it must be 0.98 at least), and
+    a character left out is spelled by its byte units when a token is split, where no unit spans
+    it: no unit is learned across it either."""
+    counts: Counter[str] = Counter()
+    for phrase in phrases:
+        counts.update(phrase)
+    counts[SPACE] += counts.pop(" ", 0) + len(phrases)
+    if len(counts) <= room:
+        return phrases
+    kept = set(sorted(counts, key=lambda c: (c != SPACE, -counts[c], c))[: max(room, 1)])  # the space first
+    left_out = {ord(c): " " for c in counts if c not in kept}
+    return [phrase.translate(left_out) for phrase in phrases]
 
 
 def learn_pair_subwords(pairs: PairSet, size: int) -> tuple[Subwords, Subwords]:

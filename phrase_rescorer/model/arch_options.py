@@ -14,7 +14,8 @@ gnmt       Wu et al. (2016) scaled to phrase pairs: LSTM cells, bidirectional bo
            needs fewer: 4 by default (``--layers``).
 transformer Vaswani et al. (2017), pre-norm, as the Multi30k literature sizes it: 4
            layers a side, 4 heads (``--heads``); ``transformer.py``. It takes none of
-           the recurrent options (cell, bidirectional, residual, attention kind).
+           the recurrent options (cell, bidirectional, residual, attention kind, and
+           ``ModelConfig``'s GRU variant and summary).
 ========== ============================================================================
 
 Every option of ``ArchConfig`` can be overridden on top of a named architecture (``train
@@ -127,6 +128,9 @@ class ArchConfig:
 
 #: The recurrent architectures' options, which the transformer keeps at its own placeholder values.
 RECURRENT_OPTIONS = ("cell_type", "bidirectional", "residual_from", "attention", "attention_from")
+#: ``ModelConfig``'s options that only the recurrent networks read (the GRU variant, cho2014's
+#: summary c): a transformer given them is refused as for the options above.
+RECURRENT_MODEL_OPTIONS = ("cell", "summary")
 #: Options left out of the stored dict at their defaults, so that files made before they existed
 #: read, fingerprint and resume as they did: the dropout rates (training only: dropout is off
 #: whenever a network scores) and the transformer's heads.

@@ -16,11 +16,11 @@ The architectures' options live in ``arch_options`` (imported here too, so that
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
-from .arch_options import ARCHITECTURES, RECURRENT_OPTIONS, ArchConfig
+from .arch_options import ARCHITECTURES, RECURRENT_MODEL_OPTIONS, RECURRENT_OPTIONS, ArchConfig
 from .cho2014 import ModelConfig, RNNEncoderDecoder
 from .network import Network
 from .stacked import StackedEncoderDecoder
@@ -54,9 +54,12 @@ NETWORKS: dict[str, Callable[[ModelConfig, ArchConfig | None], Network]] = {
 ARCH_NAMES = tuple(NETWORKS)
 
 
-def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
+def arch_config(name: str, *, model_options: Collection[str] = (), **overrides: Any) -> ArchConfig | None:
     """The options of architecture ``name`` with the non-None ``overrides``; None for a family
-    built without options (cho2014, the paper's network), which refuses every override."""
+    built without options (cho2014, the paper's network), which refuses every override.
+    ``model_options``: the options of ``ModelConfig`` that were given (not left at their
+    defaults); the transformer refuses those only the recurrent networks read, as it refuses
+    the recurrent overrides."""
     given = {k: v for k, v in overrides.items() if v is not None}
     if name not in NETWORKS:
         raise ValueError(f"architecture must be one of {ARCH_NAMES}, not {name!r}")
@@ -68,13 +71,22 @@ def arch_config(name: str, **overrides: Any) -> ArchConfig | None:
                 f"choose --arch {' or '.join(ARCHITECTURES)}"
             )
         return None
-    recurrent = [n for n in RECURRENT_OPTIONS if n in given] if name == "transformer" else []
+    recurrent = (
+        [n for n in RECURRENT_OPTIONS if n in given] + [n for n in RECURRENT_MODEL_OPTIONS if n in model_options]
+        if name == "transformer"
+        else []
+    )
     if recurrent:
         raise ValueError(
-            f"the transformer takes none of the recurrent options ({', '.join(recurrent)}); "
+            f"the transformer takes none of the recurrent options ({', '.join(_option(n) for n in recurrent)}); "
             "its options are --layers, --heads, --dropout and --embed-dropout"
         )
     return replace(ARCHITECTURES[name], **given)
+
+
+def _option(name: str) -> str:
+    """The command-line option of a setting: ``cell_type`` -> ``--cell-type``."""
+    return "--" + name.replace("_", "-")
 
 
 def sizes_problem(embed_dim: int, arch: ArchConfig | None) -> str | None:

@@ -125,6 +125,22 @@ def test_a_log_without_loss_records_says_so_in_its_panel(tmp_path: Path) -> None
     plotted(log)
 
 
+#: The first bytes of each format, as matplotlib writes it.
+HEADS = {".pdf": b"%PDF-", ".svg": b"<?xml", ".png": PNG_SIGNATURE}
+
+
+def test_the_name_s_suffix_picks_the_format(tmp_path: Path) -> None:
+    """curves.pdf is a PDF, curves.svg an SVG (with its <svg> element), CURVES.PNG a PNG."""
+    log = tmp_path / "valid-only.log"
+    log.write_text(json.dumps({"event": "valid", "step": 5, "epoch": 0, "valid_token_ppl": 40.0, "elapsed": 30}))
+    for name in ("curves.pdf", "curves.svg", "CURVES.PNG"):
+        r = run("plot-log", str(log), "-o", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(HEADS[Path(name).suffix.lower()]) and len(data) > 1000
+    assert b"<svg" in (tmp_path / "curves.svg").read_bytes()[:1000]
+
+
 # --- plot-experiment ----------------------------------------------------------------------------
 
 DATA = REPO / "tests" / "data" / "bleu"
@@ -168,6 +184,8 @@ def test_plot_experiment_draws_every_run_and_the_mean_with_its_interval(experime
     png = experiment_dir / "experiment.png"
     assert r.stdout.decode().strip() == str(png)
     assert png.read_bytes()[:8] == PNG_SIGNATURE
+    r = run("plot-experiment", str(experiment_dir), "-o", str(experiment_dir / "bleu.pdf"))
+    assert r.returncode == 0 and (experiment_dir / "bleu.pdf").read_bytes()[:5] == b"%PDF-", r.stderr
 
 
 def test_plot_experiment_refuses_a_directory_without_a_report(tmp_path: Path) -> None:

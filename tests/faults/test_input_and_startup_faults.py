@@ -18,8 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phrase_rescorer.cli import main
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.moses.phrase_table import PhraseTableError, parse_line
+from phrase_rescorer.moses.words import split_words
+from tests.helpers.nmt import TINY_MOSES
 from tests.helpers.paths import PYTHON, SAMPLE, cli_env, sigint_as_at_a_terminal
 from tests.helpers.rescore_data import read_lines
 
@@ -187,6 +188,30 @@ def test_train_refuses_a_log_that_is_its_model_file(table: Path, log: str) -> No
     assert os.listdir(table.parent) == ["in.txt"]
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("train", ["--cell", "reset_after"]),
+        ("train-nmt", ["--summary", "last"]),
+        ("train", ["--cell=reset_before"]),
+        ("train-nmt", ["--cell-type", "lstm"]),
+        ("train", ["--attention-from", "bottom"]),
+    ],
+)
+def test_the_transformer_refuses_the_gru_variant_and_the_summary(table: Path, command: str, option: list[str]) -> None:
+    """--cell and --summary shape only the recurrent networks: given with --arch transformer
+    (even at their defaults) they are refused like --cell-type, not ignored."""
+    data = [table.name] if command == "train" else [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
+    code, err = run([command, *data, "m.pt", "--arch", "transformer", *option, "--max-steps", "1"], cwd=table.parent)
+    name = option[0].split("=")[0]  # the option as the user gave it, not its Python name (cell_type)
+    assert (code, err.strip()) == (
+        2,
+        f"phrase-rescorer: error: the transformer takes none of the recurrent options ({name}); "
+        "its options are --layers, --heads, --dropout and --embed-dropout",
+    )
+    assert os.listdir(table.parent) == ["in.txt"]
+
+
 def test_plot_log_refuses_to_draw_over_its_log(tmp_path: Path) -> None:
     log = tmp_path / "rnn.log"
     log.write_text('{"event": "start"}\n')
@@ -201,6 +226,48 @@ def test_plot_log_refuses_to_draw_over_its_log(tmp_path: Path) -> None:
 def test_missing_input_refused_before_the_model_is_read(tmp_path: Path) -> None:
     code, err = run(["rescore", "absent.txt", "out.txt", "--model", "missing.pt"], cwd=tmp_path)
     assert (code, err.strip()) == (6, "phrase-rescorer: error: absent.txt: cannot read: No such file or directory")
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["moses-ini", "-", "out.ini", "--table", "pt.gz"], "IN.ini '-': must be a file"),
+        (["moses-step", "-", "--model", "m.pt"], "MODEL_DIR '-': must be a directory"),
+        (["plot-log", "-", "-o", "curves.png"], "LOG '-': must be a file"),
+        (["plot-experiment", "-"], "OUT_DIR '-': must be a directory"),
+        (["average", "avg.pt", "in.ini", "-"], "IN... '-': must be a file"),
+        (["score", "in.ini", "-m", "-"], "--model '-': must be a file"),
+        (["nbest", "in.ini", "out.nbest", "-m", "-"], "--model '-': must be a file"),
+        (["translate", "in.ini", "out.txt", "-m", "-"], "--model '-': must be a file"),
+        (["rescore", "in.ini", "out.txt", "-m", "-"], "--model '-': must be a file"),
+    ],
+)
+def test_standard_input_where_a_file_is_read_is_a_usage_error(tmp_path: Path, args: list[str], what: str) -> None:
+    """moses-ini reads IN.ini by its path: '-' is refused as such, not as a missing file '-'."""
+    (tmp_path / "in.ini").write_text("[feature]\n")
+    with open(tmp_path / "in.ini", "rb") as given:
+        code, err = run(args, cwd=tmp_path, stdin=given)
+    assert (code, err.strip()) == (2, f"phrase-rescorer: error: {what}, not standard input; give its path")
+    assert os.listdir(tmp_path) == ["in.ini"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", str(SAMPLE)],
+        ["train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")],
+        ["train-lm", str(TINY_MOSES / "dev.fr")],
+    ],
+    ids=["train", "train-nmt", "train-lm"],
+)
+def test_standard_output_as_a_training_s_model_out_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
+    """MODEL_OUT '-' would send the network down a pipe and leave -.last.pt, -.log behind."""
+    code, err = run([*args, "-", "--max-steps", "1"], cwd=tmp_path)
+    assert (code, err.strip()) == (
+        2,
+        "phrase-rescorer: error: MODEL_OUT '-': must be a file, not standard output; give its path",
+    )
+    assert os.listdir(tmp_path) == []
 
 
 def test_unreadable_input_is_exit_6_not_a_usage_error(
@@ -273,9 +340,9 @@ def test_refused_as_empty_exactly_when_the_tokenizer_finds_no_token(source: str,
         parsed = parse_line(raw, "t", 1)
     except PhraseTableError as e:
         if "empty" in e.message:
-            assert tokenize_phrase(source) == [] or tokenize_phrase(target) == []
+            assert split_words(source) == [] or split_words(target) == []
         return
-    assert tokenize_phrase(parsed[0]) != [] and tokenize_phrase(parsed[1]) != []
+    assert split_words(parsed[0]) != [] and split_words(parsed[1]) != []
 
 
 # --- 12. other compression formats ------------------------------------------------------------------
@@ -333,4 +400,5 @@ def test_resume_from_another_commands_state_is_refused_before_reading_the_data(
         timeout=120,
     )
     assert r.returncode == EXIT_MODEL, r.stderr
-    assert f"{tmp_path / 'net.last.pt'}: a".encode() in r.stderr and b"--resume takes" in r.stderr
+    assert f"{tmp_path / 'net.last.pt'}: a".encode() in r.stderr, r.stderr
+    assert f"phrase-rescorer {command} --resume takes".encode() in r.stderr, r.stderr

@@ -5,6 +5,7 @@ computation on the units), and training that learns through it."""
 from __future__ import annotations
 
 import gzip
+import random
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from click.testing import CliRunner, Result
 from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.data.subwords import learn_pair_subwords, segment_pairs
+from phrase_rescorer.data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from phrase_rescorer.data.vocab import UNK_ID
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
@@ -155,3 +156,24 @@ def test_it_learns_a_mapping_through_subword_units(tmp_path: Path) -> None:
     assert ckpt.subwords is not None
     best, unigram = ckpt.info["best_valid"], ckpt.info["unigram_token_ppl"]
     assert best["token_ppl"] < 0.75 * unigram, (best, unigram)
+
+
+def test_the_smallest_size_learns_on_more_characters_than_fit_and_stays_exact() -> None:
+    """--subwords 300 holds 43 characters beside the 257 byte and <unk> units: a text of some
+    140 distinct characters (Latin, Greek, Cyrillic; Zipf-like frequencies) keeps its most
+    frequent 43 as units and spells the rest by their bytes; every token splits back to itself."""
+    letters = [chr(c) for c in (*range(0x61, 0x7B), *range(0x3B1, 0x3CA), *range(0x430, 0x450), *range(0xC0, 0x100))]
+    rng = random.Random(1)
+    weights = [1 / (k + 1) for k in range(len(letters))]
+    words = ("".join(rng.choices(letters, weights, k=rng.randint(2, 6))) for _ in range(9000))
+    phrases = sorted({" ".join(w) for w in zip(words, words, words, strict=False)})
+    assert len(set("".join(phrases))) > 120
+    model = Subwords.learn(phrases, 300)
+    assert model.processor.get_piece_size() <= 300
+    characters = {u for u in model.units if len(u) == 1}
+    assert 30 <= len(characters) <= 43 and "a" in characters
+    vocab = model.vocabulary()
+    for phrase in [*phrases[::50], " ".join(letters)]:
+        tokens = phrase.split(" ")
+        units = model.split(tokens)
+        assert UNK_ID not in vocab.encode(units) and model.join(units) == tokens

@@ -105,10 +105,13 @@ def test_dropout_is_off_when_it_scores_and_on_when_it_trains() -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="none of the recurrent options \\(cell_type, bidirectional\\)"):
+    with pytest.raises(ValueError, match="none of the recurrent options \\(--cell-type, --bidirectional\\)"):
         arch_config("transformer", cell_type="lstm", bidirectional=True)
-    with pytest.raises(ValueError, match="none of the recurrent options \\(attention\\)"):
+    with pytest.raises(ValueError, match="none of the recurrent options \\(--attention\\)"):
         arch_config("transformer", attention="dot")  # its own placeholder value, given: refused too
+    with pytest.raises(ValueError, match="none of the recurrent options \\(--bidirectional, --cell, --summary\\)"):
+        arch_config("transformer", model_options=("cell", "summary"), bidirectional=False)
+    assert arch_config("rnnsearch", model_options=("cell", "summary")) == arch_config("rnnsearch")
     with pytest.raises(ValueError, match="heads are the transformer's option; rnnsearch takes none"):
         arch_config("rnnsearch", heads=4)
     with pytest.raises(ValueError, match="at least 1 head"):
