@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from ..data.batching import sequences_batch
-from ..data.vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary
 from ..model.cho2014 import sequence_log_probs
 from ..model.network import Network
 from ..moses.columns import MOSES_COLUMNS
 from ..moses.tokenizer import Display
+from ..moses.words import split_words
 from .table_groups import GroupFilter, Reservoir, SourceGroup, pick_groups
 
 #: Column 3 of a train-model.perl table, p(target|source) (Moses' direct p(e|f); moses/columns.py).
@@ -48,8 +49,8 @@ def network_scores(
 ) -> np.ndarray:
     """log p(target | source) of each (source, target) pair, in input order."""
     device = next(model.parameters()).device
-    src = [src_vocab.encode(tokenize_phrase(s)) for s, _ in pairs]
-    tgt = [tgt_vocab.encode(tokenize_phrase(t)) for _, t in pairs]
+    src = [src_vocab.encode(split_words(s)) for s, _ in pairs]
+    tgt = [tgt_vocab.encode(split_words(t)) for _, t in pairs]
     order = sorted(range(len(pairs)), key=lambda i: (len(tgt[i]), len(src[i])))  # less padding
     out = np.empty(len(pairs), dtype=np.float64)
     for start in range(0, len(order), batch_size):

@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..data.vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary
 from ..model.architectures import Network
 from ..moses.tokenizer import Display
+from ..moses.words import split_words
 from .search import Candidate, beam_search, default_max_length, sample, top_unique
 from .table_groups import normalize, phrase_groups, pick_groups
 
@@ -77,7 +78,7 @@ def suggest(
     :func:`table_targets`; ``typed``: the text it was made from, reported beside it."""
     if settings.beam_size == 0 and settings.samples == 0:
         raise ValueError("nothing to do: no beam search and no sampling")
-    tokens = tokenize_phrase(phrase)
+    tokens = split_words(phrase)
     src_ids = src_vocab.encode(tokens)
     limit = settings.max_length or default_max_length(len(src_ids))
     source = normalize(phrase)

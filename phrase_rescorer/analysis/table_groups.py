@@ -3,7 +3,7 @@
 Moses tables are sorted by source phrase, so all targets of a source are consecutive lines; a
 group is one run of equal sources (an unsorted table simply gives several groups for a source).
 Phrases are compared and reported in their normalised form: the tokens joined by single spaces
-(``vocab.tokenize_phrase``), so ``"a  man"`` given on the command line finds ``"a man"``.
+(``moses.words.split_words``), so ``"a  man"`` given on the command line finds ``"a man"``.
 Memory is bounded by the largest group and the sample sizes, never by the table.
 
 An inverse network (``train --direction inverse``) reads target phrases: ``phrase_groups``
@@ -19,16 +19,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ..data.vocab import tokenize_phrase
 from ..moses import score_fields
 from ..moses.phrase_table import Entry, PhraseTableError
 from ..moses.table_reader import read_phrase_table
+from ..moses.words import split_words
 
 T = TypeVar("T")
 
 
 def normalize(phrase: str) -> str:
-    return " ".join(tokenize_phrase(phrase))
+    return " ".join(split_words(phrase))
 
 
 @dataclass

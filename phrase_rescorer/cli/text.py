@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from ..data.vocab import tokenize_phrase
 from ..model.checkpoint import Checkpoint
 from ..moses import tokenizer
+from ..moses.words import split_words
 from .common import UserError
 
 
@@ -89,7 +89,7 @@ class TypedPhrases:
     def table_form(self, typed: str) -> str:
         """``typed`` as the table writes it; with --raw, its tokens joined by single spaces."""
         if self.raw:
-            return " ".join(tokenize_phrase(typed))
+            return " ".join(split_words(typed))
         if tokenizer.has_escapes(typed):
             click.echo(
                 f"warning: {typed!r} holds Moses escapes (&apos;, &amp; ...) that will be escaped "

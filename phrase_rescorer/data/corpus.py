@@ -21,14 +21,14 @@ from typing import cast
 
 from ..moses.phrase_table import PhraseTableError
 from ..moses.table_reader import InputTable
+from ..moses.words import split_words
 from .pairs import PairBuilder, PairSet
-from .vocab import tokenize_phrase
 
 
 def _decode(path: str) -> Callable[[bytes, bytes, int], list[str]]:
     def parse(raw: bytes, terminator: bytes, line_no: int) -> list[str]:
         try:
-            return tokenize_phrase(raw.decode("utf-8"))
+            return split_words(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
             raise PhraseTableError(path, line_no, f"invalid UTF-8 at byte {e.start}") from e
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..moses.table_kind import checked_entries
 from ..moses.table_reader import InputTable
-from .vocab import Vocabulary, tokenize_phrase
+from ..moses.words import split_words
+from .vocab import Vocabulary
 
 #: Held-out pairs are those whose hash lies below ``fraction * 2**32`` (high 32 bits).
 _HASH_SPACE = 1 << 32
@@ -210,7 +211,7 @@ def load_pairs(
     lines = 0
     with InputTable(path, check_scores=not extract) as table:
         for entry in checked_entries(table, path):
-            builder.add(tokenize_phrase(entry.source), tokenize_phrase(entry.target))
+            builder.add(split_words(entry.source), split_words(entry.target))
             lines += 1
             if on_progress is not None and lines % 65536 == 0:
                 on_progress(table.position(), table.size())

@@ -19,7 +19,8 @@ from ..moses.columns import describe
 from ..moses.phrase_table import PhraseTableError, PhraseTableOSError, PhraseTableStreamError
 from ..moses.score_fields import scores
 from ..moses.table_reader import iter_lines_lenient
-from .vocab import SPECIALS, tokenize_phrase
+from ..moses.words import split_words
+from .vocab import SPECIALS
 
 LENGTH_BINS = 10  # histogram bins 1..9 and "10+"
 
@@ -84,8 +85,8 @@ def inspect_table(
             continue
         stats.lines += 1
         score_counts[len(scores(item))] += 1
-        src_tokens = tokenize_phrase(item.source)
-        tgt_tokens = tokenize_phrase(item.target)
+        src_tokens = split_words(item.source)
+        tgt_tokens = split_words(item.target)
         source_key = " ".join(src_tokens).encode("utf-8")
         # Moses sorts whole lines (LC_ALL=C), so the separator after the source takes part.
         order_key = source_key + b" |||"

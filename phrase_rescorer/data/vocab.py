@@ -1,9 +1,9 @@
-"""Shortlist vocabularies and the one place where a phrase is split into tokens.
+"""Shortlist vocabularies.
 
 Phrase-table tokens are used exactly as they appear in the table: already tokenized, cased and
 Moses-escaped (``&#124;``, ``&amp;`` ...). Nothing here re-tokenizes or un-escapes; a phrase is
-split on the ASCII space (and tab) exactly as the Moses decoder splits it, so a token containing a
-non-breaking space stays one token.
+split into tokens by ``moses.words.split_words``, at spaces and tabs exactly as the Moses decoder
+splits it, so a token containing a non-breaking space stays one token.
 
 Each side has its own shortlist of the N most frequent tokens (N counts the special symbols too;
 the paper uses 15,000), counted over the unique phrase pairs. Ties are broken by the token's
@@ -20,16 +20,6 @@ import numpy as np
 PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
 SPECIALS = (PAD, UNK, EOS)
 PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
-
-
-def tokenize_phrase(phrase: str) -> list[str]:
-    """Split a phrase-table phrase into its tokens, as the Moses decoder does (space and tab)."""
-    if "\t" in phrase:
-        phrase = phrase.replace("\t", " ")
-    tokens = phrase.split(" ")
-    if "" in tokens:
-        tokens = [t for t in tokens if t]
-    return tokens
 
 
 class Vocabulary:

@@ -31,6 +31,7 @@ from ..moses.ini_weights import features, reset_weights
 from ..moses.phrase_table import without_appended
 from ..moses.stems import existing_table
 from ..moses.table_reader import InputTable
+from ..moses.words import split_words
 from ..output import AtomicOutput
 from ..rescoring.engine import rescore_table
 
@@ -149,8 +150,8 @@ def vocabulary_coverage(table: str, model: str) -> tuple[float, float]:
     counts: list[Counter[str]] = [Counter(), Counter()]
     with InputTable(table, check_scores=False) as entries:
         for entry in entries:
-            counts[0].update(entry.source.split())
-            counts[1].update(entry.target.split())
+            counts[0].update(split_words(entry.source))
+            counts[1].update(split_words(entry.target))
     shares = []
     for vocab, c in zip(vocabularies[::-1] if checkpoint.inverse else vocabularies, counts, strict=True):
         total = sum(c.values())

@@ -9,7 +9,7 @@ sentences in input order, each sentence's hypotheses together, best first. ``ID`
 input line; the hypothesis is written word by word, each followed by a space (so an empty
 hypothesis leaves an empty field); feature values are log-domain; options such as
 ``-print-alignment-info-in-n-best`` add fields after the total. Nothing here re-tokenizes:
-the hypothesis' tokens are split on spaces, as the decoder wrote them.
+the hypothesis' tokens are split at spaces and tabs (``words.split_words``), as the decoder wrote them.
 
 :func:`with_feature` keeps every byte of a line and inserts ``" NAME= value"`` at the end of the
 features field; Moses' own readers (``bin/extractor``, ``scripts/nbest-rescore``) take the
@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
 from .phrase_table import PhraseTableError
 from .table_reader import InputTable
+from .words import split_words
 
 SEPARATOR = b" ||| "
 #: A dense feature's name as mert-moses.pl reads it (get_order_of_scores_from_nbestlist:
@@ -165,7 +166,7 @@ class NbestLine:
 
     @property
     def tokens(self) -> list[str]:
-        return self.raw[self.hyp_start : self.hyp_end].decode("utf-8").split()
+        return split_words(self.raw[self.hyp_start : self.hyp_end].decode("utf-8"))
 
     @property
     def features(self) -> str:
@@ -208,11 +209,13 @@ def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> 
     )
 
 
-def count_sentences(path: str) -> int:
+def count_sentences(path: str, check: Callable[[NbestLine], None] | None = None) -> int:
     """The sentences of an n-best list: the last ID + 1 (:func:`read_nbest` checks that the IDs
-    count them); read through without keeping the lines."""
+    count them); read through without keeping the lines, each given to ``check`` when given."""
     last = -1
     for line in read_nbest(path):
+        if check is not None:
+            check(line)
         last = line.sentence
     return last + 1
 
@@ -323,3 +326,16 @@ def dense_features(field: str, path: str = "", line_no: int | None = None) -> li
         out.append((name, parsed.values[start : start + count]))
         start += count
     return out
+
+
+def nbest_line(sentence: int, words: list[str], features: list[tuple[str, list[float]]], total: float) -> bytes:
+    """A new n-best line as the decoder writes one (moses/IOWrapper.cpp, ``OutputNBest``: each
+    word followed by a space, then `` ||| ``; each feature ``Name=`` then its values), with its
+    newline: ``ID ||| w1 w2  ||| Name= v1 v2 Name2= w1 ||| total``."""
+    hypothesis = "".join(word + " " for word in words).encode("utf-8")
+    field = b" ".join(
+        b" ".join((name.encode() + b"=", *(format_value(v) for v in values))) for name, values in features
+    )
+    return b"".join(
+        (str(sentence).encode(), SEPARATOR, hypothesis, SEPARATOR, field, SEPARATOR, format_value(total), b"\n")
+    )

@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import EXIT_OS, InputError
+from .words import WORD_SEPARATORS
 
 _SEP = b" ||| "
 _SEP_AT_END = b" |||"
@@ -55,8 +56,8 @@ _FAST_TAIL = rb"(?= \|\|\|(?: |\Z)|\Z)"
 _FAST_CHECKED = re.compile(_FAST_HEAD + rb"%s(?: %s)*" % (_FAST_NUMBER, _FAST_NUMBER) + _FAST_TAIL)
 _FAST_UNCHECKED = re.compile(_FAST_HEAD + rb"[^|]*" + _FAST_TAIL)
 _BLANKS = re.compile(rb"[ \t]+")
-#: What separates the tokens of a phrase (``vocab.tokenize_phrase``): a phrase of nothing else is empty.
-PHRASE_BLANKS = b" \t"
+#: What separates the tokens of a phrase (``words.split_words``): a phrase of nothing else is empty.
+PHRASE_BLANKS = WORD_SEPARATORS.encode("ascii")
 
 
 class PhraseTableError(InputError):

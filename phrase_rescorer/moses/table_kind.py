@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from .phrase_table import Entry, PhraseTableError
+from .words import split_words
 
 #: How many lines of a table are looked at.
 LINES_CHECKED = 32
@@ -41,12 +42,8 @@ _NON_TERMINAL = re.compile(r"^\[[^\[\]\s]+\](\[[^\[\]\s]+\])?$")
 _SUM_TOLERANCE = 2e-3
 
 
-def _tokens(phrase: str) -> list[str]:
-    return phrase.split()
-
-
 def _is_rule(entry: Entry) -> bool:
-    source, target = _tokens(entry.source), _tokens(entry.target)
+    source, target = split_words(entry.source), split_words(entry.target)
     if not source or not target:
         return False
     lhs = _NON_TERMINAL.match(source[-1]) and _NON_TERMINAL.match(target[-1])
@@ -57,7 +54,7 @@ def _is_rule(entry: Entry) -> bool:
 def _factor_count(entry: Entry) -> int:
     counts = set()
     for phrase in (entry.source, entry.target):
-        tokens = _tokens(phrase)
+        tokens = split_words(phrase)
         per_token = {len(t.split("|")) if all(t.split("|")) else 0 for t in tokens}
         if len(per_token) != 1:
             return 0

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .words import split_words
+
 #: The escapes of tokenizer.perl (and detokenizer.perl's legacy ones), for spotting typed text
 #: that is already in the table's form.
 _ESCAPE = re.compile(r"&(amp|#124|lt|gt|apos|quot|#91|#93|bar|bra|ket);")
@@ -95,7 +97,7 @@ def unescape(phrase: str) -> str:
 def detokenize(phrase: str, lang: str) -> str:
     """A table phrase (or a tokenized sentence) as running text in ``lang``: unescaped, and
     its tokens joined as detokenizer.perl -l ``lang`` joins them."""
-    return str(_detokenizer(lang).detokenize(phrase.split(), return_str=True, unescape=True))
+    return str(_detokenizer(lang).detokenize(split_words(phrase), return_str=True, unescape=True))
 
 
 def is_lowercased(tokens: Iterable[str]) -> bool:

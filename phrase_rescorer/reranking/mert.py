@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +45,8 @@ from ..errors import HostError
 from ..moses.nbest import NbestError
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
+from .nbest_features import NbestMatrix
+from .weights import WeightsError
 
 RESTARTS = 20
 #: The optimisers ``tune`` runs (the first is the default).
@@ -57,6 +58,35 @@ _MIRA_WEIGHT = re.compile(r"^F([0-9]+) (\S+)$")
 
 class RerankError(HostError):
     pass
+
+
+#: The largest magnitude Moses' extractor, mert and kbmira hold: they read feature values and
+#: weights as single-precision floats (mert/Types.h: ``typedef float FeatureStatsType;``,
+#: ``typedef float parameter_t;``), where a larger one is inf and the search is lost.
+SINGLE_MAX = float(np.finfo(np.float32).max)
+
+
+def check_single_precision(matrix: NbestMatrix, start: np.ndarray, source: str) -> None:
+    """Refuse, before any tuning, a value of the list (``NbestError``, naming its file and line)
+    or a start weight (``WeightsError``, naming ``source``) beyond :data:`SINGLE_MAX`: finite
+    here, infinite for Moses' optimisers, whose weights would then be meaningless."""
+    beyond = f"beyond what Moses' extractor and mert hold (single-precision floats, +-{SINGLE_MAX:.4g})"
+    columns = np.flatnonzero(np.abs(start) > SINGLE_MAX)
+    if len(columns):
+        column = int(columns[0])
+        raise WeightsError(
+            f"{source}: the start weight {float(start[column]):g} of {matrix.column_name(column)} is {beyond}: "
+            "give weights of a smaller magnitude"
+        )
+    lines, columns = np.nonzero(np.abs(matrix.features) > SINGLE_MAX)
+    if len(lines):
+        line, column = int(lines[0]), int(columns[0])
+        raise NbestError(
+            matrix.path,
+            line + 1,
+            f"the value {float(matrix.features[line, column]):g} of {matrix.column_name(column)} is {beyond}, "
+            "where it would be infinite: no weights can be tuned on it",
+        )
 
 
 @dataclass
@@ -268,7 +298,3 @@ def _kbmira(
             f"see {os.path.join(work_dir, 'kbmira.weights')}"
         )
     return TuneResult(np.array([values[i] for i in range(dims)], dtype=np.float64), 100.0 * float(found[-1]))
-
-
-def remove_work_files(work_dir: str) -> None:
-    shutil.rmtree(work_dir, ignore_errors=True)

@@ -32,6 +32,16 @@ class NbestMatrix:
     def names(self) -> list[str]:
         return [name for name, _ in self.layout]
 
+    def column_name(self, column: int) -> str:
+        """The feature of value ``column`` (from 0) of each line, as a message names it: ``LM0``,
+        or ``TranslationModel0 (its value 2 of 4)``."""
+        start = 0
+        for name, count in self.layout:
+            if column < start + count:
+                return name if count == 1 else f"{name} (its value {column - start + 1} of {count})"
+            start += count
+        raise IndexError(f"column {column} of a list of {start} values a line")
+
     @property
     def sentence_count(self) -> int:
         """The sentences of the list: its IDs number them 0 to count - 1."""

@@ -404,3 +404,100 @@ def test_rerank_mbr_chooses_otherwise_than_the_highest_sum(tmp_path: Path, monke
         outs[bool(rule)] = out.read_text()
     assert outs == {False: "a b c d\n", True: "a b c\n"}
     assert "MBR of 200 at scale 1" in err
+
+
+@pytest.mark.parametrize(
+    ("weights", "list_line", "code", "said"),
+    [
+        # a weight: 1e308 x -9 is beyond the range
+        (WEIGHTS.replace("CSLM0= 0.3", "CSLM0= 1e308"), None, 2, "the weight 1e+308 of CSLM0 times its value -9"),
+        # two weights whose products are in range, their sum not
+        (WEIGHTS.replace("0.2 0.2", "-1e308 -1e308"), None, 2, "of TranslationModel0 (its value 2 of 2)"),
+        # values: in range each, their sum not
+        (WEIGHTS.replace("LM0= 0.5", "LM0= 1").replace("CSLM0= 0.3", "CSLM0= 1"),
+         "1 ||| x ||| LM0= 1.7e308 WordPenalty0= 0 TranslationModel0= 0 0 CSLM0= 1.7e308 ||| 0\n", 3,
+         "the value 1.7e+308 of CSLM0 times its weight 1 ("),
+    ],
+)  # fmt: skip
+def test_weighted_sums_beyond_the_floating_point_range_are_refused(
+    inputs: dict[str, Path],
+    tmp_path: Path,
+    weights: str,
+    list_line: str | None,
+    code: int,
+    said: str,
+    monkeypatch,
+    capsys,
+) -> None:
+    """Totals of inf or NaN would choose the first hypothesis of every sentence: refused, naming the
+    feature, the weights file or the list's line, with no numpy warning."""
+    import warnings
+
+    if list_line is not None:
+        inputs["nbest"].write_text(NBEST.replace(NBEST.splitlines(keepends=True)[2], list_line))
+    inputs["weights"].write_text(weights)
+    out = tmp_path / "out"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got, err = run_cli(["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out)], monkeypatch, capsys)
+    assert got == code, err
+    where = f"{inputs['nbest']}:3: " if list_line else f"{inputs['weights']}: "
+    assert err.count("\n") == 1 and where in err and said in err and "beyond the floating-point range" in err
+    assert not caught and "Warning" not in err and not out.exists()
+
+
+def test_rerank_tune_refuses_start_weights_beyond_the_range_before_tuning(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    init = tmp_path / "init.weights"
+    init.write_text(WEIGHTS.replace("LM0= 0.5", "LM0= -1e308"))
+    out = tmp_path / "out.weights"
+    code, err = run_cli(_tune(inputs, failing_moses, str(out), "--init", str(init)), monkeypatch, capsys)
+    assert code == 2, err
+    assert f"{init}: the weight -1e+308 of LM0 times its value -10.5 on {inputs['nbest']}:1" in err
+    assert "started" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "init_weight", "code", "said"),
+    [
+        ("-1e39", "0.5", 3, "{nbest}:3: the value -1e+39 of CSLM0 is beyond what Moses' extractor and mert hold"),
+        ("-1", "-1e39", 2, "{init}: the start weight -1e+39 of LM0 is beyond what Moses' extractor and mert hold"),
+    ],
+)
+def test_rerank_tune_refuses_what_moses_single_precision_floats_cannot_hold(
+    inputs: dict[str, Path],
+    failing_moses: Path,
+    tmp_path: Path,
+    value: str,
+    init_weight: str,
+    code: int,
+    said: str,
+    monkeypatch,
+    capsys,
+) -> None:
+    """Finite here, inf in Moses' extractor and mert (float): the weights tuned on it would be
+    meaningless. Refused before Moses starts, naming the list's line or the start weights."""
+    inputs["nbest"].write_text(NBEST.replace("CSLM0= -1 |||", f"CSLM0= {value} |||"))
+    init = tmp_path / "init.weights"
+    init.write_text(WEIGHTS.replace("LM0= 0.5", f"LM0= {init_weight}").replace("CSLM0= 0.3", "CSLM0= 1e-300"))
+    out = tmp_path / "out.weights"
+    got, err = run_cli(_tune(inputs, failing_moses, str(out), "--init", str(init)), monkeypatch, capsys)
+    assert got == code, err
+    assert err.count("\n") == 1 and said.format(nbest=inputs["nbest"], init=init) in err
+    assert "started" not in err and not out.exists()
+
+
+def test_rerank_mbr_of_a_huge_scale_warns_nothing(inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+    """scale * (total - the highest) below the range is a weight of 0, as its exp would be: no warning."""
+    import warnings
+
+    inputs["weights"].write_text(WEIGHTS.replace("CSLM0= 0.3", "CSLM0= 3"))  # totals -29.95 and -15.7
+    out = tmp_path / "out"
+    argv = ["rerank", str(inputs["nbest"]), str(inputs["weights"]), str(out), "--mbr", "--mbr-scale", "1e308"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, err = run_cli(argv, monkeypatch, capsys)
+    assert code == 0, err
+    assert not caught and "Warning" not in err
+    assert out.read_text() == "un chien .\n\nune femme\n"  # all the mass on the highest total

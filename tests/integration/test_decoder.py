@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.moses.ini import MosesIniError
 from phrase_rescorer.moses.ini_file import patch_moses_ini_file
+from phrase_rescorer.moses.words import split_words
 from tests.helpers import moses as m
 from tests.helpers.rescore_data import appended_columns, reference_log_probs
 from tests.integration.conftest import rescored_table
@@ -47,7 +47,7 @@ def expected(network: Path, pairs: list[tuple[str, str]], work: Path) -> tuple[f
     table.write_text("".join(f"{s} ||| {t} ||| 1\n" for s, t in pairs), encoding="utf-8")
     logps = reference_log_probs(checkpoint, table)
     unknown = sum(
-        checkpoint.src_vocab.count_unknown(tokenize_phrase(s)) + checkpoint.tgt_vocab.count_unknown(tokenize_phrase(t))
+        checkpoint.src_vocab.count_unknown(split_words(s)) + checkpoint.tgt_vocab.count_unknown(split_words(t))
         for s, t in pairs
     )
     return sum(max(v, FLOOR) for v in logps.values()), unknown

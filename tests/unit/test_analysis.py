@@ -16,11 +16,12 @@ from phrase_rescorer.analysis.embed import phrase_space, word_spaces, write_spac
 from phrase_rescorer.analysis.search import Candidate, beam_search, greedy, sample, top_unique
 from phrase_rescorer.analysis.table_groups import GroupFilter, Reservoir, pick_groups, source_groups
 from phrase_rescorer.data.batching import sequences_batch
-from phrase_rescorer.data.vocab import EOS_ID, PAD_ID, UNK_ID, tokenize_phrase
+from phrase_rescorer.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.phrase_table import PhraseTableError
 from phrase_rescorer.moses.tokenizer import unescape
+from phrase_rescorer.moses.words import split_words
 
 SOURCES = ["looking at", "in a black shirt", "the side of a", "sit at a table", "a zebra qwxyz"]
 TOL = 1e-4
@@ -45,7 +46,7 @@ def reference(model: RNNEncoderDecoder, src_ids: list[int], cands: list[Candidat
 @pytest.mark.parametrize("phrase", SOURCES)
 def test_beam_of_one_is_greedy_decoding(trained, phrase: str) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase(phrase))
+    src = sv.encode(split_words(phrase))
     g = greedy(model, src)
     (b,) = beam_search(model, src, beam_size=1)
     assert b.tokens == g.tokens
@@ -55,7 +56,7 @@ def test_beam_of_one_is_greedy_decoding(trained, phrase: str) -> None:
 @pytest.mark.parametrize("phrase", SOURCES)
 def test_beam_scores_are_the_rescoring_scores(trained, phrase: str) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase(phrase))
+    src = sv.encode(split_words(phrase))
     cands = beam_search(model, src, beam_size=6)
     assert 1 <= len(cands) <= 6
     assert len({c.tokens for c in cands}) == len(cands)
@@ -68,7 +69,7 @@ def test_beam_scores_are_the_rescoring_scores(trained, phrase: str) -> None:
 
 def test_length_limit_forces_end_and_keeps_exact_scores(trained) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase("in a black shirt"))
+    src = sv.encode(split_words("in a black shirt"))
     for limit, cands in ((2, beam_search(model, src, 4, max_length=2)), (1, [greedy(model, src, max_length=1)])):
         assert all(1 <= len(c.tokens) <= limit for c in cands)
         # a candidate that reaches the limit ends there, with </s> forced and scored
@@ -79,7 +80,7 @@ def test_length_limit_forces_end_and_keeps_exact_scores(trained) -> None:
 
 def test_generation_never_proposes_specials_or_empty_phrases(trained) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase("a zebra qwxyz"))
+    src = sv.encode(split_words("a zebra qwxyz"))
     gen = torch.Generator().manual_seed(3)
     cands = beam_search(model, src, 8) + sample(model, src, 40, 1.5, gen)
     for c in cands:
@@ -89,7 +90,7 @@ def test_generation_never_proposes_specials_or_empty_phrases(trained) -> None:
 
 def test_sampling_is_reproducible_and_scored_at_temperature_one(trained) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase("sit at a table"))
+    src = sv.encode(split_words("sit at a table"))
     draws = [sample(model, src, 20, 1.3, torch.Generator().manual_seed(7)) for _ in range(2)]
     assert draws[0] == draws[1]
     other = sample(model, src, 20, 1.3, torch.Generator().manual_seed(8))
@@ -100,7 +101,7 @@ def test_sampling_is_reproducible_and_scored_at_temperature_one(trained) -> None
 
 def test_sampling_near_zero_temperature_is_greedy(trained) -> None:
     model, sv, _ = trained
-    src = sv.encode(tokenize_phrase("looking at"))
+    src = sv.encode(split_words("looking at"))
     g = greedy(model, src)
     draws = sample(model, src, 5, 1e-4, torch.Generator().manual_seed(0))
     assert {c.tokens for c in draws} == {g.tokens}
@@ -264,7 +265,7 @@ def test_exported_spaces_have_matching_rows(trained, tmp_path: Path) -> None:
     ]
     # phrase vectors are the summaries c of model.encode, phrase by phrase
     for i, p in enumerate(phrases):
-        b = sequences_batch([sv.encode(tokenize_phrase(p))], [[]])
+        b = sequences_batch([sv.encode(split_words(p))], [[]])
         with torch.no_grad():
             c = model.encode(b.src, b.src_len).c[0].numpy()
         assert np.allclose(spaces[2].vectors[i], c, atol=1e-6)

@@ -17,9 +17,9 @@ from phrase_rescorer.analysis.embed import phrase_representations
 from phrase_rescorer.analysis.search import beam_search, gnmt_score, greedy, make_stepper
 from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
+from phrase_rescorer.moses.words import split_words
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import read_lines, tiny_arch_checkpoint
 
@@ -40,7 +40,7 @@ def _logp(model, src: list[int], tgt: tuple[int, ...]) -> float:  # type: ignore
 def test_beam_candidates_carry_the_model_score(model_path: Path) -> None:
     ckpt = load_checkpoint(str(model_path))
     model = ckpt.build_model()
-    src = ckpt.src_vocab.encode(tokenize_phrase("a young man"))
+    src = ckpt.src_vocab.encode(split_words("a young man"))
     found = beam_search(model, src, 4, max_length=6)
     assert 1 <= len(found) <= 4 and [c.logp for c in found] == sorted((c.logp for c in found), reverse=True)
     for c in found + [greedy(model, src, max_length=6)]:
@@ -54,7 +54,7 @@ def test_gnmt_ranking_by_hand(model_path: Path) -> None:
     assert math.isclose(gnmt_score(-6.0, 4, cov, 0.0, 0.2), -6.0 + 0.2 * math.log(0.5), rel_tol=1e-6)
     ckpt = load_checkpoint(str(model_path))
     model = ckpt.build_model()
-    src = ckpt.src_vocab.encode(tokenize_phrase("two dogs"))
+    src = ckpt.src_vocab.encode(split_words("two dogs"))
     ranked = beam_search(model, src, 5, max_length=6, alpha=0.2, beta=0.2)
     scores = [c.rank_score for c in ranked]
     assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]

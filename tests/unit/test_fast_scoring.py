@@ -19,8 +19,9 @@ import torch
 
 from phrase_rescorer import onednn
 from phrase_rescorer.data.batching import flat_store, sequences_batch
-from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
+from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.rescoring.packed_linear import pack_linears
 from phrase_rescorer.rescoring.prefix import PrefixScorer
 from phrase_rescorer.rescoring.trie import build_trie
@@ -129,8 +130,8 @@ def sample_windows(path: Path, lines: int, window: int) -> list[Window]:
     """The first ``lines`` lines of a real table, as the engine hands them to a scorer."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         rows = [line.split(" ||| ")[:2] for line in itertools.islice(f, lines)]
-    src_types = sorted({t for s, _ in rows for t in tokenize_phrase(s)})
-    tgt_types = sorted({t for _, t in rows for t in tokenize_phrase(t)})
+    src_types = sorted({t for s, _ in rows for t in split_words(s)})
+    tgt_types = sorted({t for _, t in rows for t in split_words(t)})
     # A shortlist smaller than the text's vocabulary, so that <unk> merges some phrases too.
     sv = Vocabulary(["<pad>", "<unk>", "</s>", *src_types[: V - 3]])
     tv = Vocabulary(["<pad>", "<unk>", "</s>", *tgt_types[: V - 3]])
@@ -141,9 +142,9 @@ def sample_windows(path: Path, lines: int, window: int) -> list[Window]:
         for s, t in rows[a : a + window]:
             if s not in position:
                 position[s] = len(sources)
-                sources.append(sv.encode(tokenize_phrase(s)))
+                sources.append(sv.encode(split_words(s)))
             index.append(position[s])
-            targets.append(tv.encode(tokenize_phrase(t)))
+            targets.append(tv.encode(split_words(t)))
         out.append((sources, targets, np.array(index)))
     return out
 

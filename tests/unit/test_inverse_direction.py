@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from phrase_rescorer.cli import cli
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.rescoring.engine import rescore_table
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import (  # noqa: F401  (one_thread is a fixture)
@@ -65,8 +65,7 @@ def plain_inverse(model: Path, table: Path) -> np.ndarray:
     with torch.inference_mode(), InputTable(str(table)) as entries:
         for entry in entries:
             b = sequences_batch(
-                [ckpt.src_vocab.encode(tokenize_phrase(entry.target))],
-                [ckpt.tgt_vocab.encode(tokenize_phrase(entry.source))],
+                [ckpt.src_vocab.encode(split_words(entry.target))], [ckpt.tgt_vocab.encode(split_words(entry.source))]
             )
             out.append(float(sequence_log_probs(net, b.src, b.src_len, b.tgt, b.tgt_len)[0]))
     return np.array(out)

@@ -5,13 +5,16 @@ maps, its ``doMBR`` double loop."""
 from __future__ import annotations
 
 import random
+import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
 
 from benchmarks.mbr import moses_mbr, moses_risks, moses_score
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.reranking.choose import best_per_sentence, output_lines
-from phrase_rescorer.reranking.mbr import Mbr, mbr_choice, pair_bleu, words
+from phrase_rescorer.reranking.mbr import Mbr, mbr_choice, pair_bleu
 from phrase_rescorer.reranking.nbest_features import NbestMatrix
 
 
@@ -113,9 +116,9 @@ def test_an_empty_hypothesis_is_not_compared_with_itself() -> None:
     assert mbr_choice(["", "a", "b"], np.array([0.0, -5.0, -5.0]), Mbr(1.0, 200)) == 0
 
 
-def test_words_are_split_at_spaces_only() -> None:
+def test_words_are_split_at_spaces_and_tabs_only() -> None:
     # a no-break space (French typography, before ":") is part of a word, as in Moses
-    tokens = [words(h) for h in ["le chat\u00a0: noir", "le chat : noir", "  le  chat "]]
+    tokens = [split_words(h) for h in ["le chat\u00a0: noir", "le chat : noir", "  le \t chat "]]
     assert tokens == [["le", "chat\u00a0:", "noir"], ["le", "chat", ":", "noir"], ["le", "chat"]]
     assert pair_bleu(tokens)[0, 1] == pytest.approx(moses_score(tokens[0], tokens[1]))
     assert pair_bleu(tokens)[0, 1] < 1.0
@@ -127,3 +130,53 @@ def test_a_large_vocabulary_is_no_limit() -> None:
     second = first[:30000] + [f"v{i}" for i in range(30000)]
     bleu = pair_bleu([first, second])
     assert bleu[0, 1] == pytest.approx(moses_score(first, second)) and 0.0 < bleu[0, 1] < 1.0
+
+
+def test_blocks_give_the_same_bleu_and_choices() -> None:
+    # blocks of rows and of n-grams smaller than the list: sums of the same integers
+    rng = random.Random(11)
+    for _ in range(8):
+        hyps = random_hyps(rng, 40) + ["", "chat", "le le le le"]
+        tokens = [split_words(h) for h in hyps]
+        whole = pair_bleu(tokens)  # one block
+        for block in (1, 7, 3 * len(hyps) + 1):
+            np.testing.assert_array_equal(pair_bleu(tokens, block=block), whole)
+        totals = [round(rng.uniform(-3, 0), 1) for _ in hyps]
+        for scale in (0.0, 1.0, 5.0):
+            chosen = {mbr_choice(hyps, np.array(totals), Mbr(scale, 200), block=b) for b in (1, 7, 3 * len(hyps) + 1)}
+            assert chosen == {mbr_choice(hyps, np.array(totals), Mbr(scale, 200))}
+            assert chosen == {moses_mbr(hyps, totals, scale, 200)} or scale == 0.0
+
+
+def test_memory_grows_with_the_list_not_its_square() -> None:
+    # 600 hypotheses of 20 words: one [hyps, hyps] matrix of float64 is 2.9 MB; in blocks of 2**14
+    # entries the whole choice needs less than two (the list's n-grams, blocks of 128 KB); without
+    # blocks, the matches of every pair alone are four, and the choice needed 24 MB
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(200)]
+    base = [rng.choice(vocab) for _ in range(20)]
+    hyps: set[str] = set()
+    while len(hyps) < 600:
+        words = list(base)
+        for _ in range(rng.randint(1, 5)):
+            words[rng.randrange(len(words))] = rng.choice(vocab)
+        hyps.add(" ".join(words))
+    listed = sorted(hyps)
+    totals = np.array([rng.uniform(-5, 0) for _ in listed])
+    want = mbr_choice(listed, totals, Mbr(1.0, 600))
+    tracemalloc.start()
+    try:
+        got = mbr_choice(listed, totals, Mbr(1.0, 600), block=1 << 14)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == want
+    assert peak < 2 * len(listed) ** 2 * 8
+
+
+def test_a_huge_scale_warns_nothing() -> None:
+    # scale * (total - the highest) below the floating-point range: -inf, a weight of 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mbr_choice(["a b c d", "a b c", "x"], np.array([2.0, 2.0, 1.0]), Mbr(1e308, 200)) == 1
+        assert mbr_choice(["a b", "x y", "a c"], np.array([1e308, -1e308, 0.0]), Mbr(0.0, 200)) == 0

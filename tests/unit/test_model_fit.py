@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from phrase_rescorer.data.vocab import UNK_ID, shortlist_coverage, tokenize_phrase
+from phrase_rescorer.data.vocab import UNK_ID, shortlist_coverage
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.model_fit import fit_warning
 from phrase_rescorer.rescoring.options import RescoreOptions
@@ -60,8 +61,8 @@ def test_swapped_sides_warn_once(tmp_path: Path) -> None:
     )
     pairs = [line.decode().split(" ||| ")[:2] for line in lines]
     coverage = shortlist_coverage(
-        np.array([i for s, _ in pairs for i in ckpt.src_vocab.encode(tokenize_phrase(s))]),
-        np.array([i for _, t in pairs for i in ckpt.tgt_vocab.encode(tokenize_phrase(t))]),
+        np.array([i for s, _ in pairs for i in ckpt.src_vocab.encode(split_words(s))]),
+        np.array([i for _, t in pairs for i in ckpt.tgt_vocab.encode(split_words(t))]),
     )
     warnings: list[str] = []
     options = RescoreOptions(window=500, window_cap=4000, device="cpu", score_format="logprob")

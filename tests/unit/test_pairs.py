@@ -8,8 +8,8 @@ import pytest
 
 from phrase_rescorer.data import pairs as pairs_mod
 from phrase_rescorer.data.pairs import load_pairs
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.moses.table_reader import read_phrase_table
+from phrase_rescorer.moses.words import split_words
 
 
 def write(path: Path, lines: list[str], gz: bool = False) -> str:
@@ -39,7 +39,7 @@ def test_extract_file_repeats_count_once(tmp_path: Path) -> None:
 
 def test_phrase_table_pairs_match_lines(sample_table: Path) -> None:
     p = load_pairs(str(sample_table))
-    expected = [(tokenize_phrase(e.source), tokenize_phrase(e.target)) for e in read_phrase_table(str(sample_table))]
+    expected = [(split_words(e.source), split_words(e.target)) for e in read_phrase_table(str(sample_table))]
     assert len(p) == len(expected) == p.lines_read
     for i in (0, 1, len(p) // 2, len(p) - 1):
         assert p.pair(i) == expected[i]

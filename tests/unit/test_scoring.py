@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.model.files import CheckpointError
 from phrase_rescorer.moses.phrase_table import PhraseTableError
 from phrase_rescorer.moses.table_reader import InputTable
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.output import OutputError
 from phrase_rescorer.rescoring.engine import TableRescorer, rescore_table
 from phrase_rescorer.rescoring.options import RescoreOptions
@@ -208,9 +208,7 @@ def test_formats_normalisation_and_unknown_word_feature(model: Path, tmp_path: P
     expected = []
     for raw in lines:
         src, tgt = raw.decode().split(" ||| ")[:2]
-        expected.append(
-            ckpt.src_vocab.count_unknown(tokenize_phrase(src)) + ckpt.tgt_vocab.count_unknown(tokenize_phrase(tgt))
-        )
+        expected.append(ckpt.src_vocab.count_unknown(split_words(src)) + ckpt.tgt_vocab.count_unknown(split_words(tgt)))
     assert expected == [0, 3]
     assert [round(math.log(float(v[1])), 6) for v in values] == expected
     assert close(log_column(values), [ref[1], ref[2]])
