@@ -49,8 +49,8 @@ from phrase_rescorer.lm.network import CSLM, PRESETS, LMConfig
 from phrase_rescorer.lm.scoring import plain_sentence_log_probs
 from phrase_rescorer.lm.text import build_vocabulary, text_ngrams
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
-from phrase_rescorer.nbest import features as nbest_features
-from phrase_rescorer.nbest.stream import append_features
+from phrase_rescorer.scoring import features as nbest_features
+from phrase_rescorer.scoring.nbest import append_features
 
 LM_TEXT = SHARED_FR / "corpus" / "train.tok.lc.fr"
 #: The French shortlist: the 11,208 words of LM_TEXT and <pad> <unk> </s> <s>.

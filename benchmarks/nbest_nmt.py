@@ -75,8 +75,8 @@ from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, Checkpoint, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
-from phrase_rescorer.nbest.features import TranslationFeature, read_source_text
-from phrase_rescorer.nbest.stream import append_features
+from phrase_rescorer.scoring.features import TranslationFeature, read_source_text
+from phrase_rescorer.scoring.nbest import append_features
 
 SOURCE_TEXT = SHARED_FR / "corpus" / "test_2016_flickr.tok.lc.en"
 CORPUS = (SHARED_FR / "corpus" / "train.tok.lc.en", SHARED_FR / "corpus" / "train.tok.lc.fr")

@@ -41,6 +41,8 @@ __version__ = "0.1.0"
 
 #: Public names imported on first use, so that ``import phrase_rescorer`` stays light (no torch).
 _LAZY = {
+    "load": "scoring.api",
+    "Model": "scoring.api",
     "rescore_table": "rescoring.engine",
     "RescoreOptions": "rescoring.options",
     "RescoreSummary": "rescoring.options",

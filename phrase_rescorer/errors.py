@@ -41,7 +41,8 @@ EXIT_CODES = {
     EXIT_USAGE: "usage error: unknown option, missing argument, refused combination",
     EXIT_INPUT: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
     "or corrupt compressed input, a compression format not read, empty table, a line with another score "
-    "count or a negative score, a table rescored already (file:line given); dev/test files of different lengths",
+    "count or a negative score, a table rescored already, a line of more tokens than --max-tokens (file:line "
+    "given); dev/test files of different lengths",
     EXIT_MODEL: "unusable model file: missing, truncated, not a model, another format version, a configuration "
     "that does not fit its weights (checked before any network is built), weights that give NaN, a vocabulary "
     "that does not cover the table, a model of another kind or direction than its option takes",
@@ -52,7 +53,10 @@ EXIT_CODES = {
     EXIT_OS: "operating-system or path error: unreadable or closed input, unusable output path (empty, a "
     "directory, missing directory, the input or the model file itself, an input or `--log` named as a network "
     "`--keep-checkpoints` would keep (`MODEL.stepS.pt`), a compressed name not written such as .lzma, closed "
-    "stdout), permission, disk full, short write",
+    "stdout, a picture's path that is another kind of file or not named .png, .pdf or .svg), a training's "
+    "MODEL_OUT that another living training holds (its `MODEL.lock`), a file such a training writes (its "
+    "model, `.last.pt`, `.log`, lock or kept networks) as another training's MODEL_OUT or `--log` or as average's "
+    "OUT, permission, disk full, short write, out of memory",
     EXIT_SIGHUP: "hung up (SIGHUP: the terminal or ssh session closed): as for 143",
     EXIT_SIGINT: "interrupted by SIGINT (Ctrl-C), also during start-up: nothing at the output path; training "
     "saves MODEL.last.pt for --resume, experiment keeps its finished runs",
@@ -121,13 +125,36 @@ OTHER_EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+#: What torch's allocators say when they cannot give memory: the CPU's (``DefaultCPUAllocator:
+#: can't allocate memory``, a plain ``RuntimeError``), CUDA's (``torch.OutOfMemoryError``, a
+#: ``RuntimeError`` too), a C++ ``std::bad_alloc``.
+_NO_MEMORY_WORDS = ("can't allocate memory", "out of memory", "bad_alloc")
+
+
+def out_of_memory(error: BaseException) -> str | None:
+    """``out of memory: WHAT`` (one line) when ``error`` is an allocation that failed (Python's
+    ``MemoryError``, or one of torch's), None for any other error."""
+    if isinstance(error, MemoryError):
+        what = str(error)
+    elif isinstance(error, RuntimeError) and any(word in str(error) for word in _NO_MEMORY_WORDS):
+        what = str(error).strip().splitlines()[0]
+        if what.startswith("[enforce fail at") and "] " in what:  # c10's check: where, and its condition
+            what = what.split("] ", 1)[1].removeprefix("err == 0. ")
+    else:
+        return None
+    return f"out of memory: {what}" if what else "out of memory"
+
+
 def exit_code(error: BaseException) -> int:
     """The exit code of the run that ``error`` ends: its own ``exit_code`` (a
-    :class:`ProgramError`, :class:`Terminated`, a click exception), else the first entry of
-    :data:`OTHER_EXIT_CODES` it is an instance of, else :data:`EXIT_INTERNAL` (a bug)."""
+    :class:`ProgramError`, :class:`Terminated`, a click exception), else :data:`EXIT_OS` for an
+    allocation that failed (:func:`out_of_memory`: the machine, not the request), else the first
+    entry of :data:`OTHER_EXIT_CODES` it is an instance of, else :data:`EXIT_INTERNAL` (a bug)."""
     code = getattr(error, "exit_code", None)
     if isinstance(code, int) and not isinstance(code, bool):
         return code
+    if out_of_memory(error) is not None:
+        return EXIT_OS
     for kind, code in OTHER_EXIT_CODES:
         if isinstance(error, kind):
             return code

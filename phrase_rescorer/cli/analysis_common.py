@@ -12,9 +12,10 @@ import click
 
 from ..analysis import plots
 from ..analysis.table_groups import normalize
-from ..data.vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary
 from ..model.architectures import Network
 from ..model.checkpoint import Checkpoint, load_checkpoint
+from ..moses.words import split_words
 from .common import UserError, model_option, resolve_device, say
 from .text import TypedPhrases
 
@@ -34,7 +35,8 @@ DIRECTION_LINES = {
 
 def load_word_network(path: str, device: str) -> tuple[Checkpoint, Network, Vocabulary, Vocabulary]:
     """The word network of ``path``, after saying its direction on stderr."""
-    ckpt = load_checkpoint(path)
+    ctx = click.get_current_context(silent=True)
+    ckpt = load_checkpoint(path, f"phrase-rescorer {ctx.info_name if ctx else 'analysis'} -m")
     if ckpt.subwords is not None:
         raise UserError(
             f"{path}: a subword model; suggest, compare and embed read word models only (rescore reads both)"
@@ -44,7 +46,6 @@ def load_word_network(path: str, device: str) -> tuple[Checkpoint, Network, Voca
             f"{path}: a right-to-left network; suggest, compare and embed read left-to-right ones only "
             "(translate, score and nbest read both)"
         )
-    ctx = click.get_current_context(silent=True)
     if ctx is not None:
         say(ctx, DIRECTION_LINES[ckpt.direction])
     return ckpt, ckpt.build_model(resolve_device(device)), ckpt.src_vocab, ckpt.tgt_vocab
@@ -52,7 +53,7 @@ def load_word_network(path: str, device: str) -> tuple[Checkpoint, Network, Voca
 
 def looked_up(ctx: click.Context, typed: Iterable[str], reader: TypedPhrases) -> list[tuple[str, str]]:
     """(typed, table form) of each non-blank typed phrase; says the ones that changed."""
-    forms = [(p, reader.table_form(p)) for p in typed if tokenize_phrase(p)]
+    forms = [(p, reader.table_form(p)) for p in typed if split_words(p)]
     for p, form in forms:
         if normalize(p) != form:
             say(ctx, f'looked up "{p}" as "{form}"')

@@ -1,11 +1,25 @@
-"""``nbest``: sentence-level features (the CSLM, translation networks) appended to a Moses n-best list."""
+"""``nbest``: sentence-level features (the CSLM, translation networks) appended to a Moses n-best list;
+``merge-nbest``: other systems' candidates merged into one."""
 
 from __future__ import annotations
+
+import contextlib
 
 import click
 
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say, threads_option, warn
+from .common import (
+    InputPath,
+    NamedPath,
+    UserError,
+    device_option,
+    max_tokens_option,
+    progress,
+    resolve_device,
+    say,
+    threads_option,
+    warn,
+)
 
 
 @cli.command("nbest")
@@ -17,7 +31,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     "model_paths",
     required=True,
     multiple=True,
-    type=click.Path(),
+    type=NamedPath(),
     help="A CSLM (train-lm) or a translation network (train-nmt); repeat for several "
     "features, appended in the order given.",
 )
@@ -36,6 +50,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     help="The tokenized source text the n-best list translates (line i for sentence ID "
     "i, as given to the decoder); needed by translation networks.",
 )
+@max_tokens_option
 @device_option
 @threads_option
 @click.pass_context
@@ -46,6 +61,7 @@ def nbest(
     model_paths: tuple[str, ...],
     names: tuple[str, ...],
     source_path: str | None,
+    max_tokens: int,
     device: str,
 ) -> None:
     """Append sentence-level features to the Moses n-best list IN, writing OUT (compressed by
@@ -62,7 +78,8 @@ def nbest(
                            its shortlists score p(<unk>); subword networks know every word.
 
     The closing line says, for each model, how many of the hypotheses' words were outside its
-    shortlist.
+    shortlist. A hypothesis or source sentence of more than --max-tokens tokens is refused before
+    any line is scored (a list read from a pipe: before its window is scored).
 
     \b
     Example (then rerank-tune and rerank):
@@ -71,8 +88,8 @@ def nbest(
     """
     from ..model.files import CheckpointError
     from ..moses.nbest import check_feature_name
-    from ..nbest.features import CSLMFeature, load_feature, read_source_text
-    from ..nbest.stream import append_features
+    from ..scoring.features import CSLMFeature, load_feature, read_source_text
+    from ..scoring.nbest import append_features
 
     if names and len(names) != len(model_paths):
         raise UserError(f"--name given {len(names)} times for {len(model_paths)} models: give one per -m, or none")
@@ -85,7 +102,7 @@ def nbest(
     if twice:
         raise UserError(f"--name {twice[0]} given twice: each -m's feature needs a name of its own")
     dev = str(resolve_device(device))
-    sources = read_source_text(source_path) if source_path else None
+    sources = read_source_text(source_path, max_tokens) if source_path else None
     features = []
     counts = {"CSLM": 0, "NMT": 0}
     for i, path in enumerate(model_paths):
@@ -106,6 +123,7 @@ def nbest(
             features,
             sources=sources,
             source_path=source_path or "",
+            max_tokens=max_tokens,
             on_progress=bar.update_to,
             on_warning=warn,
         )
@@ -119,4 +137,103 @@ def nbest(
             f"{summary.unknown[f.name]:,} of {summary.words:,} words outside the shortlist of {f.name}"
             for f in features
         ),
+    )
+
+
+@cli.command("merge-nbest")
+@click.argument("moses_path", metavar="MOSES_NBEST", type=click.Path(allow_dash=True, readable=False))
+@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
+@click.option(
+    "--add",
+    "added",
+    required=True,
+    multiple=True,
+    type=click.Path(allow_dash=True, readable=False),
+    help="An n-best list of another system for the same input (translate --n-best-list); repeat for "
+    "several, their indicators FromNet0, FromNet1, ... in the order given.",
+)
+@click.option(
+    "--lm",
+    "lm_path",
+    type=InputPath(dir_okay=False),
+    help="The n-gram LM (ARPA or KenLM binary) of the moses.ini that decoded MOSES_NBEST: the new "
+    "hypotheses get its feature's value (through bin/query of --moses / $MOSES) [default: 0].",
+)
+@click.option(
+    "--lm-feature",
+    default="LM0",
+    show_default=True,
+    help="The name of that LM's feature in MOSES_NBEST (the KENLM line's name=).",
+)
+@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
+@click.pass_context
+def merge_nbest(
+    ctx: click.Context,
+    moses_path: str,
+    out_path: str,
+    added: tuple[str, ...],
+    lm_path: str | None,
+    lm_feature: str,
+    moses_dir: str | None,
+) -> None:
+    """Merge the candidates of other systems (a network's beam: translate --n-best-list) into the
+    Moses n-best list MOSES_NBEST, writing OUT (compressed by name; - for stdin/stdout): one list,
+    each hypothesis once, every line with the same features, for nbest, rerank-tune and rerank.
+
+    \b
+    Moses' lines    kept byte for byte, in order (a hypothesis listed twice: its first line),
+                    with FromMoses= 1
+    new hypotheses  each added list's candidates Moses did not list, after Moses' lines of their
+                    sentence, with FromMoses= 0 and Moses' features: WordPenalty0 minus the number
+                    of words, the LM feature (--lm-feature) ln 10 x KenLM's log10 p with --lm, as
+                    the decoder computes both; every other value 0 (the decoder's phrase pairs,
+                    reordering and phrase count of a hypothesis it did not produce are unknown:
+                    FromMoses' own weight learns the offset); total 0
+    every line      FromNetI= 1 when the I-th --add list proposed the hypothesis, else 0
+
+    An added list's own features are not kept (nbest -m computes a network's for every line). Its
+    sentence IDs are MOSES_NBEST's: an ID beyond them, or a list of fewer sentences, is refused.
+
+    \b
+    Example (the network's 12 best joined to Moses' 200 best, then scored and reranked):
+      moses -f moses.ini -i test.en -n-best-list test.nbest 200 distinct > /dev/null
+      phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
+      phrase-rescorer merge-nbest test.nbest test.merged.nbest --add test.nmt.nbest --lm lm.fr.binary
+      phrase-rescorer nbest test.merged.nbest test.scored.nbest -m nmt.pt --source test.en
+    """
+    from ..lm.kenlm import KenLMSentences
+    from ..moses.nbest import check_feature_name
+    from ..moses.toolkit import find_moses
+    from ..output import check_output_path
+    from ..reranking.merge import added_indicator
+    from ..reranking.merge import merge_nbest as merge
+
+    check_output_path(out_path)
+    stdin = [path for path in (moses_path, *added) if path == "-"]
+    if len(stdin) > 1:
+        raise UserError("'-' (stdin) given for more than one list: give the others as files")
+    try:
+        check_feature_name(lm_feature)
+    except ValueError as e:
+        raise UserError(f"--lm-feature: {e}") from e
+    if moses_dir is not None and lm_path is None:
+        raise UserError("--moses without --lm: Moses' query is run for the LM's scores only")
+    with contextlib.ExitStack() as stack:
+        lm = None
+        if lm_path is not None:
+            query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
+            lm = stack.enter_context(KenLMSentences(query, lm_path))
+        summary = merge(moses_path, out_path, added, lm=lm, lm_feature=lm_feature, on_warning=warn)
+    repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
+    say(
+        ctx,
+        f"{moses_path}: {summary.sentences:,} sentences, {summary.moses:,} Moses hypotheses{repeats}; "
+        + "; ".join(
+            f"{path} ({added_indicator(i)}): {summary.added[i]:,} candidates, {summary.shared[i]:,} in Moses' list, "
+            f"{summary.new[i]:,} new"
+            for i, path in enumerate(added)
+        )
+        + f"; {summary.lines:,} lines written to {out_path} in {summary.seconds:.1f} s; new lines' "
+        + (f"{', '.join(summary.computed)} computed, " if summary.computed else "")
+        + f"{', '.join(summary.zeroed) or 'no other feature'} 0",
     )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import errno
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -66,15 +64,6 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
     if scale is not None and not math.isfinite(scale):
         raise UserError(f"--mbr-scale {scale}: give a finite number >= 0")
     return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
-
-
-def _toolkit(moses_dir: str | None, optimizer: str = "mert"):  # type: ignore[no-untyped-def]
-    from ..moses.toolkit import MosesNotFound, find_moses
-
-    try:
-        return find_moses(moses_dir, needs=("bin/extractor", f"bin/{optimizer}"))
-    except MosesNotFound as e:
-        raise UserError(str(e), e.exit_code) from e
 
 
 @cli.command("rerank-tune")
@@ -158,14 +147,12 @@ def rerank_tune(
       phrase-rescorer rerank-tune dev.cslm.nbest dev.fr rerank.weights --init moses.ini
       phrase-rescorer rerank test.cslm.nbest rerank.weights test.reranked.fr
     """
-    from ..data.corpus import read_lines
     from ..experiment.bleu import tokenized_bleu
-    from ..output import AtomicOutput, OutputError, check_not_an_input, check_output_path
-    from ..reranking.choose import output_lines
-    from ..reranking.heldout import FOLDS, SUBDIR, WORK_PATHS, announcement, heldout_lines
-    from ..reranking.mert import NBEST_COPY, WORK_FILES, RerankError, tune
-    from ..reranking.nbest_features import read_matrix
-    from ..reranking.weights import Weights, WeightsError, read_weights_file, vector, write_weights_file
+    from ..moses.toolkit import find_moses
+    from ..output import OutputError, check_not_an_input, check_output_path
+    from ..reranking.heldout import SUBDIR, WORK_PATHS
+    from ..reranking.mert import NBEST_COPY, WORK_FILES
+    from ..reranking.tune import HeldOutError, tune_on_dev
 
     rule = mbr_rule(mbr, mbr_size, mbr_scale)
     inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
@@ -191,93 +178,27 @@ def rerank_tune(
                     f"not a directory (rerank-tune writes {name}/ in --work-dir): give another --work-dir",
                     errno.ENOTDIR,
                 )
-    toolkit = _toolkit(moses_dir, optimizer)
-    refs = read_lines(reference)
     try:
-        init: Weights | dict[str, list[float]] = read_weights_file(init_path) if init_path else {}
-    except WeightsError as e:
-        raise UserError(str(e), e.exit_code) from e
-    keep = work_dir is not None
-    if work_dir is not None:
-        os.makedirs(work_dir, exist_ok=True)
-    directory = work_dir or tempfile.mkdtemp(prefix="rerank-")
-    try:
-        copy = os.path.join(directory, NBEST_COPY)  # what extractor reads: plain text, any input
-        matrix = read_matrix(nbest_path, copy_to=copy)
-        if len(refs) != matrix.sentence_count:
-            raise UserError(
-                f"{reference}: {len(refs):,} lines, but {nbest_path} lists {matrix.sentence_count:,} sentences "
-                f"(IDs 0 to {matrix.sentence_count - 1}): give the reference of the sentences the list translates",
-                EXIT_INPUT,
-            )
-        if heldout_out is not None and matrix.sentence_count < FOLDS:
-            raise UserError(
-                f"{nbest_path} lists {matrix.sentence_count:,} sentence(s): --held-out needs at least {FOLDS}",
-                EXIT_INPUT,
-            )
-        try:
-            start = vector(init, matrix.layout, missing=0.0, source=init_path or "start")
-        except WeightsError as e:
-            raise UserError(str(e), e.exit_code) from e
-        before = tokenized_bleu(output_lines(matrix, start, rule), refs)
-        try:
-            result = tune(
-                toolkit,
-                copy,
-                [refs],
-                start,
-                directory,
-                layout=matrix.layout,
-                seed=seed,
-                restarts=restarts,
-                threads=threads,
-                optimizer=optimizer,
-            )
-        except RerankError as e:
-            keep = True  # the message names its log there
-            raise UserError(str(e), e.exit_code) from e
-        after = tokenized_bleu(output_lines(matrix, result.weights, rule), refs)
-        write_weights_file(
+        tune_on_dev(
+            find_moses(moses_dir, needs=("bin/extractor", f"bin/{optimizer}")),
+            nbest_path,
+            reference,
             weights_out,
-            matrix.layout,
-            result.weights,
-            comment=f"phrase-rescorer rerank-tune {os.path.basename(nbest_path)}: dev BLEU "
-            f"{before.score:.2f} -> {after.score:.2f}{_described(rule)}",
+            init=init_path,
+            work_dir=work_dir,
+            optimizer=optimizer,
+            seed=seed,
+            restarts=restarts,
+            threads=threads,
+            mbr=rule,
+            heldout_out=heldout_out,
+            heldout_name="--held-out",
+            bleu=lambda lines, refs: tokenized_bleu(lines, refs).score,
+            title=f"phrase-rescorer rerank-tune {os.path.basename(nbest_path)}",
+            say=lambda line: say(ctx, line),
         )
-        say(ctx, f"{nbest_path}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
-        say(
-            ctx,
-            f"dev BLEU (tokenized, as MERT scores it{_described(rule)}): {before.score:.2f} with the start "
-            f"weights, {after.score:.2f} reranked; wrote {weights_out}",
-        )
-        if heldout_out is None:
-            return
-        say(ctx, announcement(optimizer))
-        try:
-            held = heldout_lines(
-                toolkit,
-                copy,
-                matrix,
-                refs,
-                start,
-                os.path.join(directory, SUBDIR),
-                seed=seed,
-                restarts=restarts,
-                threads=threads,
-                optimizer=optimizer,
-                mbr=rule,
-            )
-        except RerankError as e:
-            keep = True
-            raise UserError(f"--held-out: a half's tuning failed ({weights_out} is written): {e}", e.exit_code) from e
-        if held is None:  # refused above: fewer sentences than folds
-            raise AssertionError(f"{nbest_path}: no held-out lines for {matrix.sentence_count} sentences")
-        with AtomicOutput(heldout_out) as out:
-            out.write("".join(line + "\n" for line in held).encode("utf-8"))
-        say(ctx, f"dev BLEU held out{_described(rule)}: {tokenized_bleu(held, refs).score:.2f}; wrote {heldout_out}")
-    finally:
-        if not keep:
-            shutil.rmtree(directory, ignore_errors=True)
+    except HeldOutError as e:
+        raise UserError(f"--held-out: a half's tuning failed ({weights_out} is written): {e}", e.exit_code) from e
 
 
 @cli.command("rerank")
@@ -317,15 +238,13 @@ def rerank(
     from ..output import AtomicOutput, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
     from ..reranking.nbest_features import read_matrix
-    from ..reranking.weights import WeightsError, read_weights_file, vector
+    from ..reranking.tune import described
+    from ..reranking.weights import read_weights_file, vector
 
     rule = mbr_rule(mbr, mbr_size, mbr_scale)
     check_output_path(out_path)
     check_not_an_input(out_path, (("n-best list", nbest_path), ("weights", weights_path)))
-    try:
-        weights_file = read_weights_file(weights_path)
-    except WeightsError as e:
-        raise UserError(str(e), e.exit_code) from e
+    weights_file = read_weights_file(weights_path)
     matrix = read_matrix(nbest_path)
     if sentences is not None and sentences != matrix.sentence_count:
         raise UserError(
@@ -333,16 +252,7 @@ def rerank(
             f"--sentences says {sentences:,}",
             EXIT_INPUT,
         )
-    try:
-        weights = vector(weights_file, matrix.layout, source=weights_path)
-    except WeightsError as e:
-        raise UserError(str(e), e.exit_code) from e
-    lines = output_lines(matrix, weights, rule)
+    lines = output_lines(matrix, vector(weights_file, matrix.layout, source=weights_path), rule, source=weights_path)
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}{_described(rule)}")
-
-
-def _described(rule: Mbr | None) -> str:
-    """What a report line says of the MBR rule: nothing without one."""
-    return "" if rule is None else f", MBR of {rule.size} at scale {rule.scale:g}"
+    say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}{described(rule)}")

@@ -16,7 +16,17 @@ from ..parallel import distributed
 from ..rescoring.options import DTYPES, WINDOW_EXTENSION, RescoreOptions
 from ..rescoring.scorers import SCORERS
 from . import cli
-from .common import UserError, device_option, is_quiet, model_option, resolve_device, say, threads_option, warn
+from .common import (
+    UserError,
+    device_option,
+    is_quiet,
+    max_tokens_option,
+    model_option,
+    resolve_device,
+    say,
+    threads_option,
+    warn,
+)
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -82,6 +92,7 @@ def rescore_options(f: Callable[..., Any]) -> Callable[..., Any]:
             ),
             device_option,
             threads_option,
+            max_tokens_option,
             click.option(
                 "--dtype",
                 type=click.Choice(DTYPES),
@@ -121,6 +132,7 @@ def options_dict(kw: dict[str, Any]) -> dict[str, Any]:
         "device": str(resolve_device(kw["device"])),
         "dtype": _dtype(kw["dtype"], kw["scorer"], kw["device"]),
         "scorer": kw["scorer"],
+        "max_tokens": kw["max_tokens"],
     }
 
 

@@ -6,7 +6,17 @@ import click
 
 from ..errors import EXIT_INPUT
 from . import cli
-from .common import UserError, device_option, progress, resolve_device, say, threads_option, warn
+from .common import (
+    NamedPath,
+    UserError,
+    device_option,
+    max_tokens_option,
+    progress,
+    resolve_device,
+    say,
+    threads_option,
+    warn,
+)
 
 
 @cli.command("score")
@@ -18,7 +28,7 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     "--models",
     "model_path",
     required=True,
-    type=click.Path(),
+    type=NamedPath(),
     help="A CSLM (train-lm), a translation network (train-nmt) or a phrase network (train).",
 )
 @click.option(
@@ -51,6 +61,14 @@ from .common import UserError, device_option, progress, resolve_device, say, thr
     "cross-entropy (-ln p per line, the default of a bare --summary), ce-mean-words (-ln p per "
     "word), ce-sum (-ln p of all), perplexity (per word).",
 )
+@max_tokens_option
+@click.option(
+    "--skip-long",
+    is_flag=True,
+    help="Instead of refusing a line (pair) with more tokens than --max-tokens, do not score it and "
+    "write -inf (ln 0) for it, so that the output keeps one line per input line (corpus "
+    "filtering); the summaries count the lines scored.",
+)
 @device_option
 @threads_option
 @click.pass_context
@@ -63,6 +81,8 @@ def score(
     normalize: bool,
     word_scores: bool,
     summary: str | None,
+    max_tokens: int,
+    skip_long: bool,
     device: str,
 ) -> None:
     """Score every line of SRC (a CSLM) or every line pair of SRC and TGT (a translation
@@ -81,8 +101,8 @@ def score(
     that many values, and the closing summary on stderr (lines, words, total ln p, per-word
     perplexity exp(-total/words)) counts it. Words outside the network's shortlist score
     p(<unk>). SRC, TGT and -o may be - (stdin, stdout) and compressed (input by content, output
-    by name). Both texts are read and checked (UTF-8, the same number of lines) before the
-    first line is scored.
+    by name). Both texts are read and checked (UTF-8, the same number of lines, no line of more
+    than --max-tokens tokens unless --skip-long) before the first line is scored.
 
     \b
     Corpus filtering by dual cross-entropy (docs/scoring.md):
@@ -90,8 +110,8 @@ def score(
       phrase-rescorer score corpus.en corpus.fr -m nmt-inv.pt --normalize -o inv.txt
     """
     from ..model.files import CheckpointError
-    from ..nbest.features import CSLMFeature, load_feature
     from ..output import check_distinct_paths, check_output_path
+    from ..scoring.api import load
     from ..scoring.sentences import Text, check_aligned, score_texts
 
     check_output_path(out_path)
@@ -107,12 +127,12 @@ def score(
         )
     dev = str(resolve_device(device))
     try:
-        feature = load_feature(model_path, "", [], dev)
+        model = load(model_path, dev)
     except ValueError as e:
         if isinstance(e, CheckpointError):
             raise
         raise UserError(str(e)) from e
-    is_lm = isinstance(feature, CSLMFeature)
+    is_lm = model.is_language_model
     if is_lm and tgt_path is not None:
         raise UserError(f"{model_path} is a language model (CSLM): it scores one text; give SRC alone")
     if not is_lm and tgt_path is None:
@@ -120,15 +140,15 @@ def score(
             f"{model_path} is a translation network: it scores sentence pairs; give SRC and TGT "
             "(line i of TGT the translation of line i of SRC)"
         )
-    source = Text(src_path)
+    source = Text(src_path, max_tokens, skip_long=skip_long)
     if source.lines == 0:  # an empty output, or a summary of nothing (nan), would hide the step that failed
         raise UserError(f"{src_path}: empty text: no lines to score", EXIT_INPUT)
-    target = Text(tgt_path) if tgt_path is not None else None
+    target = Text(tgt_path, max_tokens, skip_long=skip_long) if tgt_path is not None else None
     if target is not None:
         check_aligned(source, target)
     with progress(ctx, "score", " lines", total=source.lines) as bar:
         result = score_texts(
-            feature,
+            model.feature,
             source,
             target,
             out_path,
@@ -137,6 +157,11 @@ def score(
             summary=summary,
             on_progress=bar.update_to,
             on_warning=warn,
+        )
+    if result.skipped:
+        warn(
+            f"{result.skipped:,} line{'s' if result.skipped > 1 else ''} of more than --max-tokens "
+            f"{max_tokens:,} tokens not scored: written as -inf (--skip-long)"
         )
     say(
         ctx,

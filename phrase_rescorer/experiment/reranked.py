@@ -10,9 +10,9 @@ decoder system gets three reranked systems:
 system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
 and test) and every feature appended once (``nbest``); each reranked system then tunes its
 reranking weights on dev with Moses' mert (or kbmira: ``--rerank-optimizer``) from the run's
-tuned weights (``reranking.mert``, the run's own seed) on the list with its own features only
-(the others removed), and takes the best hypothesis of each dev and test sentence. Files, in
-the decoder run's directory::
+tuned weights (``reranking.tune``, as ``rerank-tune``; the run's own seed) on the list with its
+own features only (the others removed), and takes the best hypothesis of each dev and test
+sentence. Files, in the decoder run's directory::
 
     rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with every feature
     rerank/features.json                          each feature's model (SHA-256), written last
@@ -47,17 +47,16 @@ from ..data.corpus import read_lines
 from ..errors import EXIT_OS
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
-from ..moses.ini_weights import read_weights
 from ..moses.nbest import read_nbest, without_features
 from ..moses.toolkit import MosesToolkit
-from ..nbest.features import CSLMFeature, TranslationFeature, read_source_text
-from ..nbest.stream import Feature, append_features
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
-from ..reranking.heldout import FOLDS, SUBDIR, announcement, heldout_lines
-from ..reranking.mert import RerankError, tune
+from ..reranking.heldout import FOLDS
+from ..reranking.mert import RerankError
 from ..reranking.nbest_features import read_matrix
-from ..reranking.weights import vector, write_weights_file
+from ..reranking.tune import tune_on_dev
+from ..scoring.features import CSLMFeature, TranslationFeature, read_source_text
+from ..scoring.nbest import Feature, append_features
 from .moses_runs import decode_nbest
 from .systems import ExperimentError, System
 from .workdir import sha256_of
@@ -262,56 +261,30 @@ def rerank_run(
                 for line in read_nbest(lists[part]):
                     out.write(without_features(line, drop))
             lists[part] = own
-    tuned_ini = os.path.join(run_dir, "moses.ini")
-    with open(tuned_ini, encoding="utf-8") as ini:
-        start_weights = read_weights(ini.read(), tuned_ini)
-    dev_matrix = read_matrix(lists["dev"])
-    start = vector(start_weights, dev_matrix.layout, missing=0.0, source=tuned_ini)
-    references = read_lines(dev[1])
+    test_list, count = read_matrix(lists["test"]), len(read_lines(test[0]))
+    if test_list.sentence_count != count:
+        raise ExperimentError(f"{test_list.path} lists {test_list.sentence_count:,} sentences, {test[0]} has {count:,}")
     say(f"tuning the reranking weights on the dev set's lists ({optimizer})")
     try:
-        result = tune(
+        tuned = tune_on_dev(
             toolkit,
             lists["dev"],
-            [references],
-            start,
-            os.path.join(work, "mert"),
-            layout=dev_matrix.layout,
+            dev[1],
+            os.path.join(work, "weights"),
+            init=os.path.join(run_dir, "moses.ini"),
+            work_dir=os.path.join(work, "mert"),
+            remove_work=True,
+            optimizer=optimizer,
             seed=seed,
             threads=threads,
-            optimizer=optimizer,
+            heldout_out=os.path.join(work, "dev.heldout") if len(read_lines(dev[1])) >= FOLDS else None,
+            say=say,
         )
     except RerankError as e:
         raise ExperimentError(str(e), EXIT_OS) from e
-    write_weights_file(os.path.join(work, "weights"), dev_matrix.layout, result.weights)
-    for part, matrix in (("dev", dev_matrix), ("test", read_matrix(lists["test"]))):
-        source = dict(dev=dev, test=test)[part][0]
-        count = len(read_lines(source))
-        if matrix.sentence_count != count:
-            raise ExperimentError(f"{matrix.path} lists {matrix.sentence_count:,} sentences, {source} has {count:,}")
-        lines = output_lines(matrix, result.weights)
+    for part, lines in (("dev", tuned.lines), ("test", output_lines(test_list, tuned.weights))):
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
-    say(announcement(optimizer))
-    try:
-        held = heldout_lines(
-            toolkit,
-            lists["dev"],
-            dev_matrix,
-            references,
-            start,
-            os.path.join(work, SUBDIR),
-            seed=seed,
-            threads=threads,
-            optimizer=optimizer,
-        )
-    except RerankError as e:
-        raise ExperimentError(str(e), EXIT_OS) from e
-    if held is not None:
-        with AtomicOutput(os.path.join(work, "dev.heldout"), compress=False) as out:
-            out.write("".join(line + "\n" for line in held).encode("utf-8"))
-    for scratch in ("mert", "heldout"):
-        shutil.rmtree(os.path.join(work, scratch), ignore_errors=True)
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
         meta = {
             "seed": seed,
@@ -319,8 +292,8 @@ def rerank_run(
             "features": names,
             "models": models,
             "optimizer": optimizer,
-            "heldout_folds": FOLDS if held is not None else 0,
-            f"{optimizer}_dev_bleu": round(result.dev_bleu, 2),  # the optimiser's own figure
+            "heldout_folds": FOLDS if tuned.heldout is not None else 0,
+            f"{optimizer}_dev_bleu": round(tuned.optimizer_bleu, 2),  # the optimiser's own figure
             "decode_and_score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),
         }

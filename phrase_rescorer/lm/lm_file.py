@@ -23,7 +23,8 @@ import torch
 
 from .. import __version__
 from ..data.vocab import Vocabulary
-from ..model.files import CSLM_FORMAT, CheckpointError, read_torch_file, write_torch_file
+from ..model.files import CSLM_FORMAT, CheckpointError, write_torch_file
+from ..model.kinds import ModelFile, check_kind
 from .network import CSLM, LMConfig
 from .text import check_vocabulary
 
@@ -71,19 +72,12 @@ def save_lm(
     write_torch_file(path, payload)
 
 
-def is_lm_file(payload: object) -> bool:
-    return isinstance(payload, dict) and payload.get("format") == FORMAT
-
-
-def load_lm(path: str) -> LMFile:
-    """Read and check a CSLM file; every problem is a ``CheckpointError`` naming the file."""
-    payload = read_torch_file(path)
-    if isinstance(payload, dict) and payload.get("format") == "phrase_rescorer.checkpoint":
-        raise CheckpointError(
-            f"{path}: a phrase network (phrase-rescorer train), not a CSLM (phrase-rescorer train-lm)"
-        )
-    if not is_lm_file(payload):
-        raise CheckpointError(f"{path}: not a phrase_rescorer CSLM file")
+def load_lm(source: str | ModelFile, option: str = "load_lm") -> LMFile:
+    """The CSLM of the model file ``source``, read (``model.kinds.open_model``) unless given read,
+    and checked; every problem is a ``CheckpointError`` naming the file (a network: what
+    ``option``, the command and option given it, takes)."""
+    opened = check_kind(source, option, ("cslm",))
+    path, payload = opened.path, opened.payload
     if payload.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: CSLM file format version {payload.get('format_version')}; this "

@@ -21,7 +21,9 @@ A checkpoint holds everything needed to score with a network and to know where i
                     network reads and writes; direction ("forward": p(target | source) of the
                     data trained on, "inverse": p(source | target), the network reading the
                     data's target side; absent: forward) and trained_on ("phrase pairs",
-                    "sentence pairs")
+                    "sentence pairs"); run_id, the identity of the training run that wrote
+                    it (``training.same_run.run_id``; absent in files written before runs had
+                    one), which ``average`` compares
     training_state  optimizer, RNG states and data position for ``--resume`` (optional)
 
 A cho2014 model is written exactly as before the other architectures existed (version 1, no
@@ -45,11 +47,12 @@ import torch
 
 from .. import __version__
 from ..data.subwords import SubwordError, Subwords
-from ..data.vocab import Vocabulary, tokenize_phrase
+from ..data.vocab import Vocabulary
+from ..moses.words import split_words
 from .architectures import ArchConfig, Network, build_model, unused_sizes
 from .cho2014 import ModelConfig
-from .files import FORMAT, CheckpointError, read_torch_file, write_torch_file
-from .kinds import FAMILIES, ModelKind, describe_kind, kind_of, network_kind
+from .files import FORMAT, CheckpointError, write_torch_file
+from .kinds import NETWORKS, ModelFile, ModelKind, check_kind, network_kind
 
 FORMAT_VERSION = 2  # the newest; files are written with the lowest version that holds them
 READ_VERSIONS = (1, 2)
@@ -86,7 +89,7 @@ class Checkpoint:
     def split(self, phrase: str, side: int) -> list[str]:
         """What the network reads of a table phrase: its tokens, or their subword units
         (``side`` 0: source, 1: target), the target's reversed for a right-to-left network."""
-        tokens = tokenize_phrase(phrase)
+        tokens = split_words(phrase)
         units = tokens if self.subwords is None else self.subwords[side].split(tokens)
         return units[::-1] if side == 1 and self.right_to_left else units
 
@@ -104,6 +107,12 @@ class Checkpoint:
         """ "forward" (p(target | source) of the data it was trained on) or "inverse"
         (p(source | target): the network reads the data's target side)."""
         return "inverse" if self.info.get("direction") == "inverse" else "forward"
+
+    @property
+    def run_id(self) -> str | None:
+        """The identity of the training run that wrote the file (None: not recorded)."""
+        value = self.info.get("run_id")
+        return value if isinstance(value, str) and value else None
 
     @property
     def kind(self) -> ModelKind:
@@ -178,16 +187,12 @@ def save_checkpoint(
     write_torch_file(path, payload)
 
 
-def load_checkpoint(path: str) -> Checkpoint:
-    """Read and check a model file; every problem becomes a ``CheckpointError`` naming the file."""
-    payload = read_torch_file(path)
-    kind = kind_of(payload)
-    if kind is not None and kind[0] == "cslm":
-        raise CheckpointError(
-            f"{path}: {describe_kind(kind)}, for {FAMILIES['cslm'][2]}; not a phrase or translation network"
-        )
-    if kind is None:
-        raise CheckpointError(f"{path}: not a phrase_rescorer model file")
+def load_checkpoint(source: str | ModelFile, option: str = "load_checkpoint") -> Checkpoint:
+    """The network of the model file ``source``, read (``kinds.open_model``) unless given read, and
+    checked; every problem becomes a ``CheckpointError`` naming the file (a CSLM: what ``option``,
+    the command and option given it, takes)."""
+    opened = check_kind(source, option, NETWORKS)
+    path, payload = opened.path, opened.payload
     version = payload.get("format_version")
     if version not in READ_VERSIONS:
         raise CheckpointError(

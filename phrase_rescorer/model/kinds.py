@@ -1,9 +1,13 @@
 """The kinds of model file, told apart before any work: a phrase network (``train``), a
-translation network (``train-nmt``), a CSLM (``train-lm``), each forward or inverse; and the one
-check every command that takes a model makes of the file it is given (``check_kind``)."""
+translation network (``train-nmt``), a CSLM (``train-lm``), each forward or inverse, whether the
+best network, a kept or averaged one or a run's ``.last.pt``; the one reading of a model file
+(``open_model``: its payload and kind, from which ``checkpoint.load_checkpoint`` and
+``lm.lm_file.load_lm`` build without reading it again); and the one check every command that takes
+a model makes of the file it is given (``check_kind``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .files import CSLM_FORMAT, FORMAT, CheckpointError, read_torch_file
@@ -28,6 +32,30 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
 
 #: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).
 ModelKind = tuple[str, str]
+
+#: The families of network: every kind but the CSLM.
+NETWORKS = ("phrase", "sentence")
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file read (:func:`open_model`): its path, what ``read_torch_file`` read, its kind."""
+
+    path: str
+    payload: dict[str, Any]
+    kind: ModelKind
+
+
+def open_model(source: str | ModelFile) -> ModelFile:
+    """The model file ``source`` read, the one reading of it (a :class:`ModelFile` is returned as it
+    is); a missing, unreadable or foreign file is a :class:`CheckpointError` naming it."""
+    if isinstance(source, ModelFile):
+        return source
+    payload = read_torch_file(source)
+    kind = kind_of(payload)
+    if kind is None:
+        raise CheckpointError(f"{source}: not a phrase_rescorer model file")
+    return ModelFile(source, payload, kind)
 
 
 def kind_of(payload: Any) -> ModelKind | None:
@@ -70,28 +98,22 @@ def describe_kind(kind: ModelKind) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({command})"
 
 
-def model_kind(path: str) -> ModelKind:
-    """The kind of the model file ``path``; a missing, unreadable or foreign file is a
-    :class:`CheckpointError` naming it."""
-    kind = kind_of(read_torch_file(path))
-    if kind is None:
-        raise CheckpointError(f"{path}: not a phrase_rescorer model file")
-    return kind
-
-
-def check_kind(path: str, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS) -> None:
-    """Refuse (:class:`CheckpointError`, exit 4) the model file ``path`` given to ``option`` unless
-    it is of one of ``families`` and ``directions``; the one check of every command that takes a
-    model, made before any work (:func:`refuse_kind` for a file loaded already)."""
-    refuse_kind(path, model_kind(path), option, families, directions)
-
-
-def refuse_kind(
-    path: str, kind: ModelKind, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS
-) -> None:
-    """:func:`check_kind` of a file whose ``kind`` is known. The message says what the file is,
-    which options take it, and what ``option`` takes."""
-    if kind[0] in families and (kind[0] == "cslm" or kind[1] in directions):
-        return
-    wanted = " or ".join(describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" else directions))
-    raise CheckpointError(f"{path}: {describe_kind(kind)}, for {FAMILIES[kind[0]][2]}; {option} takes {wanted}")
+def check_kind(
+    source: str | ModelFile, option: str, families: tuple[str, ...], directions: tuple[str, ...] = DIRECTIONS
+) -> ModelFile:
+    """The model file ``source`` (:func:`open_model`) given to ``option`` (the command and its
+    option: ``phrase-rescorer translate -m``), refused (:class:`CheckpointError`, exit 4) unless it
+    is of one of ``families`` and ``directions``; the one check of every command that takes a model,
+    made before any work. The message says what the file is, which options take it, and what
+    ``option`` takes."""
+    opened = open_model(source)
+    family, direction = opened.kind
+    if family in families and (family == "cslm" or direction in directions):
+        return opened
+    both = set(directions) == set(DIRECTIONS)  # "a phrase network": of either direction
+    wanted = " or ".join(
+        describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" or both else directions)
+    )
+    raise CheckpointError(
+        f"{opened.path}: {describe_kind(opened.kind)}, for {FAMILIES[family][2]}; {option} takes {wanted}"
+    )

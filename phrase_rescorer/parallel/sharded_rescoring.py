@@ -68,7 +68,7 @@ def rescore_sharded(
     plan: tuple[list[Part], str, int] | BaseException | None = None
     if group.is_main:
         try:
-            check_lines(in_path)  # every line, as one process checks them, before any part is scored
+            check_lines(in_path, opts.max_tokens)  # every line, as one process checks them, before any is scored
             index = find_cuts(in_path, opts.window, opts.window_cap, on_index)
             if index.lines == 0:  # as in one process: an empty table hides a failed earlier step
                 raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")

@@ -37,11 +37,6 @@ WORK_PATHS = tuple(f"fold{k}.nbest" for k in range(FOLDS)) + tuple(
 )
 
 
-def announcement(optimizer: str) -> str:
-    """The progress line that says what the held-out tunings do (``experiment``, ``rerank-tune``)."""
-    return f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})"
-
-
 def fold_matrix(matrix: NbestMatrix, fold: int) -> NbestMatrix:
     """The lines of ``matrix``'s sentences in ``fold``, the sentences numbered 0, 1, 2, ... again."""
     keep = matrix.sentences % FOLDS == fold

@@ -15,6 +15,8 @@
 * A regular file is read twice: every line is checked first (``check_lines``, under 1 % of the
   scoring time), so that a bad line is refused before any is scored; standard input and pipes
   are checked as they stream.
+* A phrase of more than ``max_tokens`` tokens (``--max-tokens``, ``data.line_limit``) is refused
+  with the other bad lines: a network's memory grows with the length of what it reads.
 * An input without a single line is refused (``PhraseTableError``): an empty table is almost
   always the trace of an earlier step that failed, and an empty output would hide it.
 * Every line's scores field is checked (``moses.score_fields``): the first line's score count,
@@ -45,10 +47,11 @@ import numpy as np
 import torch
 
 from ..compression import rereadable
+from ..data.line_limit import DEFAULT_MAX_TOKENS, check_phrases
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, load_checkpoint, unusable_weights
-from ..model.kinds import refuse_kind
+from ..model.kinds import check_kind
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines
@@ -125,7 +128,7 @@ class TableRescorer:
         for network in self.networks:
             check_distinct_paths(in_path, out_path, model=network.checkpoint.path)
         if rereadable(in_path):  # a bad line refused before the first is scored
-            check_lines(in_path)
+            check_lines(in_path, self.options.max_tokens)
         with InputTable(in_path) as table, AtomicOutput(out_path, on_warning=self.on_warning) as out:
             summary = self.rescore_stream(table, out, in_path)
             if summary.lines == 0:  # most likely an earlier step that failed: never pass it on silently
@@ -170,9 +173,11 @@ class TableRescorer:
         size, cap = self.options.window, self.options.window_cap
         window: list[Entry] = []
         check_fields = self._fields
+        limit = self.options.max_tokens
         for entry in checked_entries(table, self._in_path):
             self._check_order(entry)
             check_fields(entry)
+            check_phrases(self._in_path, entry, limit)
             if len(window) >= size and (entry.source != window[-1].source or len(window) >= cap):
                 yield window
                 window = []
@@ -250,16 +255,18 @@ class TableRescorer:
         return b"".join(with_appended(e, c) for e, c in zip(window, text, strict=True))
 
 
-def check_lines(in_path: str) -> int:
+def check_lines(in_path: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> int:
     """Read every line of the table at ``in_path`` as rescoring reads it (``checked_entries``,
-    ``ScoreFieldCheck``: the line, its fields, its score count) without scoring it, and return
-    their number; an empty table is refused. About 230,000 lines/s on one core: 4 s of the
+    ``ScoreFieldCheck``: the line, its fields, its score count; ``data.line_limit.check_phrases``:
+    no phrase of more than ``max_tokens`` tokens) without scoring it, and return their number; an
+    empty table is refused. About 230,000 lines/s on one core: 4 s of the
     bundled 839,351-line table, against 437 s to score it."""
     check = ScoreFieldCheck(in_path)
     lines = 0
     with InputTable(in_path) as table:
         for entry in checked_entries(table, in_path):
             check(entry)
+            check_phrases(in_path, entry, max_tokens)
             lines += 1
     if lines == 0:
         raise PhraseTableError(in_path, None, "empty phrase table: no lines to rescore")
@@ -268,11 +275,9 @@ def check_lines(in_path: str) -> int:
 
 def load_checkpoints(model_path: str | Sequence[str]) -> list[Checkpoint]:
     """The network(s) of a run, loaded in the order given: phrase networks (of either direction),
-    a translation network (train-nmt) refused with what it is for."""
-    checkpoints = [load_checkpoint(p) for p in ([model_path] if isinstance(model_path, str) else model_path)]
-    for ckpt in checkpoints:
-        refuse_kind(ckpt.path or "model", ckpt.kind, "rescoring a phrase table (--model)", ("phrase",))
-    return checkpoints
+    a translation network (train-nmt) or a CSLM refused with what it is for."""
+    paths = [model_path] if isinstance(model_path, str) else model_path
+    return [load_checkpoint(check_kind(p, "rescore-phrase-table --model", ("phrase",))) for p in paths]
 
 
 def _flat(id_lists: list[list[int]]) -> np.ndarray:

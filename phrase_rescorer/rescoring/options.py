@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import __version__
+from ..data.line_limit import DEFAULT_MAX_TOKENS
 from ..errors import UsageError
 from ..model.checkpoint import Checkpoint
 from ..moses.score_format import SCORE_FORMATS
@@ -38,6 +39,7 @@ class RescoreOptions:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     dtype: str = "float32"
     scorer: str = "prefix"  # a name in scorers.SCORERS
+    max_tokens: int | None = DEFAULT_MAX_TOKENS  # the longest phrase scored (data.line_limit); None: no limit
 
     def __post_init__(self) -> None:
         if self.score_format not in SCORE_FORMATS:
@@ -52,6 +54,8 @@ class RescoreOptions:
             raise ValueError("window must be >= 1 and window_cap >= window")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1 (None: no limit)")
 
     @property
     def columns(self) -> int:

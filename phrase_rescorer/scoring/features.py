@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from ..data.corpus import read_sentences
-from ..lm.lm_file import LMFile, is_lm_file, load_lm
+from ..data.line_limit import within_limit
+from ..lm.lm_file import LMFile, load_lm
 from ..lm.scoring import sentence_log_probs, sentence_token_log_probs
 from ..model.checkpoint import Checkpoint, load_checkpoint
-from ..model.files import read_torch_file
-from ..model.kinds import phrase_network_warning
+from ..model.kinds import open_model, phrase_network_warning
 from ..rescoring.scorers import ReferenceScorer, make_scorer
 
 
@@ -130,9 +130,10 @@ class TranslationFeature:
         return terms
 
 
-def read_source_text(path: str) -> list[str]:
-    """The sentences of a source text, as the n-best features read them (tokens joined by one space)."""
-    return [" ".join(tokens) for tokens in read_sentences(path)]
+def read_source_text(path: str, max_tokens: int | None = None) -> list[str]:
+    """The sentences of a source text, as the n-best features read them (tokens joined by one
+    space); a line of more than ``max_tokens`` tokens is refused (``data.line_limit``)."""
+    return [" ".join(tokens) for tokens in within_limit(path, read_sentences(path), max_tokens)]
 
 
 def load_feature(
@@ -142,11 +143,12 @@ def load_feature(
     device: torch.device | str = "cpu",
     on_warning: Callable[[str], None] | None = None,
 ) -> CSLMFeature | TranslationFeature:
-    """The feature of the model file ``path``: a CSLM, or a translation network (which needs
-    ``sources``; ValueError without them). Unreadable files raise ``CheckpointError``."""
-    if is_lm_file(read_torch_file(path)):
-        return CSLMFeature(load_lm(path), name, device)
-    checkpoint = load_checkpoint(path)
+    """The feature of the model file ``path``, read once: a CSLM, or a translation network (which
+    needs ``sources``; ValueError without them). Unreadable files raise ``CheckpointError``."""
+    opened = open_model(path)
+    if opened.kind[0] == "cslm":
+        return CSLMFeature(load_lm(opened), name, device)
+    checkpoint = load_checkpoint(opened)
     if sources is None:
         raise ValueError(
             f"{path} is a translation network: it scores a hypothesis given its source "

@@ -1,7 +1,7 @@
 """ln p of every line of a text (a CSLM) or of a pair of line-aligned texts (a translation
 network), one value out per line in, in order (``phrase-rescorer score``).
 
-What is scored is what the n-best features score (``nbest.features``), through the same objects,
+What is scored is what the n-best features score (``scoring.features``), through the same objects,
 so that a sentence gets the same number in an n-best list and here:
 
 * a CSLM: ``ln p(w_1 .. w_m </s>)`` of each line of SRC, ``<s>`` before the first word;
@@ -23,25 +23,33 @@ length) before the first is scored: regular files are read twice (a checking pas
 scoring pass, which must find the same lines), what cannot be read twice (stdin, a pipe) is
 held in memory. Output goes through ``output.AtomicOutput`` (complete or absent), compressed
 by its name.
+
+**Long lines.** The checking pass also measures each line against ``--max-tokens``
+(``data.line_limit``): the first longer line is refused before any is scored, or, with
+``--skip-long`` (corpus filtering, where such lines are noise), every line pair with a side that
+long is not given to the network and its output line is :data:`SKIPPED` (``-inf``: ln 0, last in
+any ranking or threshold); the output keeps one line per input line and the summary counts the
+scored lines only.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from ..compression import rereadable
 from ..data.corpus import read_sentences
+from ..data.line_limit import line_too_long
 from ..model.checkpoint import unusable_weights
 from ..moses.nbest import format_value
 from ..moses.phrase_table import PhraseTableError
-from ..nbest.features import Hypothesis
 from ..output import AtomicOutput
+from .features import Hypothesis
 
 #: Lines scored together (sources encoded once per window, shared prefixes decoded once).
 WINDOW_LINES = 4096
@@ -49,9 +57,12 @@ WINDOW_LINES = 4096
 #: The summaries ``--summary`` can print instead of the line scores (marian-scorer's names).
 SUMMARIES = ("cross-entropy", "ce-mean-words", "ce-sum", "perplexity")
 
+#: The output value of a line not scored for its length (``--skip-long``): ln 0.
+SKIPPED = b"-inf"
+
 
 class SentenceFeature(Protocol):
-    """A feature of ``nbest.features``: a line's value, its count of log-probabilities, its terms."""
+    """A feature of ``scoring.features``: a line's value, its count of log-probabilities, its terms."""
 
     path: str
 
@@ -74,16 +85,31 @@ class Text:
     """A text file checked whole before it is scored: :attr:`lines` counted and every line
     decoded (a bad line raises ``PhraseTableError`` naming it). What cannot be read twice
     (standard input, a pipe such as ``<(zcat f.gz)``) is kept in memory; a regular file is read
-    again, and must give the lines counted (a file changed meanwhile stops the run)."""
+    again, and must give the lines counted (a file changed meanwhile stops the run).
 
-    def __init__(self, path: str):
+    A line of more than ``max_tokens`` tokens is refused (``data.line_limit.LineTooLong``), or
+    with ``skip_long`` noted in :attr:`long` (the numbers, from 1, of such lines), not to be
+    scored (:func:`score_texts`)."""
+
+    def __init__(self, path: str, max_tokens: int | None = None, *, skip_long: bool = False):
         self.path = path
         self._held: list[list[str]] | None = None
+        self.long: list[int] = []
         if rereadable(path):
-            self.lines = sum(1 for _ in read_sentences(path))
+            self.lines = sum(1 for _ in self._measured(max_tokens, skip_long))
         else:
-            self._held = list(read_sentences(path))
+            self._held = list(self._measured(max_tokens, skip_long))
             self.lines = len(self._held)
+
+    def _measured(self, max_tokens: int | None, skip_long: bool) -> Iterator[list[str]]:
+        for line_no, tokens in enumerate(read_sentences(self.path), 1):
+            if max_tokens is not None and len(tokens) > max_tokens:
+                if not skip_long:
+                    raise line_too_long(
+                        self.path, line_no, len(tokens), max_tokens, also="give --skip-long (-inf for it)"
+                    )
+                self.long.append(line_no)
+            yield tokens
 
     def __iter__(self) -> Iterator[list[str]]:
         if self._held is not None:
@@ -123,6 +149,7 @@ class ScoreSummary:
     logp: float = 0.0
     unknown: int = 0  # words outside the shortlist (scored as p(<unk>))
     seconds: float = 0.0
+    skipped: int = 0  # lines not scored for their length, written as SKIPPED (not in the figures above)
 
     @property
     def ce_mean_words(self) -> float:
@@ -145,7 +172,9 @@ class ScoreSummary:
         return values[name]
 
 
-def _windows(source: Text, target: Text | None, size: int) -> Iterator[tuple[list[str], list[TextLine]]]:
+def _windows(
+    source: Iterable[list[str]], target: Iterable[list[str]] | None, size: int
+) -> Iterator[tuple[list[str], list[TextLine]]]:
     """(the window's distinct source sentences, its lines): for a CSLM (no target) the lines are
     the source's; for a pair, each target line with its source sentence (equal sources shared)."""
     pending: list[TextLine] = []
@@ -193,7 +222,9 @@ def score_texts(
     """Write one line per line of ``source`` (and ``target``) to ``out_path``: its ln p, or ln p
     per word with ``normalize``; with ``word_scores`` followed by `` ||| WordScores= `` and the
     ln p of each token and of </s> (never normalised). With ``summary`` (one of
-    :data:`SUMMARIES`) the output is that one figure of the whole text instead.
+    :data:`SUMMARIES`) the output is that one figure of the whole text instead. A line that
+    either text holds too long (``Text(..., skip_long=True)``) is not scored: its output line is
+    :data:`SKIPPED` (`` ||| WordScores=`` after it with ``word_scores``), outside the summary.
 
     ``feature`` scores a translation network's lines given its ``sources`` attribute, set here
     window by window. The texts must have been checked (:class:`Text`, :func:`check_aligned`).
@@ -201,43 +232,126 @@ def score_texts(
     if summary is not None and summary not in SUMMARIES:
         raise ValueError(f"unknown summary {summary!r}; expected one of {', '.join(SUMMARIES)}")
     started = time.monotonic()
-    result = ScoreSummary()
+    long = sorted(set(source.long) | set(target.long if target is not None else ()))
+    result = ScoreSummary(skipped=len(long))
+    terms = word_scores and summary is None
+    skips = _Skips(long, SKIPPED + (b" ||| WordScores=" if terms else b"") + b"\n")
+    texts: tuple[Iterable[list[str]], Iterable[list[str]] | None] = (source, target)
+    if long:  # the network never sees them
+        texts = (_kept(source, long), None if target is None else _kept(target, long))
+
+    def where(n: int) -> str:
+        return f"{source.path}:{skips.input_line(n)}"
+
     with AtomicOutput(out_path, on_warning=on_warning) as out:
-        for sources, lines in _windows(source, target, window):
-            if target is not None:
-                feature.sources = sources  # type: ignore[attr-defined]  # a translation feature
-            _score_window(
-                feature, lines, out, result, normalize, word_scores and summary is None, summary is None, source.path
-            )
+        for scores in scored_windows(feature, *texts, where, terms, window):
+            result.lines += len(scores.totals)
+            result.words += int(scores.counts.sum())
+            result.logp += float(scores.totals.sum())
+            result.unknown += scores.unknown
+            if summary is None:
+                words = scores.terms if scores.terms is not None else [None] * len(scores.totals)
+                values = zip(scores.values(normalize), words, strict=True)
+                out.write(b"".join(skips.around([_line(float(v), w) for v, w in values])))
+            else:
+                skips.around([b""] * len(scores.totals))
             if on_progress is not None:
-                on_progress(result.lines)
-        if summary is not None:
+                on_progress(skips.done)
+        rest = skips.rest()
+        if on_progress is not None and rest:
+            on_progress(skips.done)
+        if summary is None:
+            out.write(b"".join(rest))
+        else:
             out.write(f"{result.figure(summary):.6f}\n".encode())
     result.seconds = time.monotonic() - started
     return result
 
 
-def _score_window(
+def _kept(text: Iterable[list[str]], long: Sequence[int]) -> Iterator[list[str]]:
+    """The lines of ``text`` whose numbers (from 1) are not in ``long`` (sorted)."""
+    skipped = set(long)
+    return (tokens for line_no, tokens in enumerate(text, 1) if line_no not in skipped)
+
+
+class _Skips:
+    """The output rows of the lines not scored (their numbers from 1, sorted), put back among
+    those of the lines scored, in input order."""
+
+    def __init__(self, lines: Sequence[int], row: bytes) -> None:
+        self.lines, self.row = lines, row
+        self.done = 0  # input lines passed, scored or not
+        self._passed = 0  # of them not scored
+
+    def around(self, rows: Sequence[bytes]) -> list[bytes]:
+        """The next scored lines' ``rows``, with the rows of the lines not scored before and among them."""
+        out: list[bytes] = []
+        for row in rows:
+            while self._passed < len(self.lines) and self.lines[self._passed] == self.done + 1:
+                out.append(self.row)
+                self._passed += 1
+                self.done += 1
+            out.append(row)
+            self.done += 1
+        return out
+
+    def rest(self) -> list[bytes]:
+        """The rows of the lines not scored after the last scored one."""
+        out = [self.row] * (len(self.lines) - self._passed)
+        self.done += len(out)
+        self._passed = len(self.lines)
+        return out
+
+    def input_line(self, n: int) -> int:
+        """The input line number of the ``n``-th line scored."""
+        for line_no in self.lines:
+            if line_no > n:
+                break
+            n += 1
+        return n
+
+
+@dataclass(frozen=True)
+class WindowScores:
+    """A window of lines scored (:func:`scored_windows`), in order: each line's ln p (float64),
+    its word count (the predicted tokens + 1 for </s>), with ``word_scores`` its terms (the ln p
+    of each token and of </s>, never normalised), and the lines' words outside the shortlist."""
+
+    totals: np.ndarray
+    counts: np.ndarray
+    terms: list[np.ndarray] | None
+    unknown: int
+
+    def values(self, normalize: bool = False) -> np.ndarray:
+        """Each line's ln p, or with ``normalize`` its ln p per word (``--normalize``)."""
+        return self.totals / self.counts if normalize else self.totals
+
+
+def scored_windows(
     feature: SentenceFeature,
-    lines: Sequence[TextLine],
-    out: BinaryIO,
-    result: ScoreSummary,
-    normalize: bool,
-    word_scores: bool,
-    write: bool,
-    source_path: str,
-) -> None:
-    totals, unknown = feature.score(lines)
-    bad = np.flatnonzero(~(np.isfinite(totals) & (totals <= 1e-6)))
-    if bad.size:  # a log p: NaN or inf from weights that diverged (exit 4, as nbest and rescoring)
-        i = int(bad[0])
-        raise unusable_weights(feature.path, float(totals[i]), f"{source_path}:{result.lines + i + 1}")
-    counts = feature.predictions(lines)
-    terms: Sequence[np.ndarray | None] = feature.token_scores(lines) if word_scores else [None] * len(lines)
-    result.lines += len(lines)
-    result.words += int(counts.sum())
-    result.logp += float(totals.sum())
-    result.unknown += unknown
-    if write:
-        values = totals / counts if normalize else totals
-        out.write(b"".join(_line(float(v), t) for v, t in zip(values, terms, strict=True)))
+    source: Iterable[list[str]],
+    target: Iterable[list[str]] | None,
+    where: Callable[[int], str],
+    word_scores: bool = False,
+    window: int = WINDOW_LINES,
+) -> Iterator[WindowScores]:
+    """Score the token lists of ``source`` (a CSLM's lines) or, given ``target``, each target
+    line given the source line of the same number, ``window`` lines at a time: the one scoring
+    of ``score`` (:func:`score_texts`) and of the Python API (``scoring.api``). ``where(n)``
+    names line ``n`` (from 1) in the error of a network that gives a log p that is no finite
+    value <= 0 (``unusable_weights``, exit 4, as nbest and rescoring).
+
+    ``feature`` scores a translation network's lines given its ``sources`` attribute, set here
+    window by window."""
+    scored = 0
+    for sources, lines in _windows(source, target, window):
+        if target is not None:
+            feature.sources = sources  # type: ignore[attr-defined]  # a translation feature
+        totals, unknown = feature.score(lines)
+        bad = np.flatnonzero(~(np.isfinite(totals) & (totals <= 1e-6)))
+        if bad.size:
+            i = int(bad[0])
+            raise unusable_weights(feature.path, float(totals[i]), where(scored + i + 1))
+        terms = feature.token_scores(lines) if word_scores else None
+        scored += len(lines)
+        yield WindowScores(totals, feature.predictions(lines), terms, unknown)

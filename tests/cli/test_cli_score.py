@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import math
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,30 @@ def test_score_is_the_nbest_feature_and_sequence_log_probs(models: dict[str, Pat
     assert scored == pytest.approx(direct(models, kind), abs=1e-4, rel=1e-5)
     if kind == "inverse":  # not the forward network's numbers under another name
         assert scored != pytest.approx(values(score(models, "nmt")), abs=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["cslm", "nmt"])
+def test_nbest_and_score_split_words_alike_at_every_kind_of_space(
+    models: dict[str, Path], kind: str, tmp_path: Path
+) -> None:
+    """A hypothesis with a no-break space, a thin space, a form feed ...: one word, as Moses reads
+    it, in ``nbest`` as in ``score``; a space or a tab: two."""
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and chr(c) != "\n"]
+    hyps = [f"la{space}maison est petite" for space in spaces]
+    text, src, nbest = tmp_path / "hyps.fr", tmp_path / "src.en", tmp_path / "in.nbest"
+    text.write_bytes("".join(f"{h}\n" for h in hyps).encode("utf-8"))
+    src.write_bytes(SRC.read_bytes().splitlines(keepends=True)[0] * len(hyps))
+    nbest.write_bytes("".join(f"{i} ||| {h} ||| LM0= -1 ||| -1\n" for i, h in enumerate(hyps)).encode("utf-8"))
+    source = [] if kind == "cslm" else ["--source", str(src)]
+    run_here("nbest", str(nbest), str(tmp_path / "out.nbest"), "-m", str(models[kind]), "--name", "F0", *source)
+    written = (tmp_path / "out.nbest").read_bytes().decode().split("\n")[:-1]  # \r, \x85 ... end no line
+    fields = [line.split(" ||| ")[2].split(" ") for line in written]
+    from_nbest = [float(f[f.index("F0=") + 1]) for f in fields]
+    scored = values(run_here("score", *([] if kind == "cslm" else [str(src)]), str(text), "-m", str(models[kind])))
+    assert scored == pytest.approx(from_nbest, abs=2e-6)
+    by_space = dict(zip(spaces, scored, strict=True))
+    assert by_space[" "] == by_space["\t"]  # two words
+    assert all(v != by_space[" "] for s, v in by_space.items() if s not in " \t")  # one
 
 
 @pytest.mark.parametrize("kind", KINDS)

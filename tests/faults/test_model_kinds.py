@@ -35,9 +35,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
-    from phrase_rescorer.model.kinds import check_kind, describe_kind, model_kind
+    from phrase_rescorer.model.kinds import check_kind, describe_kind, open_model
 
-    assert {name: model_kind(str(p)) for name, p in models.items()} == {
+    assert {name: open_model(str(p)).kind for name, p in models.items()} == {
         "forward": ("phrase", "forward"),
         "inverse": ("phrase", "inverse"),
         "nmt": ("sentence", "forward"),
@@ -61,7 +61,7 @@ def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
             "nmt",
             r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer nbest -m, score -m, "
             r"experiment --nmt; "
-            r"rescoring a phrase table \(--model\) takes a phrase network",
+            r"rescore-phrase-table --model takes a phrase network",
         ),
     ],
 )
@@ -77,6 +77,49 @@ def test_rescore_given_a_sentence_model_says_what_it_is(
     code, err = run_cli(["rescore", str(SAMPLE), str(out), "-m", str(models[kind])], monkeypatch, capsys)
     assert code == 4 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"phrase-rescorer: error: {models[kind]}: ") and re.search(message, err), err
+    assert not out.exists()
+
+
+NETWORKS = r"a phrase network \(phrase-rescorer train\) or a translation network \(phrase-rescorer train-nmt\)"
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "wanted"),
+    [
+        ("translate", "cslm", rf"phrase-rescorer translate -m takes {NETWORKS}$"),
+        ("average", "cslm", rf"phrase-rescorer average takes {NETWORKS}$"),
+        ("average-last", "cslm", rf"phrase-rescorer average --average-last takes {NETWORKS}$"),
+        ("inspect", "nmt", r"phrase-rescorer inspect -m takes a phrase network \(phrase-rescorer train\)$"),
+        ("inspect", "cslm", r"phrase-rescorer inspect -m takes a phrase network \(phrase-rescorer train\)$"),
+        ("suggest", "cslm", rf"phrase-rescorer suggest -m takes {NETWORKS}$"),
+    ],
+)
+def test_each_command_says_what_the_file_is_and_what_it_takes(
+    command: str,
+    kind: str,
+    wanted: str,
+    models: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A file of another kind: exit 4 and one line, the file, what it is, and what the command's
+    option takes, before any output is written."""
+    given, out = models[kind], tmp_path / "out"
+    if command == "average-last":  # the .last.pt of a train-lm run
+        given = tmp_path / "run.last.pt"
+        given.write_bytes(models[kind].read_bytes())
+    args = {
+        "translate": ["translate", str(SAMPLE), str(out), "-m", str(given)],
+        "average": ["average", str(out), str(given), str(given)],
+        "average-last": ["average", str(out), "--average-last", "1", str(tmp_path / "run.pt")],
+        "inspect": ["inspect", str(SAMPLE), "-m", str(given)],
+        "suggest": ["suggest", "-m", str(given), "--table", str(SAMPLE), "maison"],
+    }[command]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    what = {"nmt": "a translation network", "cslm": "a CSLM"}[kind]
+    assert err.startswith(f"phrase-rescorer: error: {given}: {what} ") and re.search(wanted, err.strip()), err
     assert not out.exists()
 
 

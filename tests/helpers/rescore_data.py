@@ -20,10 +20,11 @@ import torch
 from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.data.pairs import load_pairs
 from phrase_rescorer.data.subwords import learn_pair_subwords
-from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
+from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import ModelConfig, RNNEncoderDecoder, sequence_log_probs
 from phrase_rescorer.moses.table_reader import InputTable
+from phrase_rescorer.moses.words import split_words
 from tests.helpers.paths import REAL_TABLE, SAMPLE
 
 
@@ -129,8 +130,8 @@ def reference_log_probs(checkpoint: Checkpoint, table: Path, every: int = 1, bat
         for entry in t:
             if (entry.line_no - 1) % every:
                 continue
-            src = checkpoint.src_vocab.encode(tokenize_phrase(entry.source))
-            tgt = checkpoint.tgt_vocab.encode(tokenize_phrase(entry.target))
+            src = checkpoint.src_vocab.encode(split_words(entry.source))
+            tgt = checkpoint.tgt_vocab.encode(split_words(entry.target))
             pending.append((entry.line_no, src, tgt))
             if len(pending) == batch:
                 flush()

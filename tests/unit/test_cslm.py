@@ -98,7 +98,7 @@ def test_a_tampered_model_file_is_refused_before_building(tmp_path: Path, lm: Pa
     torch.save(payload, tmp_path / "bad.pt")
     with pytest.raises(CheckpointError, match="inconsistent model file: layers.0.weight has shape"):
         load_lm(str(tmp_path / "bad.pt"))
-    with pytest.raises(CheckpointError, match="not a phrase_rescorer CSLM file"):
+    with pytest.raises(CheckpointError, match="not a phrase_rescorer model file"):
         torch.save({"x": 1}, tmp_path / "other.pt")
         load_lm(str(tmp_path / "other.pt"))
 

@@ -31,6 +31,7 @@ EXPECTED = {
     "analysis.plots.PlotsUnavailable": 2,
     "cli.common.UserError": 2,  # the default; a command gives another where it says so
     "compression.CompressionError": 1,  # its callers turn it into the input's (3) or the output's (6) error
+    "data.line_limit.LineTooLong": 3,
     "data.subwords.SubwordError": 2,
     "devices.DeviceError": 2,
     "errors.HostError": 6,
@@ -61,8 +62,11 @@ EXPECTED = {
     "output_paths.ReaderGone": 141,
     "parallel.distributed.DistributedError": 2,
     "reranking.mert.RerankError": 6,
+    "reranking.tune.HeldOutError": 6,
     "reranking.weights.WeightsError": 2,
     "rescoring.options.OptionError": 2,
+    "run_lock.LockHeld": 6,
+    "run_lock.NotALock": 6,
     "training.log.TrainingLogError": 3,
     "training.loop.TrainingError": 2,
     "training.loop.Interrupted": 130,  # stopped by SIGINT; by SIGTERM 143
@@ -165,6 +169,8 @@ def _run(error: BaseException, monkeypatch: pytest.MonkeyPatch) -> int:
         (KeyboardInterrupt(), 130),
         (Terminated(signal.SIGHUP), 129),
         (Terminated(signal.SIGTERM), 143),
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory"), 6),
+        (MemoryError(), 6),
     ],
 )
 def test_a_program_exits_with_the_table_s_code(
@@ -173,6 +179,27 @@ def test_a_program_exits_with_the_table_s_code(
     assert _run(error, monkeypatch) == code
     err = capsys.readouterr().err
     assert err.strip().startswith("prog: error: ") and "\n" not in err.strip(), err  # click writes a newline on ^C
+
+
+def test_only_an_allocation_that_failed_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's CPU allocator (a plain RuntimeError), CUDA's, Python's: exit 6 and one line; any
+    other RuntimeError is a bug, which keeps its traceback (exit 1)."""
+    cpu = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 3200160016 bytes. Error code 12 (Cannot allocate memory)"
+    )
+    assert errors.out_of_memory(cpu) == (
+        "out of memory: DefaultCPUAllocator: can't allocate memory: you tried to allocate 3200160016 bytes. "
+        "Error code 12 (Cannot allocate memory)"
+    )
+    cuda = RuntimeError("CUDA out of memory. Tried to allocate 2.98 GiB.\nIf reserved but unallocated ...")
+    assert errors.out_of_memory(cuda) == "out of memory: CUDA out of memory. Tried to allocate 2.98 GiB."
+    assert errors.out_of_memory(MemoryError()) == "out of memory"
+    assert exit_code(cpu) == exit_code(cuda) == exit_code(MemoryError()) == errors.EXIT_OS
+    bug = RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x16 and 8x16)")
+    assert errors.out_of_memory(bug) is None and exit_code(bug) == errors.EXIT_INTERNAL
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        _run(bug, monkeypatch)
 
 
 #: Calls that end a program or carry its exit code.

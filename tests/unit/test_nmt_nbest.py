@@ -14,8 +14,8 @@ from phrase_rescorer.data.batching import sequences_batch
 from phrase_rescorer.model.checkpoint import load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs
 from phrase_rescorer.moses.nbest import NbestError, dense_features, parse_nbest_line, read_nbest
-from phrase_rescorer.nbest.features import TranslationFeature, load_feature
-from phrase_rescorer.nbest.stream import append_features
+from phrase_rescorer.scoring.features import TranslationFeature, load_feature
+from phrase_rescorer.scoring.nbest import append_features
 from tests.helpers.rescore_data import tiny_arch_checkpoint, tiny_checkpoint
 
 SOURCES = ["a man in a blue shirt .", "two dogs play", "a woman sits on a bench"]

@@ -15,12 +15,12 @@ import torch
 from phrase_rescorer.analysis.translate import translate
 from phrase_rescorer.data.batching import Batch, sequences_batch
 from phrase_rescorer.data.pairs import PairBuilder
-from phrase_rescorer.data.vocab import tokenize_phrase
 from phrase_rescorer.model.averaging import AveragingError, average_checkpoints
 from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, Checkpoint, load_checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import sequence_log_probs, sequence_token_log_probs
 from phrase_rescorer.moses.nbest import parse_nbest_line
-from phrase_rescorer.nbest.features import Hypothesis, TranslationFeature, load_feature
+from phrase_rescorer.moses.words import split_words
+from phrase_rescorer.scoring.features import Hypothesis, TranslationFeature, load_feature
 from tests.helpers.nmt import SIZES, TINY_MOSES
 from tests.helpers.paths import PYTHON, cli_env
 from tests.helpers.rescore_data import tiny_arch_checkpoint, tiny_checkpoint
@@ -80,8 +80,8 @@ def test_the_feature_scores_the_hypothesis_words_reversed(tmp_path: Path, direct
     want, left_to_right = [], []
     for s, h in HYPS:
         src, tgt = (h, SOURCES[s]) if direction == "inverse" else (SOURCES[s], h)
-        want.append(_plain(ckpt, tokenize_phrase(src), tokenize_phrase(tgt)[::-1]))
-        left_to_right.append(_plain(ckpt, tokenize_phrase(src), tokenize_phrase(tgt)))
+        want.append(_plain(ckpt, split_words(src), split_words(tgt)[::-1]))
+        left_to_right.append(_plain(ckpt, split_words(src), split_words(tgt)))
     assert np.max(np.abs(got - np.array(want))) < TOLERANCE
     assert np.max(np.abs(got - np.array(left_to_right))) > 100 * TOLERANCE  # the order matters to the network
 
@@ -102,13 +102,11 @@ def test_a_subword_network_reverses_the_units_not_the_words(tmp_path: Path) -> N
         subwords=plain.subwords,
     )
     ckpt = load_checkpoint(str(model))
-    units = plain.subwords[1].split(tokenize_phrase(HYPS[0][1]))
-    assert len(units) > len(tokenize_phrase(HYPS[0][1])) and ckpt.split(HYPS[0][1], 1) == units[::-1]
+    units = plain.subwords[1].split(split_words(HYPS[0][1]))
+    assert len(units) > len(split_words(HYPS[0][1])) and ckpt.split(HYPS[0][1], 1) == units[::-1]
     feature = load_feature(str(model), "NMT0", SOURCES)
     got, _ = feature.score(_lines())
-    want = [
-        _plain(ckpt, plain.split(SOURCES[s], 0), plain.subwords[1].split(tokenize_phrase(h))[::-1]) for s, h in HYPS
-    ]
+    want = [_plain(ckpt, plain.split(SOURCES[s], 0), plain.subwords[1].split(split_words(h))[::-1]) for s, h in HYPS]
     assert np.max(np.abs(got - np.array(want))) < TOLERANCE
 
 
@@ -121,8 +119,8 @@ def test_word_scores_are_listed_in_reading_order_and_sum_to_the_line(tmp_path: P
     totals, _ = feature.score(lines)
     ckpt = load_checkpoint(str(r2l))
     for (s, h), line_terms, total in zip(HYPS, terms, totals, strict=True):
-        words = tokenize_phrase(h)
-        b = _batch(ckpt, tokenize_phrase(SOURCES[s]), words[::-1])
+        words = split_words(h)
+        b = _batch(ckpt, split_words(SOURCES[s]), words[::-1])
         with torch.no_grad():
             row = sequence_token_log_probs(ckpt.build_model(), b.src, b.src_len, b.tgt, b.tgt_len)[0]
         network_order = row[: len(words) + 1].double().numpy()  # w_n ... w_1 </s>

@@ -13,6 +13,10 @@ input. The list is read once: a regular file is counted first (a source file of 
 is then refused before any scoring), and anything else (stdin, a FIFO, ``<(zcat ...)``) as it
 streams: a sentence ID beyond the source file stops the run with its line named, a list that
 ends early is refused at its end, and AtomicOutput leaves no output file either way.
+
+A hypothesis of more tokens than ``max_tokens`` (``data.line_limit``: ``nbest --max-tokens``) is
+refused the same way: found by the first reading of a regular file, before any scoring, or as
+the list streams, before the window that holds it is scored.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import BinaryIO, Protocol
 import numpy as np
 
 from ..compression import rereadable
+from ..data.line_limit import line_too_long
 from ..model.checkpoint import unusable_weights
 from ..moses.nbest import NbestError, NbestLine, count_sentences, read_nbest, with_features
 from ..output import AtomicOutput, check_distinct_paths
@@ -64,18 +69,20 @@ def append_features(
     on_progress: Callable[[int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     source_path: str = "",
+    max_tokens: int | None = None,
 ) -> NbestSummary:
     """Write ``in_path`` to ``out_path`` with every feature appended to every line.
 
     ``sources``: the source sentences (``source_path`` names their file), when a feature reads
-    them; the list must then number exactly as many sentences."""
+    them; the list must then number exactly as many sentences. ``max_tokens``: the most tokens
+    a hypothesis may have (None: no limit)."""
     for feature in features:
         check_distinct_paths(in_path, out_path, model=feature.path)
     if source_path:
         check_distinct_paths(source_path, out_path)
-    if sources is not None and rereadable(in_path):  # read twice only where that is safe
-        counted = count_sentences(in_path)
-        if counted != len(sources):
+    if (sources is not None or max_tokens is not None) and rereadable(in_path):  # read twice only where safe
+        counted = count_sentences(in_path, lambda line: _check_length(in_path, line, max_tokens))
+        if sources is not None and counted != len(sources):
             raise NbestError(
                 source_path,
                 None,
@@ -113,6 +120,7 @@ def append_features(
     with AtomicOutput(out_path, on_warning=on_warning) as out:
         current = None
         for line in read_nbest(in_path):
+            _check_length(in_path, line, max_tokens)
             if lines == 0:  # a list that has the feature already (every line has line 1's features)
                 there = names & {name for name, _ in line.layout}
                 if there:
@@ -150,3 +158,8 @@ def append_features(
                 f"{len(sources):,}: give the source text the n-best list was translated from",
             )
     return NbestSummary(lines, sentences, words, unknown, time.monotonic() - started)
+
+
+def _check_length(path: str, line: NbestLine, max_tokens: int | None) -> None:
+    if max_tokens is not None and len(line.tokens) > max_tokens:
+        raise line_too_long(path, line.line_no, len(line.tokens), max_tokens)

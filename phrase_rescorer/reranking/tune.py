@@ -1,0 +1,125 @@
+"""The reranking weights tuned on the dev set's n-best list: the one sequence of ``rerank-tune`` and
+of ``experiment``'s reranked systems. The list is read (copied plain for Moses' extractor), checked
+against the reference, the start weights tuned (``mert``) and written; with a held-out file, each
+dev sentence is chosen by the weights tuned on the other half (``heldout``) with the same settings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..data.corpus import read_lines
+from ..errors import InputError
+from ..moses.toolkit import MosesToolkit
+from ..output import AtomicOutput
+from . import heldout, mert
+from .choose import output_lines, weighted_sums
+from .mbr import Mbr
+from .nbest_features import read_matrix
+from .weights import Weights, read_weights_file, vector, write_weights_file
+
+
+class HeldOutError(mert.RerankError):
+    """A held-out tuning failed (the tuned weights are written)."""
+
+
+@dataclass
+class Tuned:
+    weights: np.ndarray  # the tuned weights, in the list's layout
+    optimizer_bleu: float  # the optimiser's own figure (``mert.TuneResult.dev_bleu``)
+    lines: list[str]  # each dev sentence's hypothesis chosen by ``weights`` (and the MBR rule)
+    start_bleu: float | None = None  # with ``bleu``: that of the start weights' choice
+    tuned_bleu: float | None = None  # with ``bleu``: that of ``lines``
+    heldout: list[str] | None = None  # with ``heldout_out``: the lines written there
+
+
+def described(rule: Mbr | None) -> str:
+    """What a report line says of the MBR rule: nothing without one."""
+    return "" if rule is None else f", MBR of {rule.size} at scale {rule.scale:g}"
+
+
+def tune_on_dev(
+    toolkit: MosesToolkit,
+    nbest: str,
+    reference: str,
+    weights_out: str,
+    *,
+    init: str | None = None,
+    work_dir: str | None = None,
+    remove_work: bool = False,
+    optimizer: str = "mert",
+    seed: int = 1,
+    restarts: int = mert.RESTARTS,
+    threads: int = 1,
+    mbr: Mbr | None = None,
+    heldout_out: str | None = None,
+    heldout_name: str = "held-out dev BLEU",
+    bleu: Callable[[Sequence[str], Sequence[str]], float] | None = None,
+    title: str = "",
+    say: Callable[[str], None] = lambda _: None,
+) -> Tuned:
+    """Tune the dev list ``nbest``'s weights for BLEU against ``reference`` from ``init`` (None: all
+    0) into ``weights_out``; with ``heldout_out``, the held-out lines there (fewer sentences than
+    folds refused first, naming ``heldout_name``). The optimisers' files go to ``work_dir`` (None:
+    a temporary directory), removed with ``remove_work`` unless a tuning fails (its message names
+    its log there). ``bleu``: tokenized BLEU, to say the start, tuned (also the weights file's
+    first line, after ``title``) and held-out figures."""
+    refs = read_lines(reference)
+    start_weights: Weights | dict[str, list[float]] = read_weights_file(init) if init else {}
+    directory = work_dir if work_dir is not None else tempfile.mkdtemp(prefix="rerank-")
+    os.makedirs(directory, exist_ok=True)
+    remove = remove_work or work_dir is None
+    options: dict[str, Any] = {"seed": seed, "restarts": restarts, "threads": threads, "optimizer": optimizer}
+    try:
+        copy = os.path.join(directory, mert.NBEST_COPY)
+        matrix = read_matrix(nbest, copy_to=copy)
+        count = matrix.sentence_count
+        if len(refs) != count:
+            raise InputError(
+                f"{reference}: {len(refs):,} lines, but {nbest} lists {count:,} sentences (IDs 0 to {count - 1}): "
+                "give the reference of the sentences the list translates"
+            )
+        if heldout_out is not None and count < heldout.FOLDS:
+            raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
+        start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
+        weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused before tuning
+        mert.check_single_precision(matrix, start, init or "the start weights")  # and values beyond Moses' floats
+        result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)
+        tuned = Tuned(result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr))
+        comment = ""
+        if bleu is not None:
+            tuned.start_bleu, tuned.tuned_bleu = bleu(output_lines(matrix, start, mbr), refs), bleu(tuned.lines, refs)
+            comment = f"{title}: dev BLEU {tuned.start_bleu:.2f} -> {tuned.tuned_bleu:.2f}{described(mbr)}"
+        write_weights_file(weights_out, matrix.layout, result.weights, comment=comment)
+        if bleu is not None:
+            say(f"{nbest}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
+            say(
+                f"dev BLEU (tokenized, as MERT scores it{described(mbr)}): {tuned.start_bleu:.2f} with the start "
+                f"weights, {tuned.tuned_bleu:.2f} reranked; wrote {weights_out}"
+            )
+        if heldout_out is None:
+            return tuned
+        say(f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})")
+        held_dir = os.path.join(directory, heldout.SUBDIR)
+        try:
+            tuned.heldout = heldout.heldout_lines(toolkit, copy, matrix, refs, start, held_dir, mbr=mbr, **options)
+        except mert.RerankError as e:
+            raise HeldOutError(str(e)) from e
+        assert tuned.heldout is not None  # None for fewer sentences than folds, refused above
+        with AtomicOutput(heldout_out) as out:
+            out.write("".join(line + "\n" for line in tuned.heldout).encode("utf-8"))
+        if bleu is not None:
+            say(f"dev BLEU held out{described(mbr)}: {bleu(tuned.heldout, refs):.2f}; wrote {heldout_out}")
+        return tuned
+    except mert.RerankError:
+        remove = False  # the message names its log there
+        raise
+    finally:
+        if remove:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,110 @@
+"""Each command reads each model file it is given once: the file's kind is learnt from the same
+reading that the network, the CSLM or the saved state of ``--resume`` is built from
+(``model.kinds.open_model``). Every reading is counted at ``torch.load``, the programs run in this
+process."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.helpers.cli_run import run_cli
+from tests.helpers.cslm import TINY_MOSES, tiny_lm
+from tests.helpers.nmt import tiny_nmt
+from tests.helpers.paths import SAMPLE
+from tests.helpers.rescore_data import tiny_checkpoint
+from tests.helpers.train_options import TASKS
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("reads")
+    return {
+        "phrase": tiny_checkpoint(d / "phrase.pt", hidden=8, vocab=60),
+        "nmt": tiny_nmt(d / "nmt.pt", steps=2),
+        "cslm": tiny_lm(d / "cslm.pt", steps=2),
+    }
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The model files read, each with the number of its readings."""
+    counted: Counter[str] = Counter()
+    load = torch.load
+
+    def counting(f: Any, *args: Any, **kwargs: Any) -> Any:
+        counted[str(f)] += 1
+        return load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting)
+    return counted
+
+
+def _run(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_cli(["-q", *args], monkeypatch, capsys)
+    assert code == 0, err
+
+
+def test_nbest_score_rescore_translate_read_each_model_once(
+    models: dict[str, Path],
+    reads: Counter[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    nbest = tmp_path / "in.nbest"
+    nbest.write_text("".join(f"{i} ||| un homme . ||| LM0= -10.5 ||| -3.7\n" for i in range(3)))
+    cslm, nmt, phrase = (str(models[k]) for k in ("cslm", "nmt", "phrase"))
+    source, target = str(tmp_path / "src.en"), str(tmp_path / "tgt.fr")
+    for name, path in (("dev.en", source), ("dev.fr", target)):
+        Path(path).write_text("".join((TINY_MOSES / name).read_text().splitlines(keepends=True)[:3]))
+    out = str(tmp_path / "out.nbest")
+    _run(["nbest", str(nbest), out, "-m", cslm, "-m", nmt, "--source", source], monkeypatch, capsys)
+    assert dict(reads) == {cslm: 1, nmt: 1}
+    reads.clear()
+    _run(["score", target, "-m", cslm, "-o", str(tmp_path / "lm.txt")], monkeypatch, capsys)
+    _run(["score", source, target, "-m", nmt, "-o", str(tmp_path / "nmt.txt")], monkeypatch, capsys)
+    assert dict(reads) == {cslm: 1, nmt: 1}
+    reads.clear()
+    _run(["rescore", str(SAMPLE), str(tmp_path / "pt.gz"), "-m", phrase], monkeypatch, capsys)
+    assert dict(reads) == {phrase: 1}
+    reads.clear()
+    _run(["translate", source, str(tmp_path / "out.fr"), "-m", nmt, "--max-length", "3"], monkeypatch, capsys)
+    assert dict(reads) == {nmt: 1}
+
+
+def test_average_reads_each_file_once(
+    models: dict[str, Path],
+    reads: Counter[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    phrase = str(models["phrase"])
+    _run(["average", str(tmp_path / "avg.pt"), phrase, phrase, phrase], monkeypatch, capsys)
+    assert dict(reads) == {phrase: 1}
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_resume_and_average_last_read_the_saved_state_once(
+    task: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs, out = task.inputs(tmp_path), tmp_path / "m.pt"
+    keep = ["--keep-checkpoints", "2", "--valid-every", "2"] if task.command == "train" else []
+    _run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "2"], monkeypatch, capsys)
+    counted: Counter[str] = Counter()
+    load = torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: counted.update([str(f)]) or load(f, *a, **k))
+    _run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "4", "--resume"], monkeypatch, capsys)
+    last = str(tmp_path / "m.last.pt")
+    assert counted[last] == 1, counted
+    if keep:  # the run's .last.pt names the kept networks
+        counted.clear()
+        _run(["average", str(tmp_path / "avg.pt"), "--average-last", "2", str(out)], monkeypatch, capsys)
+        assert counted[last] == 1 and all(n == 1 for n in counted.values()), counted
