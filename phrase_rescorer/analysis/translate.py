@@ -5,17 +5,34 @@ Each sentence is searched on its own (``search.beam_search``: GroundHog's shrink
 length normalisation with ``alpha``); the best complete candidate is the translation. The
 network never proposes <unk> (``allow_unk`` False), and a subword network's units are joined
 back into tokens. Inputs and outputs are tokenized text, one sentence a line, in order.
+
+:func:`translate_nbest` gives each sentence's finished candidates instead, in the beam's final
+ranking (log p, or GNMT's s(Y, X) with ``alpha``), each translation once (a subword network's
+different units that join into the same tokens: the first kept), for a Moses-format n-best
+list of the network's own candidates (``translate --n-best-list``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import torch
 
 from ..model.checkpoint import Checkpoint, unusable_weights
 from .search import beam_search
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One finished candidate of the beam: its text (tokens joined by one space), log p(text
+    </s> | source) under the network, and the score the beam ranked it by (log p, or GNMT's
+    s(Y, X) with ``alpha``)."""
+
+    text: str
+    logp: float
+    rank: float
 
 
 def translate(
@@ -31,18 +48,51 @@ def translate(
 ) -> Iterator[str]:
     """The best translation of each sentence (tokens joined by one space), in order. Weights
     that give no finite log p (NaN) raise ``CheckpointError`` naming ``name``:LINE."""
+    for found in translate_nbest(
+        checkpoint,
+        sentences,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_length=max_length,
+        device=device,
+        on_sentence=on_sentence,
+        name=name,
+    ):
+        yield found[0].text if found else ""
+
+
+def translate_nbest(
+    checkpoint: Checkpoint,
+    sentences: Iterable[str],
+    *,
+    beam_size: int = 5,
+    alpha: float = 0.6,
+    max_length: int | None = None,
+    device: torch.device | str = "cpu",
+    on_sentence: Callable[[int], None] | None = None,
+    name: str = "input",
+) -> Iterator[list[Translation]]:
+    """Each sentence's distinct finished candidates (at most ``beam_size``), best first in the
+    beam's final ranking, in order; none for an empty sentence. Weights that give no finite
+    log p (NaN) raise ``CheckpointError`` naming ``name``:LINE."""
     model = checkpoint.build_model(device)
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]
     for n, sentence in enumerate(sentences, 1):
         src_ids = checkpoint.src_vocab.encode(checkpoint.split(sentence, 0))
         if not src_ids:
-            yield ""
+            yield []
+            if on_sentence is not None:
+                on_sentence(n)
             continue
         found = beam_search(model, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
         if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
             raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, f"{name}:{n}")
-        best = found[0]
-        units = checkpoint.written(checkpoint.tgt_vocab.decode(best.tokens))
-        yield " ".join(units if target_units is None else target_units.join(units))
+        distinct: dict[str, Translation] = {}
+        for candidate in found:
+            units = checkpoint.written(checkpoint.tgt_vocab.decode(candidate.tokens))
+            text = " ".join(units if target_units is None else target_units.join(units))
+            rank = candidate.logp if candidate.rank_score is None else candidate.rank_score
+            distinct.setdefault(text, Translation(text, candidate.logp, rank))
+        yield list(distinct.values())
         if on_sentence is not None:
             on_sentence(n)

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from . import cli
-from .common import device_option, model_option, progress, resolve_device, say, threads_option, warn
+from .common import (
+    UserError,
+    device_option,
+    max_tokens_option,
+    model_option,
+    progress,
+    resolve_device,
+    say,
+    threads_option,
+    warn,
+)
 
 
 @cli.command("translate")
@@ -26,6 +38,26 @@ from .common import device_option, model_option, progress, resolve_device, say, 
     "by log p alone, which favours short output.",
 )
 @click.option("--max-length", type=click.IntRange(1), help="Longest output, in units  [default: 2 x source + 10]")
+@click.option(
+    "--n-best-list",
+    "-n-best-list",
+    "nbest",
+    nargs=2,
+    type=(click.Path(allow_dash=True), click.IntRange(1)),
+    metavar="FILE N",
+    default=None,
+    help="Also write each sentence's N best distinct candidates of the beam (N <= --beam-size) to FILE "
+    "as a Moses n-best list (-n-best-list FILE N as in Moses), the network's log p as the feature "
+    "--name: the network's candidates for merge-nbest.",
+)
+@click.option(
+    "--name",
+    "feature_name",
+    default="NMT0",
+    show_default=True,
+    help="The feature of the network's log p in the --n-best-list FILE (as nbest names a translation network's).",
+)
+@max_tokens_option
 @device_option
 @threads_option
 @click.pass_context
@@ -37,6 +69,9 @@ def translate(
     beam_size: int,
     alpha: float,
     max_length: int | None,
+    nbest: tuple[str, int] | None,
+    feature_name: str,
+    max_tokens: int,
     device: str,
 ) -> None:
     """Translate IN (tokenized text, one sentence a line; - for stdin) with the network alone and
@@ -45,29 +80,61 @@ def translate(
     The stand-alone output of a sentence-level network (train-nmt), to score beside the Moses
     system whose n-best lists it reranks (nbest --source). The network never writes <unk>; a
     subword network's units are joined back into tokens. An inverse network (train-nmt
-    --direction inverse) translates the other way.
+    --direction inverse) translates the other way. A line of more than --max-tokens tokens is
+    refused before the first is translated.
+
+    With --n-best-list FILE N, FILE gets each sentence's N best distinct finished candidates, in
+    the beam's final ranking (line i of IN is sentence ID i), as Moses writes its n-best lists:
+    `ID ||| hypothesis ||| NMT0= log p ||| score`, log p the network's ln p(hypothesis </s> |
+    source) (the value nbest gives the same pair, for a network of words) and score the one the
+    beam ranked by (log p divided by GNMT's length normalisation with --length-alpha). An empty
+    line of IN gets one empty hypothesis, its value 0 (the network reads no empty source).
 
     \b
     Example:
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 5 -threads 2
+      phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
     """
-    from ..analysis.translate import translate as run
+    from ..analysis.translate import translate_nbest
     from ..data.corpus import read_sentences
+    from ..data.line_limit import within_limit
     from ..model.checkpoint import load_checkpoint
     from ..model.kinds import phrase_network_warning
-    from ..output import AtomicOutput, check_distinct_paths, check_output_path
+    from ..moses.nbest import check_feature_name, nbest_line
+    from ..moses.words import split_words
+    from ..output import AtomicOutput, check_distinct_paths, check_not_an_input, check_output_path
 
     check_output_path(out_path)
     check_distinct_paths(in_path, out_path, model=model)
-    checkpoint = load_checkpoint(model)
-    texts = [" ".join(tokens) for tokens in read_sentences(in_path)]  # read whole: a bad line refused first
+    nbest_path, nbest_size = nbest if nbest is not None else (None, 0)
+    if nbest_path is not None:
+        if nbest_size > beam_size:
+            raise UserError(
+                f"--n-best-list {nbest_path} {nbest_size}: the beam finishes at most --beam-size "
+                f"({beam_size}) candidates; give --beam-size {nbest_size} or more"
+            )
+        try:
+            check_feature_name(feature_name)
+        except ValueError as e:
+            raise UserError(f"--name: {e}") from e
+        if nbest_path == "-" and out_path == "-":
+            raise UserError("OUT and --n-best-list are both '-' (stdout): give one of them a file")
+        check_output_path(nbest_path)
+        check_distinct_paths(in_path, nbest_path, model=model)
+        check_not_an_input(nbest_path, (("output", out_path),))
+    checkpoint = load_checkpoint(model, "phrase-rescorer translate -m")
+    # read whole: a bad line, or one longer than --max-tokens, refused first
+    texts = [" ".join(tokens) for tokens in within_limit(in_path, read_sentences(in_path), max_tokens)]
     warning = phrase_network_warning(model, checkpoint.info, "it translates as a phrase model")
     if warning is not None:
         warn(warning)
     dev = resolve_device(device)
-    lines = 0
-    with progress(ctx, "translate", " sentences", total=len(texts)) as bar, AtomicOutput(out_path) as out:
-        for text in run(
+    lines = candidates = 0
+    with contextlib.ExitStack() as outputs:
+        bar = outputs.enter_context(progress(ctx, "translate", " sentences", total=len(texts)))
+        out = outputs.enter_context(AtomicOutput(out_path))
+        nbest_out = None if nbest_path is None else outputs.enter_context(AtomicOutput(nbest_path))
+        for found in translate_nbest(
             checkpoint,
             texts,
             beam_size=beam_size,
@@ -77,6 +144,16 @@ def translate(
             on_sentence=bar.update_to,
             name=in_path,
         ):
-            out.write(text.encode("utf-8") + b"\n")
+            out.write((found[0].text if found else "").encode("utf-8") + b"\n")
+            if nbest_out is not None:
+                kept = found[:nbest_size]
+                if not kept:  # an empty source: the empty translation, as OUT has it
+                    nbest_out.write(nbest_line(lines, [], [(feature_name, [0.0])], 0.0))
+                for t in kept:
+                    nbest_out.write(nbest_line(lines, split_words(t.text), [(feature_name, [t.logp])], t.rank))
+                candidates += max(len(kept), 1)
             lines += 1
-    say(ctx, f"{in_path}: {lines:,} sentences translated with {model} (beam {beam_size}, alpha {alpha:g})")
+    said = f"{in_path}: {lines:,} sentences translated with {model} (beam {beam_size}, alpha {alpha:g})"
+    if nbest_path is not None:
+        said += f"; {candidates:,} candidates in {nbest_path}"
+    say(ctx, said)

@@ -1,0 +1,110 @@
+"""``merge-nbest`` with the real Moses on tests/data/tiny-moses: the word penalty and LM value it
+computes for a hypothesis are the decoder's own for the same words (KenLM through Moses'
+bin/query), and the merged lists are tuned by Moses' kbmira and reranked. Skipped, with the
+reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.lm.kenlm import KenLMSentences
+from phrase_rescorer.moses.nbest import dense_features, read_nbest
+from phrase_rescorer.reranking.merge import new_features
+from tests.helpers.cslm import TINY_MOSES
+from tests.helpers.moses import moses_root
+from tests.helpers.paths import PYTHON, cli_env
+
+NEEDS = ("bin/moses", "bin/query", "bin/extractor", "bin/kbmira")
+LM = TINY_MOSES / "lm.fr.3gram.arpa.gz"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], capture_output=True, env=cli_env(), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def lists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    moses = moses_root(NEEDS)
+    tmp = tmp_path_factory.mktemp("merge")
+    ini = tmp / "moses.ini"
+    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
+    paths: dict[str, Path] = {"moses": moses, "ini": ini}
+    for part in ("dev", "test"):
+        nbest = tmp / f"{part}.nbest"
+        decoder = [str(moses / "bin" / "moses"), "-f", str(ini), "-input-file", str(TINY_MOSES / f"{part}.en")]
+        subprocess.run([*decoder, "-n-best-list", str(nbest), "20", "distinct"], check=True, capture_output=True)
+        paths[part] = nbest
+    return paths
+
+
+def test_the_computed_word_penalty_and_lm_value_are_the_decoders(lists: dict[str, Path]) -> None:
+    """Every hypothesis the decoder wrote: its WordPenalty0 and LM0 computed from its words alone
+    (as merge-nbest computes them for a hypothesis the decoder did not produce) equal the
+    decoder's, within the 6 digits it prints."""
+    lines = list(read_nbest(str(lists["test"])))
+    with KenLMSentences(str(lists["moses"] / "bin" / "query"), str(LM)) as lm:
+        totals = lm.totals([line.tokens for line in lines])
+    assert len(lines) > 50
+    for line, total in zip(lines, totals, strict=True):
+        want = dict(dense_features(line.features))
+        got = dict(new_features(line.layout, line.tokens, "LM0", total))
+        assert got["WordPenalty0"] == want["WordPenalty0"]
+        assert got["LM0"][0] == pytest.approx(want["LM0"][0], rel=1e-5, abs=1e-4), line.raw
+        assert got["TranslationModel0"] == [0.0] * 4 and got["Distortion0"] == [0.0]
+
+
+@pytest.mark.slow
+def test_merged_lists_are_tuned_by_kbmira_and_reranked(lists: dict[str, Path], tmp_path: Path) -> None:
+    """The references as a second system's candidates: merged (the LM through Moses' query),
+    tuned by Moses' extractor and kbmira with the indicators among the features, reranked."""
+    merged = {}
+    for part in ("dev", "test"):
+        refs = (TINY_MOSES / f"{part}.fr").read_text().splitlines()
+        added = tmp_path / f"{part}.refs.nbest"
+        added.write_text("".join(f"{i} ||| {ref}  ||| REF0= 0 ||| 0\n" for i, ref in enumerate(refs)))
+        merged[part] = tmp_path / f"{part}.merged.nbest.gz"
+        args = [
+            str(lists[part]),
+            str(merged[part]),
+            "--add",
+            str(added),
+            "--lm",
+            str(LM),
+            "--moses",
+            str(lists["moses"]),
+        ]
+        r = run("merge-nbest", *args)
+        assert r.returncode == 0, r.stderr
+        assert b"new lines' LM0, WordPenalty0 computed, Distortion0, PhrasePenalty0, TranslationModel0 0" in r.stderr
+    weights = tmp_path / "rerank.weights"
+    r = run(
+        "rerank-tune",
+        str(merged["dev"]),
+        str(TINY_MOSES / "dev.fr"),
+        str(weights),
+        "--init",
+        str(lists["ini"]),
+        "--moses",
+        str(lists["moses"]),
+        "--optimizer",
+        "kbmira",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "\nFromMoses= " in weights.read_text() and "\nFromNet0= " in weights.read_text()
+    out = tmp_path / "test.reranked"
+    r = run("rerank", str(merged["test"]), str(weights), str(out))
+    assert r.returncode == 0, r.stderr
+    assert len(out.read_text().splitlines()) == len((TINY_MOSES / "test.en").read_text().splitlines())
+
+
+def test_an_lm_query_cannot_read_is_refused_with_querys_reason(lists: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "bad.arpa").write_text("not an LM\n")
+    (tmp_path / "net.nbest").write_text("".join(f"{i} ||| x  ||| N= 0 ||| 0\n" for i in range(8)))
+    out = tmp_path / "out.nbest"
+    args = [str(lists["test"]), str(out), "--add", str(tmp_path / "net.nbest"), "--lm", str(tmp_path / "bad.arpa")]
+    r = run("merge-nbest", *args, "--moses", str(lists["moses"]))
+    assert r.returncode == 6 and b"bad.arpa failed: exit 1: first non-empty line was" in r.stderr, r.stderr
+    assert not out.exists()

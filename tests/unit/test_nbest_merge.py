@@ -1,0 +1,212 @@
+"""``reranking.merge``: Moses' n-best list joined by other systems' candidates, every candidate once,
+every line with the same features; a hypothesis Moses did not produce gets 0 for the decoder's
+own features (never a made-up score) and FromMoses= 0, its word penalty and LM value computed."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.moses.nbest import NbestError, dense_features, read_nbest
+from phrase_rescorer.reranking.merge import merge_nbest
+
+MOSES = (
+    "0 ||| le chat  ||| Distortion0= 0 LM0= -5.5 WordPenalty0= -2 TranslationModel0= -1 -2 ||| -3\n"
+    "0 ||| le chien  ||| Distortion0= -1 LM0= -6.5 WordPenalty0= -2 TranslationModel0= -2 -3 ||| -4\n"
+    "0 ||| le  chat ||| Distortion0= -2 LM0= -5.5 WordPenalty0= -2 TranslationModel0= -3 -3 ||| -5\n"
+    "1 ||| il pleut  ||| Distortion0= 0 LM0= -4 WordPenalty0= -2 TranslationModel0= -1 -1 ||| -2\n"
+    "2 |||  ||| Distortion0= 0 LM0= -3 WordPenalty0= 0 TranslationModel0= 0 0 ||| 0\n"
+)
+NET0 = "0 ||| le chien  ||| NMT0= -2 ||| -2\n0 ||| un chat noir  ||| NMT0= -3 ||| -3\n"
+NET0 += "1 ||| il\tpleut ||| NMT0= -1 ||| -1\n2 ||| rien  ||| NMT0= -9 ||| -9\n"
+NET1 = "0 ||| un chat noir  ||| N= -1 ||| -1\n0 ||| le chien  ||| N= -1 ||| -1\n1 ||| il pleut  ||| N= -1 ||| -1\n"
+NET1 += "1 ||| il pleut fort  ||| N= -2 ||| -2\n2 |||  ||| N= 0 ||| 0\n"
+
+
+def lists(tmp_path: Path) -> tuple[str, str, str]:
+    paths = []
+    for name, text in (("moses.nbest", MOSES), ("net0.nbest", NET0), ("net1.nbest", NET1)):
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    return paths[0], paths[1], paths[2]
+
+
+def merged(path: Path) -> list[tuple[int, str, dict[str, list[float]]]]:
+    """(sentence, hypothesis words, dense features) of every line, as the one reader reads them
+    (which refuses a line whose features differ from the first line's)."""
+    return [
+        (line.sentence, " ".join(line.tokens), dict(dense_features(line.features))) for line in read_nbest(str(path))
+    ]
+
+
+class StubLM:
+    """log10 p = -(number of words + 1) / 2, recorded."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def check(self, words: list[str]) -> None:
+        if "bad" in words:
+            raise ValueError("the word 'bad' is bad")
+
+    def totals(self, sentences: list[list[str]]) -> list[float]:
+        self.asked += sentences
+        return [-(len(words) + 1) / 2 for words in sentences]
+
+
+def test_every_candidate_once_with_every_feature(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    warnings: list[str] = []
+    summary = merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1], on_warning=warnings.append)
+    lines = merged(tmp_path / "out.nbest")
+    assert [(s, h) for s, h, _ in lines] == [
+        (0, "le chat"),  # Moses' lines first, in order; its repeated "le  chat" left out
+        (0, "le chien"),
+        (0, "un chat noir"),  # then each added list's new candidates, in order
+        (1, "il pleut"),
+        (1, "il pleut fort"),
+        (2, ""),
+        (2, "rien"),
+    ]
+    names = ["Distortion0", "LM0", "WordPenalty0", "TranslationModel0", "FromMoses", "FromNet0", "FromNet1"]
+    assert all(list(features) == names for _, _, features in lines)  # one layout on every line
+    raw = (tmp_path / "out.nbest").read_text().splitlines(keepends=True)
+    moses_lines = MOSES.splitlines(keepends=True)
+    assert raw[0] == moses_lines[0].replace(" ||| -3\n", " FromMoses= 1 FromNet0= 0 FromNet1= 0 ||| -3\n")
+    assert raw[1] == moses_lines[1].replace(" ||| -4\n", " FromMoses= 1 FromNet0= 1 FromNet1= 1 ||| -4\n")
+    assert summary.sentences == 3 and summary.moses == 4 and summary.moses_repeats == 1
+    assert (summary.added, summary.shared, summary.new) == ([4, 5], [2, 3], [2, 1])
+    assert summary.lines == len(lines) == 7
+    assert summary.computed == ["WordPenalty0"] and summary.zeroed == ["Distortion0", "LM0", "TranslationModel0"]
+    assert len(warnings) == 1 and "LM0 of the hypotheses Moses did not produce is 0" in warnings[0]
+
+
+def test_a_hypothesis_moses_did_not_produce_has_its_indicator_and_no_moses_score(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1])
+    new = {h: f for _, h, f in merged(tmp_path / "out.nbest") if f["FromMoses"] == [0.0]}
+    assert sorted(new) == ["il pleut fort", "rien", "un chat noir"]
+    assert new["un chat noir"] == {
+        "Distortion0": [0.0],
+        "LM0": [0.0],  # no LM given: 0, with FromMoses= 0
+        "WordPenalty0": [-3.0],  # minus the number of words, as the decoder's
+        "TranslationModel0": [0.0, 0.0],
+        "FromMoses": [0.0],
+        "FromNet0": [1.0],
+        "FromNet1": [1.0],
+    }
+    assert new["il pleut fort"]["FromNet0"] == [0.0] and new["rien"]["FromNet1"] == [0.0]
+    assert "N=" not in (tmp_path / "out.nbest").read_text()  # an added list's own features not carried
+    totals = [line.rsplit(" ||| ", 1)[1] for line in (tmp_path / "out.nbest").read_text().splitlines()]
+    assert totals == ["-3", "-4", "0", "-2", "0", "0", "0"]
+
+
+def test_hypotheses_proposed_by_several_systems_are_one_line_with_each_indicator(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1])
+    flags = {
+        (s, h): (f["FromMoses"][0], f["FromNet0"][0], f["FromNet1"][0]) for s, h, f in merged(tmp_path / "out.nbest")
+    }
+    assert flags == {
+        (0, "le chat"): (1, 0, 0),
+        (0, "le chien"): (1, 1, 1),
+        (0, "un chat noir"): (0, 1, 1),
+        (1, "il pleut"): (1, 1, 1),  # "il\tpleut": the same words
+        (1, "il pleut fort"): (0, 0, 1),
+        (2, ""): (1, 0, 1),
+        (2, "rien"): (0, 1, 0),
+    }
+
+
+def test_the_lm_gives_new_hypotheses_moses_lm_value(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    lm = StubLM()
+    summary = merge_nbest(moses, str(tmp_path / "out.gz"), [net0, net1], lm=lm)
+    with gzip.open(tmp_path / "out.gz", "rb") as f:
+        (tmp_path / "out.nbest").write_bytes(f.read())
+    lines = merged(tmp_path / "out.nbest")
+    assert lm.asked == [["un", "chat", "noir"], ["il", "pleut", "fort"], ["rien"]]  # new hypotheses only
+    for _, hyp, features in lines:
+        if features["FromMoses"] == [0.0]:
+            want = -(len(hyp.split()) + 1) / 2 * math.log(10)  # ln 10 x log10 p, as Moses' LM feature
+            assert features["LM0"][0] == pytest.approx(want, abs=1e-6)
+    assert [f["LM0"] for _, _, f in lines if f["FromMoses"] == [1.0]] == [[-5.5], [-6.5], [-4.0], [-3.0]]
+    assert summary.computed == ["LM0", "WordPenalty0"]
+
+
+def test_streamed_lists_give_the_same_output(tmp_path: Path) -> None:
+    """A list read once (a pipe) is merged as it streams, sentence by sentence."""
+    moses, net0, net1 = lists(tmp_path)
+    merge_nbest(moses, str(tmp_path / "a.nbest"), [net0, net1])
+    fifo = tmp_path / "net1.fifo"
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=lambda: fifo.write_text(NET1), daemon=True)
+    feeder.start()
+    merge_nbest(moses, str(tmp_path / "b.nbest"), [net0, str(fifo)])
+    feeder.join()
+    assert (tmp_path / "a.nbest").read_bytes() == (tmp_path / "b.nbest").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("net", "where", "message"),
+    [
+        (NET0 + "3 ||| plus  ||| NMT0= -1 ||| -1\n", ":5:", "sentence ID 3, but Moses' list has 3 sentences"),
+        ("0 ||| le  ||| NMT0= -1 ||| -1\n1 ||| il  ||| NMT0= -1 ||| -1\n", ":", "lists sentences 0 to 1, but Moses'"),
+        ("", ":", "lists no sentence, but Moses' list has 3"),
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_added_list_of_other_sentences_is_refused(
+    tmp_path: Path, net: str, where: str, message: str, streamed: bool
+) -> None:
+    moses, net0, _ = lists(tmp_path)
+    (tmp_path / "net0.nbest").write_text(net)
+    added = net0
+    if streamed:
+        os.mkfifo(tmp_path / "net.fifo")
+        feeder = threading.Thread(target=lambda: (tmp_path / "net.fifo").write_text(net), daemon=True)
+        feeder.start()
+        added = str(tmp_path / "net.fifo")
+    with pytest.raises(NbestError, match=message) as e:
+        merge_nbest(moses, str(tmp_path / "out.nbest"), [added])
+    if streamed:
+        feeder.join()
+    assert str(e.value).startswith(added + where)
+    assert not (tmp_path / "out.nbest").exists()
+
+
+def test_an_lm_feature_that_is_not_there_and_an_indicator_that_is_are_refused(tmp_path: Path) -> None:
+    moses, net0, _ = lists(tmp_path)
+    with pytest.raises(NbestError, match="the LM feature LM1: no such feature") as e:
+        merge_nbest(moses, str(tmp_path / "out.nbest"), [net0], lm=StubLM(), lm_feature="LM1")
+    assert str(e.value).startswith(moses + ":1:")
+    (tmp_path / "m.nbest").write_text(
+        "".join(line.rsplit(" ||| ", 1)[0] + " FromNet0= 1 ||| 0\n" for line in MOSES.splitlines())
+    )
+    with pytest.raises(NbestError, match="already has the feature FromNet0"):
+        merge_nbest(str(tmp_path / "m.nbest"), str(tmp_path / "out.nbest"), [net0])
+    assert not (tmp_path / "out.nbest").exists()
+
+
+def test_words_the_lm_would_read_otherwise_are_refused_with_their_line(tmp_path: Path) -> None:
+    moses, _, _ = lists(tmp_path)
+    net = "0 ||| le chat  ||| N= 0 ||| 0\n0 ||| bad  ||| N= 0 ||| 0\n1 ||| x  ||| N= 0 ||| 0\n2 ||| y  ||| N= 0 ||| 0\n"
+    (tmp_path / "net.nbest").write_text(net)
+    with pytest.raises(NbestError, match="the word 'bad' is bad") as e:
+        merge_nbest(moses, str(tmp_path / "out.nbest"), [str(tmp_path / "net.nbest")], lm=StubLM())
+    assert str(e.value).startswith(str(tmp_path / "net.nbest") + ":2:")
+
+
+def test_kenlm_refuses_words_its_query_would_split() -> None:
+    """KenLM's query splits words at \\v, \\f and \\r too (util/file_piece.cc, kSpaces); Moses does not."""
+    from phrase_rescorer.lm.kenlm import KenLMSentences
+
+    KenLMSentences.check(["le", "chat\u00a0noir"])  # a no-break space is inside a word for both
+    for odd in ("\v", "\f", "\r"):
+        with pytest.raises(ValueError, match="at which KenLM's query splits words"):
+            KenLMSentences.check(["le", f"chat{odd}noir"])
