@@ -10,6 +10,8 @@
 #   make bench      throughput benchmark on the real table (prints its figures; 10-15 minutes)
 #   make bench-load --threads 1 against 2, quiet and with every core busy (a few minutes)
 #   make profile-training  where a paper-size training step's time goes and the ceiling its products set (1-2 minutes)
+#   make profile-training-nmt  the same for the sentence networks as the README's recipes train them
+#                   (rnnsearch, then the transformer: FLOPs, product rates, time by part; 1-3 minutes)
 #   make fuzz       the phrase-table reader on FUZZ_EXAMPLES random inputs per test (make test
 #                   runs a short, fixed pass of the same tests)
 #   make check      lint, format check and type check (what .ci/run checks before the tests)
@@ -33,7 +35,7 @@ MOSES_INI  ?= tests/data/sample.en-fr.moses.ini
 FUZZ_EXAMPLES ?= 200000
 DEMO_PHRASES ?= "looking at" "in a black shirt" "sit at a table" "A man in a blue shirt"
 
-.PHONY: demo demo-pictures train test test-fast bench bench-load profile-training lint typecheck fuzz clean
+.PHONY: demo demo-pictures train test test-fast bench bench-load profile-training profile-training-nmt lint typecheck fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +101,10 @@ bench-load: $(STAMP)
 # glibc keeps freed memory instead of page-faulting it in again every step (docs/performance.md).
 profile-training: $(STAMP)
 	$(PY) -m benchmarks.training_profile
+
+profile-training-nmt: $(STAMP)
+	$(PY) -m benchmarks.nmt_training_profile --network rnnsearch
+	$(PY) -m benchmarks.nmt_training_profile --network transformer
 
 .PHONY: check format-check golden
 

@@ -1,7 +1,7 @@
 """Floating-point work of scoring, counted in matrix-product FLOPs (2 per multiply-add).
 
 Only the matrix products are counted: they are >95 % of the arithmetic at paper size; the
-element-wise gates, the maxout and the log-softmax's exponentials are left out. Two counts:
+element-wise gates, the maxout and the log-softmax's exponentials are left out. The counts:
 
 ``pair_flops``  the unshared computation of one pair, as the plain model does it (encoder over
                 ``x_1..x_N </s>``, summary, context terms, decoder and output layer over
@@ -13,6 +13,10 @@ element-wise gates, the maxout and the log-softmax's exponentials are left out. 
                 decoder step and output layer per distinct target prefix of a source. It is a
                 ``WindowScorer`` that only counts, so the engine feeds it exactly the windows
                 the real scorers see.
+``sentence_flops`` the forward pass of a batch of sentence pairs through the attention networks
+                as ``train-nmt`` trains them (rnnsearch, the transformer): each pair alone, or
+                every row padded to the batch's longest source and target, as the batch's
+                tensors compute it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from phrase_rescorer.data.batching import flat_store
 from phrase_rescorer.data.vocab import EOS_ID
+from phrase_rescorer.model.arch_options import ArchConfig
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.rescoring.trie import build_trie
 
@@ -36,13 +41,18 @@ class StepFlops:
     @classmethod
     def of(cls, c: ModelConfig) -> StepFlops:
         E, H, M, R, V = c.embed_dim, c.hidden_dim, c.maxout_dim, c.output_rank, c.tgt_vocab_size
-        gru = E * 3 * H + H * 2 * H + H * H
+        gru = _gru_macs(E, H)
         summary = H * H if c.summary == "tanh" else 0
         return cls(
             encoder_step=2 * gru,
             source=2 * (summary + H * H + H * 3 * H + H * 2 * M),
             decoder_step=2 * (gru + H * 2 * M + E * 2 * M + M * R + R * V),
         )
+
+
+def _gru_macs(inputs: int, H: int) -> int:
+    """Multiply-adds of one GRU step: [W_r; W_z; W] x, [U_r; U_z] h, U (r h)."""
+    return inputs * 3 * H + H * 2 * H + H * H
 
 
 def pair_flops(config: ModelConfig, source_tokens: np.ndarray, target_tokens: np.ndarray) -> np.ndarray:
@@ -89,3 +99,51 @@ class TrieCounter:
         c.encoder_nodes += src_trie.node_count()
         c.decoder_nodes += len(np.unique(source_index)) + tgt_trie.node_count()
         return np.zeros(len(targets), dtype=np.float64)
+
+
+def sentence_flops(
+    config: ModelConfig, arch: ArchConfig, source_tokens: np.ndarray, target_tokens: np.ndarray, padded: bool = False
+) -> int:
+    """FLOPs of the forward pass of a batch of sentence pairs (token counts without </s>), for
+    the rnnsearch of one bidirectional GRU layer with additive attention and for the transformer:
+    each pair computed alone, or with ``padded`` every row to the batch's longest source and
+    target (the matrix products of the batch's tensors). Per source position j and target
+    position i (</s> included; S, T positions)::
+
+        rnnsearch   encoder 2 GRU steps from E, attention keys U_a h_j (2H x H); W_init once;
+                    per i: W_a s (H x H), v_a and the context over the S positions (H + 2H
+                    each), a GRU step from [e(y); ctx] (E + 2H), the readout O_h, O_y, O_c
+                    (to 2M), G_r (M x R), G_l (R x V)
+        transformer per layer and position: q, k, v and the output (4 d^2), the feed-forward
+                    (2 d F), the scores and values over the S (encoder) or T (decoder) positions
+                    (2d each); the decoder's query, cross output (2 d^2) and the keys and values
+                    of the memory (2 d^2 per source position), the cross scores and values (2d
+                    per source position); the output matrix (d x V) per target position
+
+    The self-attention scores of the decoder are counted over all T positions, as the network
+    computes them under its causal mask."""
+    S = np.asarray(source_tokens, dtype=np.int64) + 1
+    T = np.asarray(target_tokens, dtype=np.int64) + 1
+    if padded:
+        S, T = np.full_like(S, S.max(initial=0)), np.full_like(T, T.max(initial=0))
+    c = config
+    if arch.name == "transformer":
+        d, F, L = c.embed_dim, c.hidden_dim, arch.layers
+        layers = S * (4 * d * d + 2 * d * F) + S * S * 2 * d + S * 2 * d * d
+        layers += T * (6 * d * d + 2 * d * F) + T * T * 2 * d + T * S * 2 * d
+        macs = L * layers + T * d * c.tgt_vocab_size
+    elif (arch.name, arch.cell_type, arch.layers, arch.bidirectional, arch.attention) == (
+        "rnnsearch",
+        "gru",
+        1,
+        True,
+        "additive",
+    ):
+        E, H, M, R, V = c.embed_dim, c.hidden_dim, c.maxout_dim, c.output_rank, c.tgt_vocab_size
+        D = 2 * H  # the memory: both directions' states
+        encoder = S * (2 * _gru_macs(E, H) + D * H) + D * H
+        decoder = T * (H * H + S * (H + D) + _gru_macs(E + D, H) + (H + E + D) * 2 * M + M * R + R * V)
+        macs = encoder + decoder
+    else:
+        raise ValueError(f"FLOPs are counted for rnnsearch (as named) and the transformer, not {arch}")
+    return int(2 * macs.sum())

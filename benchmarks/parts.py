@@ -25,10 +25,11 @@ import torch
 from phrase_rescorer import onednn
 from phrase_rescorer.cli.common import ThreadCount
 from phrase_rescorer.cpu_features import FLAGS, cpu_features
-from phrase_rescorer.data.vocab import Vocabulary, tokenize_phrase
+from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.checkpoint import Checkpoint, save_checkpoint
 from phrase_rescorer.model.cho2014 import PRESETS, ModelConfig, RNNEncoderDecoder
 from phrase_rescorer.moses.table_reader import InputTable
+from phrase_rescorer.moses.words import split_words
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions, RescoreSummary
 from phrase_rescorer.rescoring.scorers import WindowScorer
@@ -176,8 +177,8 @@ def shortlists(table: str, size: int) -> tuple[Vocabulary, Vocabulary]:
     counts: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
     with InputTable(table) as t:
         for entry in t:
-            counts[0].update(tokenize_phrase(entry.source))
-            counts[1].update(tokenize_phrase(entry.target))
+            counts[0].update(split_words(entry.source))
+            counts[1].update(split_words(entry.target))
     vocabs = []
     for c in counts:
         types = list(c)

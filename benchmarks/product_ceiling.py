@@ -8,7 +8,8 @@ shape, times its calls per step, summed, is how long a step would take if each p
 fast as it does alone and every other operator (element-wise work, copies, autograd, the
 optimizer, Python) were free. The step's useful FLOPs over that time, against the 2048^3 product
 timed in the same seconds, is the highest share of the bound that a step of these shapes can
-reach on this machine: a ceiling, not a forecast.
+reach on this machine: a ceiling, not a forecast. ``dtype`` bfloat16 times the shapes and the
+2048^3 product in bfloat16 instead (the BLAS only): the ceiling the CPU's bf16 units would set.
 """
 
 from __future__ import annotations
@@ -38,29 +39,32 @@ def families(shapes: list[Shape]) -> dict[Shape, str]:
     return {s: max(keys(s), key=lambda key: size[key]) for s in shapes}
 
 
-def alone_seconds(shape: Shape, library: str) -> float:
-    """Best time of one product of ``shape`` in ``library`` ("blas" or "onednn"), float32 on the
-    CPU, its operands in cache: best of 5 timings of enough calls to last ``MIN_TIMED_S``."""
-    product = parts.ReferenceProduct(torch.device("cpu"), library=library, shape=(shape.m, shape.k, shape.n))
+def alone_seconds(shape: Shape, library: str, dtype: torch.dtype = torch.float32) -> float:
+    """Best time of one product of ``shape`` in ``library`` ("blas" or "onednn") and ``dtype`` on
+    the CPU, its operands in cache: best of 5 timings of enough calls to last ``MIN_TIMED_S``."""
+    product = parts.ReferenceProduct(torch.device("cpu"), dtype, library=library, shape=(shape.m, shape.k, shape.n))
     product.seconds()  # oneDNN compiles its kernel for the shape here
     calls = max(1, int(MIN_TIMED_S / max(product.seconds(), 1e-7)))
     return min(sum(product.seconds() for _ in range(calls)) / calls for _ in range(5))
 
 
-def ceiling(found: dict[Shape, Calls], unknown_ms: float, useful_flops_per_step: float) -> dict[str, Any]:
-    """The products' ceiling (module text) for float32 steps whose useful work is
+def ceiling(
+    found: dict[Shape, Calls], unknown_ms: float, useful_flops_per_step: float, dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
+    """The products' ceiling (module text) for steps whose useful work is
     ``useful_flops_per_step``, from their products (``plain_products.time_products``: each shape's
     calls and milliseconds per step, and the milliseconds of products of no known shape): the
     products' time per step at their alone rates in each library and at the faster per shape, the
     step's rate and share of the 2048^3 bound there, and the families of products with their time
-    in the step and alone."""
-    libraries = parts.product_libraries(torch.device("cpu"))
+    in the step and alone; every product timed in ``dtype`` (bfloat16: what the machine's bf16
+    units would give the same shapes)."""
+    libraries = parts.product_libraries(torch.device("cpu"), dtype)
     per_library = {lib: 0.0 for lib in libraries}
     fastest = 0.0
     family = families(list(found))
     losses: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # in the step, alone
     for shape, c in found.items():
-        times = {lib: alone_seconds(shape, lib) for lib in libraries}
+        times = {lib: alone_seconds(shape, lib, dtype) for lib in libraries}
         for lib, s in times.items():
             per_library[lib] += c.calls * s
         best = c.calls * min(times.values())
@@ -68,7 +72,7 @@ def ceiling(found: dict[Shape, Calls], unknown_ms: float, useful_flops_per_step:
         loss = losses[family[shape]]
         loss[0] += c.ms
         loss[1] += best * 1e3
-    bound = {lib: parts.matmul_gflops(torch.device("cpu"), library=lib) for lib in libraries}
+    bound = {lib: parts.matmul_gflops(torch.device("cpu"), dtype, library=lib) for lib in libraries}
     seconds = fastest + unknown_ms * 1e-3
     rate = useful_flops_per_step / seconds / 1e9 if seconds else 0.0
     return {

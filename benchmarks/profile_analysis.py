@@ -1,7 +1,7 @@
 """Reading a ``torch.profiler`` trace of training steps (``training_profile``): the step's phases
 (the named ranges of ``Loop.step``), each operator's own time by kind (matrix products with the
 rate the profiler's FLOP count gives them, element-wise, softmax and loss, ...), and the matrix
-products by shape."""
+products by shape; and the time of the parts of a network that a profile names (``phase_times``)."""
 
 from __future__ import annotations
 
@@ -193,3 +193,65 @@ def analyse(prof, steps: int, wall_s: float) -> dict[str, Any]:
         "top_operators": sorted(operators.items(), key=lambda kv: -kv[1])[:12],
         "matmul_shapes": sorted(shapes, key=lambda s: -s["ms"])[:10],
     }
+
+
+#: Named ranges of the parts of a network (``phase.NAME``), opened only while a profile runs
+#: (``benchmarks.nmt_training_profile``).
+PART = "phase."
+#: The backward work of a forward operator: ``autograd::engine::evaluate_function: MmBackward0``.
+BACKWARD_OF = "autograd::engine::evaluate_function: "
+
+
+def _named(name: str) -> bool:
+    return name.startswith((PART, "train."))
+
+
+def _nearest_named(event):
+    """The named ranges inside ``event`` that no other named range inside it holds."""
+    for c in event.cpu_children:
+        if _named(c.name):
+            yield c
+        else:
+            yield from _nearest_named(c)
+
+
+def _enclosing(event) -> str | None:
+    """The name of the innermost named range around ``event`` (None: none)."""
+    e = event.cpu_parent
+    while e is not None and not _named(e.name):
+        e = e.cpu_parent
+    return None if e is None else e.name
+
+
+def phase_times(prof, steps: int) -> dict[str, float]:
+    """Milliseconds per step of every named range (``phase.NAME``, ``train.NAME``) without the
+    named ranges inside it, by name; and ``backward.NAME``: the backward pass's work for the
+    operators that ran inside each named range of the forward pass, matched by autograd's
+    sequence numbers (``backward.other``: what matches no forward operator, the gradients'
+    accumulation into the parameters above all). ``train.backward`` is then the engine's time
+    between those (its own time without them)."""
+    per_step = 1e-3 / steps
+    out: dict[str, float] = defaultdict(float)
+    # (thread, sequence number) -> (start, named range) of the last forward operator of that number:
+    # the one that made the autograd node (an operator that makes none, or the composite one
+    # around the one that does, records the next number, and starts earlier)
+    forward_part: dict[tuple[int, int], tuple[float, str]] = {}
+    backward = []
+    for e in prof.events():
+        if _named(e.name):
+            inner = sum(c.cpu_time_total for c in _nearest_named(e))
+            out[e.name] += (e.cpu_time_total - inner) * per_step
+        elif e.name.startswith(BACKWARD_OF):
+            backward.append(e)
+        elif e.sequence_nr >= 0 and not e.name.startswith("autograd::") and "Backward" not in e.name:
+            where = _enclosing(e)
+            key, start = (e.thread, e.sequence_nr), e.time_range.start
+            if where is not None and where != "train.backward" and start >= forward_part.get(key, (start, ""))[0]:
+                forward_part[key] = (start, where)
+    for e in backward:
+        where = forward_part.get((e.fwd_thread, e.sequence_nr), (0.0, None))[1] if e.sequence_nr >= 0 else None
+        ms = e.cpu_time_total * per_step
+        out["backward." + (where or "other")] += ms
+        if _enclosing(e) == "train.backward":
+            out["train.backward"] -= ms
+    return dict(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -86,17 +86,32 @@ SETTLED_STEPS, SETTLED_FAULTS, MAX_WARMUP_STEPS = 20, 100, 300
 
 
 def timed_steps(
-    trainer: Loop, plan: list[np.ndarray], steps: int, config: ModelConfig, device: torch.device, beside: bool = False
+    trainer: Loop,
+    plan: list[np.ndarray],
+    steps: int,
+    config: ModelConfig,
+    device: torch.device,
+    beside: bool = False,
+    *,
+    forward_flops: Callable[[np.ndarray, np.ndarray], int] | None = None,
+    warmup_steps: int | None = None,
 ) -> StepFigures:
-    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after the warm-up (``_warm_up``;
-    the plan cycled); with ``beside``, also each reference product's rate, timed once before each
-    step (its time is not the steps')."""
+    """Pairs/s and useful GFLOP/s of ``steps`` steps over ``plan`` after the warm-up (``_warm_up``,
+    or ``warmup_steps`` steps; the plan cycled); with ``beside``, also each reference product's
+    rate, timed once before each step (its time is not the steps'). Useful work: 3x
+    ``forward_flops(source tokens, target tokens)`` of each batch (default: ``pair_flops``)."""
     encoded = cast(PhraseTask, trainer.task).data.encoded
+    count = forward_flops or (lambda s, t: int(pair_flops(config, s, t).sum()))
     # their memory taken before the heap settles
     libraries = parts.product_libraries(device) if beside else []
     references = [parts.ReferenceProduct(device, library=lib) for lib in libraries]
     batches = itertools.cycle(plan)
-    warmup = _warm_up(trainer, batches)
+    if warmup_steps is None:
+        warmup = _warm_up(trainer, batches)
+    else:
+        warmup = warmup_steps
+        for b in itertools.islice(batches, warmup_steps):
+            trainer.step(b)
     for product in references:
         product.seconds()  # its first call's page faults and set-up outside the timed window
     done, flops, elapsed = 0, 0, 0.0
@@ -111,7 +126,7 @@ def timed_steps(
         parts.synchronize(device)
         elapsed += time.perf_counter() - t
         done += len(b)
-        flops += 3 * int(pair_flops(config, encoded.src_lengths[b], encoded.tgt_lengths[b]).sum())
+        flops += 3 * count(encoded.src_lengths[b], encoded.tgt_lengths[b])
     faults_after = _minor_faults()
     rates = {p.library: p.flops * steps / product_time[p.library] / 1e9 for p in references} if beside else None
     faults = None if faults_before is None or faults_after is None else (faults_after - faults_before) / steps
@@ -174,7 +189,7 @@ def benchmark_trainer(
     )
     cfg = TrainConfig(batch_size=batch_size, bf16=bf16, optimizer_kernel=optimizer_kernel)
     keep_freed_memory()  # as the training commands do
-    trainer = Loop(PhraseTask(data, config, cfg, device), cfg, str(work / "train.pt"), device, Group())
+    trainer = Loop(PhraseTask(data, config, cfg, device), cfg.loop, str(work / "train.pt"), device, Group())
     plan = epoch_plan(encoded, idx, batch_size, seed=1, epoch=0)
     return trainer, [b for b in plan if len(b) == batch_size] or plan
 

@@ -34,7 +34,7 @@ A decoder's state after step i depends only on the source and y_1 .. y_i.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -47,6 +47,9 @@ from .cells import Cell, make_cell
 from .encoders import dropout
 
 ATTENTION_FROM = ("top", "bottom")
+
+#: ``layer(x)`` computed another way: (layer, x) -> the same values (``Decoder.step``).
+Project = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -144,10 +147,11 @@ class Decoder(nn.Module):
         return list(state.split(self.state_size, dim=1))
 
     def step(
-        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded
+        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded, project: Project | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(new state, top output x^L_i (B, H), ctx_i (B, D), attention weights (B, S) or None)
-        from e(y_{i-1}) (B, E) and the previous state."""
+        from e(y_{i-1}) (B, E) and the previous state. ``project(layer, x)``: ``layer(x)`` for the
+        cells' input projections, computed another way (training's ``deferred_weights``)."""
         states = self.layer_states(state)
         weights = None
         if self.attention is None:
@@ -161,7 +165,7 @@ class Decoder(nn.Module):
         for layer in range(1, self.layers + 1):
             cell = self.layer(layer - 1)
             inp = torch.cat([x, ctx], 1) if layer > 1 or self.feeds_bottom else x
-            s = cell.step(cell.W(inp), states[layer - 1])
+            s = cell.step(cell.W(inp) if project is None else project(cell.W, inp), states[layer - 1])
             out = cell.output(s)
             out = self.dropout(out)
             x = out + x if self.residual_from and layer >= self.residual_from else out
@@ -170,6 +174,10 @@ class Decoder(nn.Module):
 
     def readout(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """Logits (.., V) from x^L_i (.., H), e(y_{i-1}) (.., E) and ctx_i (.., D)."""
+        return self.G_l(self.readout_features(top, y_prev, ctx))
+
+    def readout_features(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        """G_r t (.., R): the readout before its output layer ``G_l``."""
         t = self.O_h(top) + self.O_y(y_prev) + self.O_c(ctx)
         t = self.dropout(t.unflatten(-1, (self.maxout_dim, 2)).amax(-1))
-        return self.G_l(self.G_r(t))
+        return self.G_r(t)

@@ -21,7 +21,7 @@ from torch import nn
 
 from .arch_options import ArchConfig
 from .cho2014 import ModelConfig
-from .decoders import Decoder, Encoded
+from .decoders import Decoder, Encoded, Project
 from .encoders import Encoder, dropout
 
 
@@ -64,8 +64,17 @@ class StackedEncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
         """Memory, attention keys, mask and summary of </s>-terminated, right-padded sources."""
-        memory, final = self.encoder(self.embed_dropout(self.src_embed(src)), src_len)
-        real = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_len.unsqueeze(1)
+        memory, final = self.encoder(self.source_embeddings(src), src_len)
+        return self.encoded(memory, final, src_len)
+
+    def source_embeddings(self, src: torch.Tensor) -> torch.Tensor:
+        """The encoder's input (B, S, E): the source embeddings, dropped out in training mode."""
+        return self.embed_dropout(self.src_embed(src))
+
+    def encoded(self, memory: torch.Tensor, final: torch.Tensor, src_len: torch.Tensor) -> Encoded:
+        """``encode``'s result from the encoder's output (memory (B, S, D), final (B, D)); training
+        computes that output in another order (``training.packed_encoder``)."""
+        real = torch.arange(memory.shape[1], device=memory.device).unsqueeze(0) < src_len.unsqueeze(1)
         keys = self.decoder.attention.keys(memory) if self.decoder.attention is not None else memory
         return Encoded(memory, keys, real, final)
 
@@ -91,15 +100,15 @@ class StackedEncoderDecoder(nn.Module):
         return F.pad(self.embed_dropout(self.tgt_embed(tgt[:, :-1])), (0, 0, 1, 0))
 
     def decode_outputs(
-        self, enc: Encoded, tgt: torch.Tensor
+        self, enc: Encoded, tgt: torch.Tensor, project: Project | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: (x^L (B, T, H), e(y_{i-1}) (B, T, E), ctx (B, T, D), attention
-        weights (B, T, S) or None) for targets (B, T)."""
+        weights (B, T, S) or None) for targets (B, T); ``project``: ``Decoder.step``'s."""
         y_prev = self.previous_word_embeddings(tgt)
         state = self.decoder.start(enc)
         tops, ctxs, weights = [], [], []
         for i in range(tgt.shape[1]):
-            state, top, ctx, a = self.decoder.step(y_prev[:, i], state, enc)
+            state, top, ctx, a = self.decoder.step(y_prev[:, i], state, enc, project)
             tops.append(top)
             ctxs.append(ctx)
             if a is not None:

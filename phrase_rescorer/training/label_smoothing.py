@@ -17,7 +17,9 @@ perplexity), the scorers, the features and the search read the model's log p its
 log p that training has always used (``packed_log_probs``: cho2014's packed path, the plain one
 for the other networks), unchanged; for eps > 0 the smoothed form over the teacher-forced
 logits, for every network (cho2014's packed computation keeps only the target's log p of each
-position, so a smoothed cho2014 run takes the plain path, slower).
+position, so a smoothed cho2014 run takes the plain path, slower). The stacked sentence networks
+(rnnsearch, gnmt) compute either form as ``stacked_log_probs`` does: the same function in a
+faster order.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..data.vocab import PAD_ID
 from ..model.cho2014 import token_log_probs
 from ..model.network import Network
 from .packed_log_probs import training_log_probs
+from .stacked_log_probs import StackedLogProbs, is_stacked_network
 
 
 def smoothed_log_probs(logits: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor, eps: float) -> torch.Tensor:
@@ -66,4 +69,6 @@ class SmoothedLogProbs(nn.Module):
 def training_objective(model: Network, eps: float = 0.0) -> nn.Module:
     """What a training step maximises, per pair: log p(target|source) (eps 0: the training
     computation of ``packed_log_probs``, unchanged) or its label-smoothed form."""
+    if is_stacked_network(model):  # the same function, computed faster (stacked_log_probs)
+        return StackedLogProbs(model, eps)
     return SmoothedLogProbs(model, eps) if eps > 0.0 else training_log_probs(model)

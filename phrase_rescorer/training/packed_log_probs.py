@@ -33,7 +33,9 @@ from torch import nn
 from ..model.cho2014 import GRU, sequence_log_probs
 from ..model.network import Network, SummaryNetwork, is_summary_network
 from .gru_sequence import gru_sequence
+from .packed_rows import active_counts as _active_counts
 from .packed_rows import last_states, prefix_rows
+from .packed_rows import packed_index as _packed_index
 from .target_log_probs import target_log_probs
 
 
@@ -75,16 +77,6 @@ def training_log_probs(model: Network) -> nn.Module:
     return PackedLogProbs(model) if is_summary_network(model) else PlainLogProbs(model)
 
 
-def _active_counts(lengths_desc: list[int], steps: int) -> list[int]:
-    """For lengths sorted longest first: how many rows are still running at each step."""
-    counts, n = [], len(lengths_desc)
-    for t in range(steps):
-        while n and lengths_desc[n - 1] <= t:
-            n -= 1
-        counts.append(n)
-    return counts
-
-
 def _step(gru: GRU, xrz: torch.Tensor, xh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """``GRU.step`` with its input projection given as the (B, 2H) gate part and the (B, H) rest."""
     r, z = torch.sigmoid(xrz + gru.U_rz(h)).chunk(2, dim=1)
@@ -97,14 +89,6 @@ def _written_out(gru: GRU, device: torch.device) -> bool:
     """Whether the recurrence runs as ``gru_sequence`` (its backward written out): the model's
     default cell, outside autocast (whose casts autograd's per-step operators carry)."""
     return gru.cell == "reset_before" and not torch.is_autocast_enabled(device.type)
-
-
-def _packed_index(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(steps, rows) of the real positions, step-major: row i at step t for i < counts[t]
-    (``counts`` without its trailing zeros)."""
-    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts)])
-    rows = torch.cat([torch.arange(n) for n in counts])
-    return steps.to(device), rows.to(device)
 
 
 def _encode(m: SummaryNetwork, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,24 @@ def step_offsets(counts: Sequence[int]) -> list[int]:
     return [0, *itertools.accumulate(counts)]
 
 
+def active_counts(lengths_desc: list[int], steps: int) -> list[int]:
+    """For lengths sorted longest first: how many rows are still running at each step."""
+    counts, n = [], len(lengths_desc)
+    for t in range(steps):
+        while n and lengths_desc[n - 1] <= t:
+            n -= 1
+        counts.append(n)
+    return counts
+
+
+def packed_index(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(steps, rows) of the real positions, step-major: row i at step t for i < counts[t]
+    (``counts`` without its trailing zeros)."""
+    steps = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts)])
+    rows = torch.cat([torch.arange(n) for n in counts])
+    return steps.to(device), rows.to(device)
+
+
 def last_states(states: torch.Tensor, counts: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
     """Each row's state after its last step (B, H), from packed states (N, H); rows in the counts'
     order, ``lengths`` the steps of each (non-increasing)."""

@@ -33,18 +33,22 @@ typedef struct {
     float *mx, *ls, *picked; /* per row: the maximum of logits + bias, log sum exp(. - max) */
     const float *g;
     double *sums; /* this thread's V column sums */
+    float *zsum;  /* per row: the sum of logits + bias (0: not wanted) */
+    float spread, keep; /* label smoothing: g eps / K added off <pad>, g (1 - eps) at the target */
+    long pad;
 } job_t;
 
 /* Rows start..end, z = logits + bias: mx = max z, ls = log sum_j exp(z_j - mx), picked = (z_t - mx) - ls
-   (torch's order: the maximum taken off first, so that large logits lose no precision). */
+   (torch's order: the maximum taken off first, so that large logits lose no precision); zsum =
+   sum_j z_j where wanted (label smoothing). */
 static void *forward_rows(void *arg) {
     job_t *j = (job_t *)arg;
     long V = j->V, full = V - V % LANES;
     const float *restrict b = j->bias;
     for (long i = j->start; i < j->end; i++) {
         const float *restrict l = j->logits + i * V;
-        float mx[LANES], sm[LANES];
-        for (int k = 0; k < LANES; k++) mx[k] = -INFINITY, sm[k] = 0.0f;
+        float mx[LANES], sm[LANES], zs[LANES];
+        for (int k = 0; k < LANES; k++) mx[k] = -INFINITY, sm[k] = 0.0f, zs[k] = 0.0f;
         for (long c = 0; c < full; c += LANES)
             for (int k = 0; k < LANES; k++) {
                 float z = l[c + k] + b[c + k];
@@ -60,6 +64,14 @@ static void *forward_rows(void *arg) {
         for (long c = 0; c < full; c += LANES)
             for (int k = 0; k < LANES; k++) sm[k] += exp_nonpositive(l[c + k] + b[c + k] - m);
         for (long c = full; c < V; c++) sm[c - full] += exp_nonpositive(l[c] + b[c] - m);
+        if (j->zsum) {
+            for (long c = 0; c < full; c += LANES)
+                for (int k = 0; k < LANES; k++) zs[k] += l[c + k] + b[c + k];
+            for (long c = full; c < V; c++) zs[c - full] += l[c] + b[c];
+            float z = 0.0f;
+            for (int k = 0; k < LANES; k++) z += zs[k];
+            j->zsum[i] = z;
+        }
         float s = 0.0f;
         for (int k = 0; k < LANES; k++) s += sm[k];
         float ls = logf(s);
@@ -72,7 +84,8 @@ static void *forward_rows(void *arg) {
 }
 
 /* Rows start..end: logits become exp((z - mx) - ls) * -g, + g at the target; their column sums
-   added to dbias. */
+   added to dbias. With label smoothing (spread > 0): + g eps / K off <pad>, + g (1 - eps) at the
+   target instead. */
 static void *backward_rows(void *arg) {
     job_t *j = (job_t *)arg;
     long V = j->V;
@@ -82,14 +95,27 @@ static void *backward_rows(void *arg) {
     for (long i = j->start; i < j->end; i++) {
         float *restrict l = j->logits + i * V;
         float m = j->mx[i], ls = j->ls[i], neg = -j->g[i];
+        long t = j->tgt[i];
+        if (j->spread == 0.0f) {
+            for (long c = 0; c < V; c++) {
+                float d = exp_nonpositive(((l[c] + b[c]) - m) - ls) * neg;
+                l[c] = d;
+                db[c] += d;
+            }
+            l[t] += j->g[i];
+            db[t] += j->g[i];
+            continue;
+        }
+        float add = j->g[i] * j->spread, at = j->g[i] * j->keep;
         for (long c = 0; c < V; c++) {
-            float d = exp_nonpositive(((l[c] + b[c]) - m) - ls) * neg;
+            float d = exp_nonpositive(((l[c] + b[c]) - m) - ls) * neg + add;
             l[c] = d;
             db[c] += d;
         }
-        long t = j->tgt[i];
-        l[t] += j->g[i];
-        db[t] += j->g[i];
+        l[j->pad] -= add;
+        db[j->pad] -= add;
+        l[t] += at;
+        db[t] += at;
     }
     return 0;
 }
@@ -107,16 +133,17 @@ static int on_threads(void *(*work)(void *), job_t job, int threads, long n) {
 }
 
 int out_forward(long n, long V, float *logits, const float *bias, const long *tgt, float *mx, float *ls,
-                float *picked, int threads) {
-    job_t job = {0, 0, V, logits, bias, tgt, mx, ls, picked, 0, 0};
+                float *picked, float *zsum, int threads) {
+    job_t job = {0, 0, V, logits, bias, tgt, mx, ls, picked, 0, 0, zsum, 0.0f, 1.0f, 0};
     return on_threads(forward_rows, job, parts(threads), n);
 }
 
 /* sums: threads * V doubles of scratch; dbias: the V column sums (in double, added in thread order). */
 int out_backward(long n, long V, float *logits, const float *bias, const long *tgt, const float *mx,
-                 const float *ls, const float *g, double *sums, float *dbias, int threads) {
+                 const float *ls, const float *g, double *sums, float *dbias, float spread, float keep,
+                 long pad, int threads) {
     threads = parts(threads);
-    job_t job = {0, 0, V, logits, bias, tgt, (float *)mx, (float *)ls, 0, g, sums};
+    job_t job = {0, 0, V, logits, bias, tgt, (float *)mx, (float *)ls, 0, g, sums, 0, spread, keep, pad};
     int status = on_threads(backward_rows, job, threads, n);
     for (int t = 1; t < threads; t++)
         for (long c = 0; c < V; c++) sums[c] += sums[t * V + c];

@@ -21,7 +21,10 @@ Two paths compute it:
   torch's float32 path (at most twice its largest error, ``tests/unit/
   test_target_log_probs.py``), not bit for bit equal to it. The rows are split
   over torch's thread count (under ``MIN_ROWS_PER_THREAD`` rows a thread, fewer), on torch's own
-  OpenMP threads where ``c_library`` can build for them, else on pthreads.
+  OpenMP threads where ``c_library`` can build for them, else on pthreads. For label smoothing
+  (``compiled_smoothed``, ``smoothed_output``'s function) the forward loop also sums each row's
+  logits and the backward loop adds the smoothing's terms as it writes the gradient; without it
+  the loops run as before.
 
 Each graph can be backpropagated once (no double backward), as training does.
 """
@@ -47,9 +50,9 @@ MIN_ROWS_PER_THREAD = 32
 def _declare(lib: ctypes.CDLL) -> None:
     size, address = ctypes.c_long, ctypes.c_void_p
     lib.out_forward.restype = ctypes.c_int
-    lib.out_forward.argtypes = [size, size, *[address] * 6, ctypes.c_int]
+    lib.out_forward.argtypes = [size, size, *[address] * 7, ctypes.c_int]
     lib.out_backward.restype = ctypes.c_int
-    lib.out_backward.argtypes = [size, size, *[address] * 8, ctypes.c_int]
+    lib.out_backward.argtypes = [size, size, *[address] * 8, ctypes.c_float, ctypes.c_float, size, ctypes.c_int]
 
 
 LIBRARY = CLibrary("target-log-probs", SOURCE, _declare, openmp=True)
@@ -59,17 +62,33 @@ def target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor) -
     """log softmax(layer(u))[i, targets[i]] (N,) for u (N, R): the C loops where they apply
     (float32 CPU tensors outside autocast, a layer with a bias, the library built), else
     ``picked_log_probs(layer(u), targets)``."""
+    lib = compiled(u, layer)
+    if lib is None:
+        return picked_log_probs(layer(u).float(), targets)
+    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, 0.0, 0)
+
+
+def compiled(u: torch.Tensor, layer: nn.Linear) -> ctypes.CDLL | None:
+    """The C loops' library where they apply to ``layer(u)`` (float32 CPU tensors outside
+    autocast, a layer with a bias, the library built), else None."""
     w, b = layer.weight, layer.bias
-    lib = None
     if (
         b is not None
         and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in (u, w, b))
         and not torch.is_autocast_enabled("cpu")
     ):
-        lib = LIBRARY.load()
-    if lib is None:
-        return picked_log_probs(layer(u).float(), targets)
-    return _CompiledTargetLogProbs.apply(u, w, b, targets, lib)
+        return LIBRARY.load()
+    return None
+
+
+def compiled_smoothed(
+    u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor, lib: ctypes.CDLL, eps: float, pad: int
+) -> torch.Tensor:
+    """With the library of ``compiled``: the label-smoothed term of each position (N,),
+    (1 - eps) log p(target) + eps mean of log p over the outputs but ``pad``
+    (``smoothed_output``'s function), the loops also summing each row's logits forward and
+    adding the smoothing's terms to the gradient as they write it."""
+    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, eps, pad)
 
 
 def _threads(rows: int) -> int:
@@ -79,7 +98,14 @@ def _threads(rows: int) -> int:
 class _CompiledTargetLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any, u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, targets: torch.Tensor, lib: ctypes.CDLL
+        ctx: Any,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        b: torch.Tensor,
+        targets: torch.Tensor,
+        lib: ctypes.CDLL,
+        eps: float,
+        pad: int,
     ) -> torch.Tensor:
         n, V = u.shape[0], w.shape[0]
         logits = torch.mm(u, w.t())  # (N, V), the bias added by the loop
@@ -88,11 +114,15 @@ class _CompiledTargetLogProbs(torch.autograd.Function):
         if n and (targets.min() < 0 or targets.max() >= V):
             raise IndexError(f"target_log_probs: a target outside the {V} outputs")
         mx, ls, picked = u.new_empty(n), u.new_empty(n), u.new_empty(n)
+        zsum = u.new_empty(n) if eps else None
         pointers = (logits, b, targets, mx, ls, picked)
-        lib.out_forward(n, V, *(t.data_ptr() for t in pointers), _threads(n))
-        ctx.lib = lib
+        lib.out_forward(n, V, *(t.data_ptr() for t in pointers), None if zsum is None else zsum.data_ptr(), _threads(n))
+        ctx.lib, ctx.eps, ctx.pad = lib, eps, pad
         ctx.save_for_backward(u, w, b, targets, logits, mx, ls)
-        return picked
+        if zsum is None:
+            return picked
+        uniform = (zsum - (logits[:, pad] + b[pad])) / (V - 1) - (mx + ls)  # mean log p off <pad>
+        return (1.0 - eps) * picked + eps * uniform
 
     @staticmethod
     @once_differentiable
@@ -105,10 +135,11 @@ class _CompiledTargetLogProbs(torch.autograd.Function):
         db = logits.new_empty(V)
         # The kept logits are nobody else's (the forward pass made them): they become the gradient.
         pointers = (logits, b, targets, mx, ls, g, sums, db)
-        ctx.lib.out_backward(n, V, *(t.data_ptr() for t in pointers), threads)
+        spread, keep = ctx.eps / (V - 1), 1.0 - ctx.eps
+        ctx.lib.out_backward(n, V, *(t.data_ptr() for t in pointers), spread, keep, ctx.pad, threads)
         du = logits.mm(w) if ctx.needs_input_grad[0] else None
         dw = logits.t().mm(u) if ctx.needs_input_grad[1] else None
-        return du, dw, db if ctx.needs_input_grad[2] else None, None, None
+        return du, dw, db if ctx.needs_input_grad[2] else None, None, None, None, None
 
 
 def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

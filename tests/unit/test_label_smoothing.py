@@ -23,6 +23,8 @@ from phrase_rescorer.training.loop import Loop, TrainingError, check_same_run
 from phrase_rescorer.training.packed_log_probs import PackedLogProbs, PlainLogProbs
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
+from phrase_rescorer.training.stacked_log_probs import StackedLogProbs
+from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,10 +67,13 @@ def test_the_smoothed_log_likelihood_is_the_mixture(arch: str) -> None:
 
 def test_smoothing_0_is_the_old_training_computation() -> None:
     torch.manual_seed(0)
-    for arch, plain in (("cho2014", PackedLogProbs), ("rnnsearch", PlainLogProbs)):
+    for arch, plain in (("cho2014", PackedLogProbs), ("transformer", PlainLogProbs)):
         model = build_model(SIZES, arch_config(arch))
         assert type(training_objective(model, 0.0)) is plain
         assert isinstance(training_objective(model, 0.1), SmoothedLogProbs)
+    # the stacked networks compute both in their faster order (tests/unit/test_stacked_log_probs.py)
+    model = build_model(SIZES, arch_config("rnnsearch"))
+    assert type(training_objective(model, 0.0)) is type(training_objective(model, 0.1)) is StackedLogProbs
     with pytest.raises(TrainingError, match="label smoothing must be at least 0 and below 1"):
         TrainConfig(label_smoothing=1.0)
 
@@ -80,11 +85,12 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _trainer(table: Path, out: Path, arch: str, eps: float | None) -> Loop:
     smoothing = {} if eps is None else {"label_smoothing": eps}
-    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", lr=1e-3, init_std=0.3, **smoothing)  # type: ignore[arg-type]
+    loop = LoopConfig(lr=1e-3)
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", init_std=0.3, loop=loop, **smoothing)  # type: ignore[arg-type]
     data = prepare_data(load_pairs(str(table)), 40, cfg)
     config = ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 16, 16, 8, 8)
     device = torch.device("cpu")
-    return Loop(PhraseTask(data, config, cfg, device, arch=arch_config(arch)), cfg, str(out), device, Group())
+    return Loop(PhraseTask(data, config, cfg, device, arch=arch_config(arch)), loop, str(out), device, Group())
 
 
 @pytest.mark.parametrize("arch", ["cho2014", "rnnsearch"])

@@ -3,6 +3,7 @@ choice a run makes, the loop's cache, and the fall-back where the loop cannot be
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,30 @@ def test_an_unwritable_cache_is_named_with_the_way_out(tmp_path: Path, monkeypat
         pytest.fail("a library was loaded from a cache that cannot exist")
     problem = adadelta_loop.problem()
     assert problem is not None and problem.endswith("set PHRASE_RESCORER_CACHE to a writable directory"), problem
+
+
+def test_adam_is_torchs_fused_update_and_resumes_from_the_default_one() -> None:
+    """A run's Adam takes the fused update: the default update's results to float64 rounding,
+    over steps and across a state saved by the default update and loaded into it."""
+    torch.manual_seed(0)
+    a = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64)) for s in [(30, 7), (5,)]]
+    b = [torch.nn.Parameter(x.detach().clone()) for x in a]
+    mine, torchs = make_optimizer(a, "adam", 1e-2, 0.95, 1e-6), torch.optim.Adam(b, lr=1e-2)
+    assert mine.param_groups[0]["fused"]
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            for x, y in zip(a, b, strict=True):
+                x.grad = torch.randn_like(x)
+                y.grad = x.grad.clone()
+            mine.step()
+            torchs.step()
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+
+    steps(3)
+    mine = make_optimizer(a, "adam", 1e-2, 0.95, 1e-6)
+    mine.load_state_dict(copy.deepcopy(torchs.state_dict()))  # resumed from a state of the default update
+    assert mine.param_groups[0]["fused"]
+    steps(3)
+    assert not make_optimizer([torch.zeros(2, dtype=torch.bfloat16)], "adam", 1e-3, 0.95, 1e-6).defaults["fused"]

@@ -1,0 +1,89 @@
+"""Linear maps applied step after step, their weights' gradients taken once over all steps.
+
+A recurrence that applies ``layer(x_t)`` at every step t (the attention decoder's input
+projection ``W [e(y_{t-1}); ctx_t]``) gets, under autograd, one weight-gradient product per step
+(g_tᵀ x_t, as deep as the batch: 35-80 rows, a third of the BLAS's rate) and one addition of a
+full weight-sized gradient per step. The weight's gradient is the sum Σ_t g_tᵀ x_t = Gᵀ X over
+the steps' stacked rows, so ``DeferredWeights.linear`` records each step's input and output
+gradient in the backward pass and the weight receives Gᵀ X in one product when the backward pass
+has gone through every step: the weight enters the steps through one autograd node (``_Gather``)
+whose backward pass autograd runs after those of all its uses. The inputs' gradients (g_t W) stay
+per step: the recurrence needs them in order. The same gradient to float rounding (the order of
+the sum over the steps): ``tests/unit/test_deferred_weights.py``. Each graph can be
+backpropagated once (no double backward), as training does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+
+class _Steps:
+    """One weight's record over the steps of one forward pass: each step's input and output
+    gradient, appended by the backward passes of its products."""
+
+    def __init__(self) -> None:
+        self.inputs: list[torch.Tensor] = []
+        self.grads: list[torch.Tensor] = []
+
+
+class DeferredWeights:
+    """For one forward pass: ``linear(layer, x)`` is ``layer(x)``, its weight's gradient taken once
+    over every call on that layer (module text)."""
+
+    def __init__(self) -> None:
+        self._weights: dict[int, tuple[torch.Tensor, _Steps]] = {}
+
+    def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """``layer(x)`` for x (B, in); the bias's gradient as autograd takes it."""
+        w = layer.weight
+        if not w.requires_grad or not torch.is_grad_enabled():
+            return layer(x)
+        entry = self._weights.get(id(w))
+        if entry is None:
+            steps = _Steps()
+            entry = self._weights[id(w)] = (_Gather.apply(w, steps), steps)
+        y = _StepProduct.apply(x, entry[0], entry[1])
+        return y if layer.bias is None else y + layer.bias
+
+
+class _Gather(torch.autograd.Function):
+    """The weight as the steps use it: its backward pass, after every step's, gives Gᵀ X."""
+
+    @staticmethod
+    def forward(ctx: Any, w: torch.Tensor, steps: _Steps) -> torch.Tensor:
+        ctx.steps = steps
+        return w.detach()  # the same storage; the gradient comes through this node
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, unused: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        steps: _Steps = ctx.steps
+        if not steps.grads:
+            return None, None
+        dw = torch.cat(steps.grads).t().mm(torch.cat(steps.inputs))
+        steps.grads.clear()
+        steps.inputs.clear()
+        return dw, None
+
+
+class _StepProduct(torch.autograd.Function):
+    """x wᵀ at one step; its backward pass gives x's gradient and records (x, g) for ``_Gather``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, steps: _Steps) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.steps = steps
+        return x.mm(w.t())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+        x, w = ctx.saved_tensors
+        ctx.steps.grads.append(g)
+        ctx.steps.inputs.append(x)
+        return (g.mm(w) if ctx.needs_input_grad[0] else None), None, None

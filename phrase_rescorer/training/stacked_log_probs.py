@@ -1,0 +1,67 @@
+"""The training computation of the stacked sentence networks (rnnsearch, gnmt: ``model.stacked``).
+
+The model's function, log p(target|source) per pair or its label-smoothed form
+(``label_smoothing``), computed in another order for speed:
+
+* the encoder as ``packed_encoder`` (each GRU direction and layer one ``gru_sequence`` over the
+  real positions, its backward pass written out), its output in the model's padded layout;
+* the decoder's teacher-forced steps and the readout as the model runs them (``decode_outputs``,
+  ``Decoder.readout_features``), over the padded batch, so that dropout draws the same masks,
+  but the cells' input projections' weight gradients taken once over all steps
+  (``deferred_weights``; a decoder GRU step as a one-step ``gru_sequence`` measured no faster);
+* the output layer, the log-softmax and the (smoothed) pick over the real target positions only,
+  in one (N, V) buffer that becomes the logits' gradient in place (``smoothed_output``).
+
+The parameters and the random numbers drawn are the model's; only the order of the arithmetic
+differs: ``tests/unit/test_stacked_log_probs.py`` checks values and gradients against
+``label_smoothing.smoothed_log_probs`` over the model's teacher-forced logits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeGuard
+
+import torch
+from torch import nn
+
+from ..model.encoders import Encoder
+from .deferred_weights import DeferredWeights
+from .packed_encoder import packed_encoder
+from .smoothed_output import smoothed_target_log_probs
+
+
+def is_stacked_network(model: object) -> TypeGuard[Any]:
+    """Whether ``model`` is a stacked encoder-decoder this computation runs: its encoder an
+    ``encoders.Encoder`` reached through ``source_embeddings`` and ``encoded``, its decoder with a
+    ``readout_features`` and an output layer ``G_l`` with a bias."""
+    decoder = getattr(model, "decoder", None)
+    return (
+        isinstance(getattr(model, "encoder", None), Encoder)
+        and all(hasattr(model, name) for name in ("source_embeddings", "encoded", "decode_outputs"))
+        and hasattr(decoder, "readout_features")
+        and isinstance(getattr(decoder, "G_l", None), nn.Linear)
+    )
+
+
+class StackedLogProbs(nn.Module):
+    """``forward(src, src_len, tgt, tgt_len)`` -> the (smoothed, eps > 0) log-likelihood per pair
+    (B,), in batch order. A module holding the network as its only child, so that torchrun's DDP
+    wrapper sees it as the forward pass."""
+
+    def __init__(self, model: Any, eps: float = 0.0):
+        super().__init__()
+        if not 0.0 <= eps < 1.0:
+            raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
+        self.model, self.eps = model, eps
+
+    def forward(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
+    ) -> torch.Tensor:
+        m = self.model
+        enc = m.encoded(*packed_encoder(m.encoder, m.source_embeddings(src), src_len), src_len)
+        tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
+        u = m.decoder.readout_features(tops, y_prev, ctxs)  # (B, T, R)
+        real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
+        rows = real.nonzero()[:, 0]  # the batch row of each real position
+        terms = smoothed_target_log_probs(u[real], m.decoder.G_l, tgt[real], self.eps)
+        return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)

@@ -1,0 +1,64 @@
+"""``training.stacked_log_probs`` against the model's own objective (``label_smoothing.
+SmoothedLogProbs`` / ``packed_log_probs.PlainLogProbs`` over the teacher-forced logits): the same
+per-pair values and the same gradient of every weight, dropout on (the same masks drawn), for
+rnnsearch (its encoder packed) and gnmt (LSTM: the encoder itself), label smoothing 0 and 0.1;
+within float32 rounding, and to 1e-12 in float64."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from phrase_rescorer.model.architectures import arch_config, build_model
+from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.training.label_smoothing import SmoothedLogProbs
+from phrase_rescorer.training.packed_log_probs import PlainLogProbs
+from phrase_rescorer.training.stacked_log_probs import StackedLogProbs, is_stacked_network
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SIZES = ModelConfig(src_vocab_size=30, tgt_vocab_size=25, embed_dim=8, hidden_dim=6, maxout_dim=5, output_rank=4)
+
+
+def _batch() -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(1)
+    src_len, tgt_len = torch.tensor([3, 7, 1, 7, 4]), torch.tensor([2, 5, 6, 1, 3])
+    src, tgt = torch.randint(3, 30, (5, 7)), torch.randint(3, 25, (5, 6))
+    for b in range(5):
+        src[b, src_len[b] :] = 0
+        tgt[b, tgt_len[b] :] = 0
+    return src, src_len, tgt, tgt_len
+
+
+def _run(objective: nn.Module, model: nn.Module, batch: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+    model.zero_grad()
+    model.train()
+    torch.manual_seed(5)  # the dropout masks
+    value = objective(*batch)
+    (value * torch.arange(1.0, len(value) + 1, dtype=value.dtype)).sum().backward()
+    return [value.detach(), *(p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters())]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("arch", ["rnnsearch", "gnmt"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_equals_the_models_objective(dtype: torch.dtype, arch: str, eps: float) -> None:
+    torch.manual_seed(0)
+    options: dict[str, Any] = {"dropout": 0.3} if arch == "rnnsearch" else {"dropout": 0.3, "layers": 2}
+    model = build_model(SIZES, arch_config(arch, **options)).to(dtype)
+    model.reset_parameters(0.5)  # far from linear, so that a wrong term shows
+    assert is_stacked_network(model)
+    plain = SmoothedLogProbs(model, eps) if eps else PlainLogProbs(model)
+    want = _run(plain, model, _batch())
+    got = _run(StackedLogProbs(model, eps), model, _batch())
+    tol = 1e-12 if dtype == torch.float64 else 1e-5  # float64: the order of the sums; float32: its rounding
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+def test_other_networks_are_not_stacked() -> None:
+    for arch in ("cho2014", "transformer"):
+        assert not is_stacked_network(build_model(SIZES, arch_config(arch)))
