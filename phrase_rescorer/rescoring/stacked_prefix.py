@@ -39,7 +39,7 @@ A state may grow from one depth to the next (the transformer's holds every layer
 values at every position so far): each depth's states are made at the width its steps give.
 Memory is then bounded by the window times the target length (n nodes x t positions x L layers
 x 2d at depth t), and a step's work grows with t: for the transformer ``--scorer batched``
-measured faster (docs/results.md, "A Transformer behind the network interface").
+measured faster (docs/results-archive.md, "A Transformer behind the network interface").
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 ``rescore-phrase-table`` and ``moses-rescore-step`` command of a code block or an inline code
 span (and every span such as `train --resume`, a subcommand with its options) names a
 subcommand that exists, and every option it gives is one of that command's. Every block of the
-README and docs/results.md carries a mark (tests/helpers/doc_blocks.py), and the README's plain
-``sh`` blocks run as written."""
+README and of the results pages (docs/results.md, docs/results-archive.md) carries a mark
+(tests/helpers/doc_blocks.py), and the README's plain ``sh`` blocks run as written."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_the_check_sees_a_wrong_command_and_a_wrong_option() -> None:
 
 # --- The README's and the results page's blocks: each one marked, the plain ones run ----------------
 
-RUNNABLE = doc_blocks.sections("README.md", ("sh",))
+RUNNABLE = doc_blocks.sections("README.md", ("sh", "python"))
 
 
 @pytest.mark.parametrize("page", doc_blocks.MARKED_PAGES)
@@ -151,9 +151,10 @@ def test_every_block_carries_a_mark_and_no_command_hides_in_an_indented_block(pa
     assert doc_blocks.indented_code_lines(page) == [], f"{page}: indented code blocks: put them in a marked fence"
 
 
-def test_every_command_of_the_results_page_is_a_marked_measurement() -> None:
-    marks = {b.mark for b in doc_blocks.blocks("docs/results.md")}
-    assert marks <= {"sh long", "text"}, marks
+@pytest.mark.parametrize("page", ["docs/results.md", "docs/results-archive.md"])
+def test_every_command_of_the_results_pages_is_a_marked_measurement(page: str) -> None:
+    marks = {b.mark for b in doc_blocks.blocks(page)}
+    assert "sh long" in marks and marks <= {"sh long", "text"}, marks
 
 
 def test_the_install_blocks_name_make_targets_and_extras_that_exist() -> None:
@@ -172,7 +173,7 @@ def test_the_install_blocks_name_make_targets_and_extras_that_exist() -> None:
 
 def test_the_readme_runs_its_plain_blocks_and_leaves_moses_ones_to_the_moses_tests() -> None:
     marks = [b.mark for b in doc_blocks.blocks("README.md")]
-    assert "sh" in marks and "sh moses" in marks
+    assert "sh" in marks and "sh moses" in marks and "python" in marks
     moses_words = re.compile(r"\$MOSES|mert-moses|multi-bleu|experiment\.perl|--moses")
     for block in doc_blocks.blocks("README.md"):
         if block.mark == "sh":
@@ -187,7 +188,7 @@ def readme_runner(tmp_path_factory: pytest.TempPathFactory) -> doc_blocks.Runner
 @pytest.mark.slow
 @pytest.mark.parametrize("section", list(RUNNABLE))
 def test_the_readme_blocks_run_as_written(section: str, readme_runner: doc_blocks.Runner) -> None:
-    """The README's plain blocks run in order in one directory, as a user runs them from the top
+    """The README's plain and Python blocks run in order in one directory, as a user runs them from the top
     of a checkout (each section's test first runs the earlier sections it has not yet run)."""
     for name in RUNNABLE:
         for block in RUNNABLE[name]:

@@ -1,4 +1,4 @@
-"""The shell blocks of the README and docs/results.md, and a runner that runs them as a user does.
+"""The shell blocks of the README and the results pages, and a runner that runs them as a user does.
 
 Every fenced block of these pages carries one mark in its info string:
 
@@ -10,6 +10,8 @@ Every fenced block of these pages carries one mark in its info string:
   commands and options are checked like every documented command;
 - ```` ```sh install ````: installs packages (network, a virtual environment): not run; its
   ``make`` targets and pip extras are checked to exist;
+- ```` ```python ````: Python run with this package, in the same directory after the blocks
+  before it (what they wrote), by the same tests as the ``sh`` blocks;
 - ```` ```text ````: not commands (a synopsis, an output).
 
 A page may have no indented code block: every command is in a marked fence.
@@ -25,9 +27,9 @@ from pathlib import Path
 
 from tests.helpers.paths import PYTHON, REPO
 
-MARKS = ("sh", "sh moses", "sh long", "sh install", "text")
+MARKS = ("sh", "sh moses", "sh long", "sh install", "python", "text")
 #: The pages whose every block is marked.
-MARKED_PAGES = ("README.md", "docs/results.md")
+MARKED_PAGES = ("README.md", "docs/results.md", "docs/results-archive.md")
 #: The programs a block runs from the checkout (bin/), with this test run's Python.
 PROGRAMS = ("phrase-rescorer", "rescore-phrase-table", "moses-rescore-step")
 
@@ -105,15 +107,18 @@ class Runner:
         self.ran: list[Block] = []
 
     def run(self, block: Block, timeout: float = 600) -> subprocess.CompletedProcess:
+        if block.mark == "python":  # the package's Python, in the directory the blocks before it wrote in
+            return self._check(block, [PYTHON, "-c", block.text], timeout)
         script = (
             f"set -e -o pipefail\n. {self.state}\n{block.text}\n"
             f"declare -p | grep -E '^declare (--|-x) [A-Za-z_][A-Za-z0-9_]*=' "
             f"| grep -vE ' (BASH[A-Z_]*|EUID|PPID|SHELLOPTS|UID|PWD|OLDPWD|_)=' > {self.state}.new\n"
             f"mv {self.state}.new {self.state}\n"
         )
-        done = subprocess.run(
-            ["bash", "-c", script], cwd=self.directory, env=self.env, capture_output=True, text=True, timeout=timeout
-        )
+        return self._check(block, ["bash", "-c", script], timeout)
+
+    def _check(self, block: Block, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+        done = subprocess.run(argv, cwd=self.directory, env=self.env, capture_output=True, text=True, timeout=timeout)
         assert done.returncode == 0, (
             f"{block.page}:{block.line} ({block.section}) exited {done.returncode}:\n{block.text}\n"
             f"--- stderr ---\n{done.stderr[-4000:]}"

@@ -1,4 +1,4 @@
-"""The README's pipeline with the real Moses: every ``sh`` and ``sh moses`` block of the README,
+"""The README's pipeline with the real Moses: every ``sh``, ``sh moses`` and ``python`` block of the README,
 run in order in one directory as a user runs them from the top of a checkout, on the tiny system
 of tests/data/tiny-moses (tests/helpers/doc_blocks.py says how blocks are marked). Each
 section's test first runs the earlier sections it has not yet run; the checks after each block
@@ -18,7 +18,7 @@ from tests.helpers.moses import moses_root
 pytestmark = [pytest.mark.moses, pytest.mark.slow]
 
 NEEDS = ("bin/moses", "bin/mert", "bin/extractor", "scripts/training/mert-moses.pl", "scripts/generic/multi-bleu.perl")
-PIPELINE = doc_blocks.sections("README.md", ("sh", "sh moses"))
+PIPELINE = doc_blocks.sections("README.md", ("sh", "sh moses", "python"))
 
 
 @pytest.fixture(scope="module")

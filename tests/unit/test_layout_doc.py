@@ -1,5 +1,6 @@
-"""docs/layout.md ("How the code is laid out") names every module of the package on its
-subpackage's line, so the layout a reader sees is the one on disk."""
+"""docs/layout.md ("How the code is laid out") names every module of the package in its
+subpackage's entry (the folder's line and the indented lines that continue it), so the layout a
+reader sees is the one on disk."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ def _layout_lines() -> dict[str, str]:
     section = page.split("# How the code is laid out", 1)[1]
     block = section.split("```", 2)[1]
     lines: dict[str, str] = {}
+    folder = None
     for line in block.splitlines():
-        match = re.match(r"\s*([\w_]+/)\s+(.*)", line)
-        if match:
-            lines[match.group(1)] = match.group(2)
+        match = re.match(r" {0,2}([\w_]+/)\s+(.*)", line)
+        if match:  # a folder's entry starts at the margin (a subpackage two spaces in)
+            folder = match.group(1)
+            lines[folder] = match.group(2)
+        elif folder is not None and line.startswith(" " * 4):  # its text continued, indented
+            lines[folder] += " " + line.strip()
     return lines
 
 
@@ -37,3 +42,10 @@ def test_the_check_sees_a_missing_module() -> None:
     lines = _layout_lines()
     assert "engine.py" in lines["rescoring/"]
     assert "no_such_module.py" not in lines["rescoring/"]
+
+
+def test_an_entry_continued_on_indented_lines_is_read_whole() -> None:
+    lines = _layout_lines()
+    # the last module of a long entry stands on a continuation line
+    assert "training_profile.py" in lines["benchmarks/"] and "bench.py" in lines["benchmarks/"]
+    assert "nbest.py" in lines["moses/"] and "phrase_table.py" in lines["moses/"]
