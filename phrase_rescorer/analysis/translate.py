@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -35,30 +36,10 @@ class Translation:
     rank: float
 
 
-def translate(
-    checkpoint: Checkpoint,
-    sentences: Iterable[str],
-    *,
-    beam_size: int = 5,
-    alpha: float = 0.6,
-    max_length: int | None = None,
-    device: torch.device | str = "cpu",
-    on_sentence: Callable[[int], None] | None = None,
-    name: str = "input",
-) -> Iterator[str]:
-    """The best translation of each sentence (tokens joined by one space), in order. Weights
-    that give no finite log p (NaN) raise ``CheckpointError`` naming ``name``:LINE."""
-    for found in translate_nbest(
-        checkpoint,
-        sentences,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_length=max_length,
-        device=device,
-        on_sentence=on_sentence,
-        name=name,
-    ):
-        yield found[0].text if found else ""
+def translate(checkpoint: Checkpoint, sentences: Iterable[str], **options: Any) -> Iterator[str]:
+    """The best translation of each sentence (tokens joined by one space), in order: the first of
+    :func:`translate_nbest`'s candidates, which takes the same ``options``."""
+    return (found[0].text if found else "" for found in translate_nbest(checkpoint, sentences, **options))
 
 
 def translate_nbest(

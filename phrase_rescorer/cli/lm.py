@@ -16,7 +16,7 @@ from . import cli
 from .common import InputPath, NamedPath, say
 from .lm_report import kenlm_perplexities, report_training
 from .loop_options import loop_config, loop_options
-from .training_run import check_outputs, join_group, own_outputs, run_loop
+from .training_run import check_outputs, join_group, own_outputs, resumed_state, run_loop
 
 LM_DEFAULTS = LMTrainConfig()
 
@@ -131,9 +131,10 @@ def train_lm(
     On several GPUs or machines, start the same command with torchrun (docs/distributed.md).
     """
     loop = loop_config(kw)
-    last = check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume, family="cslm")
+    check_outputs(model_out, (text, valid_path, test_path, kenlm_path), log_path, resume)
     group, dev = join_group(ctx, device)
     own_outputs(ctx, model_out, group)
+    last = resumed_state(model_out, resume, "cslm")
     test_sentences = None if test_path is None else list(read_sentences(test_path))
     kenlm = None  # KenLM's figures, measured now: a file that is not an LM is refused before training
     if kenlm_path is not None:

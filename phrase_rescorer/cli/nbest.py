@@ -205,10 +205,12 @@ def merge_nbest(
     from ..moses.nbest import check_feature_name
     from ..moses.toolkit import find_moses
     from ..output import check_output_path
+    from ..output_paths import check_not_an_input
     from ..reranking.merge import added_indicator
     from ..reranking.merge import merge_nbest as merge
 
     check_output_path(out_path)
+    check_not_an_input(out_path, (("language model", lm_path),))
     stdin = [path for path in (moses_path, *added) if path == "-"]
     if len(stdin) > 1:
         raise UserError("'-' (stdin) given for more than one list: give the others as files")

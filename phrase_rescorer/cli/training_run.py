@@ -37,7 +37,14 @@ from ..training import adadelta_loop, products
 from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
-from ..training.run_files import check_not_running, companion_path, is_kept_path, lock_path
+from ..training.run_files import (
+    check_not_running,
+    companion_path,
+    described_holder,
+    is_kept_path,
+    is_lock_record,
+    lock_path,
+)
 from ..training.run_record import recorded_units
 from ..training.run_settings import TrainConfig, preset_sizes
 from ..training.task_interface import LoopConfig, RunState, Task
@@ -52,12 +59,12 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 def check_outputs(
-    model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0, *, family: str
-) -> ModelFile | None:
+    model_out: str, inputs: tuple[str | None, ...], log_path: str | None, resume: bool, keep: int = 0
+) -> None:
     """Before any work: MODEL_OUT's directory, the three outputs usable and none an input, with
     ``keep`` kept networks no input or log of their names (``MODEL.stepS.pt``: the steps are known
-    only as they come), and with ``--resume`` the ``.last.pt`` to resume, of the ``family``
-    (``model.kinds.FAMILIES``) the command trains: returned read, for ``fit`` to resume from."""
+    only as they come), and with ``--resume`` a ``.last.pt`` to resume (read by
+    :func:`resumed_state` once the run holds its lock)."""
     if not os.path.isdir(os.path.dirname(os.path.abspath(model_out))):
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path, lock = companion_path(model_out, ".last.pt"), lock_path(model_out)
@@ -78,10 +85,15 @@ def check_outputs(
                 raise OutputError(given, f"--keep-checkpoints would write a network over this file{link}", errno.EINVAL)
     if resume and not os.path.exists(last_path):
         raise UserError(f"--resume: no {last_path} to resume from")
+
+
+def resumed_state(model_out: str, resume: bool, family: str) -> ModelFile | None:
+    """With ``--resume``, the ``.last.pt`` to resume, of the ``family`` (``model.kinds.FAMILIES``)
+    the command trains, read once for ``fit`` (after :func:`own_outputs`: no other run writes it
+    meanwhile); a state of another command's network is refused before the data is read."""
     if not resume:
         return None
-    # a state of another command's network, refused before its data is read
-    return check_kind(last_path, f"{FAMILIES[family][1]} --resume", (family,))
+    return check_kind(companion_path(model_out, ".last.pt"), f"{FAMILIES[family][1]} --resume", (family,))
 
 
 def own_outputs(ctx: click.Context, model_out: str, group: distributed.Group) -> None:
@@ -95,11 +107,11 @@ def own_outputs(ctx: click.Context, model_out: str, group: distributed.Group) ->
         lock = lock_path(model_out)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(ctx)}
         try:
-            ctx.with_resource(held_lock(lock, json.dumps(record) + "\n", remove=True, ours=_is_lock_record))
+            ctx.with_resource(held_lock(lock, json.dumps(record) + "\n", remove=True, ours=is_lock_record))
         except LockHeld as e:
             refusal = (
-                f"{model_out}: another training is writing this model's files ({_holder(e.holder)}; lock {lock}); "
-                "wait for it to end, or give another MODEL_OUT"
+                f"{model_out}: another training is writing this model's files "
+                f"({described_holder(e.holder)}; lock {lock}); wait for it to end, or give another MODEL_OUT"
             )
         except NotALock:
             refusal = (
@@ -121,24 +133,6 @@ def own_outputs(ctx: click.Context, model_out: str, group: distributed.Group) ->
 
 def _command_line(ctx: click.Context) -> str:
     return shlex.join([ctx.find_root().info_name or "phrase-rescorer", *sys.argv[1:]])
-
-
-def _is_lock_record(text: str) -> bool:
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(record, dict) and "pid" in record
-
-
-def _holder(text: str) -> str:
-    """What the lock's record says of the run that holds it."""
-    if not _is_lock_record(text):
-        return "PID unknown"
-    record = json.loads(text)
-    command = str(record.get("command", "?"))
-    command = command if len(command) <= 200 else command[:197] + "..."
-    return f"PID {record['pid']} on {record.get('host', '?')}: {command}"
 
 
 def run_loop(
@@ -274,8 +268,9 @@ def run_training(
         except ValueError as e:
             raise UserError(str(e)) from e
     family, _ = network_kind({"trained_on": trained_on})
-    last = check_outputs(model_out, inputs, log_path, resume, loop.keep_checkpoints, family=family)
+    check_outputs(model_out, inputs, log_path, resume, loop.keep_checkpoints)
     own_outputs(ctx, model_out, group)
+    last = resumed_state(model_out, resume, family)
     kept = recorded_units(last) if last is not None and units == "auto" else None
     pairs, read_summary = load()
     try:

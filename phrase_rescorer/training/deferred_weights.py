@@ -41,8 +41,8 @@ class DeferredWeights:
     def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         """``layer(x)`` for x (B, in); the bias's gradient as autograd takes it."""
         w = layer.weight
-        if not w.requires_grad or not torch.is_grad_enabled():
-            return layer(x)
+        if not w.requires_grad or not torch.is_grad_enabled() or torch.is_autocast_enabled(x.device.type):
+            return layer(x)  # autocast: its casts belong to the operators it wraps
         entry = self._weights.get(id(w))
         if entry is None:
             steps = _Steps()

@@ -216,7 +216,8 @@ class Loop:
                     event["lr"] = learning_rate(cfg.lr, p.step - 1, cfg.lr_decay_steps, cfg.warmup_steps)
                 return event
 
-            emit({"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, **task.start_event()})
+            start = {"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, "run_id": p.run_id}
+            emit({**start, **task.start_event()})
             task.network.train()
             loss_sum, items, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
             plan: Sequence[Any] | None = None

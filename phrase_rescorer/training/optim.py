@@ -135,10 +135,16 @@ def adam_fused(params: list[torch.Tensor]) -> bool:
     for the whole update, where the default ``foreach`` form makes about ten passes over each
     tensor (a medium rnnsearch's Adam step on one CPU thread: 29 ms instead of 103; the same
     update to float rounding, ``tests/unit/test_optim.py``; the state and ``state_dict`` are the
-    same, so runs resume across the two). Other dtypes and devices keep the default."""
-    return bool(params) and all(
-        p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64) for p in params
-    )
+    same, so runs resume across the two). Other dtypes and devices keep the default, and so does
+    a torch before 2.4 on the CPU (its fused Adam is CUDA's only)."""
+    devices = ("cpu", "cuda") if _torch_version() >= (2, 4) else ("cuda",)
+    return bool(params) and all(p.device.type in devices and p.dtype in (torch.float32, torch.float64) for p in params)
+
+
+def _torch_version() -> tuple[int, int]:
+    """torch's (major, minor): ``2.13.0+cpu`` is (2, 13)."""
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
 def _fused_again(adam: torch.optim.Optimizer) -> None:

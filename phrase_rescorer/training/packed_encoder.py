@@ -46,7 +46,7 @@ def packable(encoder: Encoder, x: torch.Tensor) -> bool:
 def packed_encoder(encoder: Encoder, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``encoder(x, lengths)``: (memory (B, S, D), final (B, D)) from embedded sources x (B, S, E)
     and their lengths (B,), every layer a ``gru_sequence`` where ``packable`` (module text)."""
-    if not packable(encoder, x):
+    if not packable(encoder, x) or int(lengths.min()) < 1:  # an empty source: the model's own loop
         return encoder(x, lengths)
     B, S, _ = x.shape
     sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)

@@ -57,20 +57,26 @@ def check_not_running(path: str, *, own: str | None = None) -> None:
         if record is not None:
             raise OutputError(
                 path,
-                f"a file of a running training ({_described(record)}; lock {lock}): wait for it to end, "
+                f"a file of a running training ({described_holder(record)}; lock {lock}): wait for it to end, "
                 "or write elsewhere",
                 errno.EBUSY,
             )
 
 
-def _described(record: str) -> str:
-    """What a lock's record (JSON: the holder's ``pid``, ``host``, ``command``) says of its run."""
+def is_lock_record(text: str) -> bool:
+    """Whether ``text`` is a training lock's record (JSON with the holder's ``pid``)."""
     try:
-        fields = json.loads(record)
+        fields = json.loads(text)
     except ValueError:
-        fields = None
-    if not isinstance(fields, dict) or "pid" not in fields:
+        return False
+    return isinstance(fields, dict) and "pid" in fields
+
+
+def described_holder(record: str) -> str:
+    """What a lock's record (JSON: the holder's ``pid``, ``host``, ``command``) says of its run."""
+    if not is_lock_record(record):
         return "PID unknown"
+    fields = json.loads(record)
     command = str(fields.get("command", "?"))
     command = command if len(command) <= 200 else command[:197] + "..."
     return f"PID {fields['pid']} on {fields.get('host', '?')}: {command}"

@@ -63,6 +63,9 @@ def test_options_that_cannot_work_are_refused_first(
     refused([*args, "--lm", str(tmp_path / "no.arpa")], 6, "no.arpa", tmp_path, monkeypatch, capsys)
     refused([*args, "--lm-feature", "LM_0"], 2, "--lm-feature: feature name 'LM_0'", tmp_path, monkeypatch, capsys)
     refused([str(moses), str(net), "--add", str(net)], 6, "output is the same file as", tmp_path, monkeypatch, capsys)
+    lm = str(tmp_path / "lm.arpa")
+    over_lm = [str(moses), lm, "--add", str(net), "--lm", lm]
+    refused(over_lm, 6, "output is the same file as the language model", tmp_path, monkeypatch, capsys)
 
 
 def test_an_lm_whose_feature_is_not_in_the_list_is_refused(

@@ -5,6 +5,7 @@ its last N validations, and ``--average-last N`` averages them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,8 @@ def test_files_of_several_runs_are_refused_unless_asked(
     run, other_run = load_checkpoint(a2).run_id, load_checkpoint(b4).run_id
     assert run is not None and other_run is not None and run != other_run
     assert all(load_checkpoint(str(p)).run_id == run for p in (a4, a6, a, tmp_path / "a.last.pt"))
+    starts = [json.loads(line) for line in (tmp_path / "a.log").read_text().splitlines() if '"start"' in line]
+    assert [event["run_id"] for event in starts] == [run, run]  # the log names the run at each start
 
     out = tmp_path / "avg.pt"
     code, err = run_cli(["average", str(out), a2, a6], monkeypatch, capsys)  # across the resume

@@ -250,3 +250,14 @@ def test_adam_is_torchs_fused_update_and_resumes_from_the_default_one() -> None:
     assert mine.param_groups[0]["fused"]
     steps(3)
     assert not make_optimizer([torch.zeros(2, dtype=torch.bfloat16)], "adam", 1e-3, 0.95, 1e-6).defaults["fused"]
+
+
+def test_a_torch_without_the_cpu_fused_adam_keeps_the_default_update(monkeypatch) -> None:
+    """pyproject admits torch from 2.1; its fused Adam ran on CUDA only before 2.4."""
+    from phrase_rescorer.training import optim
+
+    cpu = [torch.zeros(2)]
+    assert optim.adam_fused(cpu)
+    monkeypatch.setattr(torch, "__version__", "2.3.1+cpu")
+    assert not optim.adam_fused(cpu)
+    assert not make_optimizer(cpu, "adam", 1e-3, 0.95, 1e-6).defaults["fused"]

@@ -62,3 +62,33 @@ def test_equals_the_models_objective(dtype: torch.dtype, arch: str, eps: float) 
 def test_other_networks_are_not_stacked() -> None:
     for arch in ("cho2014", "transformer"):
         assert not is_stacked_network(build_model(SIZES, arch_config(arch)))
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "gnmt"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_under_bf16_autocast_equals_the_models_objective(arch: str, eps: float) -> None:
+    """``--bf16`` trains under autocast: the step runs (a product of a bfloat16 gradient with a
+    float32 weight once failed), and its values and gradients are the plain objective's under the
+    same autocast to bfloat16's rounding (8 bits of mantissa: a few % of each tensor's norm)."""
+    torch.manual_seed(0)
+    model = build_model(SIZES, arch_config(arch, dropout=0.3))
+    model.reset_parameters(0.5)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        want = _run(SmoothedLogProbs(model, eps) if eps else PlainLogProbs(model), model, _batch())
+        got = _run(StackedLogProbs(model, eps), model, _batch())
+    for g, w in zip(got, want, strict=True):
+        assert torch.isfinite(g).all()
+        assert float((g.float() - w.float()).norm()) <= 0.05 * float(w.float().norm()) + 1e-6
+
+
+def test_an_empty_source_row_is_the_models_encoder() -> None:
+    torch.manual_seed(0)
+    model = build_model(SIZES, arch_config("rnnsearch"))
+    src, src_len, tgt, tgt_len = _batch()
+    src_len = src_len.clone()
+    src_len[2] = 0
+    src[2] = 0
+    want = _run(PlainLogProbs(model), model, (src, src_len, tgt, tgt_len))
+    got = _run(StackedLogProbs(model, 0.0), model, (src, src_len, tgt, tgt_len))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)  # attention over nothing
