@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from .compression import CompressionError, format_of_name
 from .errors import EXIT_SIGPIPE
 from .output_targets import fd_of_link, is_open, is_special
+from .run_lock import described_holder, running_owner
 
 
 class OutputError(OSError):
@@ -37,10 +38,12 @@ class ReaderGone(OutputError):
     exit_code = EXIT_SIGPIPE
 
 
-def check_output_path(path: str, by_name: bool = True) -> None:
+def check_output_path(path: str, by_name: bool = True, *, own: str | None = None) -> None:
     """Raise :class:`OutputError` if nothing could be written at ``path``; cheap, for callers to
     check their outputs before any long work. ``by_name``: the output is compressed by its name,
-    and a compressed name of a format that is not written is refused (``compression``)."""
+    and a compressed name of a format that is not written is refused (``compression``). A file a
+    living training run writes is refused (:func:`check_not_running`; ``own``: the lock of the
+    run that checks, whose refusal is its own)."""
     if path == "":
         raise OutputError(path, "empty output path")
     if by_name and path != "-":
@@ -76,6 +79,25 @@ def check_output_path(path: str, by_name: bool = True) -> None:
     if longest is not None and name > longest:
         raise OutputError(
             path, f"file name too long ({name} bytes; this file system takes {longest})", errno.ENAMETOOLONG
+        )
+    check_not_running(path, own=own)
+
+
+def check_not_running(path: str, *, own: str | None = None) -> None:
+    """Refuse ``path`` (``OutputError``, exit 6) where a living training run, other than the one
+    of the lock ``own`` (and other than this process), writes it (``run_lock.owner_locks``), naming
+    that run: its model file, saved state, log, lock or a network it keeps would be replaced under
+    it, whatever command writes there. A lock file a dead run left blocks nothing."""
+    if path == "-":
+        return
+    found = running_owner(path, own=own)
+    if found is not None:
+        lock, record = found
+        raise OutputError(
+            path,
+            f"a file of a running training ({described_holder(record)}; lock {lock}): wait for it to end, "
+            "or write elsewhere",
+            errno.EBUSY,
         )
 
 

@@ -18,6 +18,10 @@ with content that no run of its kind writes (:class:`NotALock`), which is then l
 ``holder(path)`` tells, without waiting and without keeping it, whether a living process holds
 the lock of ``path``, and what it wrote there: for a command that writes a file such a run owns.
 
+A training's lock sits beside its ``MODEL_OUT``: ``lock_path`` (``nmt.pt`` -> ``nmt.lock``), with
+its other files' names (``companion_path``: ``nmt.last.pt``, ``nmt.log``), so that
+:func:`running_owner` tells, for any path, the living run (not this process) that writes it.
+
 Both refusals are ``HostError``s (exit 6), which callers word for their kind of run. Errors of
 the system (a missing directory, no permission, a file system without ``flock``:
 ``ENOLCK``, ``ENOSYS``, ``EOPNOTSUPP``, see :data:`NO_LOCKS`) are the ``OSError`` itself.
@@ -28,7 +32,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
+import re
+import socket
 from collections.abc import Callable, Iterator
 
 from .errors import HostError
@@ -146,3 +153,68 @@ def _same_file(fd: int, path: str) -> bool:
         return False
     mine = os.fstat(fd)
     return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def companion_path(out_path: str, suffix: str) -> str:
+    """``rnn.pt`` -> ``rnn.last.pt`` / ``rnn.log``."""
+    return (out_path[:-3] if out_path.endswith(".pt") else out_path) + suffix
+
+
+def lock_path(out_path: str) -> str:
+    """``rnn.pt`` -> ``rnn.lock``: held by the run writing ``rnn.pt``, ``rnn.last.pt``, ``rnn.log``."""
+    return companion_path(out_path, ".lock")
+
+
+#: The names a run gives its files beside its ``MODEL_OUT`` stem S: S.last.pt, S.log, S.lock, S.stepN.pt.
+_COMPANION = re.compile(r"(.+)\.(?:last\.pt|log|lock|step[1-9][0-9]*\.pt)", re.ASCII | re.DOTALL)
+
+
+def owner_locks(path: str) -> list[str]:
+    """The locks of the runs that would write ``path``: the run whose ``MODEL_OUT`` it is, and, for
+    a companion's name (``S.last.pt``, ``S.log``, ``S.lock``, ``S.stepN.pt``), the run of ``S``."""
+    locks = [lock_path(path)]
+    folder, name = os.path.split(path)
+    companion = _COMPANION.fullmatch(name)
+    if companion is not None:
+        locks.append(lock_path(os.path.join(folder, companion.group(1))))
+    return list(dict.fromkeys(locks))
+
+
+def is_lock_record(text: str) -> bool:
+    """Whether ``text`` is a training lock's record (JSON with the holder's ``pid``)."""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(fields, dict) and "pid" in fields
+
+
+def described_holder(record: str) -> str:
+    """What a lock's record (JSON: the holder's ``pid``, ``host``, ``command``) says of its run."""
+    if not is_lock_record(record):
+        return "PID unknown"
+    fields = json.loads(record)
+    command = str(fields.get("command", "?"))
+    command = command if len(command) <= 200 else command[:197] + "..."
+    return f"PID {fields['pid']} on {fields.get('host', '?')}: {command}"
+
+
+def running_owner(path: str, *, own: str | None = None) -> tuple[str, str] | None:
+    """The lock (its path and record) of a living training run, other than the one of the lock
+    ``own`` and other than this process, that writes ``path`` (:func:`owner_locks`); None where
+    there is none. A lock file a dead run left blocks nothing."""
+    for lock in owner_locks(path):
+        if own is not None and os.path.abspath(lock) == os.path.abspath(own):
+            continue
+        record = holder(lock)
+        if record is not None and not _this_process(record):
+            return lock, record
+    return None
+
+
+def _this_process(record: str) -> bool:
+    """Whether a training lock's record is this process's own (a run saving its own files)."""
+    if not is_lock_record(record):
+        return False
+    fields = json.loads(record)
+    return fields["pid"] == os.getpid() and fields.get("host") == socket.gethostname()

@@ -40,9 +40,10 @@ def average(
     """
     from ..model.averaging import average_checkpoints, write_checkpoint
     from ..output import check_distinct_paths, check_output_path
+    from ..output_paths import check_not_running
     from ..training.kept_checkpoints import last_kept
     from ..training.loop import TrainingError
-    from ..training.run_files import check_not_running, companion_path
+    from ..training.run_files import companion_path
 
     read = list(inputs)
     if average_last is None:

@@ -32,19 +32,12 @@ from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused
 from ..model.kinds import FAMILIES, ModelFile, check_kind, network_kind
 from ..output import OutputError, check_distinct_paths, check_not_an_input, check_output_path
 from ..parallel import distributed
-from ..run_lock import NO_LOCKS, LockHeld, NotALock, held_lock
+from ..run_lock import NO_LOCKS, LockHeld, NotALock, described_holder, held_lock, is_lock_record, lock_path
 from ..training import adadelta_loop, products
 from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
-from ..training.run_files import (
-    check_not_running,
-    companion_path,
-    described_holder,
-    is_kept_path,
-    is_lock_record,
-    lock_path,
-)
+from ..training.run_files import companion_path, is_kept_path
 from ..training.run_record import recorded_units
 from ..training.run_settings import TrainConfig, preset_sizes
 from ..training.task_interface import LoopConfig, RunState, Task
@@ -69,8 +62,8 @@ def check_outputs(
         raise UserError(f"{model_out}: output directory does not exist", EXIT_OS)
     last_path, lock = companion_path(model_out, ".last.pt"), lock_path(model_out)
     for output in (model_out, last_path, log_path or companion_path(model_out, ".log"), lock):
-        check_output_path(output, by_name=False)  # refused now, not at the first save
-        check_not_running(output, own=lock)  # another living run's file (its MODEL_OUT, .last.pt, .log)
+        # refused now, not at the first save; another living run's file (its MODEL_OUT, .last.pt, .log)
+        check_output_path(output, by_name=False, own=lock)
         for given in inputs:  # an input, overwritten by a model after hours
             if given is not None:
                 check_distinct_paths(given, output)

@@ -19,6 +19,7 @@ from phrase_rescorer.run_lock import held_lock
 from tests.faults.test_interrupt import DEADLINE, start
 from tests.helpers.cli_run import run_cli
 from tests.helpers.nmt import SIZES, TINY_MOSES
+from tests.helpers.paths import SAMPLE
 from tests.helpers.train_options import TASKS, LoopTask
 
 CORPUS = [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
@@ -161,8 +162,9 @@ def test_the_files_of_a_running_run_are_no_other_command_s_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """m.pt's run holds m.lock (this test): its log, saved state, kept networks, model and lock are
-    refused as another training's MODEL_OUT or --log and as average's OUT (exit 6, naming the
-    run), and keep their bytes; once the run has ended they are free."""
+    refused as another training's MODEL_OUT or --log and as the output of any other command
+    (average, translate, rescore-phrase-table, merge-nbest: exit 6, naming the run), and keep their
+    bytes; once the run has ended they are free."""
     lock = tmp_path / "m.lock"
     record = {"pid": os.getpid(), "host": "elsewhere", "command": "phrase-rescorer train t.gz m.pt"}
     owned = {name: tmp_path / name for name in ("m.pt", "m.last.pt", "m.log", "m.step4.pt")}
@@ -174,6 +176,10 @@ def test_the_files_of_a_running_run_are_no_other_command_s_output(
         (owned["m.last.pt"], ["train-nmt", *CORPUS, str(owned["m.last.pt"]), *SIZES, *SHORT]),
         (owned["m.log"], ["train-nmt", *CORPUS, str(owned["m.log"]), *SIZES, *SHORT]),
         *((path, ["average", str(path), golden, golden]) for path in (*owned.values(), lock)),
+        # any command's output: a translation, a rescored table, a merged n-best list
+        (owned["m.pt"], ["translate", str(TINY_MOSES / "dev.en"), str(owned["m.pt"]), "-m", golden]),
+        (owned["m.last.pt"], ["rescore", str(SAMPLE), str(owned["m.last.pt"]), "-m", golden]),
+        (owned["m.log"], ["merge-nbest", str(owned["m.step4.pt"]), str(owned["m.log"]), "--add", str(lock)]),
     ]
     with held_lock(str(lock), json.dumps(record), remove=True):
         for target, argv in attempts:
