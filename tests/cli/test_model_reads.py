@@ -6,6 +6,7 @@ process."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +47,22 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return counted
 
 
-def _run(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run_cli(["-q", *args], monkeypatch, capsys)
-    assert code == 0, err
+Run = Callable[[list[str]], None]
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
+    """``phrase-rescorer -q ARGS`` in this process, which must succeed."""
+
+    def succeeds(args: list[str]) -> None:
+        code, err = run_cli(["-q", *args], monkeypatch, capsys)
+        assert code == 0, err
+
+    return succeeds
 
 
 def test_nbest_score_rescore_translate_read_each_model_once(
-    models: dict[str, Path],
-    reads: Counter[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    models: dict[str, Path], reads: Counter[str], tmp_path: Path, run: Run
 ) -> None:
     nbest = tmp_path / "in.nbest"
     nbest.write_text("".join(f"{i} ||| un homme . ||| LM0= -10.5 ||| -3.7\n" for i in range(3)))
@@ -65,46 +71,40 @@ def test_nbest_score_rescore_translate_read_each_model_once(
     for name, path in (("dev.en", source), ("dev.fr", target)):
         Path(path).write_text("".join((TINY_MOSES / name).read_text().splitlines(keepends=True)[:3]))
     out = str(tmp_path / "out.nbest")
-    _run(["nbest", str(nbest), out, "-m", cslm, "-m", nmt, "--source", source], monkeypatch, capsys)
+    run(["nbest", str(nbest), out, "-m", cslm, "-m", nmt, "--source", source])
     assert dict(reads) == {cslm: 1, nmt: 1}
     reads.clear()
-    _run(["score", target, "-m", cslm, "-o", str(tmp_path / "lm.txt")], monkeypatch, capsys)
-    _run(["score", source, target, "-m", nmt, "-o", str(tmp_path / "nmt.txt")], monkeypatch, capsys)
+    run(["score", target, "-m", cslm, "-o", str(tmp_path / "lm.txt")])
+    run(["score", source, target, "-m", nmt, "-o", str(tmp_path / "nmt.txt")])
     assert dict(reads) == {cslm: 1, nmt: 1}
     reads.clear()
-    _run(["rescore", str(SAMPLE), str(tmp_path / "pt.gz"), "-m", phrase], monkeypatch, capsys)
+    run(["rescore", str(SAMPLE), str(tmp_path / "pt.gz"), "-m", phrase])
     assert dict(reads) == {phrase: 1}
     reads.clear()
-    _run(["translate", source, str(tmp_path / "out.fr"), "-m", nmt, "--max-length", "3"], monkeypatch, capsys)
+    run(["translate", source, str(tmp_path / "out.fr"), "-m", nmt, "--max-length", "3"])
     assert dict(reads) == {nmt: 1}
 
 
-def test_average_reads_each_file_once(
-    models: dict[str, Path],
-    reads: Counter[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_average_reads_each_file_once(models: dict[str, Path], reads: Counter[str], tmp_path: Path, run: Run) -> None:
     phrase = str(models["phrase"])
-    _run(["average", str(tmp_path / "avg.pt"), phrase, phrase, phrase], monkeypatch, capsys)
+    run(["average", str(tmp_path / "avg.pt"), phrase, phrase, phrase])
     assert dict(reads) == {phrase: 1}
 
 
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_resume_and_average_last_read_the_saved_state_once(
-    task: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    task: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     inputs, out = task.inputs(tmp_path), tmp_path / "m.pt"
     keep = ["--keep-checkpoints", "2", "--valid-every", "2"] if task.command == "train" else []
-    _run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "2"], monkeypatch, capsys)
+    run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "2"])
     counted: Counter[str] = Counter()
     load = torch.load
     monkeypatch.setattr(torch, "load", lambda f, *a, **k: counted.update([str(f)]) or load(f, *a, **k))
-    _run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "4", "--resume"], monkeypatch, capsys)
+    run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "4", "--resume"])
     last = str(tmp_path / "m.last.pt")
     assert counted[last] == 1, counted
     if keep:  # the run's .last.pt names the kept networks
         counted.clear()
-        _run(["average", str(tmp_path / "avg.pt"), "--average-last", "2", str(out)], monkeypatch, capsys)
+        run(["average", str(tmp_path / "avg.pt"), "--average-last", "2", str(out)])
         assert counted[last] == 1 and all(n == 1 for n in counted.values()), counted

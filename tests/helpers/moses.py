@@ -6,12 +6,16 @@ set, else ``../shared/tools/moses`` beside the checkout. The tiny system of test
 language model built by the Moses found and a moses.ini; ``decode`` runs ``moses`` or
 ``moses2`` on it and reads back, for each sentence, the phrase pairs of the best hypothesis
 (``-t``: ``target words |i-j|`` per phrase) and its feature values from the n-best list.
+``tiny_lists`` decodes the dev and test text of tests/data/tiny-moses into n-best lists, and
+``tune_then_rerank`` is the reranking sequence of the tests on tests/data/tiny-moses: weights
+tuned by ``rerank-tune`` with the Moses found, a test list reranked with them.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +23,8 @@ import pytest
 
 from phrase_rescorer.moses.toolkit import MosesNotFound
 from phrase_rescorer.moses.toolkit import find_moses as find_toolkit
-from tests.helpers.paths import REPO, SHARED
+from tests.helpers.cslm import TINY_MOSES
+from tests.helpers.paths import PYTHON, REPO, SHARED, cli_env
 
 DATA = REPO / "tests" / "data" / "moses"
 DEV_EN = DATA / "dev.en"
@@ -138,3 +143,52 @@ def decode(moses: Path, ini: Path, workdir: Path, decoder: str = "moses") -> lis
         assert " ".join(t for _, t in pairs) == texts[i], (output, texts[i])
         best.append(Best(pairs, first[i]))
     return best
+
+
+def tiny_lists(moses: Path, directory: Path, size: int) -> dict[str, Path]:
+    """tests/data/tiny-moses' moses.ini completed in ``directory`` and the ``size``-best distinct
+    lists the decoder writes there for dev.en and test.en: {"moses", "ini", "dev", "test"}."""
+    ini = directory / "moses.ini"
+    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
+    paths: dict[str, Path] = {"moses": moses, "ini": ini}
+    for part in ("dev", "test"):
+        nbest = directory / f"{part}.nbest"
+        decoder = [str(moses / "bin" / "moses"), "-f", str(ini), "-input-file", str(TINY_MOSES / f"{part}.en")]
+        subprocess.run([*decoder, "-n-best-list", str(nbest), str(size), "distinct"], check=True, capture_output=True)
+        paths[part] = nbest
+    return paths
+
+
+def phrase_rescorer(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """``python -m phrase_rescorer ARGS`` from this checkout, its output captured."""
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True, env=cli_env(), timeout=600
+    )
+
+
+def tune_then_rerank(
+    lists: Mapping[str, Path],
+    dev: Path,
+    test: Path,
+    weights: Path,
+    out: Path,
+    *options: str,
+    reference: Path = TINY_MOSES / "dev.fr",
+) -> bytes:
+    """``rerank-tune DEV REFERENCE WEIGHTS --init INI --moses MOSES OPTIONS`` (``lists["ini"]``,
+    ``lists["moses"]``), then ``rerank TEST WEIGHTS OUT``; each must succeed. The tuning's stderr."""
+    tuned = phrase_rescorer(
+        "rerank-tune",
+        str(dev),
+        str(reference),
+        str(weights),
+        "--init",
+        str(lists["ini"]),
+        "--moses",
+        str(lists["moses"]),
+        *options,
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    r = phrase_rescorer("rerank", str(test), str(weights), str(out))
+    assert r.returncode == 0, r.stderr
+    return tuned.stderr

@@ -5,7 +5,6 @@ reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,30 +13,16 @@ from phrase_rescorer.lm.kenlm import KenLMSentences
 from phrase_rescorer.moses.nbest import dense_features, read_nbest
 from phrase_rescorer.reranking.merge import new_features
 from tests.helpers.cslm import TINY_MOSES
-from tests.helpers.moses import moses_root
-from tests.helpers.paths import PYTHON, cli_env
+from tests.helpers.moses import moses_root, tiny_lists, tune_then_rerank
+from tests.helpers.moses import phrase_rescorer as run
 
 NEEDS = ("bin/moses", "bin/query", "bin/extractor", "bin/kbmira")
 LM = TINY_MOSES / "lm.fr.3gram.arpa.gz"
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "phrase_rescorer", *args], capture_output=True, env=cli_env(), timeout=600)
-
-
 @pytest.fixture(scope="module")
 def lists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    moses = moses_root(NEEDS)
-    tmp = tmp_path_factory.mktemp("merge")
-    ini = tmp / "moses.ini"
-    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
-    paths: dict[str, Path] = {"moses": moses, "ini": ini}
-    for part in ("dev", "test"):
-        nbest = tmp / f"{part}.nbest"
-        decoder = [str(moses / "bin" / "moses"), "-f", str(ini), "-input-file", str(TINY_MOSES / f"{part}.en")]
-        subprocess.run([*decoder, "-n-best-list", str(nbest), "20", "distinct"], check=True, capture_output=True)
-        paths[part] = nbest
-    return paths
+    return tiny_lists(moses_root(NEEDS), tmp_path_factory.mktemp("merge"), 20)
 
 
 def test_the_computed_word_penalty_and_lm_value_are_the_decoders(lists: dict[str, Path]) -> None:
@@ -79,24 +64,9 @@ def test_merged_lists_are_tuned_by_kbmira_and_reranked(lists: dict[str, Path], t
         r = run("merge-nbest", *args)
         assert r.returncode == 0, r.stderr
         assert b"new lines' LM0, WordPenalty0 computed, Distortion0, PhrasePenalty0, TranslationModel0 0" in r.stderr
-    weights = tmp_path / "rerank.weights"
-    r = run(
-        "rerank-tune",
-        str(merged["dev"]),
-        str(TINY_MOSES / "dev.fr"),
-        str(weights),
-        "--init",
-        str(lists["ini"]),
-        "--moses",
-        str(lists["moses"]),
-        "--optimizer",
-        "kbmira",
-    )
-    assert r.returncode == 0, r.stderr
+    weights, out = tmp_path / "rerank.weights", tmp_path / "test.reranked"
+    tune_then_rerank(lists, merged["dev"], merged["test"], weights, out, "--optimizer", "kbmira")
     assert "\nFromMoses= " in weights.read_text() and "\nFromNet0= " in weights.read_text()
-    out = tmp_path / "test.reranked"
-    r = run("rerank", str(merged["test"]), str(weights), str(out))
-    assert r.returncode == 0, r.stderr
     assert len(out.read_text().splitlines()) == len((TINY_MOSES / "test.en").read_text().splitlines())
 
 

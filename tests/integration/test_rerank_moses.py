@@ -13,9 +13,10 @@ import pytest
 
 from phrase_rescorer.moses.nbest import read_nbest
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
-from tests.helpers.moses import moses_root
+from tests.helpers.moses import moses_root, tiny_lists, tune_then_rerank
+from tests.helpers.moses import phrase_rescorer as run
 from tests.helpers.nmt import tiny_nmt
-from tests.helpers.paths import PYTHON, cli_env
+from tests.helpers.paths import PYTHON
 
 NEEDS = (
     "bin/moses",
@@ -26,38 +27,10 @@ NEEDS = (
 )
 
 
-def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, "-m", "phrase_rescorer", *args], input=stdin, capture_output=True, env=cli_env(), timeout=600
-    )
-
-
 @pytest.fixture(scope="module")
 def lists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    moses = moses_root(NEEDS)
     tmp = tmp_path_factory.mktemp("rerank")
-    ini = tmp / "moses.ini"
-    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
-    paths: dict[str, Path] = {"moses": moses, "ini": ini, "lm": tiny_lm(tmp / "cslm.pt")}
-    for part in ("dev", "test"):
-        nbest = tmp / f"{part}.nbest"
-        subprocess.run(
-            [
-                str(moses / "bin" / "moses"),
-                "-f",
-                str(ini),
-                "-input-file",
-                str(TINY_MOSES / f"{part}.en"),
-                "-n-best-list",
-                str(nbest),
-                "50",
-                "distinct",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        paths[part] = nbest
-    return paths
+    return {**tiny_lists(moses_root(NEEDS), tmp, 50), "lm": tiny_lm(tmp / "cslm.pt")}
 
 
 @pytest.mark.slow
@@ -73,26 +46,13 @@ def test_nbest_rerank_tune_and_rerank(lists: dict[str, Path], tmp_path: Path) ->
             line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" CSLM0= ")[1].split(b" |||", 1)[1] for line in scored
         ]
         assert stripped == original  # every other byte kept, in order
-    weights = tmp_path / "rerank.weights"
-    r = run(
-        "rerank-tune",
-        str(tmp_path / "dev.cslm.nbest"),
-        str(TINY_MOSES / "dev.fr"),
-        str(weights),
-        "--init",
-        str(lists["ini"]),
-        "--moses",
-        str(lists["moses"]),
-        "--restarts",
-        "2",
+    weights, out = tmp_path / "rerank.weights", tmp_path / "test.reranked"
+    tuned = tune_then_rerank(
+        lists, tmp_path / "dev.cslm.nbest", tmp_path / "test.cslm.nbest", weights, out, "--restarts", "2"
     )
-    assert r.returncode == 0, r.stderr
-    assert b"dev BLEU (tokenized, as MERT scores it)" in r.stderr
+    assert b"dev BLEU (tokenized, as MERT scores it)" in tuned
     text = weights.read_text()
     assert "[weight]" in text and "\nCSLM0= " in text and "\nTranslationModel0= " in text
-    out = tmp_path / "test.reranked"
-    r = run("rerank", str(tmp_path / "test.cslm.nbest"), str(weights), str(out))
-    assert r.returncode == 0, r.stderr
     ours = out.read_text().splitlines()
     assert len(ours) == len((TINY_MOSES / "test.en").read_text().splitlines())
 
@@ -172,23 +132,11 @@ def test_the_sentence_level_feature_end_to_end(lists: dict[str, Path], tmp_path:
             line.split(b" CSLM0= ")[0] + b" |||" + line.split(b" NMT0= ")[1].split(b" |||", 1)[1] for line in scored
         ]
         assert stripped == original  # every other byte kept, in order
-    weights = tmp_path / "rerank.weights"
-    r = run(
-        "rerank-tune",
-        str(tmp_path / "dev.scored.nbest"),
-        str(TINY_MOSES / "dev.fr"),
-        str(weights),
-        "--init",
-        str(lists["ini"]),
-        "--moses",
-        str(lists["moses"]),
-        "--restarts",
-        "2",
+    weights, out = tmp_path / "rerank.weights", tmp_path / "test.reranked"
+    tune_then_rerank(
+        lists, tmp_path / "dev.scored.nbest", tmp_path / "test.scored.nbest", weights, out, "--restarts", "2"
     )
-    assert r.returncode == 0, r.stderr
     assert "\nNMT0= " in weights.read_text() and "\nCSLM0= " in weights.read_text()
-    r = run("rerank", str(tmp_path / "test.scored.nbest"), str(weights), str(tmp_path / "test.reranked"))
-    assert r.returncode == 0, r.stderr
     assert len((tmp_path / "test.reranked").read_text().splitlines()) == 8
 
     # a source text with a line less is refused before any output
@@ -470,31 +418,16 @@ def test_a_crlf_or_gzip_reference_tunes_as_the_plain_one(lists: dict[str, Path],
     ref = (TINY_MOSES / "dev.fr").read_bytes()
     (tmp_path / "crlf.fr").write_bytes(ref.replace(b"\n", b"\r\n"))
     (tmp_path / "ref.fr.gz").write_bytes(gzip.compress(ref.replace(b"\n", b"\r\n")))
-    weights = {}
+    weights, chosen = {}, {}
     for name, path in (("lf", TINY_MOSES / "dev.fr"), ("crlf", tmp_path / "crlf.fr"), ("gz", tmp_path / "ref.fr.gz")):
         out = tmp_path / f"{name}.weights{'.gz' if name == 'gz' else ''}"
-        r = run(
-            "rerank-tune",
-            str(lists["dev"]),
-            str(path),
-            str(out),
-            "--init",
-            str(lists["ini"]),
-            "--moses",
-            str(lists["moses"]),
-            "--restarts",
-            "2",
-        )
-        assert r.returncode == 0, r.stderr
+        reranked = tmp_path / f"{out.name}.out"
+        tune_then_rerank(lists, lists["dev"], lists["test"], out, reranked, "--restarts", "2", reference=path)
         data = out.read_bytes()
         weights[name] = gzip.decompress(data) if name == "gz" else data
+        chosen[name] = reranked.read_bytes()
     assert weights["crlf"] == weights["lf"] and weights["gz"] == weights["lf"]
-    chosen = []
-    for name in ("lf.weights", "gz.weights.gz"):
-        r = run("rerank", str(lists["test"]), str(tmp_path / name), str(tmp_path / f"{name}.out"))
-        assert r.returncode == 0, r.stderr
-        chosen.append((tmp_path / f"{name}.out").read_bytes())
-    assert chosen[0] == chosen[1] and len(chosen[0].splitlines()) == 8
+    assert chosen["lf"] == chosen["gz"] and len(chosen["lf"].splitlines()) == 8
 
 
 def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:
