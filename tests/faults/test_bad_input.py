@@ -291,8 +291,16 @@ CASES = [
     ),
     # --- unusual but valid tables
     Case(
-        "10,000-token phrases (scored, not skipped)",
+        "10,000-token phrases (scored, not skipped, where --max-tokens allows them)",
         FIRST + LONG_SOURCE + b" ||| la ||| " + S4 + b" ||| 0-0\n" + b"the ||| " + LONG_TARGET + b" ||| " + S4 + b"\n",
+        args=("-q", "rescore", "{in}", "{out}", "--model", "{model}", "--max-tokens", "10000"),
+    ),
+    Case(
+        "10,000-token phrase over the default --max-tokens (refused before scoring)",
+        FIRST + LONG_SOURCE + b" ||| la ||| " + S4 + b" ||| 0-0\n",
+        3,
+        r"{in}:2: 10,000 tokens, more than --max-tokens 1,000",
+        "absent",
     ),
     Case("duplicate lines", FIRST + FIRST + FIRST + SECOND),
     Case(
