@@ -11,6 +11,7 @@ import click
 from ..analysis import compare as cmp
 from ..analysis import plots
 from ..analysis import suggest as sug
+from ..analysis.picture_outputs import check_picture_output
 from ..analysis.table_groups import GroupFilter, phrase_groups
 from ..errors import EXIT_INPUT
 from ..moses.words import split_words
@@ -263,7 +264,7 @@ def compare(
         from ..output import check_distinct_paths
 
         check_distinct_paths(table, plot, model=model)
-        plots.check_picture_output(plot)
+        check_picture_output(plot)
     ckpt, net, src_vocab, tgt_vocab = load_word_network(model, device)
     tm_column = tm_column or (1 if ckpt.inverse else cmp.DEFAULT_TM_COLUMN)
     show = display(ckpt, model, raw, detok, source_lang, target_lang)

@@ -9,6 +9,7 @@ import click
 
 from ..analysis import embed as emb
 from ..analysis import plots
+from ..analysis.picture_outputs import check_picture_output
 from ..analysis.table_groups import Reservoir, phrase_groups
 from ..output import check_distinct_paths
 from ..training.log import TrainingLogError, read_training_curves
@@ -113,7 +114,7 @@ def embed(
         spaces.append(emb.phrase_space(net, src_vocab, chosen, show))
     if plot:
         for space in spaces:
-            plots.check_picture_output(emb.map_path(out, space))
+            check_picture_output(emb.map_path(out, space))
     written = [path for space in spaces for path in emb.write_space(out, space)]
     written.append(emb.write_projector_config(out, spaces))
     if plot:
@@ -151,7 +152,7 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
     Example:
       phrase-rescorer plot-log nmt.log -o nmt-curves.png"""
     check_distinct_paths(log, out)  # the log, replaced by its picture
-    plots.check_picture_output(out)
+    check_picture_output(out)
     try:
         records = read_training_curves(log)
     except TrainingLogError as e:
@@ -188,7 +189,7 @@ def plot_experiment(out_dir: str, out: str | None) -> None:
 
     out = out or os.path.join(out_dir, "experiment.png")
     check_distinct_paths(os.path.join(out_dir, REPORT_NAME), out)
-    plots.check_picture_output(out)
+    check_picture_output(out)
     report = read_report(out_dir)
     with pictures():
         plots.experiment_chart(report, out)

@@ -16,7 +16,8 @@ from . import cli
 from .common import InputPath, NamedPath, say
 from .lm_report import kenlm_perplexities, report_training
 from .loop_options import loop_config, loop_options
-from .training_run import check_outputs, join_group, own_outputs, resumed_state, run_loop
+from .training_outputs import check_outputs, own_outputs, resumed_state
+from .training_run import join_group, run_loop
 
 LM_DEFAULTS = LMTrainConfig()
 
