@@ -18,8 +18,8 @@ log p that training has always used (``packed_log_probs``: cho2014's packed path
 for the other networks), unchanged; for eps > 0 the smoothed form over the teacher-forced
 logits, for every network (cho2014's packed computation keeps only the target's log p of each
 position, so a smoothed cho2014 run takes the plain path, slower). The stacked sentence networks
-(rnnsearch, gnmt) compute either form as ``stacked_log_probs`` does: the same function in a
-faster order.
+(rnnsearch, gnmt) compute either form as ``stacked_log_probs`` does, the transformer as
+``transformer_log_probs`` does: the same function in a faster order.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ..model.cho2014 import token_log_probs
 from ..model.network import Network
 from .packed_log_probs import training_log_probs
 from .stacked_log_probs import StackedLogProbs, is_stacked_network
+from .transformer_log_probs import TransformerLogProbs, is_transformer
 
 
 def smoothed_log_probs(logits: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor, eps: float) -> torch.Tensor:
@@ -71,4 +72,6 @@ def training_objective(model: Network, eps: float = 0.0) -> nn.Module:
     computation of ``packed_log_probs``, unchanged) or its label-smoothed form."""
     if is_stacked_network(model):  # the same function, computed faster (stacked_log_probs)
         return StackedLogProbs(model, eps)
+    if is_transformer(model):  # likewise, its output layer over the real positions only
+        return TransformerLogProbs(model, eps)
     return SmoothedLogProbs(model, eps) if eps > 0.0 else training_log_probs(model)

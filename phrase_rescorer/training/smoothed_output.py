@@ -27,14 +27,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ..data.vocab import PAD_ID
-from .target_log_probs import compiled, compiled_smoothed, target_log_probs
+from .target_log_probs import OutputLayer, compiled, compiled_smoothed, target_log_probs
 
 
-def smoothed_target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor, eps: float) -> torch.Tensor:
+def smoothed_target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, eps: float) -> torch.Tensor:
     """The smoothed log-likelihood term (N,) of each position from the output layer's input
     u (N, R) and the targets (N,) (module text); for eps 0, log p(target) itself."""
     if not 0.0 <= eps < 1.0:

@@ -32,10 +32,9 @@ Each graph can be backpropagated once (no double backward), as training does.
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, Protocol
 
 import torch
-from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .c_library import CLibrary, c_source
@@ -58,7 +57,20 @@ def _declare(lib: ctypes.CDLL) -> None:
 LIBRARY = CLibrary("target-log-probs", SOURCE, _declare, openmp=True)
 
 
-def target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor) -> torch.Tensor:
+class OutputLayer(Protocol):
+    """An output layer: ``nn.Linear``, or a product with another module's weights (the
+    transformer's, whose output matrix is its target embedding)."""
+
+    @property
+    def weight(self) -> torch.Tensor: ...
+
+    @property
+    def bias(self) -> torch.Tensor | None: ...
+
+    def __call__(self, u: torch.Tensor) -> torch.Tensor: ...
+
+
+def target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(layer(u))[i, targets[i]] (N,) for u (N, R): the C loops where they apply
     (float32 CPU tensors outside autocast, a layer with a bias, the library built), else
     ``picked_log_probs(layer(u), targets)``."""
@@ -68,7 +80,7 @@ def target_log_probs(u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor) -
     return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, 0.0, 0)
 
 
-def compiled(u: torch.Tensor, layer: nn.Linear) -> ctypes.CDLL | None:
+def compiled(u: torch.Tensor, layer: OutputLayer) -> ctypes.CDLL | None:
     """The C loops' library where they apply to ``layer(u)`` (float32 CPU tensors outside
     autocast, a layer with a bias, the library built), else None."""
     w, b = layer.weight, layer.bias
@@ -82,7 +94,7 @@ def compiled(u: torch.Tensor, layer: nn.Linear) -> ctypes.CDLL | None:
 
 
 def compiled_smoothed(
-    u: torch.Tensor, layer: nn.Linear, targets: torch.Tensor, lib: ctypes.CDLL, eps: float, pad: int
+    u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, lib: ctypes.CDLL, eps: float, pad: int
 ) -> torch.Tensor:
     """With the library of ``compiled``: the label-smoothed term of each position (N,),
     (1 - eps) log p(target) + eps mean of log p over the outputs but ``pad``

@@ -1,8 +1,9 @@
-"""``training.stacked_log_probs`` against the model's own objective (``label_smoothing.
-SmoothedLogProbs`` / ``packed_log_probs.PlainLogProbs`` over the teacher-forced logits): the same
-per-pair values and the same gradient of every weight, dropout on (the same masks drawn), for
-rnnsearch (its encoder packed) and gnmt (LSTM: the encoder itself), label smoothing 0 and 0.1;
-within float32 rounding, and to 1e-12 in float64."""
+"""``training.stacked_log_probs`` and ``training.transformer_log_probs`` against the model's own
+objective (``label_smoothing.SmoothedLogProbs`` / ``packed_log_probs.PlainLogProbs`` over the
+teacher-forced logits): the same per-pair values and the same gradient of every weight, dropout on
+(the same masks drawn), for rnnsearch (its encoder packed), gnmt (LSTM: the encoder itself) and the
+transformer (its output layer over the real positions only), label smoothing 0 and 0.1; within
+float32 rounding, and to 1e-12 in float64."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from torch import nn
 
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.cho2014 import ModelConfig
-from phrase_rescorer.training.label_smoothing import SmoothedLogProbs
+from phrase_rescorer.training.label_smoothing import SmoothedLogProbs, training_objective
 from phrase_rescorer.training.packed_log_probs import PlainLogProbs
 from phrase_rescorer.training.stacked_log_probs import StackedLogProbs, is_stacked_network
+from phrase_rescorer.training.transformer_log_probs import TransformerLogProbs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -57,6 +59,34 @@ def test_equals_the_models_objective(dtype: torch.dtype, arch: str, eps: float) 
     tol = 1e-12 if dtype == torch.float64 else 1e-5  # float64: the order of the sums; float32: its rounding
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_the_transformers_equals_its_objective(dtype: torch.dtype, eps: float) -> None:
+    torch.manual_seed(0)
+    model = build_model(SIZES, arch_config("transformer", dropout=0.3, layers=2, heads=2)).to(dtype)
+    model.reset_parameters(0.5)
+    assert isinstance(training_objective(model, eps), TransformerLogProbs)
+    plain = SmoothedLogProbs(model, eps) if eps else PlainLogProbs(model)
+    want = _run(plain, model, _batch())
+    got = _run(TransformerLogProbs(model, eps), model, _batch())
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_the_transformers_under_bf16_autocast(eps: float) -> None:
+    torch.manual_seed(0)
+    model = build_model(SIZES, arch_config("transformer", dropout=0.3, layers=2, heads=2))
+    model.reset_parameters(0.5)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        want = _run(SmoothedLogProbs(model, eps) if eps else PlainLogProbs(model), model, _batch())
+        got = _run(TransformerLogProbs(model, eps), model, _batch())
+    for g, w in zip(got, want, strict=True):
+        assert torch.isfinite(g).all()
+        assert float((g.float() - w.float()).norm()) <= 0.05 * float(w.float().norm()) + 1e-6
 
 
 def test_other_networks_are_not_stacked() -> None:

@@ -1,0 +1,64 @@
+"""The training computation of the transformer (``model.transformer``): its function, log
+p(target|source) per pair or its label-smoothed form (``label_smoothing``), computed in another
+order for speed.
+
+The model computes the output layer over every position of the padded batch, (B, T, V) logits,
+and ``label_smoothing.smoothed_log_probs`` takes their log-softmax twice (the pick and the mean)
+over the padding too. Here the encoder and the decoder's layers run as the model runs them (so
+dropout draws the same masks), the final layer norm is taken over the real target positions only,
+and the output layer (the target embedding as its matrix, ``output_bias``), the log-softmax and
+the (smoothed) pick run in one (N, V) buffer that becomes the logits' gradient in place
+(``smoothed_output``; on the CPU in float32 its C loops). The parameters are the model's; only the
+order of the arithmetic differs: ``tests/unit/test_stacked_log_probs.py`` checks values and
+gradients against the model's own objective.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeGuard
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..model.transformer import TransformerEncoderDecoder
+from .smoothed_output import smoothed_target_log_probs
+
+
+def is_transformer(model: object) -> TypeGuard[TransformerEncoderDecoder]:
+    """Whether ``model`` is the transformer this computation runs."""
+    return isinstance(model, TransformerEncoderDecoder)
+
+
+class _TiedOutput:
+    """The transformer's output layer as ``smoothed_output`` takes one: the target embedding as
+    its matrix, ``output_bias`` as its bias (the model's own parameters, not copies)."""
+
+    def __init__(self, model: TransformerEncoderDecoder):
+        self.weight, self.bias = model.tgt_embed.weight, model.output_bias
+
+    def __call__(self, u: torch.Tensor) -> torch.Tensor:
+        return F.linear(u, self.weight, self.bias)
+
+
+class TransformerLogProbs(nn.Module):
+    """``forward(src, src_len, tgt, tgt_len)`` -> the (smoothed, eps > 0) log-likelihood per pair
+    (B,), in batch order. A module holding the network as its only child, so that torchrun's DDP
+    wrapper sees it as the forward pass."""
+
+    def __init__(self, model: TransformerEncoderDecoder, eps: float = 0.0):
+        super().__init__()
+        if not 0.0 <= eps < 1.0:
+            raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
+        self.model, self.eps = model, eps
+
+    def forward(
+        self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
+    ) -> torch.Tensor:
+        m: Any = self.model
+        tops, _, _, _ = m.decode_outputs(m.encode(src, src_len), tgt)
+        real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
+        rows = real.nonzero()[:, 0]  # the batch row of each real position
+        u = m.decoder_norm(tops[real])  # (N, d): the layer norm is per position
+        terms = smoothed_target_log_probs(u, _TiedOutput(m), tgt[real], self.eps)
+        return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)
