@@ -9,19 +9,22 @@ back into tokens. Inputs and outputs are tokenized text, one sentence a line, in
 :func:`translate_nbest` gives each sentence's finished candidates instead, in the beam's final
 ranking (log p, or GNMT's s(Y, X) with ``alpha``), each translation once (a subword network's
 different units that join into the same tokens: the first kept), for a Moses-format n-best
-list of the network's own candidates (``translate --n-best-list``).
+list of the network's own candidates (``translate --n-best-list``), whose lines
+:func:`candidate_lines` writes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..model.checkpoint import Checkpoint, unusable_weights
+from ..moses.nbest import nbest_line
+from ..moses.words import split_words
 from .search import beam_search
 
 
@@ -77,3 +80,13 @@ def translate_nbest(
         yield list(distinct.values())
         if on_sentence is not None:
             on_sentence(n)
+
+
+def candidate_lines(sentence: int, found: Sequence[Translation], size: int, name: str) -> list[bytes]:
+    """The lines of sentence ID ``sentence`` in a Moses n-best list of the network's candidates:
+    the ``size`` best of ``found`` (:func:`translate_nbest`'s), ``ID ||| hypothesis ||| NAME= log p
+    ||| rank score``; for an empty source (no candidate), the empty hypothesis, its value 0, as the
+    translation of an empty line is."""
+    if not found:
+        return [nbest_line(sentence, [], [(name, [0.0])], 0.0)]
+    return [nbest_line(sentence, split_words(t.text), [(name, [t.logp])], t.rank) for t in found[:size]]

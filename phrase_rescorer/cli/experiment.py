@@ -90,6 +90,18 @@ _FILE = InputPath(dir_okay=False)
     help="Size of the distinct n-best lists reranked with --lm or --nmt.",
 )
 @click.option(
+    "--network-candidates",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="K",
+    help="With --nmt: each network that translates forward also translates dev and test with its own "
+    "beam (beam K, translate's defaults otherwise), once per experiment, and its K best candidates join "
+    "every run's Moses lists (as merge-nbest: FromMoses, FromNet0, ...; new lines get WordPenalty0 and "
+    "the ini's KENLM feature through $MOSES/bin/query, Moses' other features 0): every \"+ NMT\" row gets "
+    'a twin "+ NMT, with the networks\' candidates", reranked on the joined lists. May be added or '
+    "changed when an experiment is continued, like --nmt.",
+)
+@click.option(
     "--rerank-optimizer",
     type=click.Choice(OPTIMIZERS),
     default=OPTIMIZERS[0],
@@ -186,6 +198,7 @@ def experiment(
     lm: str | None,
     nmt: tuple[str, ...],
     rerank_nbest: int,
+    network_candidates: int | None,
     rerank_optimizer: str,
     unk_feature: bool,
     runs: int,
@@ -211,7 +224,8 @@ def experiment(
     and "+ CSLM" on the baseline, which says whether the two networks add up. With --nmt (a
     network from train-nmt; repeat it for several, one feature each) the same for its
     sentence-level feature: "+ NMT", and with --lm "+ CSLM + NMT" (and "+ CSLM + RNN + NMT"),
-    rows beyond the paper's table. With
+    rows beyond the paper's table; with --network-candidates K also each "+ NMT" row reranked on
+    Moses' lists joined by the networks' own K best translations (the hybrid). With
     --inverse-model (a network trained with --direction inverse) also "+ RNN both directions":
     the table with both networks' columns, as Moses carries each probability both ways.
 
@@ -223,8 +237,11 @@ def experiment(
       phrase-rescorer experiment --moses $MOSES --ini work/model/moses.ini \\
           --dev dev.en dev.fr --test test.en test.fr --model rnn.pt --runs 3 --out exp/
     """
+    if network_candidates and not nmt:
+        raise UserError("--network-candidates needs --nmt (the networks whose candidates join Moses' lists)")
     try:
-        toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}"))
+        query = ("bin/query",) if network_candidates else ()
+        toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}", *query))
     except MosesNotFound as e:
         raise UserError(str(e), e.exit_code) from None
     if unk_feature and model is None:
@@ -244,6 +261,7 @@ def experiment(
         nmt=nmt,
         rerank_nbest=rerank_nbest,
         rerank_optimizer=rerank_optimizer,
+        network_candidates=network_candidates or 0,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,
         runs=runs,

@@ -8,7 +8,7 @@ import click
 
 from ..data.table_stats import format_report, inspect_table
 from ..errors import EXIT_INPUT
-from ..model.kinds import check_kind
+from ..model.kinds import TAKES, check_kind
 from ..moses.columns import MOSES_COLUMNS, RNN_COUNT, network_column
 from . import cli
 from .common import UserError, model_option, progress, threads_option, warn
@@ -86,5 +86,6 @@ def _added_columns(model_paths: tuple[str, ...], unk_feature: bool) -> tuple[str
     """What rescore appended, in order: each network's direction, then "wp" (None: not given)."""
     if not model_paths:  # the default naming (one forward network) already knows its WP column
         return None
-    kinds = (check_kind(p, "phrase-rescorer inspect -m", ("phrase",)).kind for p in model_paths)
+    option = "phrase-rescorer inspect -m"
+    kinds = (check_kind(p, option, *TAKES[option]).kind for p in model_paths)
     return tuple(direction for _, direction in kinds) + (("wp",) if unk_feature else ())

@@ -95,13 +95,12 @@ def translate(
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 5 -threads 2
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
     """
-    from ..analysis.translate import translate_nbest
+    from ..analysis.translate import candidate_lines, translate_nbest
     from ..data.corpus import read_sentences
     from ..data.line_limit import within_limit
     from ..model.checkpoint import load_checkpoint
     from ..model.kinds import phrase_network_warning
-    from ..moses.nbest import check_feature_name, nbest_line
-    from ..moses.words import split_words
+    from ..moses.nbest import check_feature_name
     from ..output import AtomicOutput, check_distinct_paths, check_not_an_input, check_output_path
 
     check_output_path(out_path)
@@ -146,12 +145,9 @@ def translate(
         ):
             out.write((found[0].text if found else "").encode("utf-8") + b"\n")
             if nbest_out is not None:
-                kept = found[:nbest_size]
-                if not kept:  # an empty source: the empty translation, as OUT has it
-                    nbest_out.write(nbest_line(lines, [], [(feature_name, [0.0])], 0.0))
-                for t in kept:
-                    nbest_out.write(nbest_line(lines, split_words(t.text), [(feature_name, [t.logp])], t.rank))
-                candidates += max(len(kept), 1)
+                written = candidate_lines(lines, found, nbest_size, feature_name)
+                nbest_out.write(b"".join(written))
+                candidates += len(written)
             lines += 1
     said = f"{in_path}: {lines:,} sentences translated with {model} (beam {beam_size}, alpha {alpha:g})"
     if nbest_path is not None:

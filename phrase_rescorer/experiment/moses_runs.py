@@ -148,13 +148,9 @@ def tune(
     return tuned, bleus
 
 
-def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1) -> list[str]:
-    """Translate ``source`` with ``ini`` into ``output`` (written through ``AtomicOutput`` once
-    the decoder has produced one line per source line); return the lines."""
-    with open(source, "rb") as f:
-        expected = sum(1 for _ in f)
-    log = f"{output}.log"
-    argv = [
+def _decoder_argv(toolkit: MosesToolkit, ini: str, source: str, threads: int) -> list[str]:
+    """The decoder's command line that translates ``source`` with ``ini``."""
+    return [
         toolkit.decoder,
         "-f",
         os.path.abspath(ini),
@@ -163,8 +159,16 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
         "-threads",
         str(threads),
     ]
+
+
+def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1) -> list[str]:
+    """Translate ``source`` with ``ini`` into ``output`` (written through ``AtomicOutput`` once
+    the decoder has produced one line per source line); return the lines."""
+    with open(source, "rb") as f:
+        expected = sum(1 for _ in f)
+    log = f"{output}.log"
     with open(log, "wb") as err:
-        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
+        result = subprocess.run(_decoder_argv(toolkit, ini, source, threads), stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
         raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", EXIT_OS)
     try:
@@ -186,13 +190,7 @@ def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size
     log = f"{output}.log"
     partial = f"{output}.partial"
     argv = [
-        toolkit.decoder,
-        "-f",
-        os.path.abspath(ini),
-        "-input-file",
-        os.path.abspath(source),
-        "-threads",
-        str(threads),
+        *_decoder_argv(toolkit, ini, source, threads),
         "-n-best-list",
         os.path.abspath(partial),
         str(size),

@@ -176,6 +176,12 @@ def format_table(report: dict) -> str:
             f"Reranked rows (+ CSLM, + NMT): weights tuned on the dev lists by {optimizer}"
             " (their dev BLEU is the tuning set's)."
         )
+        if settings.get("network_candidates"):
+            size = settings["network_candidates"]
+            lines.append(
+                f"with the networks' candidates: Moses' lists joined by each forward --nmt network's {size} best"
+                f" (beam {size})."
+            )
         if heldout:
             lines.append(
                 "dev (held out): each dev sentence chosen by weights tuned on the other half (2 folds):"

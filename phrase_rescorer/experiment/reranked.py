@@ -23,6 +23,10 @@ sentence. Files, in the decoder run's directory::
                                                   tuned on the other half (``reranking.heldout``)
     rerank/KEY/result.json                        written last: the reranked run is finished
 
+With ``--network-candidates`` every reranked system with the NMT features also gets a twin
+reranked the same way on the lists joined by the networks' own candidates (``candidates``: its
+lists in ``rerank/candidates``, its files in ``rerank/KEY-candidates``).
+
 A restarted experiment keeps a finished reranked run and redoes an unfinished one. The models
 may change between two starts (``--lm`` or ``--nmt`` added, replaced by another file, or left
 out): the decoder runs are kept, the lists are not decoded again, the features of models that
@@ -47,6 +51,7 @@ from ..data.corpus import read_lines
 from ..errors import EXIT_OS
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
+from ..model.kinds import ModelFile, path_of
 from ..moses.nbest import read_nbest, without_features
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
@@ -75,12 +80,13 @@ def nmt_feature(index: int) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class SentenceModels:
-    """The sentence-level models of an experiment (None, (): not used)."""
+    """The sentence-level models of an experiment (None, (): not used), each file read
+    (``kinds.open_model``) when it is used unless given read."""
 
-    lm: str | None = None
-    nmt: tuple[str, ...] = ()
+    lm: str | ModelFile | None = None
+    nmt: tuple[str | ModelFile, ...] = ()
 
-    def named(self) -> list[tuple[tuple[str, str, str], str]]:
+    def named(self) -> list[tuple[tuple[str, str, str], str | ModelFile]]:
         """Each feature with its model file: the CSLM's, then one per translation network."""
         return ([(CSLM, self.lm)] if self.lm else []) + [(nmt_feature(i), p) for i, p in enumerate(self.nmt)]
 
@@ -89,7 +95,7 @@ class SentenceModels:
 
     def fingerprints(self) -> dict[str, str]:
         """Each feature's name and the SHA-256 of its model file."""
-        return {f[0]: sha256_of(path) for f, path in self.named()}
+        return {f[0]: sha256_of(path_of(source)) for f, source in self.named()}
 
     def combinations(self) -> list[list[tuple[str, str, str]]]:
         """Each reranked system's features: each kind alone (the CSLM; every translation network),
@@ -121,12 +127,12 @@ def rerank_dir(run_dir: str) -> str:
 def _load(models: SentenceModels, names: Sequence[str], sources: Sequence[str], device: str) -> list[Feature]:
     """The features ``names`` of ``models``, in the models' order."""
     out: list[Feature] = []
-    for (name, _, word), path in models.named():
+    for (name, _, word), source in models.named():
         if name in names:
             if word == CSLM[2]:
-                out.append(CSLMFeature(load_lm(path), name, device))
+                out.append(CSLMFeature(load_lm(source), name, device))
             else:
-                out.append(TranslationFeature(load_checkpoint(path), name, sources, device))
+                out.append(TranslationFeature(load_checkpoint(source), name, sources, device))
     return out
 
 
@@ -238,13 +244,17 @@ def rerank_run(
     score_seconds: float,
     fingerprints: Mapping[str, str],
     say: Callable[[str], None],
+    lists_dir: str | None = None,
+    made_with: Mapping[str, str] | None = None,
 ) -> None:
-    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``,
-    its weights tuned by ``optimizer`` (``reranking.mert.OPTIMIZERS``); a finished one is kept
-    while its features' models (``fingerprints``) and the optimizer are those it was tuned with."""
+    """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``
+    (or those in ``lists_dir``, made with ``made_with`` besides the models: ``candidates``), its
+    weights tuned by ``optimizer`` (``reranking.mert.OPTIMIZERS``); a finished one is kept while
+    its features' models (``fingerprints``), ``made_with`` and the optimizer are those it was
+    tuned with."""
     work = os.path.join(rerank_dir(run_dir), system.key)
     names = [f[0] for f in features]
-    models = {name: fingerprints[name] for name in names}
+    models = {**{name: fingerprints[name] for name in names}, **(made_with or {})}
     if _finished_with(os.path.join(work, "result.json"), models, optimizer):
         say("finished earlier, kept")
         return
@@ -254,7 +264,7 @@ def rerank_run(
     drop = [f[0] for f in all_features if f not in features]
     lists = {}
     for part in ("dev", "test"):
-        lists[part] = os.path.join(rerank_dir(run_dir), f"{part}.nbest.gz")
+        lists[part] = os.path.join(lists_dir or rerank_dir(run_dir), f"{part}.nbest.gz")
         if drop:
             own = os.path.join(work, f"{part}.nbest.gz")
             with AtomicOutput(own) as out:

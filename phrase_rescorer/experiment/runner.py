@@ -11,7 +11,11 @@ Layout of the output directory (everything is kept)::
     systems/KEY/runN/             mert-work/ (mert-moses.pl's directory), mert.out, mert.err,
                                   moses.ini (the tuned weights), dev.1best, test.1best, result.json
     systems/KEY/runN/rerank/      with --lm: the run's n-best lists reranked with the CSLM
-                                  (``reranked``: the "+ CSLM" rows)
+                                  (``reranked``: the "+ CSLM" rows); with --nmt the same ("+ NMT"),
+                                  and with --network-candidates the lists joined by the networks'
+                                  candidates (``candidates``: "+ NMT, with the networks' candidates")
+    candidates/                   with --network-candidates: the networks' own n-best lists of dev
+                                  and test (``candidates``)
 
 With ``--baseline-from`` the baseline's finished runs are copied from another experiment's
 directory, and + RNN's where they are this experiment's own (``borrowed``). A run is finished
@@ -32,10 +36,11 @@ from ..lm.lm_file import load_lm
 from ..moses.toolkit import MosesToolkit
 from . import bleu
 from .borrowed import borrow_baseline, borrow_network_runs, check_source
+from .candidates import made_with, merge_lists, merged_dir, network_lists, takes_candidates, with_candidates
 from .moses_runs import decode, tune
 from .report import REPORT_NAME, RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
-from .settings import EventCallback, Settings, check, check_resume, describe_model, target_lang, write_json
+from .settings import EventCallback, Models, Settings, check, check_resume, describe_model, target_lang, write_json
 from .systems import BASELINE, RNN, System, check_coverage, prepare_system, run_seed, systems_for
 from .workdir import locked_out_dir
 
@@ -108,37 +113,45 @@ def _prefixed(say: EventCallback, where: str) -> EventCallback:
 
 def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None) -> dict:
     """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
-    table = check(settings)
-    lang = target_lang(settings)
+    table, opened = check(settings)
+    lang = target_lang(settings, opened)
     with locked_out_dir(settings.out_dir):  # one run at a time in a directory
-        return _run_locked(toolkit, settings, table, lang, say)
+        return _run_locked(toolkit, settings, opened, table, lang, say)
 
 
-def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str, say: EventCallback) -> dict:
+def _run_locked(
+    toolkit: MosesToolkit, settings: Settings, opened: Models, table: str, lang: str, say: EventCallback
+) -> dict:
     if settings.baseline_from:
         check_source(settings, settings.baseline_from)
     check_resume(settings, say)
-    for network in filter(None, (settings.model, settings.inverse_model)):
+    for network in filter(None, (opened.model, opened.inverse_model)):
         src, tgt = check_coverage(table, network, settings.min_coverage)
-        say(f"{network}: vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its target tokens")
+        say(
+            f"{network.path}: vocabulary covers {src:.1%} of the table's source tokens and {tgt:.1%} of its "
+            "target tokens"
+        )
     decoders = systems_for(settings.model is not None, settings.unk_feature, settings.inverse_model is not None)
-    models = SentenceModels(settings.lm, tuple(settings.nmt))
+    models = SentenceModels(opened.lm, opened.nmt)
     combinations = models.combinations()
     fingerprints = models.fingerprints()
     rerankers = [[reranked(s, features) for features in combinations] for s in decoders]
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
+    # --network-candidates: a twin of each reranked system with the networks' features (``candidates``)
+    hybrid = [i for i, f in enumerate(combinations) if settings.network_candidates and takes_candidates(f)]
+    systems += [with_candidates(group[i]) for i in hybrid for group in rerankers]
 
     def start_ini(system: System) -> str:
         return prepare_system(
             system,
             settings.ini,
             table,
-            settings.model,
+            opened.model,
             settings.out_dir,
             start_weights=settings.start_weights,
             rescore_options=settings.rescore_options,
             on_progress=say,
-            inverse_model=settings.inverse_model,
+            inverse_model=opened.inverse_model,
         )
 
     # the baseline first (copied runs are checked against its start before any rescoring), then
@@ -157,12 +170,25 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
     )
     scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
-    for key, path in (("network", settings.model), ("inverse_network", settings.inverse_model)):
-        described.update({key: describe_model(path)} if path else {})
-    if settings.lm:
-        described["cslm"] = {k: v for k, v in load_lm(settings.lm).info.items() if k != "argv"}
-    if settings.nmt:  # one description per network, in the order of their features NMT0, NMT1, ...
-        described["nmt"] = [describe_model(path) for path in settings.nmt]
+    for key, given in (("network", opened.model), ("inverse_network", opened.inverse_model)):
+        described.update({key: describe_model(given)} if given else {})
+    if opened.lm:
+        described["cslm"] = {k: v for k, v in load_lm(opened.lm).info.items() if k != "argv"}
+    if opened.nmt:  # one description per network, in the order of their features NMT0, NMT1, ...
+        described["nmt"] = [describe_model(network) for network in opened.nmt]
+
+    networks = (  # decoded before the first MERT run: a network that cannot translate stops it first
+        network_lists(
+            settings.out_dir,
+            models,
+            {"dev": settings.dev[0], "test": settings.test[0]},
+            size=settings.network_candidates,
+            fingerprints=fingerprints,
+            say=say,
+        )
+        if hybrid
+        else []
+    )
 
     def report() -> dict:
         data = build_report(
@@ -219,6 +245,43 @@ def _run_locked(toolkit: MosesToolkit, settings: Settings, table: str, lang: str
                 )
                 scores[reranker.key].append(
                     _score_run(os.path.join(rerank_dir(run_dir), reranker.key), settings, lang, refs, kind="best")
+                )
+                report()
+            if not hybrid:
+                continue
+            seconds += merge_lists(
+                run_dir,
+                models,
+                networks,
+                settings.dev,
+                settings.test,
+                query=toolkit.path("bin/query"),
+                fingerprints=fingerprints,
+                size=settings.network_candidates,
+                say=_prefixed(say, f"{system.key} run {run}"),
+            )
+            for i in hybrid:
+                twin = with_candidates(rerankers[index][i])
+                rerank_run(
+                    toolkit,
+                    run_dir,
+                    twin,
+                    combinations[i],
+                    models.features(),
+                    settings.dev,
+                    settings.test,
+                    nbest=settings.rerank_nbest,
+                    optimizer=settings.rerank_optimizer,
+                    seed=seed,
+                    threads=settings.threads,
+                    score_seconds=seconds,
+                    fingerprints=fingerprints,
+                    say=_prefixed(say, f"{twin.key} run {run}"),
+                    lists_dir=merged_dir(run_dir),
+                    made_with=made_with(settings.network_candidates),
+                )
+                scores[twin.key].append(
+                    _score_run(os.path.join(rerank_dir(run_dir), twin.key), settings, lang, refs, kind="best")
                 )
                 report()
     return report()

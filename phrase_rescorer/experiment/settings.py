@@ -9,10 +9,12 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import EXIT_USAGE
+from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
-from ..model.kinds import DIRECTIONS, check_kind
+from ..model.kinds import TAKES, ModelFile, check_kind
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
 from .systems import ExperimentError, check_ini, check_parallel
@@ -33,6 +35,7 @@ class Settings:
     nmt: tuple[str, ...] = ()  # translation networks on sentences, one feature each: reranked "+ NMT" systems
     rerank_nbest: int = 1000
     rerank_optimizer: str = "mert"  # or "kbmira"; may change between starts (the reranked runs redone)
+    network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3
@@ -50,8 +53,9 @@ class Settings:
 
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not
-        the sentence-level models ``lm`` and ``nmt``: a restart may add, replace or drop them,
-        and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``).
+        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``: a restart may
+        add, replace or drop them, and the reranked rows follow, built on the same decoder runs;
+        ``reranked.score_lists``, ``candidates``).
         ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and
         the first start that gives one fixes it (``check_resume``)."""
         return {
@@ -75,15 +79,27 @@ def write_json(path: str, data: dict) -> None:
         f.write((json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def target_lang(settings: Settings) -> str:
-    """--target-lang, else the language the model file records (``train --target-lang``)."""
+@dataclass(frozen=True)
+class Models:
+    """The model files of an experiment (the fields of :class:`Settings` that name them), each read
+    once before any work (``check_models``); what uses a network or the CSLM builds it from the
+    reading (``load_checkpoint``, ``load_lm``), and a restart's checks hash the files themselves."""
+
+    model: ModelFile | None = None
+    inverse_model: ModelFile | None = None
+    lm: ModelFile | None = None
+    nmt: tuple[ModelFile, ...] = ()
+
+
+def target_lang(settings: Settings, models: Models) -> str:
+    """--target-lang, else the language -m's network records (``train --target-lang``)."""
     if settings.target_lang:
         try:
             return check_language(settings.target_lang)
         except ValueError as e:
             raise ExperimentError(f"--target-lang: {e}", EXIT_USAGE) from None
-    if settings.model:
-        ckpt = load_checkpoint(settings.model)  # an inverse network reads the table's target language
+    if models.model:
+        ckpt = load_checkpoint(models.model)  # an inverse network reads the table's target language
         recorded = ckpt.source_lang if ckpt.inverse else ckpt.target_lang
         if recorded:
             return recorded
@@ -94,9 +110,9 @@ def target_lang(settings: Settings) -> str:
     )
 
 
-def describe_model(path: str) -> dict:
+def describe_model(opened: ModelFile) -> dict:
     """What the report says about the network: its hash, size and training facts."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = load_checkpoint(opened)
     info = checkpoint.info
     return {
         "fingerprint": checkpoint.fingerprint(),
@@ -183,31 +199,45 @@ def check_resume(settings: Settings, say: EventCallback = lambda _: None) -> Non
         write_json(path, {**record, "fingerprints": before})
 
 
-#: What each model option of the experiment takes: (option, families, directions).
-MODEL_OPTIONS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("model", "experiment -m/--model", ("phrase",), ("forward",)),
-    ("inverse_model", "experiment --inverse-model", ("phrase",), ("inverse",)),
-    ("nmt", "experiment --nmt", ("sentence",), DIRECTIONS),
-    ("lm", "experiment --lm", ("cslm",), DIRECTIONS),
+#: Each model option of the experiment: (field of :class:`Settings`, option of ``kinds.TAKES``).
+MODEL_OPTIONS = (
+    ("model", "phrase-rescorer experiment -m/--model"),
+    ("inverse_model", "phrase-rescorer experiment --inverse-model"),
+    ("nmt", "phrase-rescorer experiment --nmt"),
+    ("lm", "phrase-rescorer experiment --lm"),
 )
 
 
-def check_models(settings: Settings) -> None:
-    """Every model file given is of the kind and direction its option takes (exit 4), before any
-    work."""
-    for name, option, families, directions in MODEL_OPTIONS:
+def check_models(settings: Settings) -> Models:
+    """Every model file given, read once: of the kind and direction its option takes, and a
+    network or CSLM this phrase_rescorer reads (exit 4), before any work."""
+    opened: dict[str, Any] = {}
+    for name, option in MODEL_OPTIONS:
         given = getattr(settings, name)
+        families, directions = TAKES[option]
+        files = []
         for path in given if isinstance(given, tuple) else filter(None, [given]):
-            check_kind(path, option, families, directions)
+            one = check_kind(path, option, families, directions)
+            (load_lm if families == ("cslm",) else load_checkpoint)(one, option)  # its contents checked too
+            files.append(one)
+        opened[name] = tuple(files) if isinstance(given, tuple) else next(iter(files), None)
+    return Models(**opened)
 
 
-def check(settings: Settings) -> str:
-    """Every refusal that can be made before tuning; returns the phrase table to rescore."""
+def check(settings: Settings) -> tuple[str, Models]:
+    """Every refusal that can be made before tuning; returns the phrase table to rescore and the
+    model files read."""
     check_out_dir(settings.out_dir)
-    check_models(settings)
+    models = check_models(settings)
+    if settings.network_candidates and not any(m.kind[1] == "forward" for m in models.nmt):
+        raise ExperimentError(
+            f"--network-candidates: no --nmt network translates forward ({', '.join(settings.nmt) or 'none given'}); "
+            "a network of --direction inverse translates the hypothesis into the source: give the forward one",
+            EXIT_USAGE,
+        )
     table = check_ini(settings.ini)
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
     if settings.runs < 1:
         raise ExperimentError("--runs must be at least 1", EXIT_USAGE)
-    return table
+    return table, models

@@ -25,6 +25,7 @@ Each is a few matrix products over a (trials, sentences) 0/1 or count matrix, so
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +100,18 @@ def approximate_randomization(
     return TestResult("approximate randomization", observed, (hits + 1) / (trials + 1), trials)
 
 
+def _resamples(sentences: int, samples: int, seed: int, chunk: int) -> Iterator[np.ndarray]:
+    """The bootstrap's draws of the sentences with replacement, ``chunk`` samples at a time: how
+    often each sample draws each sentence, (n, sentences)."""
+    rng = np.random.default_rng(seed)
+    for done in range(0, samples, chunk):
+        n = min(chunk, samples - done)
+        draws = rng.integers(0, sentences, size=(n, sentences))
+        counts = np.zeros((n, sentences))
+        np.add.at(counts, (np.repeat(np.arange(n), sentences), draws.ravel()), 1.0)
+        yield counts
+
+
 def paired_bootstrap(
     a: np.ndarray, b: np.ndarray, *, samples: int = 1000, seed: int = 0, chunk: int = 500
 ) -> TestResult:
@@ -107,18 +120,11 @@ def paired_bootstrap(
     observed = mean_bleu(b) - mean_bleu(a)
     flat_a = a.transpose(1, 0, 2).reshape(sentences, -1)
     flat_b = b.transpose(1, 0, 2).reshape(sentences, -1)
-    rng = np.random.default_rng(seed)
     diffs = []
-    done = 0
-    while done < samples:
-        n = min(chunk, samples - done)
-        draws = rng.integers(0, sentences, size=(n, sentences))
-        counts = np.zeros((n, sentences))
-        np.add.at(counts, (np.repeat(np.arange(n), sentences), draws.ravel()), 1.0)
-        ta = (counts @ flat_a).reshape(n, a.shape[0], STATS)
-        tb = (counts @ flat_b).reshape(n, b.shape[0], STATS)
+    for counts in _resamples(sentences, samples, seed, chunk):
+        ta = (counts @ flat_a).reshape(len(counts), a.shape[0], STATS)
+        tb = (counts @ flat_b).reshape(len(counts), b.shape[0], STATS)
         diffs.append(_mean_bleu_batch(tb) - _mean_bleu_batch(ta))
-        done += n
     d = np.concatenate(diffs)
     low, high = np.percentile(d, [2.5, 97.5])
     return TestResult("paired bootstrap", observed, float(np.mean(d <= 0.0)), samples, (float(low), float(high)))
@@ -132,14 +138,9 @@ def bootstrap_interval(
     a, _ = _check(stats, stats)
     runs, sentences, _ = a.shape
     flat = a.transpose(1, 0, 2).reshape(sentences, -1)
-    rng = np.random.default_rng(seed)
-    means, done = [], 0
-    while done < samples:
-        n = min(chunk, samples - done)
-        draws = rng.integers(0, sentences, size=(n, sentences))
-        counts = np.zeros((n, sentences))
-        np.add.at(counts, (np.repeat(np.arange(n), sentences), draws.ravel()), 1.0)
-        means.append(_mean_bleu_batch((counts @ flat).reshape(n, runs, STATS)))
-        done += n
+    means = [
+        _mean_bleu_batch((counts @ flat).reshape(len(counts), runs, STATS))
+        for counts in _resamples(sentences, samples, seed, chunk)
+    ]
     low, high = np.percentile(np.concatenate(means), [2.5, 97.5])
     return float(low), float(high)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, InputError
 from ..model.checkpoint import load_checkpoint
+from ..model.kinds import ModelFile, path_of
 from ..moses.columns import START_WEIGHT
 from ..moses.ini import TEXT_TABLE_TYPES, MosesIniError, check_moses_ini
 from ..moses.ini_file import patch_moses_ini_file
@@ -142,9 +143,10 @@ def check_parallel(what: str, *paths: str) -> int:
     return counts[0]
 
 
-def vocabulary_coverage(table: str, model: str) -> tuple[float, float]:
+def vocabulary_coverage(table: str, model: str | ModelFile) -> tuple[float, float]:
     """Share of the table's source and target token occurrences (over all lines) that the
-    network's shortlists know (an inverse network's source shortlist is the table's target side)."""
+    network's shortlists know (an inverse network's source shortlist is the table's target side);
+    ``model`` its file, read (``kinds.open_model``) unless given read."""
     checkpoint = load_checkpoint(model)
     vocabularies = (checkpoint.src_vocab, checkpoint.tgt_vocab)
     counts: list[Counter[str]] = [Counter(), Counter()]
@@ -159,11 +161,11 @@ def vocabulary_coverage(table: str, model: str) -> tuple[float, float]:
     return shares[0], shares[1]
 
 
-def check_coverage(table: str, model: str, minimum: float) -> tuple[float, float]:
+def check_coverage(table: str, model: str | ModelFile, minimum: float) -> tuple[float, float]:
     src, tgt = vocabulary_coverage(table, model)
     if min(src, tgt) < minimum:
         raise ExperimentError(
-            f"{model}: its vocabulary covers {src:.1%} of the source and {tgt:.1%} of the target "
+            f"{path_of(model)}: its vocabulary covers {src:.1%} of the source and {tgt:.1%} of the target "
             f"tokens of {table} (at least {minimum:.0%} needed): was it trained on another table? "
             "(--min-coverage sets the limit)",
             EXIT_MODEL,
@@ -218,16 +220,17 @@ def prepare_system(
     system: System,
     ini: str,
     table: str,
-    model: str | None,
+    model: str | ModelFile | None,
     out_dir: str,
     *,
     start_weights: str = "moses-defaults",
     rescore_options: dict | None = None,
     on_progress: Callable[[str], None] | None = None,
-    inverse_model: str | None = None,
+    inverse_model: str | ModelFile | None = None,
 ) -> str:
     """The starting moses.ini of ``system`` (rescoring its table first when needed, with
-    ``inverse_model``'s column after ``model``'s for a system of both directions): kept as
+    ``inverse_model``'s column after ``model``'s for a system of both directions; each network's
+    file read unless given read, ``kinds.open_model``): kept as
     ``out_dir/systems/KEY/start.ini``; an existing one (a restarted experiment) is reused.
     ``+ RNN``'s table is cut from one of ``RNN_FIRST``'s when that is written already (the same
     network's column over the same batches: the same bytes, ``tests/unit/test_experiment_setup.py``),

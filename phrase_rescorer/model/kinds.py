@@ -15,19 +15,11 @@ from .files import CSLM_FORMAT, FORMAT, CheckpointError, read_torch_file
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
 
-#: The families of model file: what each is, the command that writes it, the options that take it.
-FAMILIES: dict[str, tuple[str, str, str]] = {
-    "phrase": (
-        "phrase network",
-        "phrase-rescorer train",
-        "rescore-phrase-table --model, experiment -m/--inverse-model, phrase-rescorer score -m",
-    ),
-    "sentence": (
-        "translation network",
-        "phrase-rescorer train-nmt",
-        "phrase-rescorer nbest -m, score -m, experiment --nmt",
-    ),
-    "cslm": ("CSLM", "phrase-rescorer train-lm", "phrase-rescorer nbest -m, score -m, experiment --lm"),
+#: The families of model file: what each is, the command that writes it.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "phrase": ("phrase network", "phrase-rescorer train"),
+    "sentence": ("translation network", "phrase-rescorer train-nmt"),
+    "cslm": ("CSLM", "phrase-rescorer train-lm"),
 }
 
 #: A model file's kind: (family of :data:`FAMILIES`, direction of :data:`DIRECTIONS`).
@@ -35,6 +27,37 @@ ModelKind = tuple[str, str]
 
 #: The families of network: every kind but the CSLM.
 NETWORKS = ("phrase", "sentence")
+
+#: Every option that takes a model file (the command and its option) with the families and
+#: directions it takes (a CSLM has no direction): what a refused file is for (:func:`taken_by`).
+TAKES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "phrase-rescorer rescore -m": (("phrase",), DIRECTIONS),  # rescore-phrase-table --model too
+    "phrase-rescorer moses-step -m": (("phrase",), DIRECTIONS),  # moses-rescore-step -m too
+    "phrase-rescorer inspect -m": (("phrase",), DIRECTIONS),
+    "phrase-rescorer suggest -m": (NETWORKS, DIRECTIONS),
+    "phrase-rescorer compare -m": (NETWORKS, DIRECTIONS),
+    "phrase-rescorer embed -m": (NETWORKS, DIRECTIONS),
+    "phrase-rescorer translate -m": (NETWORKS, DIRECTIONS),
+    "phrase-rescorer average": (NETWORKS, DIRECTIONS),
+    "phrase-rescorer score -m": ((*NETWORKS, "cslm"), DIRECTIONS),
+    "phrase-rescorer nbest -m": ((*NETWORKS, "cslm"), DIRECTIONS),
+    "phrase-rescorer experiment -m/--model": (("phrase",), ("forward",)),
+    "phrase-rescorer experiment --inverse-model": (("phrase",), ("inverse",)),
+    "phrase-rescorer experiment --nmt": (("sentence",), DIRECTIONS),
+    "phrase-rescorer experiment --lm": (("cslm",), DIRECTIONS),
+}
+
+
+def taken_by(kind: ModelKind) -> str:
+    """The options of :data:`TAKES` that take a file of ``kind``, the program named once:
+    ``phrase-rescorer score -m, nbest -m, experiment --lm``."""
+    family, direction = kind
+    options = [
+        option
+        for option, (families, directions) in TAKES.items()
+        if family in families and (family == "cslm" or direction in directions)
+    ]
+    return ", ".join(o if i == 0 else o.removeprefix("phrase-rescorer ") for i, o in enumerate(options))
 
 
 @dataclass(frozen=True)
@@ -56,6 +79,11 @@ def open_model(source: str | ModelFile) -> ModelFile:
     if kind is None:
         raise CheckpointError(f"{source}: not a phrase_rescorer model file")
     return ModelFile(source, payload, kind)
+
+
+def path_of(source: str | ModelFile) -> str:
+    """The path of a model file given by its path or read (:func:`open_model`)."""
+    return source.path if isinstance(source, ModelFile) else source
 
 
 def kind_of(payload: Any) -> ModelKind | None:
@@ -92,7 +120,7 @@ def phrase_network_warning(path: str, info: Any, what: str) -> str | None:
 def describe_kind(kind: ModelKind) -> str:
     """``an inverse phrase network (phrase-rescorer train --direction inverse)``."""
     family, direction = kind
-    name, command, _ = FAMILIES[family]
+    name, command = FAMILIES[family]
     if family != "cslm" and direction == "inverse":
         name, command = f"inverse {name}", f"{command} --direction inverse"
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({command})"
@@ -115,5 +143,5 @@ def check_kind(
         describe_kind((f, d)) for f in families for d in (("forward",) if f == "cslm" or both else directions)
     )
     raise CheckpointError(
-        f"{opened.path}: {describe_kind(opened.kind)}, for {FAMILIES[family][2]}; {option} takes {wanted}"
+        f"{opened.path}: {describe_kind(opened.kind)}, for {taken_by(opened.kind)}; {option} takes {wanted}"
     )

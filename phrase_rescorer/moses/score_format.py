@@ -71,11 +71,6 @@ def count_value(n: int) -> float:
     return math.exp(min(n, COUNT_CAP))
 
 
-def format_columns(logps: Sequence[float], fmt: str = "prob", unk_counts: Sequence[int] | None = None) -> list[bytes]:
-    """The appended column text of each line: the score, then exp(n) when counts are given."""
-    return format_lines([logps], fmt, unk_counts)
-
-
 def format_lines(
     columns: Sequence[Sequence[float]], fmt: str = "prob", unk_counts: Sequence[int] | None = None
 ) -> list[bytes]:

@@ -51,7 +51,7 @@ from ..data.line_limit import DEFAULT_MAX_TOKENS, check_phrases
 from ..data.vocab import shortlist_coverage
 from ..devices import resolve_device
 from ..model.checkpoint import Checkpoint, load_checkpoint, unusable_weights
-from ..model.kinds import check_kind
+from ..model.kinds import ModelFile, check_kind, path_of
 from ..moses.phrase_table import Entry, PhraseTableError, PhraseTableOSError, with_appended
 from ..moses.score_fields import ScoreFieldCheck, already_rescored
 from ..moses.score_format import ScoreError, format_lines
@@ -273,10 +273,11 @@ def check_lines(in_path: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> in
     return lines
 
 
-def load_checkpoints(model_path: str | Sequence[str]) -> list[Checkpoint]:
-    """The network(s) of a run, loaded in the order given: phrase networks (of either direction),
-    a translation network (train-nmt) or a CSLM refused with what it is for."""
-    paths = [model_path] if isinstance(model_path, str) else model_path
+def load_checkpoints(model_path: str | ModelFile | Sequence[str | ModelFile]) -> list[Checkpoint]:
+    """The network(s) of a run, loaded in the order given (each file read unless given read,
+    ``kinds.open_model``): phrase networks (of either direction), a translation network
+    (train-nmt) or a CSLM refused with what it is for."""
+    paths = [model_path] if isinstance(model_path, str | ModelFile) else model_path
     return [load_checkpoint(check_kind(p, "rescore-phrase-table --model", ("phrase",))) for p in paths]
 
 
@@ -284,12 +285,14 @@ def _flat(id_lists: list[list[int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
 
 
-def check_paths(in_path: str, out_path: str, model_path: str | Sequence[str] | None = None) -> None:
+def check_paths(
+    in_path: str, out_path: str, model_path: str | ModelFile | Sequence[str | ModelFile] | None = None
+) -> None:
     """Refuse, before the model is loaded, an input that cannot be opened and an output that
     cannot be written or is the input or a model file itself (``PhraseTableOSError``,
     ``OutputError``)."""
-    for model in [model_path] if model_path is None or isinstance(model_path, str) else model_path:
-        check_distinct_paths(in_path, out_path, model=model)
+    for model in [model_path] if model_path is None or isinstance(model_path, str | ModelFile) else model_path:
+        check_distinct_paths(in_path, out_path, model=path_of(model) if model is not None else None)
     check_output_path(out_path)
     if in_path == "-":
         if sys.stdin is None:
@@ -313,14 +316,15 @@ def check_paths(in_path: str, out_path: str, model_path: str | Sequence[str] | N
 def rescore_table(
     in_path: str,
     out_path: str,
-    model_path: str | Sequence[str],
+    model_path: str | ModelFile | Sequence[str | ModelFile],
     *,
     on_progress: ProgressCallback | None = None,
     on_warning: Callable[[str], None] | None = None,
     **options,
 ) -> RescoreSummary:
     """Rescore ``in_path`` (a Moses table, .gz or ``-``) into ``out_path`` with the network at
-    ``model_path`` (or the networks, one column each, in order). ``options`` are the fields of
+    ``model_path`` (or the networks, one column each, in order; each file read unless given
+    read, ``kinds.open_model``). ``options`` are the fields of
     :class:`RescoreOptions`. Example::
 
         summary = rescore_table("model/phrase-table.gz", "model/phrase-table.rnn.gz", "rnn.pt")

@@ -5,6 +5,8 @@ process."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +15,12 @@ from typing import Any
 import pytest
 import torch
 
+from phrase_rescorer.experiment import reranked as runner_lists
+from phrase_rescorer.experiment import runner
+from phrase_rescorer.experiment.reranked import rerank_dir
 from tests.helpers.cli_run import run_cli
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
+from tests.helpers.moses import stand_in_moses
 from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import tiny_checkpoint
@@ -108,3 +114,52 @@ def test_resume_and_average_last_read_the_saved_state_once(
         counted.clear()
         run(["average", str(tmp_path / "avg.pt"), "--average-last", "2", str(out)])
         assert counted[last] == 1 and all(n == 1 for n in counted.values()), counted
+
+
+def test_experiment_reads_each_model_once(
+    models: dict[str, Path],
+    reads: Counter[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    run: Run,
+) -> None:
+    """Through its checks, the + RNN table, the report's descriptions and the scored n-best lists
+    of every decoder run; Moses' tuning, decoding and reranking stand in (writing what they would),
+    so that no Moses runs."""
+    cslm, nmt, phrase = (str(models[k]) for k in ("cslm", "nmt", "phrase"))
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
+    parts = {part: (str(TINY_MOSES / f"{part}.en"), str(TINY_MOSES / f"{part}.fr")) for part in ("dev", "test")}
+
+    def outputs(directory: Path, kind: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for part, (_, reference) in parts.items():
+            (directory / f"{part}.{kind}").write_text(Path(reference).read_text())
+        (directory / "result.json").write_text(json.dumps({"heldout_folds": 0}))
+
+    def tuned(toolkit: Any, settings: Any, system: Any, start_ini: str, run: int, seed: int, say: Any) -> None:
+        run_dir = Path(settings.out_dir) / "systems" / system.key / f"run{run}"
+        outputs(run_dir, "1best")
+        shutil.copyfile(start_ini, run_dir / "moses.ini")
+
+    def decoded(toolkit: Any, ini: str, source: str, output: str, size: int, **_: Any) -> None:
+        lines = Path(source).read_text().splitlines()
+        Path(output).write_text("".join(f"{i} ||| {line} ||| LM0= -10.5 ||| -3.5\n" for i, line in enumerate(lines)))
+
+    def reranked(toolkit: Any, run_dir: str, system: Any, *args: Any, **kwargs: Any) -> None:
+        outputs(Path(rerank_dir(run_dir)) / system.key, "best")
+
+    monkeypatch.setattr(runner, "_one_run", tuned)
+    monkeypatch.setattr(runner, "rerank_run", reranked)
+    monkeypatch.setattr(runner_lists, "decode_nbest", decoded)
+    moses = stand_in_moses(tmp_path / "moses")
+    args = ["experiment", "--moses", str(moses), "--ini", str(ini), "--dev", *parts["dev"], "--test", *parts["test"]]
+    args += ["-m", phrase, "--lm", cslm, "--nmt", nmt, "--runs", "1", "--trials", "100", "--min-coverage", "0"]
+    code, err = run_cli(["-q", *args, "--out", str(tmp_path / "refused")], monkeypatch, capsys)
+    assert code == 2 and "the target language is unknown" in err  # -m records none: refused once all are read
+    assert dict(reads) == {phrase: 1, cslm: 1, nmt: 1}
+    reads.clear()
+    run([*args, "--target-lang", "fr", "--out", str(tmp_path / "out")])
+    assert dict(reads) == {phrase: 1, cslm: 1, nmt: 1}
+    assert (tmp_path / "out" / "systems" / "rnn" / "run1" / "rerank" / "cslm-nmt-rnn" / "result.json").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from tests.helpers.moses import stand_in_moses as stand_in
 from tests.helpers.paths import REPO
 
 TINY = REPO / "tests" / "data" / "tiny-moses"
@@ -33,13 +33,7 @@ def processes() -> Iterator[list[subprocess.Popen]]:
 
 @pytest.fixture(scope="module")
 def stand_in_moses(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("moses")
-    for relative in EXPERIMENT_NEEDS:
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("#!/bin/sh\nexit 1\n")
-        path.chmod(0o755)
-    return root
+    return stand_in(tmp_path_factory.mktemp("moses"))
 
 
 @pytest.fixture

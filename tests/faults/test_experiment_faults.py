@@ -25,6 +25,8 @@ from phrase_rescorer.experiment.workdir import LOCK_NAME, content_sha256, locked
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
 from tests.faults.conftest import TINY
 from tests.helpers.moses import moses_root
+from tests.helpers.moses import stand_in_moses as stand_in
+from tests.helpers.nmt import SIZES as NMT_SIZES
 from tests.helpers.paths import PYTHON, cli_env
 from tests.helpers.rescore_data import tiny_checkpoint
 
@@ -158,6 +160,30 @@ def test_ini_with_a_relative_path_is_refused_before_any_work(
         one_error(r.stderr.decode()),
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_network_candidates_without_a_forward_network_are_refused(files: dict[str, Path], tmp_path: Path) -> None:
+    """--network-candidates takes the candidates of the --nmt networks that translate forward:
+    without --nmt, or with an inverse network only, it is refused before any work."""
+    out, moses = tmp_path / "out", stand_in(tmp_path / "moses")
+    code, err = experiment(moses, files, str(out), "--network-candidates", "3")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --network-candidates needs --nmt (the networks whose candidates join Moses' lists)"
+    )
+    inverse = tmp_path / "inverse.pt"
+    argv = [PYTHON, "-m", "phrase_rescorer", "-q", "train-nmt", str(TINY / "dev.en"), str(TINY / "dev.fr")]
+    argv += [str(inverse), "--max-steps", "2", *NMT_SIZES, "--valid-fraction", "0", "--direction", "inverse"]
+    trained = subprocess.run(argv, capture_output=True, env=cli_env(), timeout=300)
+    assert trained.returncode == 0, trained.stderr
+    query = moses / "bin" / "query"  # the LM's scores of the new lines: Moses' bin/query
+    query.write_text("#!/bin/sh\nexit 1\n")
+    query.chmod(0o755)
+    code, err = experiment(moses, files, str(out), "--nmt", str(inverse), "--network-candidates", "3")
+    assert code == 2 and one_error(err) == (
+        f"phrase-rescorer: error: --network-candidates: no --nmt network translates forward ({inverse}); a network "
+        "of --direction inverse translates the hypothesis into the source: give the forward one"
+    )
+    assert not (out / "settings.json").exists()
 
 
 def test_mert_moses_runs_the_decoder_in_its_working_directory() -> None:

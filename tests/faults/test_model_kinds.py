@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from phrase_rescorer.model.kinds import TAKES, describe_kind, taken_by
+from tests.faults.conftest import TINY
 from tests.faults.test_experiment_faults import experiment
 from tests.helpers.cli_run import run_cli
 from tests.helpers.cslm import tiny_lm
@@ -56,11 +58,11 @@ def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer nbest -m, score -m, experiment --lm"),
+        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer score -m, nbest -m, experiment --lm;"),
         (
             "nmt",
-            r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer nbest -m, score -m, "
-            r"experiment --nmt; "
+            r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer suggest -m, compare -m, "
+            r"embed -m, translate -m, average, score -m, nbest -m, experiment --nmt; "
             r"rescore-phrase-table --model takes a phrase network",
         ),
     ],
@@ -164,3 +166,93 @@ def test_every_nmt_network_is_checked_and_each_given_once(
     twice = "phrase-rescorer: error: --nmt given the same file twice: give each network once"
     assert code == 2 and err.strip() == twice, err
     assert not out.exists()
+
+
+#: Each file's kind (``kinds.ModelKind``).
+KINDS = {
+    "forward": ("phrase", "forward"),
+    "inverse": ("phrase", "inverse"),
+    "nmt": ("sentence", "forward"),
+    "cslm": ("cslm", "forward"),
+}
+
+
+def command_line(option: str, given: str, tmp_path: Path, moses: Path, files: dict[str, Path]) -> list[str]:
+    """A run of ``option`` (of ``kinds.TAKES``) given the model file ``given``, on the tiny
+    system, that succeeds (``experiment``: refused for want of a target language, after the checks
+    of its models)."""
+    table, out = str(TINY / "phrase-table.gz"), str(tmp_path / "out")
+    source, target = str(files["dev.en"]), str(files["dev.fr"])
+    if option == "phrase-rescorer moses-step -m":  # the tiny system's ini and table, in a directory of the test's
+        model_dir = tmp_path / "model"
+        model_dir.mkdir()
+        (model_dir / "moses.ini").write_text(files["ini"].read_text().replace(str(TINY), str(model_dir)))
+        for name in ("phrase-table.gz", "lm.fr.3gram.arpa.gz"):
+            (model_dir / name).write_bytes((TINY / name).read_bytes())
+        return ["moses-step", str(model_dir), "-m", given, "--moses", str(moses)]
+    if option.startswith("phrase-rescorer experiment "):
+        extra = [option.split()[-1].split("/")[-1], given]
+        if option.endswith("--inverse-model"):
+            extra += ["--model", str(Path(given).parent / "forward.pt")]
+        dev, test = [str(files["dev.en"]), str(files["dev.fr"])], [str(files["test.en"]), str(files["test.fr"])]
+        return ["experiment", "--moses", str(moses), "--ini", str(files["ini"]), "--dev", *dev, "--test", *test,
+                "--out", out, *extra]  # fmt: skip
+    nbest = tmp_path / "in.nbest"
+    nbest.write_text("".join(f"{i} ||| la maison . ||| LM0= -10.5 ||| -3.7\n" for i in range(8)))
+    return {
+        "phrase-rescorer rescore -m": ["rescore", table, f"{out}.gz", "-m", given],
+        "phrase-rescorer inspect -m": ["inspect", table, "-m", given],
+        "phrase-rescorer suggest -m": ["suggest", "-m", given, "--table", table, "--raw", "la maison"],
+        "phrase-rescorer compare -m": [
+            "compare",
+            "-m",
+            given,
+            "-t",
+            table,
+            "--raw",
+            "--source",
+            "young boy",
+            "--source",
+            "de",
+        ],
+        "phrase-rescorer embed -m": ["embed", "-m", given, "-o", out, "--raw", "--phrase", "the house"],
+        "phrase-rescorer translate -m": ["translate", source, out, "-m", given, "--max-length", "3"],
+        "phrase-rescorer average": ["average", f"{out}.pt", given, given],
+        "phrase-rescorer score -m": [
+            "score",
+            *([target] if "cslm" in given else [source, target]),
+            "-m",
+            given,
+            "-o",
+            out,
+        ],  # fmt: skip
+        "phrase-rescorer nbest -m": ["nbest", str(nbest), out, "-m", given, "--source", source],
+    }[option]
+
+
+@pytest.mark.parametrize("option", list(TAKES))
+def test_each_option_takes_the_kinds_refusals_say_it_takes(
+    option: str,
+    models: dict[str, Path],
+    stand_in_moses: Path,
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``kinds.TAKES``, from which every refusal of a model file says which options take it, is
+    what each option takes: a file of a kind it names runs, any other is refused (exit 4), and
+    the refusal names every option of ``TAKES`` that takes it."""
+    families, directions = TAKES[option]
+    for name, kind in KINDS.items():
+        given = str(models[name])
+        work = tmp_path / name
+        work.mkdir()
+        code, err = run_cli(["-q", *command_line(option, given, work, stand_in_moses, files)], monkeypatch, capsys)
+        if kind[0] in families and (kind[0] == "cslm" or kind[1] in directions):
+            ran = (code, "the target language is unknown" in err) == (2, True) if "experiment" in option else code == 0
+            assert ran, f"{option} refused {name}: {err}"
+        else:
+            assert code == 4 and len(err.strip().splitlines()) == 1, (name, err)
+            said = f"{given}: {describe_kind(kind)}, for {taken_by(kind)}; "
+            assert said in err and re.search(r"takes an? .*\)$", err.strip()), (name, err)

@@ -9,6 +9,8 @@ language model built by the Moses found and a moses.ini; ``decode`` runs ``moses
 ``tiny_lists`` decodes the dev and test text of tests/data/tiny-moses into n-best lists, and
 ``tune_then_rerank`` is the reranking sequence of the tests on tests/data/tiny-moses: weights
 tuned by ``rerank-tune`` with the Moses found, a test list reranked with them.
+``stand_in_moses`` makes a directory of programs standing in for Moses, each of which fails:
+enough for what ``experiment`` does before Moses runs.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.moses.toolkit import MosesNotFound
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound
 from phrase_rescorer.moses.toolkit import find_moses as find_toolkit
 from tests.helpers.cslm import TINY_MOSES
 from tests.helpers.paths import PYTHON, REPO, SHARED, cli_env
@@ -44,6 +46,17 @@ def find_moses(needs: tuple[str, ...] = ("bin/moses",)) -> tuple[Path | None, st
         return Path(find_toolkit(where, needs=needs).root), ""
     except MosesNotFound as e:
         return None, str(e) if given else f"no Moses: MOSES is not set and {e}"
+
+
+def stand_in_moses(root: Path) -> Path:
+    """``root`` made a directory of stand-in Moses programs, each of which fails: every path
+    ``experiment`` needs is there, enough for what it does before Moses runs."""
+    for relative in EXPERIMENT_NEEDS:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\nexit 1\n")
+        path.chmod(0o755)
+    return root
 
 
 def moses_root(needs: tuple[str, ...] = ("bin/moses",)) -> Path:

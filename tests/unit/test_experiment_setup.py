@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.settings import Settings, check, check_resume, target_lang
+from phrase_rescorer.experiment.settings import Settings, check, check_models, check_resume, target_lang
 from phrase_rescorer.experiment.systems import (
     RNN,
     RNN_FIRST,
@@ -117,7 +117,7 @@ def settings(tmp_path: Path, **changes) -> Settings:
 
 
 def test_check_accepts_the_tiny_system(tmp_path: Path) -> None:
-    assert check(settings(tmp_path)) == str(TINY / "phrase-table.gz")
+    assert check(settings(tmp_path))[0] == str(TINY / "phrase-table.gz")
 
 
 def test_dev_and_test_lengths_must_match(tmp_path: Path) -> None:
@@ -202,13 +202,18 @@ def test_target_language_from_the_option_or_the_model_file(tmp_path: Path) -> No
     unknown, known = tmp_path / "unknown.pt", tmp_path / "known.pt"
     train_tiny(TINY / "phrase-table.gz", unknown, steps=1, languages=(None, None))
     train_tiny(TINY / "phrase-table.gz", known, steps=1, languages=("en", "fr"))
-    assert target_lang(settings(tmp_path, target_lang="fr")) == "fr"
+
+    def language(**given: str) -> str:
+        chosen = settings(tmp_path, **given)
+        return target_lang(chosen, check_models(chosen))
+
+    assert language(target_lang="fr") == "fr"
     with pytest.raises(ExperimentError, match="the target language is unknown .*--target-lang"):
-        target_lang(settings(tmp_path, model=str(unknown)))
-    assert target_lang(settings(tmp_path, model=str(known))) == "fr"
-    assert target_lang(settings(tmp_path, model=str(known), target_lang="de")) == "de"  # the option first
+        language(model=str(unknown))
+    assert language(model=str(known)) == "fr"
+    assert language(model=str(known), target_lang="de") == "de"  # the option first
     with pytest.raises(ExperimentError, match="--target-lang: 'French' is not a language code"):
-        target_lang(settings(tmp_path, target_lang="French"))
+        language(target_lang="French")
 
 
 @pytest.mark.parametrize("wider", RNN_FIRST, ids=lambda s: s.key)

@@ -253,8 +253,9 @@ def test_the_analysis_commands_say_the_direction_and_read_the_table_by_target(mo
 
 
 def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
-    from phrase_rescorer.experiment.settings import Settings, target_lang
+    from phrase_rescorer.experiment.settings import Models, Settings, target_lang
     from phrase_rescorer.experiment.systems import RNN_BOTH, check_coverage, prepare_system, systems_for
+    from phrase_rescorer.model.kinds import open_model
     from tests.helpers.paths import REPO
 
     tiny = REPO / "tests" / "data" / "tiny-moses"
@@ -290,7 +291,8 @@ def test_the_experiment_system_of_both_directions(tmp_path: Path) -> None:
         out_dir=str(tmp_path / "out"),
         model=str(models["inverse"]),
     )
-    assert target_lang(settings) == "fr"  # the table's target language, whichever the network reads
+    # the table's target language, whichever the network reads
+    assert target_lang(settings, Models(model=open_model(str(models["inverse"])))) == "fr"
     start = prepare_system(
         RNN_BOTH,
         str(ini),

@@ -1,0 +1,200 @@
+"""The experiment's hybrid rows (``--network-candidates K``): every reranked system with the
+translation networks' features ("+ NMT", "+ CSLM + NMT", "+ RNN + NMT", ...) gets a twin,
+"+ NMT, with the networks' candidates", reranked on Moses' lists joined by the networks' own
+candidates, so that the reranker may choose a translation Moses never proposed.
+
+Each ``--nmt`` network that translates forward (one of ``--direction inverse`` translates the
+other way: it proposes no candidate, and scores as a feature only) translates the dev and test
+sets once per experiment with its own beam search (``analysis.translate``: beam K, ``translate``'s
+defaults otherwise) into an n-best list of its K best distinct candidates, as ``translate
+--n-best-list FILE K`` writes it; the lists are kept in the experiment's directory while the
+network file (SHA-256) and K are the same. For every decoder run, its scored Moses lists
+(``reranked.score_lists``) without the experiment's features are merged with them
+(``reranking.merge``, as ``merge-nbest``: ``FromMoses`` and ``FromNetI`` for the I-th network
+that translates forward, ``WordPenalty0`` and the ini's n-gram LM (its first KENLM feature,
+through Moses' ``bin/query``) computed for new lines, Moses' other features 0), and every feature
+of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
+exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
+lists with its own features and the indicators. Files::
+
+    OUT/candidates/NMTi.{dev,test}.nbest.gz   the network's K best of every sentence
+    OUT/candidates/NMTi.json                  its model (SHA-256) and K, written last
+    systems/KEY/runN/rerank/candidates/{dev,test}.nbest.gz
+                                              the run's lists joined by the candidates, with every
+                                              feature
+    systems/KEY/runN/rerank/candidates/features.json
+                                              the models (SHA-256) and K they were made with,
+                                              written last
+    systems/KEY/runN/rerank/KEY-candidates/   the twin's reranked run (``reranked``'s files)
+
+A restart keeps a network's lists, a run's merged lists and a finished twin while the models and
+K are those they were made with, and makes again what they are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+from ..analysis.translate import candidate_lines, translate_nbest
+from ..lm.kenlm import KenLMSentences
+from ..model.checkpoint import load_checkpoint
+from ..model.kinds import open_model
+from ..moses.ini_weights import features as ini_features
+from ..moses.nbest import read_nbest, without_features
+from ..output import AtomicOutput
+from ..reranking.merge import merge_nbest
+from ..scoring.features import read_source_text
+from ..scoring.nbest import append_features
+from .reranked import NMT, SentenceModels, _appended, _load, _recorded, rerank_dir
+from .systems import System
+
+#: The word of the twins' keys, and the directory of the candidates' lists (the experiment's, a run's).
+CANDIDATES = "candidates"
+
+
+def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
+    """Whether a reranked system of these features gets a twin: it has the networks' features."""
+    return any(f[1] == NMT[1] for f in features)
+
+
+def with_candidates(system: System) -> System:
+    """The twin of the reranked ``system``: its features, on the lists joined by the networks' candidates."""
+    label = f"{system.label}, with the networks' candidates"
+    return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
+
+
+def made_with(size: int) -> dict[str, str]:
+    """What, beside the models, the merged lists and the twins' runs are recorded as made with."""
+    return {"network_candidates": str(size)}
+
+
+def network_lists(
+    out_dir: str,
+    models: SentenceModels,
+    parts: Mapping[str, str],
+    *,
+    size: int,
+    fingerprints: Mapping[str, str],
+    say: Callable[[str], None],
+) -> list[dict[str, str]]:
+    """The n-best lists of each forward translation network of ``models`` (its ``size`` best of a
+    beam of ``size``) of every part's source (``parts``: name -> source file), in the order of
+    the networks: decoded into ``out_dir/candidates``, or kept from an earlier start while the
+    network's file (its SHA-256 in ``fingerprints``) and ``size`` are the same."""
+    work = os.path.join(out_dir, CANDIDATES)
+    os.makedirs(work, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    found: list[dict[str, str]] = []
+    for (name, kind, _), source in models.named():
+        opened = open_model(source)
+        if kind != NMT[1] or opened.kind[1] != "forward":
+            continue
+        lists = {part: os.path.join(work, f"{name}.{part}.nbest.gz") for part in parts}
+        found.append(lists)
+        record = os.path.join(work, f"{name}.json")
+        wanted = {"model": fingerprints[name], "candidates": size}
+        if _recorded(record) == {k: str(v) for k, v in wanted.items()} and all(map(os.path.exists, lists.values())):
+            say(f"{name}: its candidates of an earlier start kept ({', '.join(lists.values())})")
+            continue
+        with contextlib.suppress(FileNotFoundError):  # interrupted from here on: decoded again
+            os.remove(record)
+        checkpoint = load_checkpoint(opened)
+        for part, path in parts.items():
+            sources = read_source_text(path)
+            say(f"{name}: translating the {part} set, its {size} best of a beam of {size} ({opened.path})")
+            with AtomicOutput(lists[part]) as out:
+                for i, candidates in enumerate(
+                    translate_nbest(checkpoint, sources, beam_size=size, device=device, name=path)
+                ):
+                    out.write(b"".join(candidate_lines(i, candidates, size, name)))
+        with AtomicOutput(record, compress=False) as out:
+            out.write((json.dumps(wanted, indent=2) + "\n").encode("utf-8"))
+    return found
+
+
+def merged_dir(run_dir: str) -> str:
+    """Where a decoder run's lists joined by the networks' candidates are."""
+    return os.path.join(rerank_dir(run_dir), CANDIDATES)
+
+
+def decoder_lm(ini: str) -> tuple[str, str] | None:
+    """The n-gram LM of the moses.ini ``ini``: its first KENLM feature's name and path (None
+    without one: the new lines' LM feature is then 0)."""
+    with open(ini, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for feature in ini_features(lines):
+        if feature.type == "KENLM" and "path" in feature.args:
+            return feature.name, feature.args["path"]
+    return None
+
+
+def merge_lists(
+    run_dir: str,
+    models: SentenceModels,
+    networks: Sequence[Mapping[str, str]],
+    dev: tuple[str, str],
+    test: tuple[str, str],
+    *,
+    query: str | None,
+    fingerprints: Mapping[str, str],
+    size: int,
+    say: Callable[[str], None],
+) -> float:
+    """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
+    :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
+    (``reranked.score_lists``, made first), or kept while the models and ``size`` are those they
+    were made with. New lines get the LM feature of the run's moses.ini through ``query`` (Moses'
+    ``bin/query``; None: 0) in ``merged_dir(run_dir)``. Returns the seconds it took."""
+    t0 = time.time()
+    work = merged_dir(run_dir)
+    os.makedirs(work, exist_ok=True)
+    wanted = {**fingerprints, **made_with(size)}
+    record = os.path.join(work, "features.json")
+    merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
+    if all(map(os.path.exists, merged.values())) and _recorded(record) == wanted:
+        say("the lists joined by the networks' candidates kept")
+        return time.time() - t0
+    with contextlib.suppress(FileNotFoundError):  # interrupted from here on: made again
+        os.remove(record)
+    lm = decoder_lm(os.path.join(run_dir, "moses.ini")) if query is not None else None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    names = list(fingerprints)
+    for part, (source, _reference) in (("dev", dev), ("test", test)):
+        scored = os.path.join(rerank_dir(run_dir), f"{part}.nbest.gz")
+        moses = os.path.join(work, f"{part}.moses.gz")
+        joined = os.path.join(work, f"{part}.joined.gz")
+        ours = _appended(scored)
+        with AtomicOutput(moses) as out:  # Moses' own lines, byte for byte
+            for line in read_nbest(scored):
+                out.write(without_features(line, ours))
+        with contextlib.ExitStack() as stack:
+            sentences = stack.enter_context(KenLMSentences(query, lm[1])) if query is not None and lm else None
+            summary = merge_nbest(
+                moses,
+                joined,
+                [lists[part] for lists in networks],
+                lm=sentences,
+                lm_feature=lm[0] if lm else "LM0",
+                on_warning=say,
+            )
+        os.remove(moses)
+        say(
+            f"{part}: {summary.moses:,} Moses hypotheses joined by "
+            + ", ".join(f"{n:,} new ones of FromNet{i}" for i, n in enumerate(summary.new))
+            + f"; appending {', '.join(names)}"
+        )
+        sources = read_source_text(source)
+        features = _load(models, names, sources, device)
+        append_features(joined, merged[part], features, sources=sources, source_path=source)
+        os.remove(joined)
+    with AtomicOutput(record, compress=False) as out:
+        out.write((json.dumps(wanted, indent=2) + "\n").encode("utf-8"))
+    seconds = time.time() - t0
+    say(f"the lists joined by the networks' candidates made in {seconds:.0f} s")
+    return seconds

@@ -1,0 +1,79 @@
+"""``experiment --nmt NET --network-candidates K`` with the real Moses on the tiny en-fr system of
+tests/data/tiny-moses: the baseline (1 run, 2 MERT iterations), "+ NMT" and its twin reranked on
+Moses' lists joined by the network's own candidates (``experiment.candidates``); then a restart
+that keeps everything. Skipped, with the reason, when no Moses is found."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.experiment import bleu
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from tests.helpers.moses import moses_root
+from tests.helpers.nmt import tiny_nmt
+from tests.helpers.paths import PYTHON, REPO, cli_env
+
+TINY = REPO / "tests" / "data" / "tiny-moses"
+TWIN = "+ NMT, with the networks' candidates"
+
+
+def experiment(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, "-m", "phrase_rescorer", "experiment", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
+    moses = str(moses_root((*EXPERIMENT_NEEDS, "bin/query")))
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    nmt = tiny_nmt(tmp_path / "nmt.pt")
+    out = tmp_path / "out"
+    args = ["--moses", moses, "--ini", str(ini), "--dev", str(TINY / "dev.en"), str(TINY / "dev.fr")]
+    args += ["--test", str(TINY / "test.en"), str(TINY / "test.fr"), "--nmt", str(nmt), "--network-candidates", "3"]
+    args += ["--rerank-nbest", "10", "--runs", "1", "--maximum-iterations", "2", "--target-lang", "fr"]
+    args += ["--trials", "1000", "--out", str(out)]
+    first = experiment(*args)
+    assert first.returncode == 0, first.stderr
+    rows = [line.split("  ")[0].strip() for line in first.stdout.splitlines()[2:5]]
+    assert rows == ["baseline", "+ NMT", TWIN]
+    assert "with the networks' candidates: Moses' lists joined by each forward --nmt network's 3 best" in first.stdout
+
+    report = json.loads((out / "experiment.json").read_text())
+    assert report["systems"]["nmt-candidates"]["label"] == TWIN
+    assert set(report["comparisons"]) == {"nmt", "nmt-candidates"}
+    rerank = out / "systems" / "baseline" / "run1" / "rerank"
+    for part in ("dev", "test"):
+        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
+            joined = f.read().splitlines()
+        assert joined and all(" FromMoses= " in line and " FromNet0= " in line and " NMT0= " in line for line in joined)
+        new = [line for line in joined if " FromMoses= 0 " in line]
+        # the network proposed translations Moses did not; their LM0 is the ini's LM's (bin/query), not 0
+        assert new and all(" LM0= 0 " not in line for line in new)
+        chosen = bleu.read_lines(str(rerank / "nmt-candidates" / f"{part}.best"))
+        assert len(chosen) == len((TINY / f"{part}.en").read_text(encoding="utf-8").splitlines())
+        assert all(
+            hyp in {line.split(" ||| ")[1].strip() for line in joined if line.startswith(f"{i} ")}
+            for i, hyp in enumerate(chosen)
+        )
+    (run,) = report["systems"]["nmt-candidates"]["runs"]
+    assert run["models"] == {"NMT0": run["models"]["NMT0"], "network_candidates": "3"} and "dev_heldout" in run
+    weights = (rerank / "nmt-candidates" / "weights").read_text()
+    assert all(f"\n{name}= " in weights for name in ("FromMoses", "FromNet0", "NMT0"))
+
+    again = experiment(*args)  # a restart keeps the network's lists, the joined lists and the twin's run
+    assert again.returncode == 0, again.stderr
+    assert "NMT0: its candidates of an earlier start kept" in again.stderr
+    assert "the lists joined by the networks' candidates kept" in again.stderr
+    assert "nmt-candidates run 1: finished earlier, kept" in again.stderr
+    assert again.stdout == first.stdout
