@@ -51,7 +51,7 @@ from ..output import AtomicOutput
 from ..reranking.merge import merge_nbest
 from ..scoring.features import read_source_text
 from ..scoring.nbest import append_features
-from .reranked import NMT, SentenceModels, _appended, _load, _recorded, rerank_dir
+from .reranked import NMT, SentenceModels, appended_features, load_features, recorded_features, rerank_dir
 from .systems import System
 
 #: The word of the twins' keys, and the directory of the candidates' lists (the experiment's, a run's).
@@ -99,7 +99,9 @@ def network_lists(
         found.append(lists)
         record = os.path.join(work, f"{name}.json")
         wanted = {"model": fingerprints[name], "candidates": size}
-        if _recorded(record) == {k: str(v) for k, v in wanted.items()} and all(map(os.path.exists, lists.values())):
+        if recorded_features(record) == {k: str(v) for k, v in wanted.items()} and all(
+            map(os.path.exists, lists.values())
+        ):
             say(f"{name}: its candidates of an earlier start kept ({', '.join(lists.values())})")
             continue
         with contextlib.suppress(FileNotFoundError):  # interrupted from here on: decoded again
@@ -157,7 +159,7 @@ def merge_lists(
     wanted = {**fingerprints, **made_with(size)}
     record = os.path.join(work, "features.json")
     merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
-    if all(map(os.path.exists, merged.values())) and _recorded(record) == wanted:
+    if all(map(os.path.exists, merged.values())) and recorded_features(record) == wanted:
         say("the lists joined by the networks' candidates kept")
         return time.time() - t0
     with contextlib.suppress(FileNotFoundError):  # interrupted from here on: made again
@@ -169,7 +171,7 @@ def merge_lists(
         scored = os.path.join(rerank_dir(run_dir), f"{part}.nbest.gz")
         moses = os.path.join(work, f"{part}.moses.gz")
         joined = os.path.join(work, f"{part}.joined.gz")
-        ours = _appended(scored)
+        ours = appended_features(scored)
         with AtomicOutput(moses) as out:  # Moses' own lines, byte for byte
             for line in read_nbest(scored):
                 out.write(without_features(line, ours))
@@ -190,7 +192,7 @@ def merge_lists(
             + f"; appending {', '.join(names)}"
         )
         sources = read_source_text(source)
-        features = _load(models, names, sources, device)
+        features = load_features(models, names, sources, device)
         append_features(joined, merged[part], features, sources=sources, source_path=source)
         os.remove(joined)
     with AtomicOutput(record, compress=False) as out:

@@ -124,7 +124,7 @@ def rerank_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "rerank")
 
 
-def _load(models: SentenceModels, names: Sequence[str], sources: Sequence[str], device: str) -> list[Feature]:
+def load_features(models: SentenceModels, names: Sequence[str], sources: Sequence[str], device: str) -> list[Feature]:
     """The features ``names`` of ``models``, in the models' order."""
     out: list[Feature] = []
     for (name, _, word), source in models.named():
@@ -136,14 +136,14 @@ def _load(models: SentenceModels, names: Sequence[str], sources: Sequence[str], 
     return out
 
 
-def _appended(path: str) -> list[str]:
+def appended_features(path: str) -> list[str]:
     """The names of the experiment's features in the list ``path`` (its first line's)."""
     for line in read_nbest(path):
         return [name for name, _ in line.layout if OURS.fullmatch(name)]
     return []
 
 
-def _recorded(path: str) -> dict[str, str]:
+def recorded_features(path: str) -> dict[str, str]:
     """The features a run's lists were scored with ({} when unknown: every feature redone)."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -177,7 +177,7 @@ def score_lists(
     record = os.path.join(work, "features.json")
     scored = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     # the record is written after both lists: without it, what the lists hold is unknown
-    recorded = _recorded(record) if all(map(os.path.exists, scored.values())) else {}
+    recorded = recorded_features(record) if all(map(os.path.exists, scored.values())) else {}
     redo = [name for name in wanted if recorded.get(name) != wanted[name]]
     if not redo and set(recorded) <= set(wanted) and os.path.exists(record):
         return time.time() - t0
@@ -188,7 +188,7 @@ def score_lists(
         if os.path.exists(scored[part]):
             say(f"{part}: the scored lists kept; features {', '.join(redo) or 'none'} computed again")
             plain = os.path.join(work, f"{part}.plain.gz")
-            drop = [name for name in _appended(scored[part]) if name not in wanted or name in redo]
+            drop = [name for name in appended_features(scored[part]) if name not in wanted or name in redo]
             with AtomicOutput(plain) as out:
                 for line in read_nbest(scored[part]):
                     out.write(without_features(line, drop))
@@ -200,7 +200,7 @@ def score_lists(
             names = list(wanted)
         if names:
             say(f"{part}: appending {', '.join(names)}")
-            features = _load(models, names, sources, device)
+            features = load_features(models, names, sources, device)
             append_features(plain, scored[part], features, sources=sources, source_path=source)
             os.remove(plain)
         else:
