@@ -38,7 +38,8 @@ EXIT_SIGTERM = signal_exit(signal.SIGTERM)  # 143
 EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_INTERNAL: "internal error (a bug: please report it with the traceback)",
-    EXIT_USAGE: "usage error: unknown option, missing argument, refused combination",
+    EXIT_USAGE: "usage error: unknown option, missing argument, refused combination; a bundle whose files changed "
+    "or went missing, or whose weights do not name its features (bundle, translate-hybrid)",
     EXIT_INPUT: "bad input data: malformed phrase-table line, line longer than the maximum, bad UTF-8, truncated "
     "or corrupt compressed input, a compression format not read, empty table, a line with another score "
     "count or a negative score, a table rescored already, a line of more tokens than --max-tokens (file:line "

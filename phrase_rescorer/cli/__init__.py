@@ -52,6 +52,7 @@ def _register() -> None:
         "lm",
         "nbest",
         "rerank",
+        "hybrid",
         "score",
     ):
         try:

@@ -88,7 +88,7 @@ def nbest(
     """
     from ..model.files import CheckpointError
     from ..moses.nbest import check_feature_name
-    from ..scoring.features import CSLMFeature, load_feature, read_source_text
+    from ..scoring.features import load_features, read_source_text
     from ..scoring.nbest import append_features
 
     if names and len(names) != len(model_paths):
@@ -103,19 +103,12 @@ def nbest(
         raise UserError(f"--name {twice[0]} given twice: each -m's feature needs a name of its own")
     dev = str(resolve_device(device))
     sources = read_source_text(source_path, max_tokens) if source_path else None
-    features = []
-    counts = {"CSLM": 0, "NMT": 0}
-    for i, path in enumerate(model_paths):
-        try:
-            feature = load_feature(path, names[i] if names else "", sources, dev, on_warning=warn)
-        except ValueError as e:
-            if isinstance(e, CheckpointError):
-                raise
-            raise UserError(str(e)) from e
-        if not names:
-            kind = "CSLM" if isinstance(feature, CSLMFeature) else "NMT"
-            feature.name, counts[kind] = f"{kind}{counts[kind]}", counts[kind] + 1
-        features.append(feature)
+    try:
+        features = load_features(model_paths, names, sources, dev, on_warning=warn)
+    except ValueError as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise UserError(str(e)) from e
     with progress(ctx, "nbest", " lines") as bar:
         summary = append_features(
             in_path,

@@ -47,6 +47,11 @@ def read_lines(path: str) -> list[str]:
     their ends (``\\n`` or ``\\r\\n``), every other character kept: split at newlines only, as
     Moses writes and counts lines (``str.splitlines`` would also split at U+2028, U+0085, form
     feeds). Errors name the file and line (:class:`PhraseTableError`)."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str) -> Iterator[str]:
+    """:func:`read_lines`' lines, one at a time, as the file streams."""
 
     def parse(raw: bytes, terminator: bytes, line_no: int) -> str:
         try:
@@ -55,7 +60,7 @@ def read_lines(path: str) -> list[str]:
             raise PhraseTableError(path, line_no, f"invalid UTF-8 at byte {e.start}") from e
 
     with InputTable(path, parse=parse) as text:
-        return list(cast(Iterator[str], iter(text)))
+        yield from cast(Iterator[str], iter(text))
 
 
 @dataclass

@@ -158,3 +158,43 @@ def load_feature(
     if warning is not None and on_warning is not None:
         on_warning(warning)
     return TranslationFeature(checkpoint, name, sources, device)
+
+
+#: A feature's kind in its default name (``nbest`` without ``--name``): ``CSLM0``, ``NMT0``, ...
+CSLM_KIND, TRANSLATION_KIND = "CSLM", "NMT"
+
+
+def model_kind(path: str) -> str:
+    """:data:`CSLM_KIND` for a CSLM's model file, :data:`TRANSLATION_KIND` for any other network's
+    (read, not built; unreadable files raise ``CheckpointError``)."""
+    return CSLM_KIND if open_model(path).kind[0] == "cslm" else TRANSLATION_KIND
+
+
+def default_names(kinds: Sequence[str]) -> list[str]:
+    """The features' names when none is given, in order: ``CSLM0``, ``CSLM1``, ... for the CSLMs
+    and ``NMT0``, ``NMT1``, ... for the translation networks, each kind counted on its own."""
+    counts: dict[str, int] = {}
+    names = []
+    for kind in kinds:
+        names.append(f"{kind}{counts.get(kind, 0)}")
+        counts[kind] = counts.get(kind, 0) + 1
+    return names
+
+
+def load_features(
+    paths: Sequence[str],
+    names: Sequence[str],
+    sources: Sequence[str] | None,
+    device: torch.device | str = "cpu",
+    on_warning: Callable[[str], None] | None = None,
+) -> list[CSLMFeature | TranslationFeature]:
+    """The features of the model files ``paths`` (:func:`load_feature`), named ``names`` (one per
+    path), or by :func:`default_names` when ``names`` is empty."""
+    features = [
+        load_feature(path, names[i] if names else "", sources, device, on_warning) for i, path in enumerate(paths)
+    ]
+    if not names:
+        kinds = [CSLM_KIND if isinstance(f, CSLMFeature) else TRANSLATION_KIND for f in features]
+        for feature, name in zip(features, default_names(kinds), strict=True):
+            feature.name = name
+    return features

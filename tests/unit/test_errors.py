@@ -43,11 +43,13 @@ EXPECTED = {
     "errors.UsageError": 2,
     "experiment.report.ReportError": 3,
     "experiment.systems.ExperimentError": 3,  # the default; each refusal gives its kind
+    "hybrid.bundle.BundleError": 2,
     "lm.kenlm.KenLMError": 6,
     "model.averaging.AveragingError": 2,
     "model.files.CheckpointError": 4,
     "moses.binarize.BinarizeError": 5,
     "moses.configs.ConfigsNotFound": 6,
+    "moses.decoder.DecoderError": 6,
     "moses.ems_script.EmsScriptError": 2,
     "moses.ini.MosesIniError": 5,
     "moses.nbest.NbestError": 3,

@@ -1,0 +1,267 @@
+"""``bundle``: a tuned hybrid system's files and settings in one directory; ``translate-hybrid``:
+a text translated by it in one command."""
+
+from __future__ import annotations
+
+import click
+
+from . import cli
+from .common import (
+    InputPath,
+    NamedPath,
+    UserError,
+    device_option,
+    max_tokens_option,
+    progress,
+    resolve_device,
+    say,
+    threads_value_option,
+    warn,
+)
+
+
+@cli.command("bundle")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
+@click.option(
+    "--ini",
+    "ini",
+    required=True,
+    type=InputPath(dir_okay=False),
+    help="The tuned moses.ini (mert-moses.pl's) that decodes the source; its paths absolute.",
+)
+@click.option(
+    "--weights",
+    required=True,
+    type=InputPath(dir_okay=False),
+    help="The reranking weights (rerank-tune's): exactly the features of the bundle's lists.",
+)
+@click.option(
+    "-m",
+    "--model",
+    "models",
+    multiple=True,
+    type=NamedPath(),
+    help="A CSLM (train-lm) or a translation network (train-nmt) whose feature is appended, as nbest -m; "
+    "repeat for several, in the order they were given to nbest (named CSLM0, ..., NMT0, ... as nbest names them).",
+)
+@click.option(
+    "--candidates",
+    "candidates",
+    multiple=True,
+    type=NamedPath(),
+    help="A translation network whose beam joins the decoder's list, as translate --n-best-list and "
+    "merge-nbest --add; repeat for several (FromNet0, FromNet1, ... in the order given).",
+)
+@click.option(
+    "--candidate-nbest",
+    type=click.IntRange(1),
+    default=None,
+    help="Each candidate network's candidates per sentence (translate --n-best-list FILE N)  [default: --beam-size].",
+)
+@click.option(
+    "--beam-size",
+    "--beam",
+    "beam_size",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="The candidate networks' beam width (translate --beam-size).",
+)
+@click.option(
+    "--length-alpha",
+    "--alpha",
+    "alpha",
+    type=click.FloatRange(0),
+    default=0.6,
+    show_default=True,
+    help="The candidate networks' length normalisation (translate --length-alpha).",
+)
+@click.option(
+    "--max-length",
+    type=click.IntRange(1),
+    help="The candidate networks' longest output, in units (translate --max-length)  [default: 2 x source + 10]",
+)
+@click.option(
+    "--nbest",
+    "nbest",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="The decoder's distinct n-best size (moses -n-best-list FILE N distinct), as for the tuning lists.",
+)
+@click.option(
+    "--lm",
+    "lm_path",
+    type=InputPath(dir_okay=False),
+    help="The n-gram LM (ARPA or KenLM binary) of the moses.ini, for the candidates' LM feature, as merge-nbest "
+    "--lm (through bin/query of --moses / $MOSES)  [default: that feature 0].",
+)
+@click.option(
+    "--lm-feature",
+    default="LM0",
+    show_default=True,
+    help="The name of that LM's feature in the decoder's lists (merge-nbest --lm-feature).",
+)
+@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
+@click.pass_context
+def bundle(
+    ctx: click.Context,
+    directory: str,
+    ini: str,
+    weights: str,
+    models: tuple[str, ...],
+    candidates: tuple[str, ...],
+    candidate_nbest: int | None,
+    beam_size: int,
+    alpha: float,
+    max_length: int | None,
+    nbest: int,
+    lm_path: str | None,
+    lm_feature: str,
+    moses_dir: str | None,
+) -> None:
+    """Write the bundle DIR of a tuned hybrid system, for translate-hybrid: DIR/bundle.json (every
+    setting; every file's path, size and SHA-256; the size and modification time of the files the
+    ini names and of --lm) and copies of the ini and the weights.
+
+    The weights must name exactly the features the system's lists will have: the decoder's
+    (moses -show-weights), FromMoses and FromNet0, ... with --candidates, then one per -m. DIR
+    must be new or empty; it appears complete or not at all.
+
+    \b
+    Example (the README's system: the CSLM and the network as features):
+      phrase-rescorer bundle work/hybrid --ini work/mert-base/moses.ini --weights work/rerank.weights \\
+          -m work/cslm.pt -m work/nmt.pt --nbest 100 --moses $MOSES
+      phrase-rescorer translate-hybrid work/hybrid test.en test.hybrid.fr
+    """
+    from ..hybrid.bundle import Candidates, write_bundle
+    from ..moses.nbest import check_feature_name
+    from ..moses.toolkit import find_moses
+
+    try:
+        check_feature_name(lm_feature)
+    except ValueError as e:
+        raise UserError(f"--lm-feature: {e}") from e
+    given = [name for name, value in (("--candidate-nbest", candidate_nbest), ("--max-length", max_length)) if value]
+    if not candidates and given:
+        raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
+    if not candidates and lm_path is not None:
+        raise UserError("--lm without --candidates: the LM gives the candidates' LM feature only")
+    size = beam_size if candidate_nbest is None else candidate_nbest
+    if size > beam_size:
+        raise UserError(
+            f"--candidate-nbest {size}: the beam finishes at most --beam-size ({beam_size}) candidates; "
+            f"give --beam-size {size} or more"
+        )
+    toolkit = find_moses(moses_dir, needs=("bin/moses",))
+    made = write_bundle(
+        directory,
+        toolkit,
+        ini=ini,
+        weights=weights,
+        models=models,
+        candidates=Candidates(tuple(candidates), size, beam_size, alpha, max_length) if candidates else None,
+        nbest=nbest,
+        ngram_lm=lm_path,
+        lm_feature=lm_feature,
+    )
+    say(
+        ctx,
+        f"{directory}: a bundle of {len(made.layout)} features ({', '.join(name for name, _ in made.layout)}); "
+        f"the decoder's {nbest}-best lists"
+        + (f", {len(candidates)} candidate network(s) of beam {beam_size}, {size} each" if candidates else ""),
+    )
+
+
+@cli.command("translate-hybrid")
+@click.argument("bundle_dir", metavar="BUNDLE", type=click.Path(file_okay=False))
+@click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
+@click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
+@click.option(
+    "--chunk-lines",
+    type=click.IntRange(1),
+    default=500,
+    show_default=True,
+    help="Lines translated together: memory holds one chunk, and the decoder loads its tables once per chunk.",
+)
+@click.option(
+    "--tokenize", metavar="LANG", help="IN is raw text: tokenize it as tokenizer.perl -l LANG (sacremoses) first."
+)
+@click.option("--lowercase", is_flag=True, help="With --tokenize: also lowercase, for a lowercased system.")
+@click.option(
+    "--detokenize", metavar="LANG", help="Write OUT as running text, as detokenizer.perl -l LANG (sacremoses) joins it."
+)
+@click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
+@max_tokens_option
+@device_option
+@threads_value_option(
+    "Threads of the decoder (-threads) and of the networks: a number or 'all'  "
+    "[default: 1, or OMP_NUM_THREADS when set]."
+)
+@click.pass_context
+def translate_hybrid(
+    ctx: click.Context,
+    bundle_dir: str,
+    in_path: str,
+    out_path: str,
+    chunk_lines: int,
+    tokenize: str | None,
+    lowercase: bool,
+    detokenize: str | None,
+    moses_dir: str | None,
+    max_tokens: int,
+    device: str,
+    threads: int,
+) -> None:
+    """Translate IN (one sentence a line; - for stdin; compressed by content) with the hybrid system
+    of BUNDLE (written by bundle) and write OUT (one line per line of IN, in order; compressed by
+    name; - for stdout, written chunk by chunk).
+
+    Each chunk of --chunk-lines lines goes through the steps of the pipeline, the same functions
+    the step-by-step commands run: the decoder's distinct n-best list (moses -n-best-list N
+    distinct), the candidate networks' beams merged in (translate --n-best-list, merge-nbest), the
+    networks' features (nbest), each sentence's best hypothesis under the weights (rerank). Every
+    file of the bundle is checked first: a missing or changed one is refused, naming it (exit 2).
+    An interrupted run leaves no OUT file and stops the decoder.
+
+    \b
+    Example:
+      phrase-rescorer translate-hybrid work/hybrid test.en test.hybrid.fr --moses $MOSES
+      zcat raw.en.gz | phrase-rescorer translate-hybrid work/hybrid - - --tokenize en --detokenize fr
+    """
+    from ..hybrid.bundle import read_bundle
+    from ..hybrid.translate import HybridSystem, TextForm, translate_file
+    from ..moses.tokenizer import check_language
+    from ..moses.toolkit import find_moses
+    from ..output import AtomicOutput, check_output_path
+    from ..output_paths import check_not_an_input
+
+    for option, value in (("--tokenize", tokenize), ("--detokenize", detokenize)):
+        if value is not None:
+            try:
+                check_language(value)
+            except ValueError as e:
+                raise UserError(f"{option}: {e}") from e
+    if lowercase and tokenize is None:
+        raise UserError("--lowercase without --tokenize: it lowercases the text --tokenize writes")
+    check_output_path(out_path)
+    check_not_an_input(out_path, (("input", in_path),))
+    system_bundle = read_bundle(bundle_dir)
+    networks = [path for _, path in system_bundle.models]
+    if system_bundle.candidates is not None:
+        networks += system_bundle.candidates.networks
+    inputs = [("model file", path) for path in networks]
+    check_not_an_input(out_path, (*inputs, ("moses.ini", system_bundle.ini), ("weights", system_bundle.weights_path)))
+    needs = ("bin/moses", "bin/query") if system_bundle.ngram_lm and system_bundle.candidates else ("bin/moses",)
+    toolkit = find_moses(moses_dir, needs=needs)
+    dev = resolve_device(device)
+    form = TextForm(tokenize, lowercase, detokenize)
+    with (
+        HybridSystem(
+            system_bundle, toolkit, threads=threads, device=dev, max_tokens=max_tokens, on_warning=warn
+        ) as system,
+        progress(ctx, "translate-hybrid", " lines") as bar,
+        AtomicOutput(out_path, on_warning=warn) as out,
+    ):
+        summary = translate_file(system, in_path, out, chunk_lines=chunk_lines, form=form, on_progress=bar.update_to)
+    say(ctx, f"{in_path}: {summary.lines:,} lines translated with {bundle_dir} in {summary.chunks:,} chunk(s)")

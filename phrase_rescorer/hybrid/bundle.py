@@ -1,0 +1,303 @@
+"""A tuned hybrid system in one directory: what ``translate-hybrid`` reads to translate as the
+step-by-step pipeline does (decode, the networks' candidates, merge, features, rerank).
+
+``bundle.json`` records, in format version :data:`VERSION`:
+
+* the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
+  length normalisation and longest output, the feature networks in order with the names their
+  features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the candidates'
+  LM feature (``merge-nbest --lm``) and that feature's name;
+* the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
+  ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
+  (``reranking.merge``), then the networks' (``scoring.nbest``);
+* every file: the tuned moses.ini and the reranking weights as copies in the directory (their
+  name there, the path they were copied from, size and SHA-256), the networks by absolute path,
+  size and SHA-256, and the files the ini names (tables, LMs) and the n-gram LM by absolute path,
+  size and modification time (ns): hashing gigabytes on every run would cost minutes, and a file
+  rewritten in place changes its modification time.
+
+:func:`write_bundle` refuses, before writing anything, weights that do not name exactly the
+features the system's lists will have (``reranking.weights.vector``'s check), a moses.ini path
+that is relative (the decoder reads it from the directory it runs in) and an output directory
+that exists and is not empty. The directory is written as a temporary beside it, renamed into
+place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
+missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..experiment.workdir import ini_files, sha256_of
+from ..model.checkpoint import load_checkpoint
+from ..moses.decoder import nbest_layout
+from ..moses.ini import MosesIniError
+from ..moses.ini_weights import features as ini_features
+from ..moses.nbest import Layout, show_layout
+from ..moses.toolkit import MosesToolkit
+from ..output_paths import OutputError
+from ..reranking.merge import MOSES_INDICATOR, added_indicator
+from ..reranking.weights import Weights, WeightsError, read_weights_file, vector
+from ..scoring.features import default_names, model_kind
+
+#: What ``bundle.json`` says it is, and the version of its format this code reads and writes.
+FORMAT = "phrase-rescorer hybrid bundle"
+VERSION = 1
+RECORD = "bundle.json"
+#: The copies' names in the directory.
+INI_COPY = "moses.ini"
+WEIGHTS_COPY = "rerank.weights"
+
+
+class BundleError(UsageError):
+    """A bundle that cannot be written or used as it is (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The networks whose beams join the decoder's list (``translate --n-best-list``, ``merge-nbest``)."""
+
+    networks: tuple[str, ...]
+    nbest: int
+    beam_size: int
+    length_alpha: float
+    max_length: int | None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    directory: str
+    nbest: int  # the decoder's n-best size (distinct)
+    decoder_layout: Layout
+    models: tuple[tuple[str, str], ...]  # (feature name, network file), in order
+    candidates: Candidates | None
+    ngram_lm: str | None
+    lm_feature: str
+
+    @property
+    def ini(self) -> str:
+        return os.path.join(self.directory, INI_COPY)
+
+    @property
+    def weights_path(self) -> str:
+        return os.path.join(self.directory, WEIGHTS_COPY)
+
+    @property
+    def layout(self) -> Layout:
+        return system_layout(self.decoder_layout, self.candidates, [name for name, _ in self.models])
+
+
+def system_layout(decoder: Layout, candidates: Candidates | None, names: Sequence[str]) -> Layout:
+    """The features of the system's reranked lists, in order (module docstring)."""
+    indicators = [] if candidates is None else [MOSES_INDICATOR, *map(added_indicator, range(len(candidates.networks)))]
+    return (*decoder, *((name, 1) for name in indicators), *((name, 1) for name in names))
+
+
+def check_weights(weights: Weights, layout: Layout) -> None:
+    """Refuse weights that do not name exactly ``layout``'s features, each with its count (a
+    moses.ini as weights: at least them), as ``rerank`` refuses them for a list."""
+    try:
+        vector(weights, layout, source=weights.path)
+    except WeightsError as e:
+        raise BundleError(f"{e} (the bundle's lists: features {show_layout(layout)})") from None
+
+
+def _hashed(path: str) -> dict[str, Any]:
+    return {"path": os.path.abspath(path), "size": os.path.getsize(path), "sha256": sha256_of(path)}
+
+
+def _copied(path: str, name: str) -> dict[str, Any]:
+    """A copy's entry: its name in the bundle (found there wherever the bundle moves), where it
+    was copied from."""
+    return {**_hashed(path), "path": name, "from": os.path.abspath(path)}
+
+
+def _stat(path: str) -> dict[str, Any]:
+    info = os.stat(path)
+    return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def _check_ini_paths(ini: str) -> None:
+    """Refuse a feature whose ``path=`` is relative: the decoder reads it from the directory it
+    runs in, which is no longer the one the ini was tuned in."""
+    with open(ini, encoding="utf-8", errors="replace", newline="") as f:
+        lines = f.read().splitlines()
+    for feature in ini_features(lines):
+        path = feature.args.get("path")
+        if path is not None and not os.path.isabs(path):
+            raise MosesIniError(
+                f"{ini}:{feature.index + 1}: {feature.name} path={path} is relative: the decoder reads it from the "
+                "directory it runs in; give the ini absolute paths"
+            )
+
+
+def write_bundle(
+    directory: str,
+    toolkit: MosesToolkit,
+    *,
+    ini: str,
+    weights: str,
+    models: Sequence[str] = (),
+    candidates: Candidates | None = None,
+    nbest: int = 100,
+    ngram_lm: str | None = None,
+    lm_feature: str = "LM0",
+) -> Bundle:
+    """Write the bundle ``directory`` (module docstring) and return it."""
+    final = os.path.abspath(directory)
+    if os.path.lexists(final) and not (os.path.isdir(final) and not os.path.islink(final) and not os.listdir(final)):
+        raise OutputError(final, "exists and is not an empty directory: give a new directory for the bundle")
+    for path in (ini, weights, *([ngram_lm] if ngram_lm else [])):  # a network's file: its loader says
+        if not os.path.isfile(path):
+            raise BundleError(f"{path}: no such file")
+    _check_ini_paths(ini)
+    for path in candidates.networks if candidates is not None else ():
+        load_checkpoint(path, "phrase-rescorer bundle --candidates")  # a translation network, readable
+    weights_file = read_weights_file(weights)
+    names = default_names([model_kind(path) for path in models])
+    decoder = nbest_layout(toolkit, ini)
+    if ngram_lm is not None and candidates is not None and dict(decoder).get(lm_feature) != 1:
+        raise BundleError(
+            f"{ini}: the decoder's lists have no feature {lm_feature} of one value (features {show_layout(decoder)}): "
+            "name the KENLM feature of the ini (--lm-feature)"
+        )
+    layout = system_layout(decoder, candidates, names)
+    check_weights(weights_file, layout)
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "nbest": nbest,
+        "features": [[name, count] for name, count in layout],
+        "decoder_features": [[name, count] for name, count in decoder],
+        "ini": _copied(ini, INI_COPY),
+        "weights": _copied(weights, WEIGHTS_COPY),
+        "models": [{"name": name, **_hashed(path)} for name, path in zip(names, models, strict=True)],
+        "candidates": None
+        if candidates is None
+        else {
+            "networks": [_hashed(path) for path in candidates.networks],
+            "nbest": candidates.nbest,
+            "beam_size": candidates.beam_size,
+            "length_alpha": candidates.length_alpha,
+            "max_length": candidates.max_length,
+        },
+        "ngram_lm": None if ngram_lm is None else _stat(ngram_lm),
+        "lm_feature": lm_feature,
+        "ini_files": [_stat(path) for path in sorted(ini_files(ini))],
+    }
+    parent = os.path.dirname(final)
+    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.", dir=parent)
+    try:
+        shutil.copyfile(ini, os.path.join(temporary, INI_COPY))
+        shutil.copyfile(weights, os.path.join(temporary, WEIGHTS_COPY))
+        with open(os.path.join(temporary, RECORD), "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, 0o777 & ~_umask())
+        os.rename(temporary, final)  # onto an empty directory, or none
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return read_bundle(final, verify=False)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _entries(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every file entry of a record, copies first."""
+    found = [record["ini"], record["weights"], *record["models"]]
+    if record.get("candidates"):
+        found += record["candidates"]["networks"]
+    if record.get("ngram_lm"):
+        found.append(record["ngram_lm"])
+    return found + record["ini_files"]
+
+
+def _check_entry(directory: str, entry: dict[str, Any], where: str) -> None:
+    path = os.path.join(directory, entry["path"])  # an absolute path stays as it is
+    try:
+        info = os.stat(path)
+    except OSError as e:
+        raise BundleError(
+            f"{path}: {e.strerror.lower() if e.strerror else 'unreadable'} (recorded in {where})"
+        ) from None
+    changed = info.st_size != entry["size"] and not os.path.isdir(path)
+    if not changed and "sha256" in entry:
+        changed = sha256_of(path) != entry["sha256"]
+    elif not changed and "mtime_ns" in entry:
+        changed = info.st_mtime_ns != entry["mtime_ns"]
+    if changed:
+        how = "content (SHA-256)" if "sha256" in entry else "size or modification time"
+        raise BundleError(
+            f"{path}: changed since the bundle was written (its {how} differs from {where}): restore it, or write "
+            "the bundle again (phrase-rescorer bundle)"
+        )
+
+
+def read_bundle(directory: str, verify: bool = True) -> Bundle:
+    """The bundle in ``directory``; ``verify``: every recorded file checked first (module docstring)."""
+    directory = os.path.abspath(directory)
+    where = os.path.join(directory, RECORD)
+    try:
+        with open(where, encoding="utf-8") as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        raise BundleError(f"{directory}: no {RECORD}: not a bundle (write one with phrase-rescorer bundle)") from None
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{where}: unreadable ({e})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise BundleError(f"{where}: not a {FORMAT}")
+    if record.get("version") != VERSION:
+        raise BundleError(
+            f"{where}: format version {record.get('version')}, this program reads version {VERSION}: write the "
+            "bundle again (phrase-rescorer bundle)"
+        )
+    try:
+        bundle = _bundle(directory, record)
+        if verify:
+            for entry in _entries(record):
+                _check_entry(directory, entry, where)
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, BundleError):
+            raise
+        raise BundleError(f"{where}: not a complete bundle record ({type(e).__name__}: {e})") from None
+    if [list(f) for f in bundle.layout] != record["features"]:
+        raise BundleError(f"{where}: its features differ from those of its settings: write the bundle again")
+    return bundle
+
+
+def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
+    found = record.get("candidates")
+    candidates = (
+        None
+        if not found
+        else Candidates(
+            tuple(entry["path"] for entry in found["networks"]),
+            found["nbest"],
+            found["beam_size"],
+            found["length_alpha"],
+            found["max_length"],
+        )
+    )
+    return Bundle(
+        directory,
+        record["nbest"],
+        tuple((name, count) for name, count in record["decoder_features"]),
+        tuple((entry["name"], entry["path"]) for entry in record["models"]),
+        candidates,
+        record["ngram_lm"]["path"] if record.get("ngram_lm") else None,
+        record["lm_feature"],
+    )

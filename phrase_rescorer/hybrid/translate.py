@@ -1,0 +1,228 @@
+"""A source text translated by a bundle's hybrid system (``bundle``), a chunk of lines at a time,
+through the same functions as the step-by-step pipeline, so that each line gets the same output:
+
+1. the decoder's distinct n-best list of the chunk (``moses.decoder.decode_nbest``, the bundle's
+   moses.ini);
+2. with candidate networks, each network's beam as an n-best list (``analysis.translate``:
+   ``translate_nbest``, ``candidate_lines``), merged into the decoder's (``reranking.merge``,
+   the n-gram LM through Moses' ``bin/query`` for the new lines' LM feature);
+3. the feature networks' values appended (``scoring.nbest.append_features``);
+4. each sentence's best hypothesis under the bundle's weights (``reranking.choose``).
+
+The chunk's lists live in a temporary directory, removed when the chunk is done, and number the
+chunk's sentences from 0: every step reads a sentence's lines alone, so a line's output does not
+depend on the chunk it falls in. Memory holds one chunk. The networks are loaded once, and the
+LM's ``query`` runs once, for all chunks; the decoder runs once per chunk (it loads its tables
+each time: binarized tables load in seconds).
+
+An empty line is decoded as the decoder decodes it: its list holds one empty hypothesis (all
+features 0), the networks' lists one empty candidate (``candidate_lines``), and its output line
+is empty. With ``tokenize``, each line is first put in the table's form (``moses.tokenizer``:
+tokenizer.perl, lowercased with ``lowercase``); with ``detokenize`` each output line is made
+running text (detokenizer.perl).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import torch
+
+from ..analysis.translate import candidate_lines, translate_nbest
+from ..data.corpus import iter_lines
+from ..data.line_limit import line_too_long
+from ..lm.kenlm import KenLMSentences
+from ..model.checkpoint import Checkpoint, load_checkpoint
+from ..moses.decoder import decode_nbest
+from ..moses.tokenizer import detokenize as detokenized
+from ..moses.tokenizer import table_form
+from ..moses.toolkit import MosesToolkit
+from ..moses.words import split_words
+from ..reranking.choose import output_lines
+from ..reranking.merge import merge_nbest
+from ..reranking.nbest_features import read_matrix
+from ..reranking.weights import Weights, read_weights_file, vector
+from ..scoring.features import CSLMFeature, TranslationFeature, load_features
+from ..scoring.nbest import append_features
+from .bundle import Bundle, Candidates, check_weights
+
+#: Lines decoded together by default.
+DEFAULT_CHUNK_LINES = 500
+#: The name of the candidates' own feature in their lists (merge-nbest drops it).
+CANDIDATE_FEATURE = "NMT0"
+
+
+@dataclass(frozen=True)
+class TextForm:
+    """How input lines reach the system and output lines leave it: tokenized for ``tokenize``'s
+    language (lowercased with ``lowercase``), detokenized for ``detokenize``'s (None: as they are)."""
+
+    tokenize: str | None = None
+    lowercase: bool = False
+    detokenize: str | None = None
+
+    def source(self, line: str) -> str:
+        return line if self.tokenize is None else table_form(line, self.tokenize, self.lowercase)
+
+    def output(self, line: str) -> str:
+        return line if self.detokenize is None else detokenized(line, self.detokenize)
+
+
+def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``lines`` in lists of ``size`` (the last one shorter)."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class HybridSystem:
+    """A bundle's system, its networks loaded: :meth:`translate` a chunk of lines. Use as a
+    context manager (the LM's ``query`` process)."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        toolkit: MosesToolkit,
+        *,
+        threads: int = 1,
+        device: torch.device | str = "cpu",
+        max_tokens: int | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
+        self.bundle, self.toolkit, self.threads, self.device = bundle, toolkit, threads, device
+        self.max_tokens, self.on_warning = max_tokens, on_warning
+        self.weights: Weights = read_weights_file(bundle.weights_path)
+        check_weights(self.weights, bundle.layout)
+        self._sources: list[str] = []
+        paths = [path for _, path in bundle.models]
+        names = [name for name, _ in bundle.models]
+        self.features: list[CSLMFeature | TranslationFeature] = load_features(
+            paths, names, self._sources, device, on_warning
+        )
+        networks = bundle.candidates.networks if bundle.candidates is not None else ()
+        self.candidates: list[Checkpoint] = [
+            load_checkpoint(path, "phrase-rescorer bundle --candidates") for path in networks
+        ]
+        self._stack = contextlib.ExitStack()
+        self.lm: KenLMSentences | None = None
+        if bundle.ngram_lm is not None and bundle.candidates is not None:
+            self.lm = self._stack.enter_context(KenLMSentences(toolkit.path("bin/query"), bundle.ngram_lm))
+
+    def __enter__(self) -> HybridSystem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def translate(self, lines: Sequence[str], name: str = "input", first_line: int = 1) -> list[str]:
+        """The system's translation of each of ``lines`` (tokenized text), in order; ``name`` and
+        ``first_line`` (the number of ``lines[0]`` in it) name the input in messages."""
+        words = [split_words(line) for line in lines]
+        if self.max_tokens is not None:  # as nbest --source and translate refuse such a line
+            for i, tokens in enumerate(words):
+                if len(tokens) > self.max_tokens:
+                    raise line_too_long(name, first_line + i, len(tokens), self.max_tokens)
+        sources = [" ".join(tokens) for tokens in words]
+        self._sources[:] = sources  # the translation features read the chunk's sources
+        with tempfile.TemporaryDirectory(prefix="translate-hybrid-") as work:
+            source = os.path.join(work, "source")
+            with open(source, "w", encoding="utf-8", newline="\n") as f:
+                f.write("".join(line + "\n" for line in lines))
+            listed = os.path.join(work, "moses.nbest")
+            what = f"{name} lines {first_line}-{first_line + len(lines) - 1}"
+            decode_nbest(
+                self.toolkit, self.bundle.ini, source, listed, self.bundle.nbest, threads=self.threads, what=what
+            )
+            if self.candidates:
+                listed = self._merged(work, listed, sources, name)
+            if self.features:
+                scored = os.path.join(work, "scored.nbest")
+                append_features(
+                    listed,
+                    scored,
+                    self.features,
+                    sources=sources,
+                    source_path=name,
+                    max_tokens=self.max_tokens,
+                    on_warning=self.on_warning,
+                )
+                listed = scored
+            matrix = read_matrix(listed)
+        weights = vector(self.weights, matrix.layout, source=self.weights.path)
+        return output_lines(matrix, weights, source=self.weights.path)
+
+    def _merged(self, work: str, moses_list: str, sources: list[str], name: str) -> str:
+        """The decoder's list with the candidate networks' beams merged in (``merge-nbest``)."""
+        settings = self.bundle.candidates
+        assert settings is not None
+        added = []
+        for i, checkpoint in enumerate(self.candidates):
+            path = os.path.join(work, f"candidates{i}.nbest")
+            with open(path, "wb") as out:
+                _write_candidates(out, checkpoint, sources, settings, self.device, name)
+            added.append(path)
+        merged = os.path.join(work, "merged.nbest")
+        merge_nbest(moses_list, merged, added, lm=self.lm, lm_feature=self.bundle.lm_feature)
+        return merged
+
+
+def _write_candidates(
+    out: BinaryIO,
+    checkpoint: Checkpoint,
+    sources: list[str],
+    settings: Candidates,
+    device: torch.device | str,
+    name: str,
+) -> None:
+    """The network's candidates of ``sources`` as ``translate --n-best-list`` writes them."""
+    found_all = translate_nbest(
+        checkpoint,
+        sources,
+        beam_size=settings.beam_size,
+        alpha=settings.length_alpha,
+        max_length=settings.max_length,
+        device=device,
+        name=name,
+    )
+    for sentence, found in enumerate(found_all):
+        out.write(b"".join(candidate_lines(sentence, found, settings.nbest, CANDIDATE_FEATURE)))
+
+
+@dataclass
+class HybridSummary:
+    lines: int = 0
+    chunks: int = 0
+
+
+def translate_file(
+    system: HybridSystem,
+    in_path: str,
+    out: BinaryIO,
+    *,
+    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    form: TextForm = TextForm(),
+    on_progress: Callable[[int], None] | None = None,
+) -> HybridSummary:
+    """Translate every line of ``in_path`` (``-``: stdin; compressed by content) with ``system``,
+    ``chunk_lines`` at a time, writing one line per input line to ``out`` in order, flushed after
+    each chunk."""
+    summary = HybridSummary()
+    for chunk in chunks(iter_lines(in_path), chunk_lines):
+        lines = system.translate([form.source(line) for line in chunk], in_path, summary.lines + 1)
+        out.write("".join(form.output(line) + "\n" for line in lines).encode("utf-8"))
+        out.flush()
+        summary.lines += len(chunk)
+        summary.chunks += 1
+        if on_progress is not None:
+            on_progress(summary.lines)
+    return summary

@@ -1,0 +1,72 @@
+"""Moses' decoder run on a moses.ini: the features its n-best lists carry, and a distinct n-best
+list of a source file.
+
+The features are what ``moses -f INI -show-weights`` prints, as mert-moses.pl reads them
+(``get_featlist_from_moses``: ``$cmd .= " -show-weights";``): one ``Name= w1 w2 ...`` line per
+feature with dense weights, in the order the decoder writes them into n-best lists, and
+``Name UNTUNEABLE`` for a feature it leaves out of them (``UnknownWordPenalty0``): those are
+skipped, as ``get_featlist_from_file`` skips them (``elsif (/^(\\S+) UNTUNEABLE$/)``).
+
+A run that fails raises :class:`DecoderError` with the decoder's last line on stderr. The
+decoder is a child process: an exception in the caller (Ctrl-C, SIGTERM raised as
+``errors.Terminated``) kills it before it propagates (``subprocess.run``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from ..errors import HostError
+from .nbest import Layout
+from .toolkit import MosesToolkit
+
+
+class DecoderError(HostError):
+    """Moses' decoder failed on a moses.ini or an input (exit 6)."""
+
+
+def _last_line(text: bytes) -> str:
+    lines = [line.strip() for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def nbest_layout(toolkit: MosesToolkit, ini: str) -> Layout:
+    """The features of the n-best lists the decoder writes with ``ini``, in order, each with its
+    number of values (module docstring)."""
+    argv = [toolkit.decoder, "-f", os.path.abspath(ini), "-show-weights"]
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True)
+    if result.returncode != 0:
+        raise DecoderError(f"{ini}: moses -show-weights failed (exit {result.returncode}): {_last_line(result.stderr)}")
+    layout = []
+    for line in result.stdout.decode("utf-8", "replace").splitlines():
+        name, equals, values = line.partition("= ")
+        if equals and name and " " not in name:
+            layout.append((name, len(values.split())))
+    if not layout:
+        raise DecoderError(f"{ini}: moses -show-weights printed no 'Name= w1 w2 ...' line")
+    return tuple(layout)
+
+
+def decode_nbest(
+    toolkit: MosesToolkit, ini: str, source: str, nbest: str, size: int, *, threads: int = 1, what: str = ""
+) -> None:
+    """Write to ``nbest`` the decoder's distinct ``size``-best list of the plain text ``source``
+    (``-n-best-list FILE SIZE distinct``), its 1-best output discarded; ``what`` names the input
+    in a failure's message (default ``source``)."""
+    argv = [
+        toolkit.decoder,
+        "-f",
+        os.path.abspath(ini),
+        "-input-file",
+        os.path.abspath(source),
+        "-threads",
+        str(threads),
+        "-n-best-list",
+        os.path.abspath(nbest),
+        str(size),
+        "distinct",
+    ]
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if result.returncode != 0 or not os.path.isfile(nbest):
+        raise DecoderError(f"moses failed (exit {result.returncode}) on {what or source}: {_last_line(result.stderr)}")

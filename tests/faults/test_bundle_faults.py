@@ -1,0 +1,250 @@
+"""``bundle`` and ``translate-hybrid`` refusals, each one line and its exit code, before any work:
+weights that do not name the bundle's features, an output directory in use, a relative ini path;
+a bundle whose network, copy or ini-named file changed or went missing. And an interrupted
+``translate-hybrid``: no output, its decoder stopped.
+
+The decoder is a stand-in (``bin/moses``, a shell script): ``-show-weights`` prints a feature
+list as Moses does; decoding records its process ID and fails at once, or waits to be stopped
+while ``decoder.wait`` exists beside it; no real Moses is needed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from phrase_rescorer.errors import EXIT_INI, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
+from tests.helpers.cli_run import run_cli, subprocess_env
+from tests.helpers.cslm import tiny_lm
+from tests.helpers.nmt import tiny_nmt
+from tests.helpers.paths import PYTHON, sigint_as_at_a_terminal
+
+#: What the stand-in decoder prints for -show-weights (the untuneable feature is left out of lists).
+SHOW_WEIGHTS = (
+    "Distortion0= 0.3\nLM0= 0.5\nUnknownWordPenalty0 UNTUNEABLE\nWordPenalty0= -1\nTranslationModel0= 0.2 0.2\n"
+)
+WEIGHTS = "[weight]\nDistortion0= 0.3\nLM0= 0.5\nWordPenalty0= -1\nTranslationModel0= 0.2 0.2\nCSLM0= 0.1\n"
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A stand-in Moses, an ini naming a table, weights, a tiny CSLM."""
+    tmp = tmp_path_factory.mktemp("bundle")
+    moses = tmp / "moses"
+    (moses / "bin").mkdir(parents=True)
+    decoder = moses / "bin" / "moses"
+    show = SHOW_WEIGHTS.replace("\n", "\\n")
+    decoder.write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" -show-weights "*) printf \'{show}\'; exit 0;; esac\n'
+        f'echo $$ > "{tmp}/decoder.pid"\n'
+        f'if [ -e "{tmp}/decoder.wait" ]; then exec sleep 600; fi\n'
+        'echo "stand-in decoder: no decoding" >&2; exit 1\n'
+    )
+    decoder.chmod(0o755)
+    table = tmp / "phrase-table.gz"
+    table.write_bytes(b"not read by the stand-in\n")
+    ini = tmp / "moses.ini"
+    ini.write_text(f"[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=2 path={table}\n")
+    weights = tmp / "rerank.weights"
+    weights.write_text(WEIGHTS)
+    return {"moses": moses, "ini": ini, "weights": weights, "table": table, "cslm": tiny_lm(tmp / "cslm.pt", steps=5),
+            "nmt": tiny_nmt(tmp / "nmt.pt", steps=2)}  # fmt: skip
+
+
+def bundle_args(system: dict[str, Path], directory: Path, *more: str) -> list[str]:
+    return ["bundle", str(directory), "--ini", str(system["ini"]), "--weights", str(system["weights"]),
+            "-m", str(system["cslm"]), "--moses", str(system["moses"]), *more]  # fmt: skip
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def made(system: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> dict[str, Path]:
+    """A bundle of its own copies of the system's files (a test may change them)."""
+    own = {}
+    for key in ("ini", "weights", "cslm", "table"):
+        own[key] = tmp_path / system[key].name
+        own[key].write_bytes(system[key].read_bytes())
+    own["ini"].write_text(system["ini"].read_text().replace(str(system["table"]), str(own["table"])))
+    own["moses"] = system["moses"]
+    directory = tmp_path / "hybrid"
+    code, err = run_cli(bundle_args(own, directory), monkeypatch, capsys)
+    assert code == 0, err
+    (tmp_path / "in.txt").write_text("a b\n")
+    return {**own, "bundle": directory, "in": tmp_path / "in.txt", "out": tmp_path / "out.txt"}
+
+
+def translate(made: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str]:
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--moses", str(made["moses"])]
+    return run_cli(args, monkeypatch, capsys)
+
+
+def test_weights_naming_a_feature_the_bundle_lacks(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    weights = tmp_path / "w"
+    weights.write_text(WEIGHTS + "NMT0= 0.2\n")
+    directory = tmp_path / "hybrid"
+    args = bundle_args({**system, "weights": weights}, directory)
+    code, err = run_cli(args, monkeypatch, capsys)
+    line = one_line(err)
+    assert code == EXIT_USAGE, err
+    assert f"{weights}: weights for the feature NMT0, which the n-best list lacks" in line
+    assert "(the bundle's lists: features Distortion0(1) LM0(1) WordPenalty0(1) TranslationModel0(2) CSLM0(1))" in line
+    assert os.listdir(tmp_path) == ["w"]  # no bundle, no temporary
+
+
+def test_weights_lacking_a_feature_of_the_bundle(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Weights tuned without the candidates' indicators, for a bundle with candidates."""
+    directory = tmp_path / "hybrid"
+    args = bundle_args(system, directory, "--candidates", str(system["nmt"]))
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert f"{system['weights']}: no weights for the features FromMoses, FromNet0 of the n-best list" in one_line(err)
+    assert not directory.exists()
+
+
+def test_a_cslm_as_candidates_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    directory = tmp_path / "hybrid"
+    code, err = run_cli(bundle_args(system, directory, "--candidates", str(system["cslm"])), monkeypatch, capsys)
+    assert code == EXIT_MODEL and "phrase-rescorer bundle --candidates" in one_line(err), err
+    assert not directory.exists()
+
+
+def test_a_directory_in_use_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    directory = tmp_path / "hybrid"
+    directory.mkdir()
+    (directory / "kept").write_text("mine\n")
+    code, err = run_cli(bundle_args(system, directory), monkeypatch, capsys)
+    assert code == EXIT_OS and "exists and is not an empty directory" in one_line(err), err
+    assert os.listdir(directory) == ["kept"]
+
+
+def test_a_relative_ini_path_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    ini = tmp_path / "moses.ini"
+    ini.write_text("[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=2 path=model/pt.gz\n")
+    code, err = run_cli(bundle_args({**system, "ini": ini}, tmp_path / "hybrid"), monkeypatch, capsys)
+    assert code == EXIT_INI, err
+    assert f"{ini}:2: TranslationModel0 path=model/pt.gz is relative" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (["--candidates", "x.pt", "--beam-size", "3", "--candidate-nbest", "5"], "--candidate-nbest 5: the beam"),
+        (["--candidate-nbest", "2"], "--candidate-nbest without --candidates"),
+        (["--lm", "lm.arpa"], "--lm without --candidates"),
+    ],
+)
+def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list[str], message: str) -> None:
+    (tmp_path / "lm.arpa").write_text("")
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(bundle_args(system, tmp_path / "hybrid", *more), monkeypatch, capsys)
+    assert code == EXIT_USAGE and message in one_line(err), err
+    assert not (tmp_path / "hybrid").exists()
+
+
+def test_lowercase_without_tokenize_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--lowercase"]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_USAGE and "--lowercase without --tokenize" in one_line(err), err
+
+
+def test_an_empty_directory_becomes_the_bundle(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    directory = tmp_path / "hybrid"
+    directory.mkdir()
+    code, err = run_cli(bundle_args(system, directory), monkeypatch, capsys)
+    assert code == 0, err
+    assert sorted(os.listdir(directory)) == ["bundle.json", "moses.ini", "rerank.weights"]
+    assert os.listdir(tmp_path) == ["hybrid"]  # no temporary left beside it
+    assert (directory / "rerank.weights").read_bytes() == system["weights"].read_bytes()
+
+
+def test_a_changed_network_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
+    with open(made["cslm"], "r+b") as f:  # the same size, one byte changed
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert one_line(err).endswith(
+        f"{made['cslm']}: changed since the bundle was written (its content (SHA-256) differs from "
+        f"{made['bundle'] / 'bundle.json'}): restore it, or write the bundle again (phrase-rescorer bundle)"
+    )
+    assert not made["out"].exists()
+
+
+def test_a_changed_copy_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
+    copy = made["bundle"] / "rerank.weights"
+    copy.write_text(copy.read_text().replace("CSLM0= 0.1", "CSLM0= 0.9"))
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE and f"{copy}: changed since the bundle was written" in one_line(err), err
+
+
+def test_a_changed_ini_file_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
+    """A file the ini names: its size and modification time are compared (not hashed)."""
+    made["table"].write_bytes(made["table"].read_bytes() + b"x")
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert f"{made['table']}: changed since the bundle was written (its size or modification time" in one_line(err)
+
+
+def test_a_missing_file_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
+    made["cslm"].unlink()
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert one_line(err).endswith(
+        f"{made['cslm']}: no such file or directory (recorded in {made['bundle']}/bundle.json)"
+    )
+    assert not made["out"].exists()
+
+
+def test_not_a_bundle(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "in.txt").write_text("a\n")
+    code, err = run_cli(["translate-hybrid", str(tmp_path), str(tmp_path / "in.txt"), "-"], monkeypatch, capsys)
+    assert code == EXIT_USAGE and f"{tmp_path}: no bundle.json: not a bundle" in one_line(err), err
+
+
+def test_interrupted_translation_leaves_no_output_and_no_decoder(made: dict[str, Path], tmp_path: Path) -> None:
+    """SIGINT while the decoder runs: exit 130, no OUT and no temporary, the decoder gone."""
+    pid_file, wait = made["moses"].parent / "decoder.pid", made["moses"].parent / "decoder.wait"
+    pid_file.unlink(missing_ok=True)
+    wait.touch()  # the stand-in decoder waits to be stopped
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--moses", str(made["moses"])]
+    process = subprocess.Popen(
+        [PYTHON, "-m", "phrase_rescorer", *args],
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+        preexec_fn=sigint_as_at_a_terminal,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not (pid_file.exists() and pid_file.read_text().strip()) and process.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        decoder = int(pid_file.read_text())
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=600)
+    finally:
+        wait.unlink()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == EXIT_SIGINT, err
+    assert not made["out"].exists() and not list(tmp_path.glob(".out.txt*"))
+    for _ in range(100):  # reaped by the program (killed, waited for): no such process
+        try:
+            os.kill(decoder, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(decoder, signal.SIGKILL)
+        pytest.fail("the decoder outlived the interrupted translation")

@@ -1,0 +1,110 @@
+"""``bundle`` and ``translate-hybrid`` with the real Moses on tests/data/tiny-moses: the one command,
+three lines a chunk, writes byte for byte what the five steps run by hand write (moses
+-n-best-list, translate --n-best-list, merge-nbest, nbest, rerank), with and without candidate
+networks, an empty input line included; and the same through stdin and stdout. Skipped, with the
+reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cslm import TINY_MOSES, tiny_lm
+from tests.helpers.moses import moses_root
+from tests.helpers.moses import phrase_rescorer as run
+from tests.helpers.nmt import tiny_nmt
+
+NEEDS = ("bin/moses", "bin/query")
+LM = TINY_MOSES / "lm.fr.3gram.arpa.gz"
+#: Weights of every feature, far from the decoder's choice: the network's candidates preferred, and among
+#: them not the network's best (its first), so that every candidate counts.
+DECODER_WEIGHTS = (
+    "Distortion0= 0.3\nLM0= 0.5\nWordPenalty0= -1\nPhrasePenalty0= 0.2\nTranslationModel0= 0.2 0.2 0.2 0.2\n"
+)
+NETWORK_WEIGHTS = "CSLM0= 0.3\nNMT0= -0.4\n"
+CANDIDATE_WEIGHTS = "FromMoses= -100\nFromNet0= 2\n"
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny system's ini (absolute paths), a CSLM, a translation network, a source text of
+    nine lines (test.en with an empty line after its fourth)."""
+    moses = moses_root(NEEDS)
+    tmp = tmp_path_factory.mktemp("hybrid")
+    ini = tmp / "moses.ini"
+    ini.write_text((TINY_MOSES / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY_MOSES)))
+    lines = (TINY_MOSES / "test.en").read_text().splitlines(keepends=True)
+    source = tmp / "source.en"
+    source.write_text("".join([*lines[:4], "\n", *lines[4:]]))
+    return {
+        "moses": moses,
+        "ini": ini,
+        "source": source,
+        "cslm": tiny_lm(tmp / "cslm.pt"),
+        "nmt": tiny_nmt(tmp / "nmt.pt", steps=20),
+    }
+
+
+def ok(*args: str, stdin: bytes | None = None) -> bytes:
+    r = run(*args, stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool) -> bytes:
+    """The five steps, as the README and docs/nmt.md run them."""
+    listed = work / "source.nbest"
+    decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
+    subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
+    if candidates:
+        beam = work / "source.nmt.nbest"
+        ok("translate", str(system["source"]), str(work / "nmt.fr"), "-m", str(system["nmt"]), "--beam-size", "4",
+           "--n-best-list", str(beam), "3")  # fmt: skip
+        merged = work / "source.merged.nbest"
+        ok(
+            "merge-nbest",
+            str(listed),
+            str(merged),
+            "--add",
+            str(beam),
+            "--lm",
+            str(LM),
+            "--moses",
+            str(system["moses"]),
+        )
+        listed = merged
+    scored = work / "source.scored.nbest"
+    ok("nbest", str(listed), str(scored), "-m", str(system["cslm"]), "-m", str(system["nmt"]),
+       "--source", str(system["source"]))  # fmt: skip
+    ok("rerank", str(scored), str(weights), str(work / "by-hand.fr"))
+    return (work / "by-hand.fr").read_bytes()
+
+
+@pytest.mark.parametrize("candidates", [False, True], ids=["moses-list", "with-candidates"])
+def test_one_command_writes_what_the_five_steps_write(
+    system: dict[str, Path], tmp_path: Path, candidates: bool
+) -> None:
+    weights = tmp_path / "rerank.weights"
+    weights.write_text("[weight]\n" + DECODER_WEIGHTS + (CANDIDATE_WEIGHTS if candidates else "") + NETWORK_WEIGHTS)
+    expected = by_hand(system, tmp_path, weights, candidates)
+    assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
+
+    bundle = tmp_path / "hybrid"
+    args = ["bundle", str(bundle), "--ini", str(system["ini"]), "--weights", str(weights), "--nbest", "20"]
+    args += ["-m", str(system["cslm"]), "-m", str(system["nmt"]), "--moses", str(system["moses"])]
+    if candidates:
+        args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
+    ok(*args)
+    out = tmp_path / "hybrid.fr"
+    r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
+            "--moses", str(system["moses"]))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert b"9 lines translated with " in r.stderr and b"in 3 chunk(s)" in r.stderr
+    assert out.read_bytes() == expected
+
+    # stdin to stdout: the same bytes
+    piped = ok("translate-hybrid", str(bundle), "-", "-", "--chunk-lines", "4", "--moses", str(system["moses"]),
+               stdin=system["source"].read_bytes())  # fmt: skip
+    assert piped == expected

@@ -1,0 +1,42 @@
+"""The hybrid system's pieces without Moses: the features of its lists in order, the features'
+default names (as ``nbest`` gives them), the chunks of its input, the text forms."""
+
+from __future__ import annotations
+
+from phrase_rescorer.hybrid.bundle import Candidates, system_layout
+from phrase_rescorer.hybrid.translate import TextForm, chunks
+from phrase_rescorer.scoring.features import default_names
+
+DECODER = (("Distortion0", 1), ("LM0", 1), ("TranslationModel0", 4))
+
+
+def test_the_lists_features_in_order() -> None:
+    """The decoder's, then merge-nbest's indicators, then nbest's features, as the steps append them."""
+    two = Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None)
+    assert system_layout(DECODER, two, ["CSLM0", "NMT0"]) == (
+        *DECODER,
+        ("FromMoses", 1),
+        ("FromNet0", 1),
+        ("FromNet1", 1),
+        ("CSLM0", 1),
+        ("NMT0", 1),
+    )
+    assert system_layout(DECODER, None, []) == DECODER
+
+
+def test_default_names_count_each_kind_on_its_own() -> None:
+    assert default_names(["NMT", "CSLM", "NMT", "CSLM"]) == ["NMT0", "CSLM0", "NMT1", "CSLM1"]
+    assert default_names([]) == []
+
+
+def test_chunks_keep_every_line_in_order() -> None:
+    lines = [str(i) for i in range(8)]
+    assert list(chunks(lines, 3)) == [["0", "1", "2"], ["3", "4", "5"], ["6", "7"]]
+    assert list(chunks(lines, 8)) == [lines]
+    assert list(chunks([], 3)) == []
+
+
+def test_text_forms() -> None:
+    assert TextForm().source("Don't stop.") == "Don't stop."
+    assert TextForm(tokenize="en", lowercase=True).source("Don't stop.") == "don &apos;t stop ."
+    assert TextForm(detokenize="fr").output("l&apos; homme .") == "l'homme."
