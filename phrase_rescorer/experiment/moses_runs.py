@@ -28,6 +28,8 @@ import subprocess
 from collections.abc import Callable
 
 from ..errors import EXIT_OS
+from ..moses.decoder import DecoderError, decoder_argv, log_tail
+from ..moses.decoder import decode_nbest as moses_decode_nbest
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from .systems import ExperimentError
@@ -36,14 +38,6 @@ _BEST = re.compile(r"^\((\d+)\) BEST at \d+: .* => (\S+) at ")
 _START = re.compile(r"^run (\d+) start at ")
 
 IterationCallback = Callable[[int, float | None], None]
-
-
-def _tail(path: str, lines: int = 15) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def mert_argv(
@@ -143,22 +137,9 @@ def tune(
     tuned = os.path.join(work, "moses.ini")
     if code != 0 or not os.path.isfile(tuned):
         raise ExperimentError(
-            f"mert-moses.pl failed (exit {code}); see {err_path}. Its last lines:\n{_tail(err_path)}", EXIT_OS
+            f"mert-moses.pl failed (exit {code}); see {err_path}. Its last lines:\n{log_tail(err_path)}", EXIT_OS
         )
     return tuned, bleus
-
-
-def _decoder_argv(toolkit: MosesToolkit, ini: str, source: str, threads: int) -> list[str]:
-    """The decoder's command line that translates ``source`` with ``ini``."""
-    return [
-        toolkit.decoder,
-        "-f",
-        os.path.abspath(ini),
-        "-input-file",
-        os.path.abspath(source),
-        "-threads",
-        str(threads),
-    ]
 
 
 def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1) -> list[str]:
@@ -168,9 +149,11 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
         expected = sum(1 for _ in f)
     log = f"{output}.log"
     with open(log, "wb") as err:
-        result = subprocess.run(_decoder_argv(toolkit, ini, source, threads), stdout=subprocess.PIPE, stderr=err)
+        result = subprocess.run(decoder_argv(toolkit, ini, source, threads), stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
-        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", EXIT_OS)
+        raise ExperimentError(
+            f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{log_tail(log)}", EXIT_OS
+        )
     try:
         lines = result.stdout.decode("utf-8").split("\n")  # newlines only, as Moses counts
     except UnicodeDecodeError as exc:
@@ -186,18 +169,8 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
 
 def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size: int, *, threads: int = 1) -> None:
     """Write the decoder's distinct ``size``-best list of ``source`` to ``output`` (the decoder
-    writes a temporary beside it, renamed once it exits cleanly)."""
-    log = f"{output}.log"
-    partial = f"{output}.partial"
-    argv = [
-        *_decoder_argv(toolkit, ini, source, threads),
-        "-n-best-list",
-        os.path.abspath(partial),
-        str(size),
-        "distinct",
-    ]
-    with open(log, "wb") as err:
-        result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
-    if result.returncode != 0 or not os.path.isfile(partial):
-        raise ExperimentError(f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{_tail(log)}", EXIT_OS)
-    os.replace(partial, output)
+    writes a temporary beside it, renamed once it exits cleanly; its stderr in ``output.log``)."""
+    try:
+        moses_decode_nbest(toolkit, ini, source, output, size, threads=threads, log=f"{output}.log")
+    except DecoderError as e:
+        raise ExperimentError(str(e), EXIT_OS) from None

@@ -20,13 +20,12 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Iterator, Mapping
 
-from ..errors import EXIT_OS
-from ..moses.ini_weights import features
-from ..moses.stems import table_candidates
+from .. import checksums
+from ..errors import EXIT_OS, HostError
+from ..moses.ini_paths import ini_files
 from ..run_lock import LockHeld, held_lock
 from .systems import ExperimentError
 
@@ -69,45 +68,20 @@ def locked_out_dir(path: str) -> Iterator[None]:
 
 
 def sha256_of(path: str) -> str:
-    h = hashlib.sha256()
+    """``checksums.sha256_of``, a file that cannot be read refused as the experiment's error (exit 6)."""
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError as e:
-        raise ExperimentError(f"{path}: cannot read ({e.strerror})", EXIT_OS) from None
-    return h.hexdigest()
+        return checksums.sha256_of(path)
+    except HostError as e:
+        raise ExperimentError(str(e), EXIT_OS) from None
 
 
 def content_sha256(path: str) -> str:
-    """``sha256_of`` a file; for a directory (a binarized table), of every file under it, each
-    with its path relative to the directory, in sorted order."""
-    if not os.path.isdir(path):
-        return sha256_of(path)
-    h = hashlib.sha256()
-    for root, dirs, names in os.walk(path):
-        dirs.sort()
-        for name in sorted(names):
-            full = os.path.join(root, name)
-            h.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
-            h.update(bytes.fromhex(sha256_of(full)))
-    return h.hexdigest()
-
-
-def ini_files(ini: str) -> dict[str, list[int]]:
-    """``{path: [size, mtime_ns]}`` of every file (or directory) that the ini's features name."""
-    with open(ini, encoding="utf-8", newline="") as f:
-        lines = f.read().splitlines(keepends=True)
-    found: dict[str, list[int]] = {}
-    for feature in features(lines):
-        path = feature.args.get("path")
-        if path is None:
-            continue
-        for candidate in table_candidates(path):
-            with contextlib.suppress(OSError):
-                info = os.stat(candidate)
-                found[candidate] = [info.st_size, info.st_mtime_ns]
-    return found
+    """``checksums.content_sha256`` (a file, or a directory's files), a file that cannot be read
+    refused as the experiment's error (exit 6)."""
+    try:
+        return checksums.content_sha256(path)
+    except HostError as e:
+        raise ExperimentError(str(e), EXIT_OS) from None
 
 
 def fingerprints(

@@ -34,11 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..checksums import sha256_of
 from ..errors import UsageError
-from ..experiment.workdir import ini_files, sha256_of
 from ..model.checkpoint import load_checkpoint
 from ..moses.decoder import nbest_layout
 from ..moses.ini import MosesIniError
+from ..moses.ini_paths import ini_files
 from ..moses.ini_weights import features as ini_features
 from ..moses.nbest import Layout, show_layout
 from ..moses.toolkit import MosesToolkit

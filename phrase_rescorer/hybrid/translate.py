@@ -11,9 +11,11 @@ through the same functions as the step-by-step pipeline, so that each line gets 
 
 The chunk's lists live in a temporary directory, removed when the chunk is done, and number the
 chunk's sentences from 0: every step reads a sentence's lines alone, so a line's output does not
-depend on the chunk it falls in. Memory holds one chunk. The networks are loaded once, and the
-LM's ``query`` runs once, for all chunks; the decoder runs once per chunk (it loads its tables
-each time: binarized tables load in seconds).
+depend on the chunk it falls in. A line of a list that a step refuses (a malformed line, a
+hypothesis over ``max_tokens``) is named as the input line of its sentence (``IN:LINE: the
+decoder's n-best list of this line: ...``), with the step's exit code. Memory holds one chunk.
+The networks are loaded once, and the LM's ``query`` runs once, for all chunks; the decoder runs
+once per chunk (it loads its tables each time: binarized tables load in seconds).
 
 An empty line is decoded as the decoder decodes it: its list holds one empty hypothesis (all
 features 0), the networks' lists one empty candidate (``candidate_lines``), and its output line
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ from ..data.line_limit import line_too_long
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..moses.decoder import decode_nbest
+from ..moses.phrase_table import PhraseTableError
 from ..moses.tokenizer import detokenize as detokenized
 from ..moses.tokenizer import table_form
 from ..moses.toolkit import MosesToolkit
@@ -143,21 +147,24 @@ class HybridSystem:
             decode_nbest(
                 self.toolkit, self.bundle.ini, source, listed, self.bundle.nbest, threads=self.threads, what=what
             )
-            if self.candidates:
-                listed = self._merged(work, listed, sources, name)
-            if self.features:
-                scored = os.path.join(work, "scored.nbest")
-                append_features(
-                    listed,
-                    scored,
-                    self.features,
-                    sources=sources,
-                    source_path=name,
-                    max_tokens=self.max_tokens,
-                    on_warning=self.on_warning,
-                )
-                listed = scored
-            matrix = read_matrix(listed)
+            try:
+                if self.candidates:
+                    listed = self._merged(work, listed, sources, name)
+                if self.features:
+                    scored = os.path.join(work, "scored.nbest")
+                    append_features(
+                        listed,
+                        scored,
+                        self.features,
+                        sources=sources,
+                        source_path=name,
+                        max_tokens=self.max_tokens,
+                        on_warning=self.on_warning,
+                    )
+                    listed = scored
+                matrix = read_matrix(listed)
+            except PhraseTableError as e:
+                raise _in_input(e, work, name, first_line, len(lines)) from None
         weights = vector(self.weights, matrix.layout, source=self.weights.path)
         return output_lines(matrix, weights, source=self.weights.path)
 
@@ -196,6 +203,46 @@ def _write_candidates(
     )
     for sentence, found in enumerate(found_all):
         out.write(b"".join(candidate_lines(sentence, found, settings.nbest, CANDIDATE_FEATURE)))
+
+
+#: What each of a chunk's lists is, in a message (``candidates{I}.nbest``: see :func:`_list_name`).
+_LISTS = {
+    "moses.nbest": "the decoder's n-best list",
+    "merged.nbest": "the n-best list with the candidates merged in",
+    "scored.nbest": "the n-best list with the networks' features",
+}
+
+
+def _list_name(path: str) -> str:
+    base = os.path.basename(path)
+    if base.startswith("candidates") and base.endswith(".nbest"):
+        return f"candidate network {base[len('candidates') : -len('.nbest')]}'s list"
+    return _LISTS.get(base, "a list")
+
+
+def _sentence_of(path: str, line_no: int) -> int | None:
+    """The sentence ID of line ``line_no`` of the list ``path`` (None: no such line, or no number)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number == line_no:
+                field = raw.split(b"|||", 1)[0].strip()
+                return int(field) if field.isdigit() else None
+    return None
+
+
+def _in_input(e: PhraseTableError, work: str, name: str, first_line: int, count: int) -> PhraseTableError:
+    """The refusal ``e`` of a line of one of a chunk's lists (in ``work``, deleted with it) as a
+    refusal of the input ``name``, of the same type (the same exit code): the line of the sentence
+    the list's line belongs to (the chunk's ``first_line`` + its sentence ID), else the chunk's
+    ``count`` lines; the chunk's lists named in the message by what they are."""
+    message = re.sub(re.escape(work) + r"/[^\s:]+", lambda m: _list_name(m.group(0)), e.message)
+    if os.path.dirname(e.path) != work:
+        return type(e)(e.path, e.line_no, message)
+    what = _list_name(e.path)
+    sentence = None if e.line_no is None else _sentence_of(e.path, e.line_no)
+    if sentence is None or sentence >= count:
+        return type(e)(name, None, f"lines {first_line}-{first_line + count - 1}, {what}: {message}")
+    return type(e)(name, first_line + sentence, f"{what} of this line: {message}")
 
 
 @dataclass

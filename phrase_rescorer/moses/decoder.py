@@ -7,7 +7,8 @@ feature with dense weights, in the order the decoder writes them into n-best lis
 ``Name UNTUNEABLE`` for a feature it leaves out of them (``UnknownWordPenalty0``): those are
 skipped, as ``get_featlist_from_file`` skips them (``elsif (/^(\\S+) UNTUNEABLE$/)``).
 
-A run that fails raises :class:`DecoderError` with the decoder's last line on stderr. The
+A run that fails raises :class:`DecoderError` with the decoder's last line on stderr (with a
+log file: naming it, and quoting its last lines). The
 decoder is a child process: an exception in the caller (Ctrl-C, SIGTERM raised as
 ``errors.Terminated``) kills it before it propagates (``subprocess.run``).
 """
@@ -48,13 +49,18 @@ def nbest_layout(toolkit: MosesToolkit, ini: str) -> Layout:
     return tuple(layout)
 
 
-def decode_nbest(
-    toolkit: MosesToolkit, ini: str, source: str, nbest: str, size: int, *, threads: int = 1, what: str = ""
-) -> None:
-    """Write to ``nbest`` the decoder's distinct ``size``-best list of the plain text ``source``
-    (``-n-best-list FILE SIZE distinct``), its 1-best output discarded; ``what`` names the input
-    in a failure's message (default ``source``)."""
-    argv = [
+def log_tail(path: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of the log file ``path`` ("" when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def decoder_argv(toolkit: MosesToolkit, ini: str, source: str, threads: int = 1) -> list[str]:
+    """The decoder's command line that translates the plain text ``source`` with ``ini``."""
+    return [
         toolkit.decoder,
         "-f",
         os.path.abspath(ini),
@@ -62,11 +68,40 @@ def decode_nbest(
         os.path.abspath(source),
         "-threads",
         str(threads),
-        "-n-best-list",
-        os.path.abspath(nbest),
-        str(size),
-        "distinct",
     ]
-    result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if result.returncode != 0 or not os.path.isfile(nbest):
-        raise DecoderError(f"moses failed (exit {result.returncode}) on {what or source}: {_last_line(result.stderr)}")
+
+
+def decode_nbest(
+    toolkit: MosesToolkit,
+    ini: str,
+    source: str,
+    nbest: str,
+    size: int,
+    *,
+    threads: int = 1,
+    what: str = "",
+    log: str | None = None,
+) -> None:
+    """Write to ``nbest`` the decoder's distinct ``size``-best list of the plain text ``source``
+    (``-n-best-list FILE SIZE distinct``), its 1-best output discarded; ``what`` names the input
+    in a failure's message (default ``source``).
+
+    ``log``: the decoder's stderr is kept in that file, and the decoder writes its list to
+    ``nbest.partial``, renamed onto ``nbest`` once it has exited cleanly; a failure's message
+    names the log and quotes its last lines. Without it, stderr is read, and a failure's
+    message quotes its last line."""
+    target = nbest if log is None else f"{nbest}.partial"
+    argv = decoder_argv(toolkit, ini, source, threads)
+    argv += ["-n-best-list", os.path.abspath(target), str(size), "distinct"]
+    if log is None:
+        result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    else:
+        with open(log, "wb") as err:
+            result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    if result.returncode != 0 or not os.path.isfile(target):
+        failed = f"moses failed (exit {result.returncode}) on {what or source}"
+        if log is None:
+            raise DecoderError(f"{failed}: {_last_line(result.stderr)}")
+        raise DecoderError(f"{failed}; see {log}:\n{log_tail(log)}")
+    if log is not None:
+        os.replace(target, nbest)

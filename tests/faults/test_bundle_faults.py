@@ -5,7 +5,8 @@ a bundle whose network, copy or ini-named file changed or went missing. And an i
 
 The decoder is a stand-in (``bin/moses``, a shell script): ``-show-weights`` prints a feature
 list as Moses does; decoding records its process ID and fails at once, or waits to be stopped
-while ``decoder.wait`` exists beside it; no real Moses is needed."""
+while ``decoder.wait`` exists beside it; no real Moses is needed. Another stand-in writes an
+n-best list with a malformed line, whose refusal names the input line."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.errors import EXIT_INI, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
+from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm
 from tests.helpers.nmt import tiny_nmt
@@ -248,3 +249,38 @@ def test_interrupted_translation_leaves_no_output_and_no_decoder(made: dict[str,
     else:
         os.kill(decoder, signal.SIGKILL)
         pytest.fail("the decoder outlived the interrupted translation")
+
+
+def test_a_malformed_decoder_list_names_the_input_line(
+    made: dict[str, Path], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A decoder whose n-best list has a malformed line for the input line ``bad``: the refusal
+    names IN and that line (the second of the second chunk), not the chunk's deleted list."""
+    moses = tmp_path / "writing-moses"
+    (moses / "bin").mkdir(parents=True)
+    decoder = moses / "bin" / "moses"
+    show = SHOW_WEIGHTS.replace("\n", "\\n")
+    decoder.write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" -show-weights "*) printf \'{show}\'; exit 0;; esac\n'
+        "while [ $# -gt 0 ]; do\n"
+        '  case "$1" in -input-file) input=$2; shift;; -n-best-list) nbest=$2; shift;; esac\n'
+        "  shift\n"
+        "done\n"
+        "i=0\n"
+        "while IFS= read -r line; do\n"
+        '  if [ "$line" = bad ]; then d=x; else d=0; fi\n'
+        '  echo "$i ||| $line ||| Distortion0= $d LM0= -1 WordPenalty0= -2 TranslationModel0= -1 -1 ||| -3"\n'
+        "  i=$((i + 1))\n"
+        'done < "$input" > "$nbest"\n'
+    )
+    decoder.chmod(0o755)
+    made["in"].write_text("a b\nb a\na a\nbad\nb b\n")
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--moses", str(moses),
+            "--chunk-lines", "2"]  # fmt: skip
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_INPUT, err
+    line = one_line(err)
+    assert f"{made['in']}:4: the decoder's n-best list of this line: feature value 'x' is not a number" in line, err
+    assert "translate-hybrid-" not in line  # no temporary file
+    assert not made["out"].exists()

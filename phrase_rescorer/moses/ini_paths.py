@@ -1,0 +1,28 @@
+"""The files a moses.ini's features name (``path=``: tables, language models) as they are on
+disk: each one's size and modification time, what tells cheaply that a file changed (a table
+rewritten in place changes its modification time) without reading gigabytes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from .ini_weights import features
+from .stems import table_candidates
+
+
+def ini_files(ini: str) -> dict[str, list[int]]:
+    """``{path: [size, mtime_ns]}`` of every file (or directory) that the ini's features name
+    (a stem's ``.gz`` too: ``stems.table_candidates``); a name with no file is left out."""
+    with open(ini, encoding="utf-8", newline="") as f:
+        lines = f.read().splitlines(keepends=True)
+    found: dict[str, list[int]] = {}
+    for feature in features(lines):
+        path = feature.args.get("path")
+        if path is None:
+            continue
+        for candidate in table_candidates(path):
+            with contextlib.suppress(OSError):
+                info = os.stat(candidate)
+                found[candidate] = [info.st_size, info.st_mtime_ns]
+    return found
