@@ -8,7 +8,7 @@ from ..output import AtomicOutput, check_not_an_input
 from .binarize import PROGRAMS, BinarizeError, binarize_table, planned_form
 from .ini import MosesIniError, PatchResult, patch_moses_ini
 from .ini_weights import features
-from .stems import table_candidates
+from .stems import named_files
 from .table_forms import TableFormError, table_form
 from .toolkit import find_moses
 
@@ -21,7 +21,7 @@ def patch_moses_ini_file(
     ``table`` is the text table: every check is made first, then the Moses at ``moses_dir``
     (else ``$MOSES``; :class:`.toolkit.MosesNotFound` when there is none) binarizes it, and the
     ini points at the binarized table."""
-    check_not_an_input(out_ini, (("input ini", in_ini), *(("table", path) for path in _files(table))))
+    check_not_an_input(out_ini, (("input ini", in_ini), *(("table", path) for path in named_files(table))))
     with open(in_ini, "rb") as given:
         data = given.read()
     try:
@@ -30,7 +30,7 @@ def patch_moses_ini_file(
         line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
         raise InputError(f"{in_ini}:{line}: invalid UTF-8 at byte {column} of the line") from None
     named = [f.args["path"] for f in features(text.splitlines(keepends=True)) if "path" in f.args]
-    check_not_an_input(out_ini, (("file the input ini names", p) for path in named for p in _files(path)))
+    check_not_an_input(out_ini, (("file the input ini names", p) for path in named for p in named_files(path)))
     output = AtomicOutput(out_ini, compress=False)  # a path that cannot be written: refused now
     if binarize is None:
         result = patch_moses_ini(text, table, ini=in_ini, **options)
@@ -58,14 +58,7 @@ def patch_moses_ini_file(
     return result
 
 
-def _files(path: str) -> tuple[str, ...]:
-    """The files a ``path=`` of moses.ini (or ``--table``) may stand for: itself, a stem's
-    ``.gz`` (``stems.table_candidates``) and a Compact table's ``.minphr`` (its path is the
-    prefix: ``binarize.binarized_path``)."""
-    return (*table_candidates(path), f"{path}.minphr")
-
-
 def _not_a_table(out_ini: str, result: PatchResult) -> None:
     """Refuse an ``out_ini`` that is the table the patched ini will name (a binarized table's
     file included): writing the ini there would destroy it."""
-    check_not_an_input(out_ini, (("table", path) for path in _files(result.new_path)))
+    check_not_an_input(out_ini, (("table", path) for path in named_files(result.new_path)))

@@ -8,12 +8,13 @@ import contextlib
 import os
 
 from .ini_weights import features
-from .stems import table_candidates
+from .stems import named_files
 
 
 def ini_files(ini: str) -> dict[str, list[int]]:
     """``{path: [size, mtime_ns]}`` of every file (or directory) that the ini's features name
-    (a stem's ``.gz`` too: ``stems.table_candidates``); a name with no file is left out."""
+    (a stem's ``.gz``, a binarized table's ``.minphr`` or ``.minlexr``: ``stems.named_files``);
+    a name with no file is left out."""
     with open(ini, encoding="utf-8", newline="") as f:
         lines = f.read().splitlines(keepends=True)
     found: dict[str, list[int]] = {}
@@ -21,7 +22,7 @@ def ini_files(ini: str) -> dict[str, list[int]]:
         path = feature.args.get("path")
         if path is None:
             continue
-        for candidate in table_candidates(path):
+        for candidate in named_files(path):
             with contextlib.suppress(OSError):
                 info = os.stat(candidate)
                 found[candidate] = [info.st_size, info.st_mtime_ns]

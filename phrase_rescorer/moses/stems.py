@@ -42,6 +42,13 @@ def table_candidates(path: str) -> tuple[str, ...]:
     return (path,) if path == "-" or path.endswith(".gz") else (path, path + ".gz")
 
 
+def named_files(path: str) -> tuple[str, ...]:
+    """The files a ``path=`` of moses.ini (or ``--table``) may stand for: the table's
+    (``table_candidates``), then a Compact phrase table's ``.minphr`` and a compact reordering
+    table's ``.minlexr`` (their ``path=`` is the prefix: ``binarize.binarized_path``)."""
+    return (*table_candidates(path), f"{path}.minphr", f"{path}.minlexr")
+
+
 def existing_table(path: str) -> str:
     """``path``, or ``path.gz`` when only that exists: a table named by its stem, as EMS names
     them (train-model.perl writes ``$ttable_file.gz``), is the file a decoder can open."""

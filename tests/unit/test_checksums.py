@@ -49,10 +49,13 @@ def test_the_files_an_ini_names(tmp_path: Path) -> None:
         "[feature]\nUnknownWordPenalty\n"
         f"PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={tmp_path}/pt\n"  # a stem
         f"KENLM name=LM0 factor=0 path={tmp_path}/lm.arpa order=3\nKENLM name=LM1 path={tmp_path}/gone\n"
+        f"PhraseDictionaryCompact name=TranslationModel1 num-features=4 path={tmp_path}/compact\n"
     )
+    (tmp_path / "compact.minphr").write_bytes(b"12")  # a Compact table: its path is the prefix
     found = ini_files(str(ini))
     assert found == {
         f"{tmp_path}/pt.gz": [5, os.stat(tmp_path / "pt.gz").st_mtime_ns],
         f"{tmp_path}/lm.arpa": [1, os.stat(tmp_path / "lm.arpa").st_mtime_ns],
+        f"{tmp_path}/compact.minphr": [2, os.stat(tmp_path / "compact.minphr").st_mtime_ns],
     }
     assert workdir.ini_files is ini_files  # the experiment's fingerprints use the same
