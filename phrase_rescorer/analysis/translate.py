@@ -55,10 +55,12 @@ def translate_nbest(
     device: torch.device | str = "cpu",
     on_sentence: Callable[[int], None] | None = None,
     name: str = "input",
+    first_line: int = 1,
 ) -> Iterator[list[Translation]]:
     """Each sentence's distinct finished candidates (at most ``beam_size``), best first in the
     beam's final ranking, in order; none for an empty sentence. Weights that give no finite
-    log p (NaN) raise ``CheckpointError`` naming ``name``:LINE."""
+    log p (NaN) raise ``CheckpointError`` naming ``name``:LINE (``first_line``: the first
+    sentence's line in ``name``)."""
     model = checkpoint.build_model(device)
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]
     for n, sentence in enumerate(sentences, 1):
@@ -70,7 +72,8 @@ def translate_nbest(
             continue
         found = beam_search(model, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
         if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
-            raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, f"{name}:{n}")
+            where = f"{name}:{first_line + n - 1}"
+            raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, where)
         distinct: dict[str, Translation] = {}
         for candidate in found:
             units = checkpoint.written(checkpoint.tgt_vocab.decode(candidate.tokens))

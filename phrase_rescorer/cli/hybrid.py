@@ -4,6 +4,7 @@ a text translated by it in one command."""
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from . import cli
 from .common import (
@@ -18,6 +19,9 @@ from .common import (
     threads_value_option,
     warn,
 )
+
+#: A parameter left at its default.
+_DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 @cli.command("bundle")
@@ -49,7 +53,7 @@ from .common import (
     "candidates",
     multiple=True,
     type=NamedPath(),
-    help="A translation network whose beam joins the decoder's list, as translate --n-best-list and "
+    help="A (forward) translation network whose beam joins the decoder's list, as translate --n-best-list and "
     "merge-nbest --add; repeat for several (FromNet0, FromNet1, ... in the order given).",
 )
 @click.option(
@@ -93,14 +97,15 @@ from .common import (
     "--lm",
     "lm_path",
     type=InputPath(dir_okay=False),
-    help="The n-gram LM (ARPA or KenLM binary) of the moses.ini, for the candidates' LM feature, as merge-nbest "
-    "--lm (through bin/query of --moses / $MOSES)  [default: that feature 0].",
+    help="With --candidates: the n-gram LM (ARPA or KenLM binary) that gives new candidates their LM feature, as "
+    "merge-nbest --lm (through bin/query of the Moses that translates); it must be the file of the ini's "
+    "--lm-feature line  [default: that line's path=].",
 )
 @click.option(
     "--lm-feature",
-    default="LM0",
-    show_default=True,
-    help="The name of that LM's feature in the decoder's lists (merge-nbest --lm-feature).",
+    default=None,
+    help="The name of that LM's feature in the ini and the decoder's lists (merge-nbest --lm-feature)  "
+    "[default: the ini's first KENLM feature].",
 )
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @click.pass_context
@@ -117,16 +122,23 @@ def bundle(
     max_length: int | None,
     nbest: int,
     lm_path: str | None,
-    lm_feature: str,
+    lm_feature: str | None,
     moses_dir: str | None,
 ) -> None:
     """Write the bundle DIR of a tuned hybrid system, for translate-hybrid: DIR/bundle.json (every
-    setting; every file's path, size and SHA-256; the size and modification time of the files the
-    ini names and of --lm) and copies of the ini and the weights.
+    setting; the networks' and the copies' size and SHA-256; the size and modification time of the
+    n-gram LM and of every file the ini's path= stand for: the file, its .gz, .minphr, .minlexr,
+    .binphr.* or .binlexr.* files, each file under a directory) and copies of the ini and the
+    weights; translate-hybrid refuses any of them missing or changed.
 
-    The weights must name exactly the features the system's lists will have: the decoder's
-    (moses -show-weights), FromMoses and FromNet0, ... with --candidates, then one per -m. DIR
-    must be new or empty; it appears complete or not at all.
+    Refused before any work: DIR not new or empty, or in no writable directory (exit 6); a path=
+    of the ini that is relative or stands for no file (exit 5); a -m that is no model file, a
+    --candidates that is no forward translation network (exit 4); weights that do not name
+    exactly the features the system's lists will have: the decoder's (moses -show-weights),
+    FromMoses and FromNet0, ... with --candidates, then one per -m (exit 2). The candidates' LM
+    feature is that of the ini's --lm-feature line, its path= the n-gram LM (said on stderr; no
+    KENLM feature: 0, with a warning); --lm, if given, must be that file. DIR appears complete or
+    not at all.
 
     \b
     Example (the README's system: the CSLM and the network as features):
@@ -139,10 +151,13 @@ def bundle(
     from ..moses.toolkit import find_moses
 
     try:
-        check_feature_name(lm_feature)
+        if lm_feature is not None:
+            check_feature_name(lm_feature)
     except ValueError as e:
         raise UserError(f"--lm-feature: {e}") from e
-    given = [name for name, value in (("--candidate-nbest", candidate_nbest), ("--max-length", max_length)) if value]
+    beams = (("--candidate-nbest", "candidate_nbest"), ("--max-length", "max_length"), ("--beam-size", "beam_size"),
+             ("--length-alpha", "alpha"))  # fmt: skip
+    given = [option for option, name in beams if ctx.get_parameter_source(name) not in _DEFAULTS]
     if not candidates and given:
         raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
     if not candidates and lm_path is not None:
@@ -164,6 +179,8 @@ def bundle(
         nbest=nbest,
         ngram_lm=lm_path,
         lm_feature=lm_feature,
+        on_note=lambda message: say(ctx, message),
+        on_warning=warn,
     )
     say(
         ctx,
@@ -222,6 +239,9 @@ def translate_hybrid(
     distinct), the candidate networks' beams merged in (translate --n-best-list, merge-nbest), the
     networks' features (nbest), each sentence's best hypothesis under the weights (rerank). Every
     file of the bundle is checked first: a missing or changed one is refused, naming it (exit 2).
+    Before that, IN (a regular file) is read through once, each line checked (UTF-8, --max-tokens),
+    so that a bad line is refused before any decoding; stdin (or a pipe), read once, is checked
+    chunk by chunk as it streams. OUT may be none of the bundle's files.
     An interrupted run leaves no OUT file and stops the decoder.
 
     \b
@@ -230,7 +250,7 @@ def translate_hybrid(
       zcat raw.en.gz | phrase-rescorer translate-hybrid work/hybrid - - --tokenize en --detokenize fr
     """
     from ..hybrid.bundle import read_bundle
-    from ..hybrid.translate import HybridSystem, TextForm, translate_file
+    from ..hybrid.translate import HybridSystem, TextForm, check_input, translate_file
     from ..moses.tokenizer import check_language
     from ..moses.toolkit import find_moses
     from ..output import AtomicOutput, check_output_path
@@ -246,16 +266,20 @@ def translate_hybrid(
         raise UserError("--lowercase without --tokenize: it lowercases the text --tokenize writes")
     check_output_path(out_path)
     check_not_an_input(out_path, (("input", in_path),))
+    form = TextForm(tokenize, lowercase, detokenize)
+    if in_path != "-":
+        InputPath(dir_okay=False).convert(in_path, None, ctx)
+    check_input(in_path, form, max_tokens)
     system_bundle = read_bundle(bundle_dir)
     networks = [path for _, path in system_bundle.models]
     if system_bundle.candidates is not None:
         networks += system_bundle.candidates.networks
     inputs = [("model file", path) for path in networks]
-    check_not_an_input(out_path, (*inputs, ("moses.ini", system_bundle.ini), ("weights", system_bundle.weights_path)))
+    named = (*inputs, ("moses.ini", system_bundle.ini), ("weights", system_bundle.weights_path))
+    check_not_an_input(out_path, (*named, *system_bundle.paths()))
     needs = ("bin/moses", "bin/query") if system_bundle.ngram_lm and system_bundle.candidates else ("bin/moses",)
     toolkit = find_moses(moses_dir, needs=needs)
     dev = resolve_device(device)
-    form = TextForm(tokenize, lowercase, detokenize)
     with (
         HybridSystem(
             system_bundle, toolkit, threads=threads, device=dev, max_tokens=max_tokens, on_warning=warn

@@ -45,7 +45,7 @@ from ..analysis.translate import candidate_lines, translate_nbest
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import open_model
-from ..moses.ini_weights import features as ini_features
+from ..moses.ini_paths import ngram_lm
 from ..moses.nbest import read_nbest, without_features
 from ..output import AtomicOutput
 from ..reranking.merge import merge_nbest
@@ -128,12 +128,8 @@ def merged_dir(run_dir: str) -> str:
 def decoder_lm(ini: str) -> tuple[str, str] | None:
     """The n-gram LM of the moses.ini ``ini``: its first KENLM feature's name and path (None
     without one: the new lines' LM feature is then 0)."""
-    with open(ini, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    for feature in ini_features(lines):
-        if feature.type == "KENLM" and "path" in feature.args:
-            return feature.name, feature.args["path"]
-    return None
+    feature = ngram_lm(ini)
+    return None if feature is None else (feature.name, feature.args["path"])
 
 
 def merge_lists(

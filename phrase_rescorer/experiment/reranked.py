@@ -94,8 +94,11 @@ class SentenceModels:
         return [f for f, _ in self.named()]
 
     def fingerprints(self) -> dict[str, str]:
-        """Each feature's name and the SHA-256 of its model file."""
-        return {f[0]: sha256_of(path_of(source)) for f, source in self.named()}
+        """Each feature's name and the SHA-256 of its model file (of the bytes read, for a file read)."""
+        return {
+            f[0]: source.sha256 if isinstance(source, ModelFile) else sha256_of(path_of(source))
+            for f, source in self.named()
+        }
 
     def combinations(self) -> list[list[tuple[str, str, str]]]:
         """Each reranked system's features: each kind alone (the CSLM; every translation network),

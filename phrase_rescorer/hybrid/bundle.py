@@ -6,42 +6,51 @@ step-by-step pipeline does (decode, the networks' candidates, merge, features, r
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
   length normalisation and longest output, the feature networks in order with the names their
   features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the candidates'
-  LM feature (``merge-nbest --lm``) and that feature's name;
+  LM feature (``merge-nbest --lm``) and that feature's name: the ini's feature of that name (its
+  first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
   (``reranking.merge``), then the networks' (``scoring.nbest``);
 * every file: the tuned moses.ini and the reranking weights as copies in the directory (their
   name there, the path they were copied from, size and SHA-256), the networks by absolute path,
-  size and SHA-256, and the files the ini names (tables, LMs) and the n-gram LM by absolute path,
-  size and modification time (ns): hashing gigabytes on every run would cost minutes, and a file
+  size and SHA-256, and the n-gram LM and every file the ini's ``path=`` stand for (tables, LMs:
+  ``moses.ini_paths.path_files``, each file under a directory on its own) by absolute path, size
+  and modification time (ns): hashing gigabytes on every run would cost minutes, and a file
   rewritten in place changes its modification time.
 
-:func:`write_bundle` refuses, before writing anything, weights that do not name exactly the
-features the system's lists will have (``reranking.weights.vector``'s check), a moses.ini path
-that is relative (the decoder reads it from the directory it runs in) and an output directory
-that exists and is not empty. The directory is written as a temporary beside it, renamed into
-place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
+:func:`write_bundle` refuses, before writing anything: an output directory that exists and is not
+empty, or whose parent is no writable directory (before any model is read); a moses.ini ``path=``
+that is relative (the decoder reads it from the directory it runs in) or stands for no file; a
+model file that its option does not take (``kinds.TAKES``: ``-m`` any model ``nbest -m`` takes,
+``--candidates`` a forward translation network); an ``--lm`` that is not the file of the ini's LM
+feature; weights that do not name exactly the features the system's lists will have
+(``reranking.weights.vector``'s check). The directory is written as a temporary beside it, renamed
+into place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
 missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..checksums import sha256_of
 from ..errors import UsageError
 from ..model.checkpoint import load_checkpoint
+from ..model.kinds import TAKES, check_kind
 from ..moses.decoder import nbest_layout
 from ..moses.ini import MosesIniError
-from ..moses.ini_paths import ini_files
+from ..moses.ini_paths import ngram_lm as ini_ngram_lm
+from ..moses.ini_paths import path_files
 from ..moses.ini_weights import features as ini_features
 from ..moses.nbest import Layout, show_layout
+from ..moses.stems import named_files
 from ..moses.toolkit import MosesToolkit
 from ..output_paths import OutputError
 from ..reranking.merge import MOSES_INDICATOR, added_indicator
@@ -94,6 +103,16 @@ class Bundle:
     def layout(self) -> Layout:
         return system_layout(self.decoder_layout, self.candidates, [name for name, _ in self.models])
 
+    def paths(self) -> list[tuple[str, str]]:
+        """(what it is, path) of every file the bundle records, ``bundle.json`` first: the files
+        an output must not overwrite (``output_paths.check_not_an_input``)."""
+        record = os.path.join(self.directory, RECORD)
+        with open(record, encoding="utf-8") as f:
+            entries = _entries(json.load(f))
+        return [("bundle's record", record)] + [
+            ("bundle's file", os.path.join(self.directory, entry["path"])) for entry in entries
+        ]
+
 
 def system_layout(decoder: Layout, candidates: Candidates | None, names: Sequence[str]) -> Layout:
     """The features of the system's reranked lists, in order (module docstring)."""
@@ -125,18 +144,55 @@ def _stat(path: str) -> dict[str, Any]:
     return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
 
 
-def _check_ini_paths(ini: str) -> None:
-    """Refuse a feature whose ``path=`` is relative: the decoder reads it from the directory it
-    runs in, which is no longer the one the ini was tuned in."""
+def _ini_files(ini: str) -> list[str]:
+    """Every file the features' ``path=`` of the ini stand for (``ini_paths.path_files``), sorted;
+    refused: a relative ``path=`` (the decoder reads it from the directory it runs in, which is no
+    longer the one the ini was tuned in) and one that resolves to no file."""
     with open(ini, encoding="utf-8", errors="replace", newline="") as f:
         lines = f.read().splitlines()
+    found: set[str] = set()
     for feature in ini_features(lines):
         path = feature.args.get("path")
-        if path is not None and not os.path.isabs(path):
+        if path is None:
+            continue
+        where = f"{ini}:{feature.index + 1}: {feature.name} path={path}"
+        if not os.path.isabs(path):
             raise MosesIniError(
-                f"{ini}:{feature.index + 1}: {feature.name} path={path} is relative: the decoder reads it from the "
-                "directory it runs in; give the ini absolute paths"
+                f"{where} is relative: the decoder reads it from the directory it runs in; give the ini absolute paths"
             )
+        files = path_files(path)
+        if not files:
+            tried = ", ".join([*named_files(path)[1:], f"{path}.binphr.*", f"{path}.binlexr.*"])
+            raise MosesIniError(
+                f"{where}: no such file (nor {tried}, nor a directory of files): give the path of the table or LM "
+                "the decoder reads"
+            )
+        found.update(files)
+    return sorted(found)
+
+
+BUNDLE_MODELS = "phrase-rescorer bundle -m"
+BUNDLE_CANDIDATES = "phrase-rescorer bundle --candidates"
+
+
+def candidate_lm(ini: str, lm: str | None, lm_feature: str | None) -> tuple[str, str] | None:
+    """The LM feature the candidates get and its n-gram LM (``merge-nbest --lm-feature``,
+    ``--lm``): the ini's feature ``lm_feature`` (None: its first KENLM feature, as ``experiment
+    --network-candidates`` takes it), whose ``path=`` ``lm``, when given, must be; None: the ini
+    has no KENLM feature and no ``lm`` is given (the candidates' LM feature is then 0)."""
+    feature = ini_ngram_lm(ini, lm_feature)
+    if feature is None or "path" not in feature.args:
+        if lm is None and lm_feature is None:
+            return None
+        what = f"no feature {lm_feature} with a path=" if lm_feature is not None else "no KENLM feature"
+        raise BundleError(f"{ini}: {what}: --lm is the n-gram LM of the ini's feature --lm-feature names")
+    path = feature.args["path"]
+    if lm is not None and not (os.path.exists(path) and os.path.samefile(lm, path)):
+        raise BundleError(
+            f"--lm {lm} is not the file of {ini}:{feature.index + 1}: {feature.name} path={path}: the candidates' "
+            f"{feature.name} must be the decoder's: give that file (or name its feature with --lm-feature)"
+        )
+    return feature.name, lm if lm is not None else path
 
 
 def write_bundle(
@@ -149,20 +205,33 @@ def write_bundle(
     candidates: Candidates | None = None,
     nbest: int = 100,
     ngram_lm: str | None = None,
-    lm_feature: str = "LM0",
+    lm_feature: str | None = None,
+    on_note: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Bundle:
-    """Write the bundle ``directory`` (module docstring) and return it."""
+    """Write the bundle ``directory`` (module docstring) and return it. With ``candidates``, their
+    LM feature and n-gram LM are :func:`candidate_lm`'s: ``on_note`` is told the LM taken from the
+    ini, ``on_warning`` that the feature is 0 (no KENLM feature), once every check has passed."""
     final = os.path.abspath(directory)
     if os.path.lexists(final) and not (os.path.isdir(final) and not os.path.islink(final) and not os.listdir(final)):
         raise OutputError(final, "exists and is not an empty directory: give a new directory for the bundle")
+    parent = os.path.dirname(final)
+    if not os.path.isdir(parent):
+        raise OutputError(final, f"its directory {parent} does not exist", errno.ENOENT)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(final, f"permission denied: cannot create the bundle in {parent}", errno.EACCES)
     for path in (ini, weights, *([ngram_lm] if ngram_lm else [])):  # a network's file: its loader says
         if not os.path.isfile(path):
             raise BundleError(f"{path}: no such file")
-    _check_ini_paths(ini)
-    for path in candidates.networks if candidates is not None else ():
-        load_checkpoint(path, "phrase-rescorer bundle --candidates")  # a translation network, readable
+    named = _ini_files(ini)
+    opened = [check_kind(path, BUNDLE_MODELS, *TAKES[BUNDLE_MODELS]) for path in models]
+    for path in candidates.networks if candidates is not None else ():  # a forward translation network, readable
+        load_checkpoint(check_kind(path, BUNDLE_CANDIDATES, *TAKES[BUNDLE_CANDIDATES]), BUNDLE_CANDIDATES)
+    lm = candidate_lm(ini, ngram_lm, lm_feature) if candidates is not None else None
+    from_ini = lm is not None and ngram_lm is None
+    lm_feature, ngram_lm = lm if lm is not None else (lm_feature or "LM0", None)
     weights_file = read_weights_file(weights)
-    names = default_names([model_kind(path) for path in models])
+    names = default_names([model_kind(model) for model in opened])
     decoder = nbest_layout(toolkit, ini)
     if ngram_lm is not None and candidates is not None and dict(decoder).get(lm_feature) != 1:
         raise BundleError(
@@ -171,6 +240,15 @@ def write_bundle(
         )
     layout = system_layout(decoder, candidates, names)
     check_weights(weights_file, layout)
+    if candidates is not None and lm is None and on_warning is not None:
+        on_warning(
+            f"{ini} has no KENLM feature: new candidates get the LM feature {lm_feature} 0 (Moses' lines keep theirs)"
+        )
+    elif from_ini and on_note is not None:
+        on_note(
+            f"the candidates' {lm_feature}: the n-gram LM {ngram_lm} of the ini's {lm_feature} feature "
+            "(through bin/query of the Moses that translates)"
+        )
     record: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -191,9 +269,8 @@ def write_bundle(
         },
         "ngram_lm": None if ngram_lm is None else _stat(ngram_lm),
         "lm_feature": lm_feature,
-        "ini_files": [_stat(path) for path in sorted(ini_files(ini))],
+        "ini_files": [_stat(path) for path in named],
     }
-    parent = os.path.dirname(final)
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.", dir=parent)
     try:
         shutil.copyfile(ini, os.path.join(temporary, INI_COPY))

@@ -15,7 +15,11 @@ depend on the chunk it falls in. A line of a list that a step refuses (a malform
 hypothesis over ``max_tokens``) is named as the input line of its sentence (``IN:LINE: the
 decoder's n-best list of this line: ...``), with the step's exit code. Memory holds one chunk.
 The networks are loaded once, and the LM's ``query`` runs once, for all chunks; the decoder runs
-once per chunk (it loads its tables each time: binarized tables load in seconds).
+once per chunk (it loads its tables each time: binarized tables load in seconds). A decoder's
+list that does not number exactly the chunk's sentences (a sentence left out would shift every
+later output line) is refused (``DecoderError``, exit 6) before any line of the chunk is written.
+:func:`check_input` reads a regular input file through once first, so that a line the system
+refuses (invalid UTF-8, too many tokens) is refused before any chunk is decoded.
 
 An empty line is decoded as the decoder decodes it: its list holds one empty hypothesis (all
 features 0), the networks' lists one empty candidate (``candidate_lines``), and its output line
@@ -37,11 +41,14 @@ from typing import BinaryIO
 import torch
 
 from ..analysis.translate import candidate_lines, translate_nbest
+from ..compression import rereadable
 from ..data.corpus import iter_lines
 from ..data.line_limit import line_too_long
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import Checkpoint, load_checkpoint
-from ..moses.decoder import decode_nbest
+from ..model.files import CheckpointError
+from ..moses.decoder import DecoderError, decode_nbest
+from ..moses.nbest import count_sentences
 from ..moses.phrase_table import PhraseTableError
 from ..moses.tokenizer import detokenize as detokenized
 from ..moses.tokenizer import table_form
@@ -132,10 +139,7 @@ class HybridSystem:
         """The system's translation of each of ``lines`` (tokenized text), in order; ``name`` and
         ``first_line`` (the number of ``lines[0]`` in it) name the input in messages."""
         words = [split_words(line) for line in lines]
-        if self.max_tokens is not None:  # as nbest --source and translate refuse such a line
-            for i, tokens in enumerate(words):
-                if len(tokens) > self.max_tokens:
-                    raise line_too_long(name, first_line + i, len(tokens), self.max_tokens)
+        _check_lengths(words, self.max_tokens, name, first_line)
         sources = [" ".join(tokens) for tokens in words]
         self._sources[:] = sources  # the translation features read the chunk's sources
         with tempfile.TemporaryDirectory(prefix="translate-hybrid-") as work:
@@ -148,8 +152,9 @@ class HybridSystem:
                 self.toolkit, self.bundle.ini, source, listed, self.bundle.nbest, threads=self.threads, what=what
             )
             try:
+                _check_count(count_sentences(listed), len(lines), what, "the decoder's n-best list has")
                 if self.candidates:
-                    listed = self._merged(work, listed, sources, name)
+                    listed = self._merged(work, listed, sources, name, first_line)
                 if self.features:
                     scored = os.path.join(work, "scored.nbest")
                     append_features(
@@ -163,12 +168,14 @@ class HybridSystem:
                     )
                     listed = scored
                 matrix = read_matrix(listed)
-            except PhraseTableError as e:
+            except (PhraseTableError, CheckpointError) as e:
                 raise _in_input(e, work, name, first_line, len(lines)) from None
         weights = vector(self.weights, matrix.layout, source=self.weights.path)
-        return output_lines(matrix, weights, source=self.weights.path)
+        chosen = output_lines(matrix, weights, source=self.weights.path)
+        _check_count(len(chosen), len(lines), what, "the reranked lists give")
+        return chosen
 
-    def _merged(self, work: str, moses_list: str, sources: list[str], name: str) -> str:
+    def _merged(self, work: str, moses_list: str, sources: list[str], name: str, first_line: int) -> str:
         """The decoder's list with the candidate networks' beams merged in (``merge-nbest``)."""
         settings = self.bundle.candidates
         assert settings is not None
@@ -176,7 +183,7 @@ class HybridSystem:
         for i, checkpoint in enumerate(self.candidates):
             path = os.path.join(work, f"candidates{i}.nbest")
             with open(path, "wb") as out:
-                _write_candidates(out, checkpoint, sources, settings, self.device, name)
+                _write_candidates(out, checkpoint, sources, settings, self.device, name, first_line)
             added.append(path)
         merged = os.path.join(work, "merged.nbest")
         merge_nbest(moses_list, merged, added, lm=self.lm, lm_feature=self.bundle.lm_feature)
@@ -190,8 +197,10 @@ def _write_candidates(
     settings: Candidates,
     device: torch.device | str,
     name: str,
+    first_line: int,
 ) -> None:
-    """The network's candidates of ``sources`` as ``translate --n-best-list`` writes them."""
+    """The network's candidates of ``sources`` (from line ``first_line`` of ``name``) as
+    ``translate --n-best-list`` writes them."""
     found_all = translate_nbest(
         checkpoint,
         sources,
@@ -200,6 +209,7 @@ def _write_candidates(
         max_length=settings.max_length,
         device=device,
         name=name,
+        first_line=first_line,
     )
     for sentence, found in enumerate(found_all):
         out.write(b"".join(candidate_lines(sentence, found, settings.nbest, CANDIDATE_FEATURE)))
@@ -230,11 +240,24 @@ def _sentence_of(path: str, line_no: int) -> int | None:
     return None
 
 
-def _in_input(e: PhraseTableError, work: str, name: str, first_line: int, count: int) -> PhraseTableError:
+def _in_input(
+    e: PhraseTableError | CheckpointError, work: str, name: str, first_line: int, count: int
+) -> PhraseTableError | CheckpointError:
     """The refusal ``e`` of a line of one of a chunk's lists (in ``work``, deleted with it) as a
     refusal of the input ``name``, of the same type (the same exit code): the line of the sentence
     the list's line belongs to (the chunk's ``first_line`` + its sentence ID), else the chunk's
-    ``count`` lines; the chunk's lists named in the message by what they are."""
+    ``count`` lines; the chunk's lists named in the message by what they are. A network's refusal
+    (``CheckpointError``) names a list's line as ``LIST:LINE`` in its message: that becomes
+    ``name:LINE`` too."""
+    if isinstance(e, CheckpointError):
+
+        def line_of(m: re.Match[str]) -> str:
+            sentence = _sentence_of(m.group(1), int(m.group(2)))
+            if sentence is None or sentence >= count:
+                return f"{name} lines {first_line}-{first_line + count - 1} ({_list_name(m.group(1))})"
+            return f"{name}:{first_line + sentence}"
+
+        return type(e)(re.sub("(" + re.escape(work) + r"/[^\s:]+):(\d+)", line_of, str(e)))
     message = re.sub(re.escape(work) + r"/[^\s:]+", lambda m: _list_name(m.group(0)), e.message)
     if os.path.dirname(e.path) != work:
         return type(e)(e.path, e.line_no, message)
@@ -243,6 +266,38 @@ def _in_input(e: PhraseTableError, work: str, name: str, first_line: int, count:
     if sentence is None or sentence >= count:
         return type(e)(name, None, f"lines {first_line}-{first_line + count - 1}, {what}: {message}")
     return type(e)(name, first_line + sentence, f"{what} of this line: {message}")
+
+
+def _check_lengths(words: Sequence[list[str]], max_tokens: int | None, name: str, first_line: int) -> None:
+    """Refuse a line of more than ``max_tokens`` tokens (``words``: lines ``first_line``, ... of
+    ``name``), as nbest --source and translate refuse it (``LineTooLong``, exit 3)."""
+    if max_tokens is not None:
+        for i, tokens in enumerate(words):
+            if len(tokens) > max_tokens:
+                raise line_too_long(name, first_line + i, len(tokens), max_tokens)
+
+
+def _check_count(sentences: int, lines: int, what: str, found: str) -> None:
+    """Refuse a chunk's list or output of another number of sentences than the chunk's ``lines``
+    (``what``: the input and the chunk's lines; ``found``: what has ``sentences``): a decoder that
+    left sentences out of its list would shift every later line (``DecoderError``, exit 6)."""
+    if sentences != lines:
+        raise DecoderError(
+            f"{what}: {found} {sentences:,} sentence(s) for the chunk's {lines:,} lines: the decoder's output is "
+            "incomplete; no line of the chunk is written"
+        )
+
+
+def check_input(in_path: str, form: TextForm = TextForm(), max_tokens: int | None = None) -> None:
+    """Read a regular file ``in_path`` through once, refusing its first line that
+    :meth:`HybridSystem.translate` would refuse (invalid UTF-8, more than ``max_tokens`` tokens
+    in ``form``'s source form), with the same message: before any line is decoded. Standard
+    input and pipes, read once, are left to :func:`translate_file`, which checks each chunk as it
+    streams."""
+    if not rereadable(in_path):
+        return
+    for line_no, line in enumerate(iter_lines(in_path), 1):
+        _check_lengths([split_words(form.source(line))], max_tokens, in_path, line_no)
 
 
 @dataclass

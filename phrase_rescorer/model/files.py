@@ -6,6 +6,7 @@ never leaves a partial file under the final name."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import struct
@@ -45,6 +46,17 @@ def write_torch_file(path: str, payload: dict[str, Any]) -> None:
 def read_torch_file(path: str) -> Any:
     """What ``torch.load(weights_only=True)`` reads of ``path`` (no code runs); a missing,
     truncated or foreign file is a :class:`CheckpointError` naming it."""
+    return _read(path, hashed=False)[0]
+
+
+def read_torch_file_hashed(path: str) -> tuple[Any, str]:
+    """``read_torch_file`` and the SHA-256 of the bytes it read: the fingerprint of what was
+    loaded, even when the file is replaced while the caller works with it."""
+    payload, digest = _read(path, hashed=True)
+    return payload, str(digest)
+
+
+def _read(path: str, *, hashed: bool) -> tuple[Any, str | None]:
     if os.path.isdir(path):
         raise CheckpointError(f"{path}: a directory, not a model file")
     if not os.path.isfile(path):
@@ -52,7 +64,15 @@ def read_torch_file(path: str) -> Any:
     try:
         with warnings.catch_warnings():  # a foreign file's first byte read as a pickle protocol
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-            return torch.load(path, map_location="cpu", weights_only=True)
+            if not hashed:
+                return torch.load(path, map_location="cpu", weights_only=True), None
+            with open(path, "rb") as f:  # one open file: a file renamed over it meanwhile is not read
+                h = hashlib.sha256()
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                f.seek(0)
+                digest = h.hexdigest()
+                return torch.load(f, map_location="cpu", weights_only=True), digest
     except (
         RuntimeError,
         EOFError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .files import CSLM_FORMAT, FORMAT, CheckpointError, read_torch_file
+from .files import CSLM_FORMAT, FORMAT, CheckpointError, read_torch_file_hashed
 
 #: What ``info["direction"]`` may say (``train --direction``).
 DIRECTIONS = ("forward", "inverse")
@@ -41,6 +41,8 @@ TAKES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "phrase-rescorer average": (NETWORKS, DIRECTIONS),
     "phrase-rescorer score -m": ((*NETWORKS, "cslm"), DIRECTIONS),
     "phrase-rescorer nbest -m": ((*NETWORKS, "cslm"), DIRECTIONS),
+    "phrase-rescorer bundle -m": ((*NETWORKS, "cslm"), DIRECTIONS),  # nbest -m's features
+    "phrase-rescorer bundle --candidates": (("sentence",), ("forward",)),  # translate --n-best-list's candidates
     "phrase-rescorer experiment -m/--model": (("phrase",), ("forward",)),
     "phrase-rescorer experiment --inverse-model": (("phrase",), ("inverse",)),
     "phrase-rescorer experiment --nmt": (("sentence",), DIRECTIONS),
@@ -62,11 +64,14 @@ def taken_by(kind: ModelKind) -> str:
 
 @dataclass(frozen=True)
 class ModelFile:
-    """A model file read (:func:`open_model`): its path, what ``read_torch_file`` read, its kind."""
+    """A model file read (:func:`open_model`): its path, what ``read_torch_file`` read, its kind,
+    and the SHA-256 of the bytes read (what a record of the file should name: the file on disk may
+    have been replaced since)."""
 
     path: str
     payload: dict[str, Any]
     kind: ModelKind
+    sha256: str
 
 
 def open_model(source: str | ModelFile) -> ModelFile:
@@ -74,11 +79,11 @@ def open_model(source: str | ModelFile) -> ModelFile:
     is); a missing, unreadable or foreign file is a :class:`CheckpointError` naming it."""
     if isinstance(source, ModelFile):
         return source
-    payload = read_torch_file(source)
+    payload, digest = read_torch_file_hashed(source)
     kind = kind_of(payload)
     if kind is None:
         raise CheckpointError(f"{source}: not a phrase_rescorer model file")
-    return ModelFile(source, payload, kind)
+    return ModelFile(source, payload, kind, digest)
 
 
 def path_of(source: str | ModelFile) -> str:

@@ -1,13 +1,15 @@
 """The files a moses.ini's features name (``path=``: tables, language models) as they are on
 disk: each one's size and modification time, what tells cheaply that a file changed (a table
-rewritten in place changes its modification time) without reading gigabytes."""
+rewritten in place changes its modification time) without reading gigabytes; and the ini's
+n-gram LM (:func:`ngram_lm`)."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 
-from .ini_weights import features
+from .ini_weights import Feature, features
 from .stems import named_files
 
 
@@ -27,3 +29,37 @@ def ini_files(ini: str) -> dict[str, list[int]]:
                 info = os.stat(candidate)
                 found[candidate] = [info.st_size, info.st_mtime_ns]
     return found
+
+
+def _features(ini: str) -> list[Feature]:
+    with open(ini, encoding="utf-8", errors="replace", newline="") as f:
+        return features(f.read().splitlines())
+
+
+def path_files(path: str) -> list[str]:
+    """Every file on disk that a feature's ``path=`` stands for, sorted: those of
+    ``stems.named_files`` that exist, every file under a directory (a ProbingPT table), and the
+    files of a binarized table of the older formats, which Moses finds by their names
+    (LexicalReorderingTable.cpp: ``if(FileExists(filePath+".binlexr.idx"))``; their sets, in
+    Moses' scripts/ems/support/cache-model.perl: ``foreach my $suffix
+    (".binphr.idx",".binphr.srctree.wa",".binphr.srcvoc",".binphr.tgtdata.wa",".binphr.tgtvoc")``
+    and ``(".binlexr.idx",".binlexr.srctree",".binlexr.tgtdata",".binlexr.voc0",".binlexr.voc1")``).
+    Empty: the path resolves to no file."""
+    found: set[str] = set()
+    stem = glob.escape(path)
+    for candidate in (*named_files(path), *glob.glob(f"{stem}.binphr.*"), *glob.glob(f"{stem}.binlexr.*")):
+        if os.path.isdir(candidate):
+            for directory, _, names in os.walk(candidate):
+                found.update(os.path.join(directory, name) for name in names)
+        elif os.path.isfile(candidate):
+            found.add(candidate)
+    return sorted(found)
+
+
+def ngram_lm(ini: str, name: str | None = None) -> Feature | None:
+    """The n-gram LM feature of the moses.ini ``ini``: the feature called ``name``, else its first
+    KENLM feature with a ``path=`` (None: no such feature)."""
+    for feature in _features(ini):
+        if feature.name == name if name is not None else feature.type == "KENLM" and "path" in feature.args:
+            return feature
+    return None

@@ -31,7 +31,7 @@ from ..data.line_limit import within_limit
 from ..lm.lm_file import LMFile, load_lm
 from ..lm.scoring import sentence_log_probs, sentence_token_log_probs
 from ..model.checkpoint import Checkpoint, load_checkpoint
-from ..model.kinds import open_model, phrase_network_warning
+from ..model.kinds import ModelFile, open_model, phrase_network_warning
 from ..rescoring.scorers import ReferenceScorer, make_scorer
 
 
@@ -164,9 +164,9 @@ def load_feature(
 CSLM_KIND, TRANSLATION_KIND = "CSLM", "NMT"
 
 
-def model_kind(path: str) -> str:
+def model_kind(path: str | ModelFile) -> str:
     """:data:`CSLM_KIND` for a CSLM's model file, :data:`TRANSLATION_KIND` for any other network's
-    (read, not built; unreadable files raise ``CheckpointError``)."""
+    (read unless given read, not built; unreadable files raise ``CheckpointError``)."""
     return CSLM_KIND if open_model(path).kind[0] == "cslm" else TRANSLATION_KIND
 
 

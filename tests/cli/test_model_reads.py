@@ -46,7 +46,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     load = torch.load
 
     def counting(f: Any, *args: Any, **kwargs: Any) -> Any:
-        counted[str(f)] += 1
+        counted[str(getattr(f, "name", f))] += 1  # a path, or a file opened by its path
         return load(f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "load", counting)
@@ -106,7 +106,8 @@ def test_resume_and_average_last_read_the_saved_state_once(
     run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "2"])
     counted: Counter[str] = Counter()
     load = torch.load
-    monkeypatch.setattr(torch, "load", lambda f, *a, **k: counted.update([str(f)]) or load(f, *a, **k))
+    name = lambda f: str(getattr(f, "name", f))  # noqa: E731  (a path, or a file opened by its path)
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: counted.update([name(f)]) or load(f, *a, **k))
     run([task.command, *inputs, str(out), *task.options, *keep, "--max-steps", "4", "--resume"])
     last = str(tmp_path / "m.last.pt")
     assert counted[last] == 1, counted

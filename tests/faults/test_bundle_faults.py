@@ -10,6 +10,7 @@ n-best list with a malformed line, whose refusal names the input line."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,12 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm
+from tests.helpers.nan_networks import nan_copy
 from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import PYTHON, sigint_as_at_a_terminal
+from tests.helpers.rescore_data import tiny_checkpoint
 
 #: What the stand-in decoder prints for -show-weights (the untuneable feature is left out of lists).
 SHOW_WEIGHTS = (
@@ -136,12 +140,136 @@ def test_a_relative_ini_path_is_refused(system, tmp_path: Path, monkeypatch, cap
     assert f"{ini}:2: TranslationModel0 path=model/pt.gz is relative" in one_line(err)
 
 
+@pytest.mark.parametrize("kind", ["an inverse translation network", "a phrase network"])
+def test_a_network_that_gives_no_candidates_is_refused(system, tmp_path: Path, monkeypatch, capsys, kind) -> None:
+    """An inverse translation network would propose source-language candidates, a phrase network
+    none of sentences: ``bundle --candidates`` takes a forward translation network (``kinds.TAKES``)."""
+    network = tmp_path / "network.pt"
+    if kind == "a phrase network":
+        tiny_checkpoint(network, hidden=8, vocab=60)
+    else:
+        payload = torch.load(system["nmt"], weights_only=True)
+        payload["info"] = {**payload["info"], "direction": "inverse"}
+        torch.save(payload, network)
+    (tmp_path / "w").write_text(WEIGHTS + "FromMoses= 1\nFromNet0= 1\n")
+    directory = tmp_path / "hybrid"
+    args = bundle_args({**system, "weights": tmp_path / "w"}, directory, "--candidates", str(network))
+    code, err = run_cli(args, monkeypatch, capsys)
+    line = one_line(err)
+    assert code == EXIT_MODEL, err
+    assert line.startswith(f"phrase-rescorer: error: {network}: {kind} ") and line.endswith(
+        "; phrase-rescorer bundle --candidates takes a translation network (phrase-rescorer train-nmt)"
+    ), line
+    assert not directory.exists()
+
+
+def test_an_ini_path_of_no_file_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    """A path= that is no file (nor a stem's .gz, a binarized table's files, a directory) would be
+    left out of the files translate-hybrid checks: refused, its line named (exit 5)."""
+    ini = tmp_path / "moses.ini"
+    missing = tmp_path / "model" / "phrase-table"
+    ini.write_text(f"[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=2 path={missing}\n")
+    directory = tmp_path / "hybrid"
+    code, err = run_cli(bundle_args({**system, "ini": ini}, directory), monkeypatch, capsys)
+    assert code == EXIT_INI, err
+    assert one_line(err).startswith(
+        f"phrase-rescorer: error: {ini}:2: TranslationModel0 path={missing}: no such file (nor {missing}.gz, "
+    ), err
+    assert not directory.exists()
+
+
+@pytest.mark.parametrize("form", ["directory", "binlexr"])
+def test_a_file_of_a_table_of_several_files_is_checked(system, tmp_path: Path, monkeypatch, capsys, form: str) -> None:
+    """A table of several files, a directory (ProbingPT) or a binarized reordering table of the
+    older format (``PATH.binlexr.*``): each file is recorded, and one rewritten (the same size, a
+    new modification time) is refused by translate-hybrid, naming it."""
+    model = tmp_path / "model"
+    model.mkdir()
+    if form == "directory":
+        path = model / "probing"
+        (path / "sub").mkdir(parents=True)
+        files = [path / "binlm.bin", path / "config", path / "sub" / "source.dat"]
+        line = f"ProbingPT name=TranslationModel0 num-features=2 path={path}"
+    else:
+        path = model / "reordering-table"
+        files = [model / f"reordering-table.binlexr.{s}" for s in ("idx", "srctree", "tgtdata", "voc0", "voc1")]
+        line = f"LexicalReordering name=LexicalReordering0 num-features=6 type=msd-bidirectional-fe path={path}"
+    for file in files:
+        file.write_text("table\n")
+    ini = tmp_path / "moses.ini"
+    ini.write_text(f"[feature]\n{line}\n")
+    made = {**system, "ini": ini, "bundle": tmp_path / "hybrid", "in": tmp_path / "in.txt", "out": tmp_path / "o"}
+    made["in"].write_text("a b\n")
+    code, err = run_cli(bundle_args(made, made["bundle"]), monkeypatch, capsys)
+    assert code == 0, err
+    recorded = json.loads((made["bundle"] / "bundle.json").read_text())["ini_files"]
+    assert [entry["path"] for entry in recorded] == sorted(map(str, files))
+    changed = files[-1]
+    changed.write_text("TABLE\n")
+    info = changed.stat()
+    os.utime(changed, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert f"{changed}: changed since the bundle was written (its size or modification time" in one_line(err)
+
+
+def test_a_missing_parent_directory_is_refused_first(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    """DIR in no directory: refused before any model is read (here, one that is no model file),
+    naming DIR, not a temporary beside it."""
+    directory = tmp_path / "nodir" / "hybrid"
+    not_a_model = tmp_path / "not-a-model.pt"
+    not_a_model.write_text("no model\n")
+    code, err = run_cli([*bundle_args(system, directory), "-m", str(not_a_model)], monkeypatch, capsys)
+    assert code == EXIT_OS, err
+    assert one_line(err) == f"phrase-rescorer: error: {directory}: its directory {directory.parent} does not exist"
+
+
+def candidate_system(system: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
+    """The system with an ini whose KENLM feature LM0 names an n-gram LM, and weights with the
+    candidates' indicators."""
+    lm = tmp_path / "lm.arpa"
+    lm.write_text("not read by bundle\n")
+    ini = tmp_path / "moses.ini"
+    ini.write_text(system["ini"].read_text() + f"KENLM name=LM0 factor=0 path={lm} order=3\n")
+    weights = tmp_path / "w"
+    weights.write_text(WEIGHTS + "FromMoses= 1\nFromNet0= 1\n")
+    return {**system, "ini": ini, "weights": weights, "lm": lm}
+
+
+def test_candidates_get_the_lm_of_the_ini(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--candidates without --lm: the new candidates' LM0 is that of the ini's KENLM feature (as
+    experiment --network-candidates takes it), said on stderr, not 0 beside Moses' values."""
+    own = candidate_system(system, tmp_path)
+    directory = tmp_path / "hybrid"
+    code, err = run_cli(bundle_args(own, directory, "--candidates", str(system["nmt"])), monkeypatch, capsys)
+    assert code == 0, err
+    assert f"the candidates' LM0: the n-gram LM {own['lm']} of the ini's LM0 feature" in err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["ngram_lm"]["path"] == str(own["lm"]) and record["lm_feature"] == "LM0"
+
+
+def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    own = candidate_system(system, tmp_path)
+    other = tmp_path / "other.arpa"
+    other.write_text("another LM\n")
+    directory = tmp_path / "hybrid"
+    args = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--lm", str(other))
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert one_line(err).startswith(
+        f"phrase-rescorer: error: --lm {other} is not the file of {own['ini']}:3: LM0 path={own['lm']}: "
+    ), err
+    assert not directory.exists()
+
+
 @pytest.mark.parametrize(
     ("more", "message"),
     [
         (["--candidates", "x.pt", "--beam-size", "3", "--candidate-nbest", "5"], "--candidate-nbest 5: the beam"),
         (["--candidate-nbest", "2"], "--candidate-nbest without --candidates"),
         (["--lm", "lm.arpa"], "--lm without --candidates"),
+        (["--beam-size", "3"], "--beam-size without --candidates"),
+        (["--length-alpha", "1"], "--length-alpha without --candidates"),
     ],
 )
 def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list[str], message: str) -> None:
@@ -251,12 +379,11 @@ def test_interrupted_translation_leaves_no_output_and_no_decoder(made: dict[str,
         pytest.fail("the decoder outlived the interrupted translation")
 
 
-def test_a_malformed_decoder_list_names_the_input_line(
-    made: dict[str, Path], tmp_path: Path, monkeypatch, capsys
-) -> None:
-    """A decoder whose n-best list has a malformed line for the input line ``bad``: the refusal
-    names IN and that line (the second of the second chunk), not the chunk's deleted list."""
-    moses = tmp_path / "writing-moses"
+def writing_moses(directory: Path, drop_last: bool = False) -> Path:
+    """A stand-in Moses that decodes: each input line's n-best list is the line itself, one
+    hypothesis (Distortion0 'x', not a number, for the line ``bad``); ``drop_last``: the chunk's
+    last line left out of the list."""
+    moses = directory / "writing-moses"
     (moses / "bin").mkdir(parents=True)
     decoder = moses / "bin" / "moses"
     show = SHOW_WEIGHTS.replace("\n", "\\n")
@@ -267,14 +394,25 @@ def test_a_malformed_decoder_list_names_the_input_line(
         '  case "$1" in -input-file) input=$2; shift;; -n-best-list) nbest=$2; shift;; esac\n'
         "  shift\n"
         "done\n"
-        "i=0\n"
+        f'last=$(($(wc -l < "$input") + {0 if drop_last else 1})); i=0\n'
         "while IFS= read -r line; do\n"
         '  if [ "$line" = bad ]; then d=x; else d=0; fi\n'
-        '  echo "$i ||| $line ||| Distortion0= $d LM0= -1 WordPenalty0= -2 TranslationModel0= -1 -1 ||| -3"\n'
+        '  if [ $((i + 1)) -lt "$last" ]; then\n'
+        '    echo "$i ||| $line ||| Distortion0= $d LM0= -1 WordPenalty0= -2 TranslationModel0= -1 -1 ||| -3"\n'
+        "  fi\n"
         "  i=$((i + 1))\n"
         'done < "$input" > "$nbest"\n'
     )
     decoder.chmod(0o755)
+    return moses
+
+
+def test_a_malformed_decoder_list_names_the_input_line(
+    made: dict[str, Path], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A decoder whose n-best list has a malformed line for the input line ``bad``: the refusal
+    names IN and that line (the second of the second chunk), not the chunk's deleted list."""
+    moses = writing_moses(tmp_path)
     made["in"].write_text("a b\nb a\na a\nbad\nb b\n")
     args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--moses", str(moses),
             "--chunk-lines", "2"]  # fmt: skip
@@ -283,4 +421,113 @@ def test_a_malformed_decoder_list_names_the_input_line(
     line = one_line(err)
     assert f"{made['in']}:4: the decoder's n-best list of this line: feature value 'x' is not a number" in line, err
     assert "translate-hybrid-" not in line  # no temporary file
+    assert not made["out"].exists()
+
+
+@pytest.mark.parametrize("which", ["bundle.json", "ini table"])
+def test_out_as_a_file_of_the_bundle_is_refused(
+    made: dict[str, Path], tmp_path: Path, monkeypatch, capsys, which: str
+) -> None:
+    """OUT naming the bundle's record or a table the ini names, with a decoder that decodes (or a
+    translation would be written over it): exit 6, the file unchanged."""
+    target = made["bundle"] / "bundle.json" if which == "bundle.json" else made["table"]
+    before = target.read_bytes()
+    moses = writing_moses(tmp_path)
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(target), "--moses", str(moses)]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_OS, err
+    assert f"{target}: output is the same file as the " in one_line(err)
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("networks", [False, True], ids=["no-network", "cslm"])
+def test_a_decoder_list_lacking_a_sentence_is_refused(
+    made: dict[str, Path], system: dict[str, Path], tmp_path: Path, monkeypatch, capsys, networks: bool
+) -> None:
+    """A decoder that leaves each chunk's last line out of its list: exit 6 naming IN and the
+    chunk's lines, nothing written (not shifted translations), with or without a network."""
+    bundle = made["bundle"]
+    if not networks:  # nothing else counts the list's sentences
+        weights = tmp_path / "plain.weights"
+        weights.write_text(WEIGHTS.replace("CSLM0= 0.1\n", ""))
+        bundle = tmp_path / "plain"
+        args = ["bundle", str(bundle), "--ini", str(made["ini"]), "--weights", str(weights),
+                "--moses", str(made["moses"])]  # fmt: skip
+        code, err = run_cli(args, monkeypatch, capsys)
+        assert code == 0, err
+    made["in"].write_text("a b\nb a\na a\nb b\n")
+    moses = writing_moses(tmp_path, drop_last=True)
+    args = ["translate-hybrid", str(bundle), str(made["in"]), str(made["out"]), "--moses", str(moses),
+            "--chunk-lines", "2"]  # fmt: skip
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_OS, err
+    assert one_line(err).endswith(
+        f"{made['in']} lines 1-2: the decoder's n-best list has 1 sentence(s) for the chunk's 2 lines: the decoder's "
+        "output is incomplete; no line of the chunk is written"
+    )
+    assert not made["out"].exists()
+
+
+@pytest.mark.parametrize(("content", "message"), [(b"a \xff\n", "invalid UTF-8 at byte 2"), (b"a b a\n", "3 tokens")])
+def test_a_bad_line_of_a_later_chunk_is_refused_before_decoding(
+    made: dict[str, Path], monkeypatch, capsys, content: bytes, message: str
+) -> None:
+    """Invalid UTF-8 or a line over --max-tokens in the second chunk: refused (exit 3, naming
+    the line) before the first chunk is decoded (the stand-in decoder records each run)."""
+    pid_file = made["moses"].parent / "decoder.pid"
+    pid_file.unlink(missing_ok=True)
+    made["in"].write_bytes(b"a b\nb a\n" + content)
+    args = ["translate-hybrid", str(made["bundle"]), str(made["in"]), str(made["out"]), "--moses", str(made["moses"]),
+            "--chunk-lines", "2", "--max-tokens", "2"]  # fmt: skip
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_INPUT, err
+    assert f"{made['in']}:3: {message}" in one_line(err)
+    assert not pid_file.exists()  # no chunk decoded
+    assert not made["out"].exists()
+
+
+def test_a_missing_input_is_refused_before_the_bundle_is_read(made: dict[str, Path], monkeypatch, capsys) -> None:
+    """A missing IN is refused first (exit 6), not after the bundle's files were checked (here one
+    of them is missing too)."""
+    made["in"].unlink()
+    made["cslm"].unlink()
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_OS, err
+    assert one_line(err).endswith(f"{made['in']}: cannot read: No such file or directory")
+
+
+@pytest.fixture(scope="module")
+def nan_networks(system: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("nan")
+    return {kind: nan_copy(system[kind], d / f"{kind}.nan.pt") for kind in ("cslm", "nmt")}
+
+
+@pytest.mark.parametrize("role", ["candidates", "feature"])
+def test_a_nan_network_names_the_input_line(
+    made: dict[str, Path], nan_networks: dict[str, Path], tmp_path: Path, monkeypatch, capsys, role: str
+) -> None:
+    """A network whose weights give NaN names the line of IN, not the line within its chunk nor a
+    chunk's temporary list: a candidate network at line 3 (the first chunk's lines are empty,
+    which the network does not read), a feature network at line 1 (every line's NaN)."""
+    bundle = tmp_path / "nan-bundle"
+    if role == "candidates":
+        weights = tmp_path / "candidates.weights"
+        weights.write_text(WEIGHTS + "FromMoses= 1\nFromNet0= 1\n")
+        args = bundle_args({**made, "weights": weights}, bundle, "--candidates", str(nan_networks["nmt"]))
+        made["in"].write_text("\n\na b\n")
+        network, line = nan_networks["nmt"], 3
+    else:
+        args = bundle_args({**made, "cslm": nan_networks["cslm"]}, bundle)
+        made["in"].write_text("a b\n")
+        network, line = nan_networks["cslm"], 1
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 0, err
+    args = ["translate-hybrid", str(bundle), str(made["in"]), str(made["out"]), "--moses", str(writing_moses(tmp_path)),
+            "--chunk-lines", "2"]  # fmt: skip
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_MODEL, err
+    assert one_line(err).endswith(
+        f"{network}: the network gave log p = nan for {made['in']}:{line}; its weights are unusable "
+        "(diverged training?)"
+    )
     assert not made["out"].exists()

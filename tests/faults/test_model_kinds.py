@@ -28,10 +28,15 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     payload = torch.load(forward, weights_only=True)
     payload["info"] = {**payload["info"], "direction": "inverse", "trained_on": "phrase pairs"}
     torch.save(payload, d / "inverse.pt")
+    nmt = tiny_nmt(d / "nmt.pt", steps=2)
+    payload = torch.load(nmt, weights_only=True)
+    payload["info"] = {**payload["info"], "direction": "inverse"}
+    torch.save(payload, d / "nmt-inverse.pt")
     return {
         "forward": forward,
         "inverse": d / "inverse.pt",
-        "nmt": tiny_nmt(d / "nmt.pt", steps=2),
+        "nmt": nmt,
+        "nmt-inverse": d / "nmt-inverse.pt",
         "cslm": tiny_lm(d / "cslm.pt", steps=2),
     }
 
@@ -43,6 +48,7 @@ def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
         "forward": ("phrase", "forward"),
         "inverse": ("phrase", "inverse"),
         "nmt": ("sentence", "forward"),
+        "nmt-inverse": ("sentence", "inverse"),
         "cslm": ("cslm", "forward"),
     }
     assert (
@@ -58,11 +64,14 @@ def test_each_file_says_its_kind(models: dict[str, Path]) -> None:
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("cslm", r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer score -m, nbest -m, experiment --lm;"),
+        (
+            "cslm",
+            r"a CSLM \(phrase-rescorer train-lm\), for phrase-rescorer score -m, nbest -m, bundle -m, experiment --lm;",
+        ),
         (
             "nmt",
             r"a translation network \(phrase-rescorer train-nmt\), for phrase-rescorer suggest -m, compare -m, "
-            r"embed -m, translate -m, average, score -m, nbest -m, experiment --nmt; "
+            r"embed -m, translate -m, average, score -m, nbest -m, bundle -m, bundle --candidates, experiment --nmt; "
             r"rescore-phrase-table --model takes a phrase network",
         ),
     ],
@@ -173,8 +182,28 @@ KINDS = {
     "forward": ("phrase", "forward"),
     "inverse": ("phrase", "inverse"),
     "nmt": ("sentence", "forward"),
+    "nmt-inverse": ("sentence", "inverse"),
     "cslm": ("cslm", "forward"),
 }
+
+
+def test_every_model_option_is_in_takes() -> None:
+    """Every command's ``-m/--model`` has its entry in ``kinds.TAKES``, from which every refusal
+    of a model file says which options take it (the options of other names are listed by hand)."""
+    from phrase_rescorer.cli import cli
+
+    commands = sorted(name for name, command in cli.commands.items() if any("-m" in p.opts for p in command.params))
+    missing = [name for name in commands if not any(o.startswith(f"phrase-rescorer {name} -m") for o in TAKES)]
+    assert len(commands) >= 10 and not missing, missing
+
+
+def show_weights_moses(root: Path) -> Path:
+    """A stand-in Moses whose ``bin/moses -show-weights`` prints the features LM0 and WordPenalty0."""
+    (root / "bin").mkdir(parents=True)
+    decoder = root / "bin" / "moses"
+    decoder.write_text("#!/bin/sh\nprintf 'LM0= 0.5\\nWordPenalty0= -1\\n'\n")
+    decoder.chmod(0o755)
+    return root
 
 
 def command_line(option: str, given: str, tmp_path: Path, moses: Path, files: dict[str, Path]) -> list[str]:
@@ -197,6 +226,15 @@ def command_line(option: str, given: str, tmp_path: Path, moses: Path, files: di
         dev, test = [str(files["dev.en"]), str(files["dev.fr"])], [str(files["test.en"]), str(files["test.fr"])]
         return ["experiment", "--moses", str(moses), "--ini", str(files["ini"]), "--dev", *dev, "--test", *test,
                 "--out", out, *extra]  # fmt: skip
+    if option.startswith("phrase-rescorer bundle "):  # weights of the bundle's features
+        if option.endswith("--candidates"):
+            added = "FromMoses= 1\nFromNet0= 1\n"
+        else:
+            added = "CSLM0= 0.1\n" if "cslm" in given else "NMT0= 0.1\n"
+        weights = tmp_path / "rerank.weights"
+        weights.write_text("[weight]\nLM0= 0.5\nWordPenalty0= -1\n" + added)
+        return ["bundle", out, "--ini", str(files["ini"]), "--weights", str(weights), option.split()[-1], given,
+                "--moses", str(show_weights_moses(tmp_path / "moses"))]  # fmt: skip
     nbest = tmp_path / "in.nbest"
     nbest.write_text("".join(f"{i} ||| la maison . ||| LM0= -10.5 ||| -3.7\n" for i in range(8)))
     return {

@@ -7,27 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.helpers.cli_run import run_cli
 from tests.helpers.cslm import tiny_lm
+from tests.helpers.nan_networks import nan_copy
 from tests.helpers.nmt import TINY_MOSES, tiny_nmt
-
-
-def _nan_copy(model: Path, out: Path) -> Path:
-    payload = torch.load(model, weights_only=True)
-    weight = next(k for k in payload["state_dict"] if k.endswith("weight"))
-    payload["state_dict"][weight].fill_(float("nan"))
-    torch.save(payload, out)
-    return out
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("nan-models")
     return {
-        "nmt": _nan_copy(tiny_nmt(d / "nmt.pt", steps=2), d / "nmt.nan.pt"),
-        "cslm": _nan_copy(tiny_lm(d / "lm.pt", steps=2), d / "lm.nan.pt"),
+        "nmt": nan_copy(tiny_nmt(d / "nmt.pt", steps=2), d / "nmt.nan.pt"),
+        "cslm": nan_copy(tiny_lm(d / "lm.pt", steps=2), d / "lm.nan.pt"),
     }
 
 

@@ -6,6 +6,7 @@ and a reranked run is kept only while its features' models are those it was tune
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from phrase_rescorer.experiment.reranked import CSLM, SentenceModels, _finished_with, reranked, score_lists
 from phrase_rescorer.experiment.systems import BASELINE
+from phrase_rescorer.model.kinds import open_model
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
 from tests.helpers.nmt import tiny_nmt
 
@@ -135,3 +137,16 @@ def test_several_networks_make_one_nmt_row() -> None:
     assert [(r.key, r.label) for r in rows] == [("cslm", "+ CSLM"), ("nmt", "+ NMT"), ("cslm-nmt", "+ CSLM + NMT")]
     names = [[f[0] for f in c] for c in models.combinations()]
     assert names == [["CSLM0"], ["NMT0", "NMT1"], ["CSLM0", "NMT0", "NMT1"]]
+
+
+def test_a_model_read_is_fingerprinted_by_the_bytes_read(tmp_path: Path) -> None:
+    """A network replaced on disk (a training still writing it) after the experiment read it: the
+    lists are recorded as made with what was read, so that a restart redoes them."""
+    first = tiny_nmt(tmp_path / "nmt.pt", steps=2)
+    read_bytes = first.read_bytes()
+    opened = open_model(str(first))
+    tiny_nmt(tmp_path / "other.pt", steps=3).replace(first)  # renamed over it, as a training writes
+    assert first.read_bytes() != read_bytes
+    want = hashlib.sha256(read_bytes).hexdigest()
+    assert opened.sha256 == want
+    assert SentenceModels(nmt=(opened,)).fingerprints() == {"NMT0": want}
