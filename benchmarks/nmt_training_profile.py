@@ -59,7 +59,7 @@ from phrase_rescorer.model import transformer
 from phrase_rescorer.model.architectures import ArchConfig, arch_config
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.parallel.distributed import Group
-from phrase_rescorer.training import stacked_log_probs
+from phrase_rescorer.training import stacked_log_probs, transformer_log_probs
 from phrase_rescorer.training.loop import Loop
 from phrase_rescorer.training.phrase_task import phrase_task
 from phrase_rescorer.training.stacked_log_probs import is_stacked_network
@@ -123,6 +123,11 @@ def _parts_of(net: nn.Module, network: str) -> list[tuple[object, str, str]]:
         named += [(layer, "forward", "encoder") for layer in m.encoder_layers]
         named += [(layer, "forward", "decoder layers") for layer in m.decoder_layers]
         named += [(layer.memory_kv, "forward", "decoder layers") for layer in m.decoder_layers]
+        named += [  # the training computation of transformer_log_probs
+            (m, "decode_outputs", "network"),
+            (m.decoder_norm, "forward", "output layer"),
+            (transformer_log_probs, "smoothed_target_log_probs", "output layer"),  # its softmax and loss too
+        ]
         return [*named, (m, "readout", "output layer")]
     d = m.decoder
     if is_stacked_network(m):  # the training computation of stacked_log_probs

@@ -20,11 +20,12 @@ from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.rescoring.scorers import make_scorer
 from phrase_rescorer.training.label_smoothing import SmoothedLogProbs, smoothed_log_probs, training_objective
 from phrase_rescorer.training.loop import Loop, TrainingError, check_same_run
-from phrase_rescorer.training.packed_log_probs import PackedLogProbs, PlainLogProbs
+from phrase_rescorer.training.packed_log_probs import PackedLogProbs
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
 from phrase_rescorer.training.stacked_log_probs import StackedLogProbs
 from phrase_rescorer.training.task_interface import LoopConfig
+from phrase_rescorer.training.transformer_log_probs import TransformerLogProbs
 from tests.helpers.synthetic import mapping_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -67,13 +68,14 @@ def test_the_smoothed_log_likelihood_is_the_mixture(arch: str) -> None:
 
 def test_smoothing_0_is_the_old_training_computation() -> None:
     torch.manual_seed(0)
-    for arch, plain in (("cho2014", PackedLogProbs), ("transformer", PlainLogProbs)):
+    model = build_model(SIZES, arch_config("cho2014"))
+    assert type(training_objective(model, 0.0)) is PackedLogProbs
+    assert isinstance(training_objective(model, 0.1), SmoothedLogProbs)
+    # the stacked networks and the transformer compute both in a faster order
+    # (tests/unit/test_stacked_log_probs.py)
+    for arch, faster in (("rnnsearch", StackedLogProbs), ("transformer", TransformerLogProbs)):
         model = build_model(SIZES, arch_config(arch))
-        assert type(training_objective(model, 0.0)) is plain
-        assert isinstance(training_objective(model, 0.1), SmoothedLogProbs)
-    # the stacked networks compute both in their faster order (tests/unit/test_stacked_log_probs.py)
-    model = build_model(SIZES, arch_config("rnnsearch"))
-    assert type(training_objective(model, 0.0)) is type(training_objective(model, 0.1)) is StackedLogProbs
+        assert type(training_objective(model, 0.0)) is type(training_objective(model, 0.1)) is faster
     with pytest.raises(TrainingError, match="label smoothing must be at least 0 and below 1"):
         TrainConfig(label_smoothing=1.0)
 
