@@ -98,8 +98,9 @@ _FILE = InputPath(dir_okay=False)
     "beam (beam K, translate's defaults otherwise), once per experiment, and its K best candidates join "
     "every run's Moses lists (as merge-nbest: FromMoses, FromNet0, ...; new lines get WordPenalty0 and "
     "the ini's KENLM feature through $MOSES/bin/query, Moses' other features 0): every \"+ NMT\" row gets "
-    'a twin "+ NMT, with the networks\' candidates", reranked on the joined lists. May be added or '
-    "changed when an experiment is continued, like --nmt.",
+    'a twin "+ NMT, with the networks\' candidates", reranked on the joined lists (tune them with '
+    "--rerank-optimizer mert, the default: kbmira measured below Moses' lists alone on them). May be "
+    "added or changed when an experiment is continued, like --nmt.",
 )
 @click.option(
     "--rerank-optimizer",
