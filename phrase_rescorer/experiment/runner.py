@@ -26,6 +26,7 @@ every system, then run 2, ...) so that an experiment stopped early still compare
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -202,6 +203,14 @@ def _run_locked(
         write_json(os.path.join(settings.out_dir, REPORT_NAME), data)
         return data
 
+    # rerank_run with what every reranked run is given beside its decoder run's own
+    rerank = functools.partial(
+        rerank_run,
+        nbest=settings.rerank_nbest,
+        optimizer=settings.rerank_optimizer,
+        threads=settings.threads,
+        fingerprints=fingerprints,
+    )
     for run in range(1, settings.runs + 1):
         for index, system in enumerate(decoders):
             run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
@@ -227,7 +236,7 @@ def _run_locked(
                 say=_prefixed(say, f"{system.key} run {run}"),
             )
             for features, reranker in zip(combinations, rerankers[index], strict=True):
-                rerank_run(
+                rerank(
                     toolkit,
                     run_dir,
                     reranker,
@@ -235,12 +244,8 @@ def _run_locked(
                     models.features(),
                     settings.dev,
                     settings.test,
-                    nbest=settings.rerank_nbest,
-                    optimizer=settings.rerank_optimizer,
                     seed=seed,
-                    threads=settings.threads,
                     score_seconds=seconds,
-                    fingerprints=fingerprints,
                     say=_prefixed(say, f"{reranker.key} run {run}"),
                 )
                 scores[reranker.key].append(
@@ -262,7 +267,7 @@ def _run_locked(
             )
             for i in hybrid:
                 twin = with_candidates(rerankers[index][i])
-                rerank_run(
+                rerank(
                     toolkit,
                     run_dir,
                     twin,
@@ -270,12 +275,8 @@ def _run_locked(
                     models.features(),
                     settings.dev,
                     settings.test,
-                    nbest=settings.rerank_nbest,
-                    optimizer=settings.rerank_optimizer,
                     seed=seed,
-                    threads=settings.threads,
                     score_seconds=seconds,
-                    fingerprints=fingerprints,
                     say=_prefixed(say, f"{twin.key} run {run}"),
                     lists_dir=merged_dir(run_dir),
                     made_with=made_with(settings.network_candidates),
