@@ -59,7 +59,7 @@ from phrase_rescorer.model import transformer
 from phrase_rescorer.model.architectures import ArchConfig, arch_config
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.parallel.distributed import Group
-from phrase_rescorer.training import stacked_log_probs, transformer_log_probs
+from phrase_rescorer.training import smoothed_output, stacked_log_probs
 from phrase_rescorer.training.loop import Loop
 from phrase_rescorer.training.phrase_task import phrase_task
 from phrase_rescorer.training.stacked_log_probs import is_stacked_network
@@ -126,7 +126,7 @@ def _parts_of(net: nn.Module, network: str) -> list[tuple[object, str, str]]:
         named += [  # the training computation of transformer_log_probs
             (m, "decode_outputs", "network"),
             (m.decoder_norm, "forward", "output layer"),
-            (transformer_log_probs, "smoothed_target_log_probs", "output layer"),  # its softmax and loss too
+            (smoothed_output, "smoothed_target_log_probs", "output layer"),  # its softmax and loss too
         ]
         return [*named, (m, "readout", "output layer")]
     d = m.decoder
@@ -135,7 +135,7 @@ def _parts_of(net: nn.Module, network: str) -> list[tuple[object, str, str]]:
             (stacked_log_probs, "packed_encoder", "encoder"),
             (m, "decode_outputs", "network"),
             (d, "readout_features", "readout"),
-            (stacked_log_probs, "smoothed_target_log_probs", "output layer"),  # its softmax and loss too
+            (smoothed_output, "smoothed_target_log_probs", "output layer"),  # its softmax and loss too
         ]
     return [
         *named,

@@ -45,12 +45,9 @@ from ..errors import UsageError
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, check_kind
 from ..moses.decoder import nbest_layout
-from ..moses.ini import MosesIniError
+from ..moses.ini_paths import decoder_files
 from ..moses.ini_paths import ngram_lm as ini_ngram_lm
-from ..moses.ini_paths import path_files
-from ..moses.ini_weights import features as ini_features
 from ..moses.nbest import Layout, show_layout
-from ..moses.stems import named_files
 from ..moses.toolkit import MosesToolkit
 from ..output_paths import OutputError
 from ..reranking.merge import MOSES_INDICATOR, added_indicator
@@ -144,33 +141,6 @@ def _stat(path: str) -> dict[str, Any]:
     return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
 
 
-def _ini_files(ini: str) -> list[str]:
-    """Every file the features' ``path=`` of the ini stand for (``ini_paths.path_files``), sorted;
-    refused: a relative ``path=`` (the decoder reads it from the directory it runs in, which is no
-    longer the one the ini was tuned in) and one that resolves to no file."""
-    with open(ini, encoding="utf-8", errors="replace", newline="") as f:
-        lines = f.read().splitlines()
-    found: set[str] = set()
-    for feature in ini_features(lines):
-        path = feature.args.get("path")
-        if path is None:
-            continue
-        where = f"{ini}:{feature.index + 1}: {feature.name} path={path}"
-        if not os.path.isabs(path):
-            raise MosesIniError(
-                f"{where} is relative: the decoder reads it from the directory it runs in; give the ini absolute paths"
-            )
-        files = path_files(path)
-        if not files:
-            tried = ", ".join([*named_files(path)[1:], f"{path}.binphr.*", f"{path}.binlexr.*"])
-            raise MosesIniError(
-                f"{where}: no such file (nor {tried}, nor a directory of files): give the path of the table or LM "
-                "the decoder reads"
-            )
-        found.update(files)
-    return sorted(found)
-
-
 BUNDLE_MODELS = "phrase-rescorer bundle -m"
 BUNDLE_CANDIDATES = "phrase-rescorer bundle --candidates"
 
@@ -223,7 +193,7 @@ def write_bundle(
     for path in (ini, weights, *([ngram_lm] if ngram_lm else [])):  # a network's file: its loader says
         if not os.path.isfile(path):
             raise BundleError(f"{path}: no such file")
-    named = _ini_files(ini)
+    named = decoder_files(ini)
     opened = [check_kind(path, BUNDLE_MODELS, *TAKES[BUNDLE_MODELS]) for path in models]
     for path in candidates.networks if candidates is not None else ():  # a forward translation network, readable
         load_checkpoint(check_kind(path, BUNDLE_CANDIDATES, *TAKES[BUNDLE_CANDIDATES]), BUNDLE_CANDIDATES)

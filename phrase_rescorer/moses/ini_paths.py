@@ -1,7 +1,8 @@
 """The files a moses.ini's features name (``path=``: tables, language models) as they are on
 disk: each one's size and modification time, what tells cheaply that a file changed (a table
-rewritten in place changes its modification time) without reading gigabytes; and the ini's
-n-gram LM (:func:`ngram_lm`)."""
+rewritten in place changes its modification time) without reading gigabytes; every file the
+decoder reads for the ini, each path= refused when relative or of no file (:func:`decoder_files`);
+and the ini's n-gram LM (:func:`ngram_lm`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import glob
 import os
 
+from .ini import MosesIniError
 from .ini_weights import Feature, features
 from .stems import named_files
 
@@ -53,6 +55,31 @@ def path_files(path: str) -> list[str]:
                 found.update(os.path.join(directory, name) for name in names)
         elif os.path.isfile(candidate):
             found.add(candidate)
+    return sorted(found)
+
+
+def decoder_files(ini: str) -> list[str]:
+    """Every file the features' ``path=`` of the ini stand for (:func:`path_files`), sorted;
+    refused: a relative ``path=`` (the decoder reads it from the directory it runs in, which is no
+    longer the one the ini was tuned in) and one that resolves to no file."""
+    found: set[str] = set()
+    for feature in _features(ini):
+        path = feature.args.get("path")
+        if path is None:
+            continue
+        where = f"{ini}:{feature.index + 1}: {feature.name} path={path}"
+        if not os.path.isabs(path):
+            raise MosesIniError(
+                f"{where} is relative: the decoder reads it from the directory it runs in; give the ini absolute paths"
+            )
+        files = path_files(path)
+        if not files:
+            tried = ", ".join([*named_files(path)[1:], f"{path}.binphr.*", f"{path}.binlexr.*"])
+            raise MosesIniError(
+                f"{where}: no such file (nor {tried}, nor a directory of files): give the path of the table or LM "
+                "the decoder reads"
+            )
+        found.update(files)
     return sorted(found)
 
 

@@ -33,6 +33,18 @@ from ..data.vocab import PAD_ID
 from .target_log_probs import OutputLayer, compiled, compiled_smoothed, target_log_probs
 
 
+def pair_log_probs(
+    u: torch.Tensor, layer: OutputLayer, tgt: torch.Tensor, tgt_len: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """The (smoothed) log-likelihood of each pair (B,) from the output layer's padded input u
+    (B, T, R) of targets (B, T) of ``tgt_len`` positions: :func:`smoothed_target_log_probs` over
+    the real positions only, summed per pair."""
+    real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
+    rows = real.nonzero()[:, 0]  # the batch row of each real position
+    terms = smoothed_target_log_probs(u[real], layer, tgt[real], eps)
+    return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)
+
+
 def smoothed_target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, eps: float) -> torch.Tensor:
     """The smoothed log-likelihood term (N,) of each position from the output layer's input
     u (N, R) and the targets (N,) (module text); for eps 0, log p(target) itself."""

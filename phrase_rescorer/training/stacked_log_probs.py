@@ -27,7 +27,7 @@ from torch import nn
 from ..model.encoders import Encoder
 from .deferred_weights import DeferredWeights
 from .packed_encoder import packed_encoder
-from .smoothed_output import smoothed_target_log_probs
+from .smoothed_output import pair_log_probs
 
 
 def is_stacked_network(model: object) -> TypeGuard[Any]:
@@ -61,7 +61,4 @@ class StackedLogProbs(nn.Module):
         enc = m.encoded(*packed_encoder(m.encoder, m.source_embeddings(src), src_len), src_len)
         tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
         u = m.decoder.readout_features(tops, y_prev, ctxs)  # (B, T, R)
-        real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
-        rows = real.nonzero()[:, 0]  # the batch row of each real position
-        terms = smoothed_target_log_probs(u[real], m.decoder.G_l, tgt[real], self.eps)
-        return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)
+        return pair_log_probs(u, m.decoder.G_l, tgt, tgt_len, self.eps)

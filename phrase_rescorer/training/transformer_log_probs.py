@@ -5,9 +5,9 @@ order for speed.
 The model computes the output layer over every position of the padded batch, (B, T, V) logits,
 and ``label_smoothing.smoothed_log_probs`` takes their log-softmax twice (the pick and the mean)
 over the padding too. Here the encoder and the decoder's layers run as the model runs them (so
-dropout draws the same masks), the final layer norm is taken over the real target positions only,
-and the output layer (the target embedding as its matrix, ``output_bias``), the log-softmax and
-the (smoothed) pick run in one (N, V) buffer that becomes the logits' gradient in place
+dropout draws the same masks), then the final layer norm, and over the real target positions
+only the output layer (the target embedding as its matrix, ``output_bias``), the log-softmax and
+the (smoothed) pick, in one (N, V) buffer that becomes the logits' gradient in place
 (``smoothed_output``; on the CPU in float32 its C loops). The parameters are the model's; only the
 order of the arithmetic differs: ``tests/unit/test_stacked_log_probs.py`` checks values and
 gradients against the model's own objective.
@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..model.transformer import TransformerEncoderDecoder
-from .smoothed_output import smoothed_target_log_probs
+from .smoothed_output import pair_log_probs
 
 
 def is_transformer(model: object) -> TypeGuard[TransformerEncoderDecoder]:
@@ -57,8 +57,4 @@ class TransformerLogProbs(nn.Module):
     ) -> torch.Tensor:
         m: Any = self.model
         tops, _, _, _ = m.decode_outputs(m.encode(src, src_len), tgt)
-        real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
-        rows = real.nonzero()[:, 0]  # the batch row of each real position
-        u = m.decoder_norm(tops[real])  # (N, d): the layer norm is per position
-        terms = smoothed_target_log_probs(u, _TiedOutput(m), tgt[real], self.eps)
-        return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)
+        return pair_log_probs(m.decoder_norm(tops), _TiedOutput(m), tgt, tgt_len, self.eps)

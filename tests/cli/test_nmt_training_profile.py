@@ -134,17 +134,13 @@ def test_the_named_ranges_leave_the_network_as_it_was(network: str) -> None:
     from benchmarks.nmt_training_profile import _parts_of, instrumented
     from phrase_rescorer.data.batching import sequences_batch
     from phrase_rescorer.model import transformer
-    from phrase_rescorer.training import stacked_log_probs, transformer_log_probs
+    from phrase_rescorer.training import smoothed_output, stacked_log_probs
     from phrase_rescorer.training.label_smoothing import training_objective
 
     arch = arch_config(network)
     net: Any = training_objective(build_model(TINY, arch), 0.1)
     attend = transformer.attend
-    functions = (
-        stacked_log_probs.packed_encoder,
-        stacked_log_probs.smoothed_target_log_probs,
-        transformer_log_probs.smoothed_target_log_probs,
-    )
+    functions = (stacked_log_probs.packed_encoder, smoothed_output.smoothed_target_log_probs)
     b = sequences_batch(SOURCES, TARGETS)
     before = net.model(b.src, b.src_len, b.tgt)
     with instrumented(net, network), profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -152,14 +148,7 @@ def test_the_named_ranges_leave_the_network_as_it_was(network: str) -> None:
     names = {e.name for e in prof.events() if e.name.startswith("phase.")}
     assert {"phase.embedding", "phase.output layer"} <= names and len(names) >= 4
     for owner, attr, _ in _parts_of(net, network):
-        assert owner in (transformer, stacked_log_probs, transformer_log_probs) or attr not in vars(owner), (
-            owner,
-            attr,
-        )
+        assert owner in (transformer, stacked_log_probs, smoothed_output) or attr not in vars(owner), (owner, attr)
     assert transformer.attend is attend
-    assert (
-        stacked_log_probs.packed_encoder,
-        stacked_log_probs.smoothed_target_log_probs,
-        transformer_log_probs.smoothed_target_log_probs,
-    ) == functions
+    assert (stacked_log_probs.packed_encoder, smoothed_output.smoothed_target_log_probs) == functions
     assert torch.equal(before, inside) and torch.equal(before, net.model(b.src, b.src_len, b.tgt))
