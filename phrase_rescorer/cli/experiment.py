@@ -96,8 +96,9 @@ _FILE = InputPath(dir_okay=False)
     metavar="K",
     help="With --nmt: each network that translates forward also translates dev and test with its own "
     "beam (beam K, translate's defaults otherwise), once per experiment, and its K best candidates join "
-    "every run's Moses lists (as merge-nbest: FromMoses, FromNet0, ...; new lines get WordPenalty0 and "
-    "the ini's KENLM feature through $MOSES/bin/query, Moses' other features 0): every \"+ NMT\" row gets "
+    "every run's Moses lists (as merge-nbest --ini: FromMoses, FromNet0, ..., MosesReached; a new line "
+    "gets Moses' own features by constrained decoding where the run's ini can produce it, else "
+    'WordPenalty0 and the ini\'s KENLM feature through $MOSES/bin/query and 0): every "+ NMT" row gets '
     'a twin "+ NMT, with the networks\' candidates", reranked on the joined lists (tune them with '
     "--rerank-optimizer mert, the default: kbmira measured below Moses' lists alone on them). May be "
     "added or changed when an experiment is continued, like --nmt.",

@@ -158,6 +158,27 @@ def nbest(
     show_default=True,
     help="The name of that LM's feature in MOSES_NBEST (the KENLM line's name=).",
 )
+@click.option(
+    "--ini",
+    "ini_path",
+    type=InputPath(dir_okay=False),
+    help="The moses.ini that decoded MOSES_NBEST: Moses decodes each new hypothesis constrained to "
+    "its words (its ConstrainedDecoding feature), and one it can produce gets Moses' own features "
+    "and total; every line gets MosesReached= 1 or 0 (needs --source).",
+)
+@click.option(
+    "--source",
+    "source_path",
+    type=InputPath(dir_okay=False),
+    help="With --ini: the text MOSES_NBEST translates, one sentence a line.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --ini: the decoder's threads (Moses' -threads).",
+)
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @click.pass_context
 def merge_nbest(
@@ -167,6 +188,9 @@ def merge_nbest(
     added: tuple[str, ...],
     lm_path: str | None,
     lm_feature: str,
+    ini_path: str | None,
+    source_path: str | None,
+    threads: int,
     moses_dir: str | None,
 ) -> None:
     """Merge the candidates of other systems (a network's beam: translate --n-best-list) into the
@@ -183,6 +207,9 @@ def merge_nbest(
                     reordering and phrase count of a hypothesis it did not produce are unknown:
                     FromMoses' own weight learns the offset); total 0
     every line      FromNetI= 1 when the I-th --add list proposed the hypothesis, else 0
+    with --ini      a new hypothesis the moses.ini's model can produce (Moses decodes it
+                    constrained to its words) gets Moses' features and total of its best
+                    derivation; every line MosesReached= 1 (Moses' lines, those produced) or 0
 
     An added list's own features are not kept (nbest -m computes a network's for every line). Its
     sentence IDs are MOSES_NBEST's: an ID beyond them, or a list of fewer sentences, is refused.
@@ -191,19 +218,22 @@ def merge_nbest(
     Example (the network's 12 best joined to Moses' 200 best, then scored and reranked):
       moses -f moses.ini -i test.en -n-best-list test.nbest 200 distinct > /dev/null
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
-      phrase-rescorer merge-nbest test.nbest test.merged.nbest --add test.nmt.nbest --lm lm.fr.binary
+      phrase-rescorer merge-nbest test.nbest test.merged.nbest --add test.nmt.nbest --lm lm.fr.binary \\
+          --ini moses.ini --source test.en
       phrase-rescorer nbest test.merged.nbest test.scored.nbest -m nmt.pt --source test.en
     """
     from ..lm.kenlm import KenLMSentences
+    from ..moses.constrained import ConstrainedDecoder
     from ..moses.nbest import check_feature_name
     from ..moses.toolkit import find_moses
     from ..output import check_output_path
     from ..output_paths import check_not_an_input
     from ..reranking.merge import added_indicator
     from ..reranking.merge import merge_nbest as merge
+    from ..scoring.features import read_source_text
 
     check_output_path(out_path)
-    check_not_an_input(out_path, (("language model", lm_path),))
+    check_not_an_input(out_path, (("language model", lm_path), ("moses.ini", ini_path), ("source text", source_path)))
     stdin = [path for path in (moses_path, *added) if path == "-"]
     if len(stdin) > 1:
         raise UserError("'-' (stdin) given for more than one list: give the others as files")
@@ -211,14 +241,22 @@ def merge_nbest(
         check_feature_name(lm_feature)
     except ValueError as e:
         raise UserError(f"--lm-feature: {e}") from e
-    if moses_dir is not None and lm_path is None:
-        raise UserError("--moses without --lm: Moses' query is run for the LM's scores only")
+    if moses_dir is not None and lm_path is None and ini_path is None:
+        raise UserError("--moses without --lm or --ini: Moses is run for the LM's scores or constrained decoding only")
+    if (ini_path is None) != (source_path is None):
+        raise UserError("--ini and --source go together: the moses.ini that decoded the list, the text it translated")
+    if source_path == "-" and "-" in stdin:
+        raise UserError("'-' (stdin) given for --source and a list: give one of them as a file")
     with contextlib.ExitStack() as stack:
-        lm = None
+        lm = reach = None
         if lm_path is not None:
             query = find_moses(moses_dir, needs=("bin/query",)).path("bin/query")
             lm = stack.enter_context(KenLMSentences(query, lm_path))
-        summary = merge(moses_path, out_path, added, lm=lm, lm_feature=lm_feature, on_warning=warn)
+        if ini_path is not None and source_path is not None:
+            reach = ConstrainedDecoder(
+                find_moses(moses_dir), ini_path, read_source_text(source_path), threads=threads, on_progress=warn
+            )
+        summary = merge(moses_path, out_path, added, lm=lm, lm_feature=lm_feature, reach=reach, on_warning=warn)
     repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
     say(
         ctx,
@@ -230,5 +268,11 @@ def merge_nbest(
         )
         + f"; {summary.lines:,} lines written to {out_path} in {summary.seconds:.1f} s; new lines' "
         + (f"{', '.join(summary.computed)} computed, " if summary.computed else "")
-        + f"{', '.join(summary.zeroed) or 'no other feature'} 0",
+        + f"{', '.join(summary.zeroed) or 'no other feature'} 0"
+        + (
+            f" where Moses cannot produce them; {summary.reached:,} of {sum(summary.new):,} produced by constrained "
+            "decoding, with Moses' own features"
+            if summary.reached is not None
+            else ""
+        ),
     )

@@ -15,7 +15,9 @@ that translates forward, ``WordPenalty0`` and the ini's n-gram LM (its first KEN
 through Moses' ``bin/query``) computed for new lines, Moses' other features 0), and every feature
 of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
 exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
-lists with its own features and the indicators. Files::
+lists with its own features and the indicators. New lines get Moses' own features where the run's
+moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``).
+Files::
 
     OUT/candidates/NMTi.{dev,test}.nbest.gz   the network's K best of every sentence
     OUT/candidates/NMTi.json                  its model (SHA-256) and K, written last
@@ -45,8 +47,10 @@ from ..analysis.translate import candidate_lines, translate_nbest
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import open_model
+from ..moses.constrained import ConstrainedDecoder
 from ..moses.ini_paths import ngram_lm
 from ..moses.nbest import read_nbest, without_features
+from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from ..reranking.merge import merge_nbest
 from ..scoring.features import read_source_text
@@ -69,9 +73,10 @@ def with_candidates(system: System) -> System:
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
-def made_with(size: int) -> dict[str, str]:
-    """What, beside the models, the merged lists and the twins' runs are recorded as made with."""
-    return {"network_candidates": str(size)}
+def made_with(size: int, constrained: bool = True) -> dict[str, str]:
+    """What, beside the models, the merged lists and the twins' runs are recorded as made with:
+    K, and whether new lines got Moses' features by constrained decoding."""
+    return {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
 
 
 def network_lists(
@@ -139,20 +144,23 @@ def merge_lists(
     dev: tuple[str, str],
     test: tuple[str, str],
     *,
-    query: str | None,
+    toolkit: MosesToolkit | None,
     fingerprints: Mapping[str, str],
     size: int,
     say: Callable[[str], None],
+    threads: int = 1,
 ) -> float:
     """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
     :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
     (``reranked.score_lists``, made first), or kept while the models and ``size`` are those they
-    were made with. New lines get the LM feature of the run's moses.ini through ``query`` (Moses'
-    ``bin/query``; None: 0) in ``merged_dir(run_dir)``. Returns the seconds it took."""
+    were made with, in ``merged_dir(run_dir)``. With the Moses ``toolkit``, new lines get Moses'
+    features by constrained decoding with the run's moses.ini (``threads``), and where it cannot
+    produce them, the ini's LM feature through ``bin/query`` (None: those features 0). Returns
+    the seconds it took."""
     t0 = time.time()
     work = merged_dir(run_dir)
     os.makedirs(work, exist_ok=True)
-    wanted = {**fingerprints, **made_with(size)}
+    wanted = {**fingerprints, **made_with(size, toolkit is not None)}
     record = os.path.join(work, "features.json")
     merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     if all(map(os.path.exists, merged.values())) and recorded_features(record) == wanted:
@@ -160,7 +168,9 @@ def merge_lists(
         return time.time() - t0
     with contextlib.suppress(FileNotFoundError):  # interrupted from here on: made again
         os.remove(record)
-    lm = decoder_lm(os.path.join(run_dir, "moses.ini")) if query is not None else None
+    ini = os.path.join(run_dir, "moses.ini")
+    query = toolkit.path("bin/query") if toolkit is not None else None
+    lm = decoder_lm(ini) if query is not None else None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     names = list(fingerprints)
     for part, (source, _reference) in (("dev", dev), ("test", test)):
@@ -171,23 +181,26 @@ def merge_lists(
         with AtomicOutput(moses) as out:  # Moses' own lines, byte for byte
             for line in read_nbest(scored):
                 out.write(without_features(line, ours))
+        sources = read_source_text(source)
         with contextlib.ExitStack() as stack:
             sentences = stack.enter_context(KenLMSentences(query, lm[1])) if query is not None and lm else None
+            reach = ConstrainedDecoder(toolkit, ini, sources, threads=threads) if toolkit is not None else None
             summary = merge_nbest(
                 moses,
                 joined,
                 [lists[part] for lists in networks],
                 lm=sentences,
                 lm_feature=lm[0] if lm else "LM0",
+                reach=reach,
                 on_warning=say,
             )
         os.remove(moses)
+        reached = f" ({summary.reached:,} produced by Moses constrained)" if summary.reached is not None else ""
         say(
             f"{part}: {summary.moses:,} Moses hypotheses joined by "
             + ", ".join(f"{n:,} new ones of FromNet{i}" for i, n in enumerate(summary.new))
-            + f"; appending {', '.join(names)}"
+            + f"{reached}; appending {', '.join(names)}"
         )
-        sources = read_source_text(source)
         features = load_features(models, names, sources, device)
         append_features(joined, merged[part], features, sources=sources, source_path=source)
         os.remove(joined)

@@ -260,10 +260,11 @@ def _run_locked(
                 networks,
                 settings.dev,
                 settings.test,
-                query=toolkit.path("bin/query"),
+                toolkit=toolkit,
                 fingerprints=fingerprints,
                 size=settings.network_candidates,
                 say=_prefixed(say, f"{system.key} run {run}"),
+                threads=settings.threads,
             )
             for i in hybrid:
                 twin = with_candidates(rerankers[index][i])

@@ -10,7 +10,9 @@ step-by-step pipeline does (decode, the networks' candidates, merge, features, r
   first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
-  (``reranking.merge``), then the networks' (``scoring.nbest``);
+  (``reranking.merge``), and ``MosesReached`` where the weights name it (they were tuned on lists
+  merged with constrained decoding, ``merge-nbest --ini``: the candidates are decoded so too), then
+  the networks' (``scoring.nbest``);
 * every file: the tuned moses.ini and the reranking weights as copies in the directory (their
   name there, the path they were copied from, size and SHA-256), the networks by absolute path,
   size and SHA-256, and the n-gram LM and every file the ini's ``path=`` stand for (tables, LMs:
@@ -31,6 +33,7 @@ missing or changed one is refused with one line naming it (:class:`BundleError`,
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -50,7 +53,7 @@ from ..moses.ini_paths import ngram_lm as ini_ngram_lm
 from ..moses.nbest import Layout, show_layout
 from ..moses.toolkit import MosesToolkit
 from ..output_paths import OutputError
-from ..reranking.merge import MOSES_INDICATOR, added_indicator
+from ..reranking.merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
 from ..reranking.weights import Weights, WeightsError, read_weights_file, vector
 from ..scoring.features import default_names, model_kind
 
@@ -76,6 +79,7 @@ class Candidates:
     beam_size: int
     length_alpha: float
     max_length: int | None
+    constrained: bool = False  # new candidates decoded by Moses constrained to them (``MosesReached``)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class Bundle:
 def system_layout(decoder: Layout, candidates: Candidates | None, names: Sequence[str]) -> Layout:
     """The features of the system's reranked lists, in order (module docstring)."""
     indicators = [] if candidates is None else [MOSES_INDICATOR, *map(added_indicator, range(len(candidates.networks)))]
+    if candidates is not None and candidates.constrained:
+        indicators.append(REACHED_INDICATOR)
     return (*decoder, *((name, 1) for name in indicators), *((name, 1) for name in names))
 
 
@@ -201,6 +207,10 @@ def write_bundle(
     from_ini = lm is not None and ngram_lm is None
     lm_feature, ngram_lm = lm if lm is not None else (lm_feature or "LM0", None)
     weights_file = read_weights_file(weights)
+    if (
+        candidates is not None and REACHED_INDICATOR in weights_file.by_name
+    ):  # tuned on lists made with merge-nbest --ini
+        candidates = dataclasses.replace(candidates, constrained=True)
     names = default_names([model_kind(model) for model in opened])
     decoder = nbest_layout(toolkit, ini)
     if ngram_lm is not None and candidates is not None and dict(decoder).get(lm_feature) != 1:
@@ -236,6 +246,7 @@ def write_bundle(
             "beam_size": candidates.beam_size,
             "length_alpha": candidates.length_alpha,
             "max_length": candidates.max_length,
+            "constrained": candidates.constrained,
         },
         "ngram_lm": None if ngram_lm is None else _stat(ngram_lm),
         "lm_feature": lm_feature,
@@ -338,6 +349,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             found["beam_size"],
             found["length_alpha"],
             found["max_length"],
+            bool(found.get("constrained", False)),
         )
     )
     return Bundle(

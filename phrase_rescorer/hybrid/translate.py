@@ -5,7 +5,8 @@ through the same functions as the step-by-step pipeline, so that each line gets 
    moses.ini);
 2. with candidate networks, each network's beam as an n-best list (``analysis.translate``:
    ``translate_nbest``, ``candidate_lines``), merged into the decoder's (``reranking.merge``,
-   the n-gram LM through Moses' ``bin/query`` for the new lines' LM feature);
+   the n-gram LM through Moses' ``bin/query`` for the new lines' LM feature, and with a bundle
+   tuned on such lists, Moses' own features by constrained decoding: ``moses.constrained``);
 3. the feature networks' values appended (``scoring.nbest.append_features``);
 4. each sentence's best hypothesis under the bundle's weights (``reranking.choose``).
 
@@ -47,6 +48,7 @@ from ..data.line_limit import line_too_long
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.files import CheckpointError
+from ..moses.constrained import ConstrainedDecoder
 from ..moses.decoder import DecoderError, decode_nbest
 from ..moses.nbest import count_sentences
 from ..moses.phrase_table import PhraseTableError
@@ -186,7 +188,10 @@ class HybridSystem:
                 _write_candidates(out, checkpoint, sources, settings, self.device, name, first_line)
             added.append(path)
         merged = os.path.join(work, "merged.nbest")
-        merge_nbest(moses_list, merged, added, lm=self.lm, lm_feature=self.bundle.lm_feature)
+        reach = None
+        if settings.constrained:
+            reach = ConstrainedDecoder(self.toolkit, self.bundle.ini, sources, threads=self.threads)
+        merge_nbest(moses_list, merged, added, lm=self.lm, lm_feature=self.bundle.lm_feature, reach=reach)
         return merged
 
 

@@ -172,6 +172,13 @@ class NbestLine:
     def features(self) -> str:
         return self.raw[self.hyp_end + len(SEPARATOR) : self.features_end].decode("utf-8")
 
+    @property
+    def total(self) -> float:
+        """The decoder's score of the hypothesis (the field after the features)."""
+        rest = self.raw[self.features_end + len(SEPARATOR) :]
+        end = rest.find(SEPARATOR)
+        return float(rest if end < 0 else rest[:end])
+
 
 def parse_nbest_line(raw: bytes, terminator: bytes, line_no: int, path: str) -> NbestLine:
     first = raw.find(SEPARATOR)

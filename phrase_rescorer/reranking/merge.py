@@ -29,6 +29,13 @@ Moses' features depend on the words alone, and are computed exactly for new line
   log10 p(<s> words </s>) (moses/Util.h, ``return irstScore * 2.30258509299405f;``;
   ``lm.kenlm.KenLMSentences``). Without the LM it is 0 like the others.
 
+**Constrained decoding** (``reach``: ``moses.constrained.ConstrainedDecoder`` with the moses.ini
+that decoded the list): every new hypothesis is decoded by Moses constrained to its words, and
+where the model can produce it, the new line gets the decoder's own features and total of its best
+derivation, as if Moses had listed it. Every line then also gets ``MosesReached= 1`` (Moses' own
+lines, and the new lines the decoder produced) or ``MosesReached= 0`` (a hypothesis the model
+cannot produce: its features as above, ``WordPenalty0`` and the LM computed, the others 0).
+
 Each added list's own features are not carried over (a feature must be on every line; ``nbest -m``
 computes a network's for every line of the merged list). A new line's total (the field after
 the features) is 0: it has no decoder score, and the reranker computes totals from its weights.
@@ -53,6 +60,7 @@ from ..moses.nbest import (
     NbestError,
     NbestLine,
     count_sentences,
+    dense_features,
     nbest_line,
     read_nbest,
     show_layout,
@@ -64,8 +72,12 @@ from ..output import AtomicOutput, check_distinct_paths
 MOSES_INDICATOR = "FromMoses"
 #: Moses' word penalty (the one WordPenalty feature of a moses.ini).
 WORD_PENALTY = "WordPenalty0"
+#: Whether the decoder can produce a line's hypothesis (with constrained decoding).
+REACHED_INDICATOR = "MosesReached"
 #: Lines merged before they are written (the new ones' LM scores asked for together).
 WINDOW_LINES = 4096
+#: ... with constrained decoding, which loads the moses.ini's tables once per window.
+REACH_WINDOW_LINES = 400_000
 
 
 def added_indicator(index: int) -> str:
@@ -82,6 +94,13 @@ class SentenceLM(Protocol):
     def totals(self, sentences: list[list[str]]) -> list[float]: ...
 
 
+class Reach(Protocol):
+    """Moses' best derivation of each (sentence ID, words), or None where its model cannot
+    produce the hypothesis (``moses.constrained.ConstrainedDecoder``)."""
+
+    def lines(self, hypotheses: Sequence[tuple[int, list[str]]]) -> list[NbestLine | None]: ...
+
+
 @dataclass
 class MergeSummary:
     sentences: int = 0
@@ -92,6 +111,7 @@ class MergeSummary:
     new: list[int] = field(default_factory=list)  # ... written as new lines
     computed: list[str] = field(default_factory=list)  # Moses' features computed for new lines
     zeroed: list[str] = field(default_factory=list)  # Moses' features 0 on new lines
+    reached: int | None = None  # new lines the decoder produced (with constrained decoding)
     seconds: float = 0.0
 
     @property
@@ -123,16 +143,22 @@ def merge_nbest(
     *,
     lm: SentenceLM | None = None,
     lm_feature: str = "LM0",
+    reach: Reach | None = None,
     on_warning: Callable[[str], None] | None = None,
 ) -> MergeSummary:
     """Write to ``out_path`` Moses' n-best list ``moses_path`` merged with the lists
     ``added_paths`` (module docstring). ``lm``: the n-gram LM of Moses' feature ``lm_feature``,
-    whose value new lines then get (else 0)."""
+    whose value new lines then get (else 0); ``reach``: Moses' own features of the new lines it
+    can produce (constrained decoding), with the indicator ``MosesReached``."""
     for path in (moses_path, *added_paths):
         check_distinct_paths(path, out_path)
     started = time.monotonic()
     summary = MergeSummary(added=[0] * len(added_paths), shared=[0] * len(added_paths), new=[0] * len(added_paths))
     indicators = [MOSES_INDICATOR, *(added_indicator(i) for i in range(len(added_paths)))]
+    checked = [*indicators, REACHED_INDICATOR] if reach is not None else indicators
+    window = WINDOW_LINES if reach is None else REACH_WINDOW_LINES
+    if reach is not None:
+        summary.reached = 0
     if all(rereadable(path) for path in (moses_path, *added_paths)):  # sentence IDs checked before any work
         moses_sentences = count_sentences(moses_path)
         for path in added_paths:
@@ -152,14 +178,37 @@ def merge_nbest(
         totals: list[float | None] = [None] * len(news)
         if lm is not None and news:
             totals = list(lm.totals([words for _, words in news]))
+        derived: list[NbestLine | None] = [None] * len(news)
+        if reach is not None and news:
+            derived = reach.lines(news)
+            for line in derived:
+                if line is not None and line.layout != layout:
+                    raise NbestError(
+                        moses_path,
+                        None,
+                        f"the decoder's features {show_layout(line.layout)} in constrained decoding differ from "
+                        f"the list's {show_layout(layout)}: give the moses.ini that decoded the list",
+                    )
+        reached = [] if reach is None else [1.0]
         at = 0
         for kept, new in pending:
             for line, flags in kept:
-                out.write(with_features(line, [(name, float(f)) for name, f in zip(indicators, flags, strict=True)]))
+                marks = [(name, float(f)) for name, f in zip(indicators, flags, strict=True)]
+                out.write(with_features(line, marks + [(REACHED_INDICATOR, v) for v in reached]))
             for sentence, words, flags in new:
-                features = new_features(layout, words, lm_feature if lm is not None else None, totals[at])
+                moses_line = derived[at]
+                if moses_line is not None:
+                    features = dense_features(moses_line.features)
+                    total = moses_line.total
+                    assert summary.reached is not None
+                    summary.reached += 1
+                else:
+                    features = new_features(layout, words, lm_feature if lm is not None else None, totals[at])
+                    total = 0.0
                 features += [(name, [float(f)]) for name, f in zip(indicators, flags, strict=True)]
-                out.write(nbest_line(sentence, words, features, 0.0))
+                if reach is not None:
+                    features.append((REACHED_INDICATOR, [float(moses_line is not None)]))
+                out.write(nbest_line(sentence, words, features, total))
                 at += 1
         pending.clear()
         waiting = 0
@@ -168,7 +217,7 @@ def merge_nbest(
         for group in moses:
             sentence = group[0].sentence
             if layout is None:
-                layout = _check_layout(moses_path, group[0], indicators, lm_feature if lm is not None else None)
+                layout = _check_layout(moses_path, group[0], checked, lm_feature if lm is not None else None)
                 summary.computed, summary.zeroed = _columns(layout, lm_feature if lm is not None else None)
                 if lm is None and on_warning is not None and any(name == lm_feature for name, _ in layout):
                     on_warning(
@@ -212,7 +261,7 @@ def merge_nbest(
             summary.moses += len(moses_lines)
             pending.append((moses_lines, list(new.values())))
             waiting += len(moses_lines) + len(new)
-            if waiting >= WINDOW_LINES:
+            if waiting >= window:
                 flush(out)
         if layout is None:
             raise NbestError(moses_path, None, "empty n-best list: no hypotheses to merge")

@@ -60,6 +60,10 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
         new = [line for line in joined if " FromMoses= 0 " in line]
         # the network proposed translations Moses did not; their LM0 is the ini's LM's (bin/query), not 0
         assert new and all(" LM0= 0 " not in line for line in new)
+        # with Moses' own features where the run's ini produces them (constrained decoding), else none made up
+        reached = [line for line in new if " MosesReached= 1 " in line]
+        assert all(" TranslationModel0= 0 0 0 0 " not in line for line in reached)
+        assert all(" TranslationModel0= 0 0 0 0 " in line for line in new if line not in reached)
         chosen = bleu.read_lines(str(rerank / "nmt-candidates" / f"{part}.best"))
         assert len(chosen) == len((TINY / f"{part}.en").read_text(encoding="utf-8").splitlines())
         assert all(
@@ -67,9 +71,10 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
             for i, hyp in enumerate(chosen)
         )
     (run,) = report["systems"]["nmt-candidates"]["runs"]
-    assert run["models"] == {"NMT0": run["models"]["NMT0"], "network_candidates": "3"} and "dev_heldout" in run
+    assert run["models"] == {"NMT0": run["models"]["NMT0"], "network_candidates": "3", "constrained_decoding": "yes"}
+    assert "dev_heldout" in run
     weights = (rerank / "nmt-candidates" / "weights").read_text()
-    assert all(f"\n{name}= " in weights for name in ("FromMoses", "FromNet0", "NMT0"))
+    assert all(f"\n{name}= " in weights for name in ("FromMoses", "FromNet0", "MosesReached", "NMT0"))
 
     again = experiment(*args)  # a restart keeps the network's lists, the joined lists and the twin's run
     assert again.returncode == 0, again.stderr

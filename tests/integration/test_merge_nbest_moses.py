@@ -78,3 +78,46 @@ def test_an_lm_query_cannot_read_is_refused_with_querys_reason(lists: dict[str, 
     r = run("merge-nbest", *args, "--moses", str(lists["moses"]))
     assert r.returncode == 6 and b"bad.arpa failed: exit 1: first non-empty line was" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_constrained_decoding_gives_the_decoders_own_line_of_a_hypothesis_it_listed(
+    lists: dict[str, Path], tmp_path: Path
+) -> None:
+    """Each sentence's 4th to 20th hypotheses of the decoder's 20-best, as another system's
+    candidates merged into its 3-best with --ini: each reached by constrained decoding (words the
+    decoder copies from the source included) with the features and total of the decoder's own
+    line, within the 6 digits it prints; a hypothesis the model cannot produce (a word no phrase
+    pair writes) gets MosesReached= 0 and no decoder score."""
+    lines = list(read_nbest(str(lists["test"])))
+    rank: dict[int, int] = {}
+    three, rest = [], {}
+    for line in lines:
+        rank[line.sentence] = rank.get(line.sentence, 0) + 1
+        if rank[line.sentence] <= 3:
+            three.append(line.raw + b"\n")
+        else:
+            rest[(line.sentence, " ".join(line.tokens))] = line
+    moses_list, added, out = tmp_path / "test.3.nbest", tmp_path / "net.nbest", tmp_path / "merged.nbest"
+    moses_list.write_bytes(b"".join(three))
+    unreachable = "un homme zzzunseen ."
+    candidates = [f"{s} ||| {words}  ||| N= 0 ||| 0\n" for s, words in rest]
+    added.write_text("".join(candidates) + f"{max(rank)} ||| {unreachable} ||| N= 0 ||| 0\n")
+    assert any("snowmobiles" in words for _, words in rest)  # a word the decoder copies from the source
+    args = [str(moses_list), str(out), "--add", str(added), "--ini", str(lists["ini"])]
+    r = run("merge-nbest", *args, "--source", str(TINY_MOSES / "test.en"), "--moses", str(lists["moses"]))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(rest):,} of {len(rest) + 1:,} produced by constrained decoding".encode() in r.stderr, r.stderr
+    merged = [line for line in read_nbest(str(out)) if dict(dense_features(line.features))["FromMoses"] == [0.0]]
+    assert len(merged) == len(rest) + 1
+    for line in merged:
+        got = dict(dense_features(line.features))
+        if " ".join(line.tokens) == unreachable:
+            assert got["MosesReached"] == [0.0] and got["TranslationModel0"] == [0.0] * 4 and line.total == 0
+            continue
+        want = rest[(line.sentence, " ".join(line.tokens))]
+        assert got.pop("MosesReached") == [1.0] and got.pop("FromNet0") == [1.0] and got.pop("FromMoses") == [0.0]
+        expected = dict(dense_features(want.features))
+        assert list(got) == list(expected)
+        for name, values in expected.items():
+            assert got[name] == pytest.approx(values, rel=1e-5, abs=2e-5), (name, line.raw)
+        assert line.total == pytest.approx(want.total, rel=1e-5, abs=2e-5)

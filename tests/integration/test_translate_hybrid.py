@@ -53,8 +53,8 @@ def ok(*args: str, stdin: bytes | None = None) -> bytes:
     return r.stdout
 
 
-def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool) -> bytes:
-    """The five steps, as the README and docs/nmt.md run them."""
+def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool, constrained: bool = False) -> bytes:
+    """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
@@ -73,6 +73,7 @@ def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool
             str(LM),
             "--moses",
             str(system["moses"]),
+            *(["--ini", str(system["ini"]), "--source", str(system["source"])] if constrained else []),
         )
         listed = merged
     scored = work / "source.scored.nbest"
@@ -82,13 +83,20 @@ def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool
     return (work / "by-hand.fr").read_bytes()
 
 
-@pytest.mark.parametrize("candidates", [False, True], ids=["moses-list", "with-candidates"])
+@pytest.mark.parametrize(
+    ("candidates", "constrained"),
+    [(False, False), (True, False), (True, True)],
+    ids=["moses-list", "with-candidates", "constrained"],
+)
 def test_one_command_writes_what_the_five_steps_write(
-    system: dict[str, Path], tmp_path: Path, candidates: bool
+    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool
 ) -> None:
+    """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
+    the candidates so too."""
     weights = tmp_path / "rerank.weights"
-    weights.write_text("[weight]\n" + DECODER_WEIGHTS + (CANDIDATE_WEIGHTS if candidates else "") + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates)
+    marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
+    weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
+    expected = by_hand(system, tmp_path, weights, candidates, constrained)
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
 
     bundle = tmp_path / "hybrid"
@@ -97,6 +105,7 @@ def test_one_command_writes_what_the_five_steps_write(
     if candidates:
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
     ok(*args)
+    assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip

@@ -82,7 +82,7 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     def merge(size: int) -> list[str]:
         said.clear()
         merge_lists(
-            str(run), models, networks, DEV, TEST, query=None, fingerprints=fingerprints, size=size, say=said.append
+            str(run), models, networks, DEV, TEST, toolkit=None, fingerprints=fingerprints, size=size, say=said.append
         )
         return said
 
@@ -98,7 +98,7 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
         assert new and new <= proposed
         assert all(" FromNet0= 1 " in line for line in lines if " FromMoses= 0 " in line)
     record = json.loads((run / "rerank" / "candidates" / "features.json").read_text())
-    assert record == {"NMT0": fingerprints["NMT0"], "network_candidates": "3"}
+    assert record == {"NMT0": fingerprints["NMT0"], "network_candidates": "3", "constrained_decoding": "no"}
 
     stamp = (run / "rerank" / "candidates" / "dev.nbest.gz").stat().st_mtime_ns
     assert merge(3) == ["the lists joined by the networks' candidates kept"]  # a restart: kept

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.moses.nbest import NbestError, dense_features, read_nbest
-from phrase_rescorer.reranking.merge import merge_nbest
+from phrase_rescorer.moses.nbest import NbestError, NbestLine, dense_features, parse_nbest_line, read_nbest
+from phrase_rescorer.reranking.merge import REACHED_INDICATOR, merge_nbest
 
 MOSES = (
     "0 ||| le chat  ||| Distortion0= 0 LM0= -5.5 WordPenalty0= -2 TranslationModel0= -1 -2 ||| -3\n"
@@ -121,6 +121,61 @@ def test_hypotheses_proposed_by_several_systems_are_one_line_with_each_indicator
         (2, ""): (1, 0, 1),
         (2, "rien"): (0, 1, 0),
     }
+
+
+class StubReach:
+    """Moses' "derivation" of "un chat noir" only (features made up for the test), recorded."""
+
+    def __init__(self, layout: str = "Distortion0= -3 LM0= -9.25 WordPenalty0= -3 TranslationModel0= -4 -5") -> None:
+        self.layout = layout
+        self.asked: list[tuple[int, list[str]]] = []
+
+    def lines(self, hypotheses: list[tuple[int, list[str]]]) -> list[NbestLine | None]:
+        self.asked += hypotheses
+        return [
+            parse_nbest_line(f"7 ||| un chat noir  ||| {self.layout} ||| -7.5".encode(), b"\n", 1, "decoder")
+            if words == ["un", "chat", "noir"]
+            else None
+            for _, words in hypotheses
+        ]
+
+
+def test_constrained_decoding_gives_reached_hypotheses_moses_features_and_only_them(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    reach = StubReach()
+    summary = merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1], lm=StubLM(), reach=reach)
+    assert reach.asked == [(0, ["un", "chat", "noir"]), (1, ["il", "pleut", "fort"]), (2, ["rien"])]  # new ones
+    lines = {h: f for _, h, f in merged(tmp_path / "out.nbest")}
+    assert lines["un chat noir"] == {
+        "Distortion0": [-3.0],  # the decoder's own values of its derivation
+        "LM0": [-9.25],
+        "WordPenalty0": [-3.0],
+        "TranslationModel0": [-4.0, -5.0],
+        "FromMoses": [0.0],
+        "FromNet0": [1.0],
+        "FromNet1": [1.0],
+        REACHED_INDICATOR: [1.0],
+    }
+    unreached = lines["il pleut fort"]
+    assert unreached["Distortion0"] == [0.0] and unreached["TranslationModel0"] == [0.0, 0.0]  # never made up
+    assert unreached["LM0"][0] == pytest.approx(-2.0 * math.log(10)) and unreached["WordPenalty0"] == [-3.0]
+    assert unreached[REACHED_INDICATOR] == [0.0] and lines["rien"][REACHED_INDICATOR] == [0.0]
+    assert [f[REACHED_INDICATOR] for f in lines.values() if f["FromMoses"] == [1.0]] == [[1.0]] * 4
+    text = (tmp_path / "out.nbest").read_text()
+    totals = {line.split(" ||| ")[1].strip(): line.rsplit(" ||| ", 1)[1] for line in text.splitlines()}
+    assert totals["un chat noir"] == "-7.5" and totals["il pleut fort"] == "0" and totals["le chat"] == "-3"
+    assert summary.reached == 1 and summary.new == [2, 1]
+
+
+def test_constrained_decoding_with_other_features_than_the_list_is_refused(tmp_path: Path) -> None:
+    moses, net0, _ = lists(tmp_path)
+    with pytest.raises(NbestError, match="in constrained decoding differ from the list's"):
+        merge_nbest(moses, str(tmp_path / "out.nbest"), [net0], reach=StubReach("Distortion0= -3 LM0= -9"))
+    assert not (tmp_path / "out.nbest").exists()
+    marked = "".join(line.rsplit(" ||| ", 1)[0] + " MosesReached= 1 ||| 0\n" for line in MOSES.splitlines())
+    (tmp_path / "reached.nbest").write_text(marked)
+    with pytest.raises(NbestError, match="already has the feature MosesReached"):
+        merge_nbest(str(tmp_path / "reached.nbest"), str(tmp_path / "out.nbest"), [net0], reach=StubReach())
 
 
 def test_the_lm_gives_new_hypotheses_moses_lm_value(tmp_path: Path) -> None:
