@@ -18,6 +18,7 @@ from .common import (
     resolve_device,
     say,
     threads_option,
+    threads_value_option,
     warn,
 )
 
@@ -172,13 +173,7 @@ def nbest(
     type=InputPath(dir_okay=False),
     help="With --ini: the text MOSES_NBEST translates, one sentence a line.",
 )
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="With --ini: the decoder's threads (Moses' -threads).",
-)
+@threads_value_option("With --ini: the decoder's threads, a number or 'all' (Moses' -threads)  [default: 1].")
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @click.pass_context
 def merge_nbest(
@@ -254,7 +249,11 @@ def merge_nbest(
             lm = stack.enter_context(KenLMSentences(query, lm_path))
         if ini_path is not None and source_path is not None:
             reach = ConstrainedDecoder(
-                find_moses(moses_dir), ini_path, read_source_text(source_path), threads=threads, on_progress=warn
+                find_moses(moses_dir),
+                ini_path,
+                read_source_text(source_path),
+                threads=threads,
+                on_progress=lambda m: say(ctx, m),
             )
         summary = merge(moses_path, out_path, added, lm=lm, lm_feature=lm_feature, reach=reach, on_warning=warn)
     repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
