@@ -16,7 +16,8 @@ depend on the chunk it falls in. A line of a list that a step refuses (a malform
 hypothesis over ``max_tokens``) is named as the input line of its sentence (``IN:LINE: the
 decoder's n-best list of this line: ...``), with the step's exit code. Memory holds one chunk.
 The networks are loaded once, and the LM's ``query`` runs once, for all chunks; the decoder runs
-once per chunk (it loads its tables each time: binarized tables load in seconds). A decoder's
+once per chunk, twice with constrained decoding (it loads its tables each time: binarized tables
+load in seconds). A decoder's
 list that does not number exactly the chunk's sentences (a sentence left out would shift every
 later output line) is refused (``DecoderError``, exit 6) before any line of the chunk is written.
 :func:`check_input` reads a regular input file through once first, so that a line the system

@@ -38,7 +38,8 @@ cannot produce: its features as above, ``WordPenalty0`` and the LM computed, the
 
 Each added list's own features are not carried over (a feature must be on every line; ``nbest -m``
 computes a network's for every line of the merged list). A new line's total (the field after
-the features) is 0: it has no decoder score, and the reranker computes totals from its weights.
+the features) is 0: it has no decoder score (one the decoder produced by constrained decoding: its
+own), and the reranker computes totals from its weights.
 
 Every sentence of Moses' list is kept, with lines in the same order of IDs; an added list must
 list the same sentences (a sentence ID beyond Moses' is refused with its file and line, a list of
