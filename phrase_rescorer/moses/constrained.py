@@ -72,8 +72,6 @@ class ConstrainedDecoder:
         self.sources = sources
         self.threads = threads
         self.on_progress = on_progress
-        self.decoded = 0  # hypotheses sent to the decoder
-        self.reached = 0  # ... that it produced
 
     def lines(self, hypotheses: Sequence[tuple[int, list[str]]]) -> list[NbestLine | None]:
         """For each (sentence ID, words), Moses' n-best line of its best derivation (its sentence
@@ -116,8 +114,6 @@ class ConstrainedDecoder:
                 i = wanted[line.sentence]
                 if line.tokens == hypotheses[i][1]:  # Moses wrote the constraint: never another hypothesis
                     found[i] = line
-        self.decoded += len(wanted)
-        self.reached += sum(line is not None for line in found)
         return found
 
 
