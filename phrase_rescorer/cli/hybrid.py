@@ -289,3 +289,5 @@ def translate_hybrid(
     ):
         summary = translate_file(system, in_path, out, chunk_lines=chunk_lines, form=form, on_progress=bar.update_to)
     say(ctx, f"{in_path}: {summary.lines:,} lines translated with {bundle_dir} in {summary.chunks:,} chunk(s)")
+    if system.origins is not None:
+        say(ctx, f"chosen: {system.origins.summary()}")

@@ -238,6 +238,7 @@ def rerank(
     from ..output import AtomicOutput, check_not_an_input, check_output_path
     from ..reranking.choose import output_lines
     from ..reranking.nbest_features import read_matrix
+    from ..reranking.origins import origins
     from ..reranking.tune import described
     from ..reranking.weights import read_weights_file, vector
 
@@ -256,3 +257,6 @@ def rerank(
     with AtomicOutput(out_path) as out:
         out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     say(ctx, f"{nbest_path}: {len(lines):,} sentences reranked with {weights_path}{described(rule)}")
+    chosen_from = origins(matrix, lines)
+    if chosen_from is not None:
+        say(ctx, f"chosen: {chosen_from.summary()}")

@@ -21,7 +21,9 @@ sentence. Files, in the decoder run's directory::
     rerank/KEY/dev.best, rerank/KEY/test.best     the chosen hypotheses
     rerank/KEY/dev.heldout                        each dev sentence's hypothesis chosen by weights
                                                   tuned on the other half (``reranking.heldout``)
-    rerank/KEY/result.json                        written last: the reranked run is finished
+    rerank/KEY/result.json                        written last: the reranked run is finished (on
+                                                  merged lists, where the chosen held-out and test
+                                                  hypotheses come from: ``reranking.origins``)
 
 With ``--network-candidates`` every reranked system with the NMT features also gets a twin
 reranked the same way on the lists joined by the networks' own candidates (``candidates``: its
@@ -59,6 +61,7 @@ from ..reranking.choose import output_lines
 from ..reranking.heldout import FOLDS
 from ..reranking.mert import RerankError
 from ..reranking.nbest_features import read_matrix
+from ..reranking.origins import origins
 from ..reranking.tune import tune_on_dev
 from ..scoring.features import CSLMFeature, TranslationFeature, read_source_text
 from ..scoring.nbest import Feature, append_features
@@ -295,7 +298,8 @@ def rerank_run(
         )
     except RerankError as e:
         raise ExperimentError(str(e), EXIT_OS) from e
-    for part, lines in (("dev", tuned.lines), ("test", output_lines(test_list, tuned.weights))):
+    test_lines = output_lines(test_list, tuned.weights)
+    for part, lines in (("dev", tuned.lines), ("test", test_lines)):
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
@@ -310,4 +314,6 @@ def rerank_run(
             "decode_and_score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),
         }
+        chosen_from = {"heldout": tuned.heldout_origins, "test": origins(test_list, test_lines)}
+        meta.update({f"{part}_chosen_from": o.to_json() for part, o in chosen_from.items() if o is not None})
         out.write((json.dumps(meta, indent=2) + "\n").encode("utf-8"))

@@ -60,6 +60,7 @@ from ..moses.words import split_words
 from ..reranking.choose import output_lines
 from ..reranking.merge import merge_nbest
 from ..reranking.nbest_features import read_matrix
+from ..reranking.origins import Origins, origins
 from ..reranking.weights import Weights, read_weights_file, vector
 from ..scoring.features import CSLMFeature, TranslationFeature, load_features
 from ..scoring.nbest import append_features
@@ -127,6 +128,7 @@ class HybridSystem:
         self.candidates: list[Checkpoint] = [
             load_checkpoint(path, "phrase-rescorer bundle --candidates") for path in networks
         ]
+        self.origins: Origins | None = None  # where the chosen lines of merged lists came from, so far
         self._stack = contextlib.ExitStack()
         self.lm: KenLMSentences | None = None
         if bundle.ngram_lm is not None and bundle.candidates is not None:
@@ -176,6 +178,9 @@ class HybridSystem:
         weights = vector(self.weights, matrix.layout, source=self.weights.path)
         chosen = output_lines(matrix, weights, source=self.weights.path)
         _check_count(len(chosen), len(lines), what, "the reranked lists give")
+        found = origins(matrix, chosen)
+        if found is not None:
+            self.origins = found if self.origins is None else self.origins + found
         return chosen
 
     def _merged(self, work: str, moses_list: str, sources: list[str], name: str, first_line: int) -> str:

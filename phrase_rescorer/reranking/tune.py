@@ -22,6 +22,7 @@ from . import heldout, mert
 from .choose import output_lines, weighted_sums
 from .mbr import Mbr
 from .nbest_features import read_matrix
+from .origins import Origins, origins
 from .weights import Weights, read_weights_file, vector, write_weights_file
 
 
@@ -37,6 +38,8 @@ class Tuned:
     start_bleu: float | None = None  # with ``bleu``: that of the start weights' choice
     tuned_bleu: float | None = None  # with ``bleu``: that of ``lines``
     heldout: list[str] | None = None  # with ``heldout_out``: the lines written there
+    origins: Origins | None = None  # a merged list's: where ``lines`` come from
+    heldout_origins: Origins | None = None  # ... and the held-out lines
 
 
 def described(rule: Mbr | None) -> str:
@@ -92,6 +95,7 @@ def tune_on_dev(
         mert.check_single_precision(matrix, start, init or "the start weights")  # and values beyond Moses' floats
         result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)
         tuned = Tuned(result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr))
+        tuned.origins = origins(matrix, tuned.lines)
         comment = ""
         if bleu is not None:
             tuned.start_bleu, tuned.tuned_bleu = bleu(output_lines(matrix, start, mbr), refs), bleu(tuned.lines, refs)
@@ -103,6 +107,8 @@ def tune_on_dev(
                 f"dev BLEU (tokenized, as MERT scores it{described(mbr)}): {tuned.start_bleu:.2f} with the start "
                 f"weights, {tuned.tuned_bleu:.2f} reranked; wrote {weights_out}"
             )
+        if tuned.origins is not None:
+            say(f"chosen on dev: {tuned.origins.summary()}")
         if heldout_out is None:
             return tuned
         say(f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})")
@@ -116,6 +122,9 @@ def tune_on_dev(
             out.write("".join(line + "\n" for line in tuned.heldout).encode("utf-8"))
         if bleu is not None:
             say(f"dev BLEU held out{described(mbr)}: {bleu(tuned.heldout, refs):.2f}; wrote {heldout_out}")
+        tuned.heldout_origins = origins(matrix, tuned.heldout)
+        if tuned.heldout_origins is not None:
+            say(f"chosen held out: {tuned.heldout_origins.summary()}")
         return tuned
     except mert.RerankError:
         remove = False  # the message names its log there

@@ -120,7 +120,12 @@ def test_merged_lists_are_scored_tuned_and_reranked_as_any_list(
     code, err = run_cli([*args, "--moses", str(tmp_path / "moses"), "--optimizer", "kbmira"], monkeypatch, capsys)
     assert code == 0, err
     assert "\nFromMoses= 0\nFromNet0= 0\nNMT0= 3\n" in weights.read_text()
+    assert "chosen on dev: " in err and " new (FromMoses= 0)" in err  # where the choice came from
     code, err = run_cli(["rerank", str(scored), str(weights), str(tmp_path / "best.fr")], monkeypatch, capsys)
     assert code == 0, err
-    assert len((tmp_path / "best.fr").read_text().splitlines()) == len(REFS)
+    best = (tmp_path / "best.fr").read_text().splitlines()
+    assert len(best) == len(REFS)
+    moses_own = {(line.sentence, tuple(line.tokens)) for line in lines if b" FromMoses= 1 " in line.raw}
+    from_moses = sum((i, tuple(hyp.split())) in moses_own for i, hyp in enumerate(best))
+    assert f"chosen: {from_moses} from Moses' list" in err
     assert not left_behind(tmp_path)

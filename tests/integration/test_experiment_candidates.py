@@ -73,6 +73,12 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     (run,) = report["systems"]["nmt-candidates"]["runs"]
     assert run["models"] == {"NMT0": run["models"]["NMT0"], "network_candidates": "3", "constrained_decoding": "yes"}
     assert "dev_heldout" in run
+    result = json.loads((rerank / "nmt-candidates" / "result.json").read_text())
+    for part, count in (("heldout", "dev"), ("test", "test")):  # where the chosen hypotheses come from
+        chosen_from = result[f"{part}_chosen_from"]
+        assert set(chosen_from) == {"moses", "moses_and_network", "new", "new_reached"}
+        sentences = len((TINY / f"{count}.en").read_text(encoding="utf-8").splitlines())
+        assert chosen_from["moses"] + chosen_from["new"] == sentences
     weights = (rerank / "nmt-candidates" / "weights").read_text()
     assert all(f"\n{name}= " in weights for name in ("FromMoses", "FromNet0", "MosesReached", "NMT0"))
 

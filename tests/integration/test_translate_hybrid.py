@@ -79,8 +79,15 @@ def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool
     scored = work / "source.scored.nbest"
     ok("nbest", str(listed), str(scored), "-m", str(system["cslm"]), "-m", str(system["nmt"]),
        "--source", str(system["source"]))  # fmt: skip
-    ok("rerank", str(scored), str(weights), str(work / "by-hand.fr"))
+    r = run("rerank", str(scored), str(weights), str(work / "by-hand.fr"))
+    assert r.returncode == 0, r.stderr
+    (work / "by-hand.err").write_bytes(r.stderr)
     return (work / "by-hand.fr").read_bytes()
+
+
+def chosen_line(stderr: bytes) -> list[bytes]:
+    """The line that says where the chosen translations of a merged list come from."""
+    return [line for line in stderr.splitlines() if line.startswith(b"chosen: ")]
 
 
 @pytest.mark.parametrize(
@@ -112,6 +119,9 @@ def test_one_command_writes_what_the_five_steps_write(
     assert r.returncode == 0, r.stderr
     assert b"9 lines translated with " in r.stderr and b"in 3 chunk(s)" in r.stderr
     assert out.read_bytes() == expected
+    # the chunks' counts of where the chosen lines came from add up to those of the whole list
+    assert chosen_line(r.stderr) == chosen_line((tmp_path / "by-hand.err").read_bytes())
+    assert len(chosen_line(r.stderr)) == int(candidates)
 
     # stdin to stdout: the same bytes
     piped = ok("translate-hybrid", str(bundle), "-", "-", "--chunk-lines", "4", "--moses", str(system["moses"]),

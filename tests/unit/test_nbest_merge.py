@@ -14,6 +14,8 @@ import pytest
 
 from phrase_rescorer.moses.nbest import NbestError, NbestLine, dense_features, parse_nbest_line, read_nbest
 from phrase_rescorer.reranking.merge import REACHED_INDICATOR, merge_nbest
+from phrase_rescorer.reranking.nbest_features import read_matrix
+from phrase_rescorer.reranking.origins import Origins, origins
 
 MOSES = (
     "0 ||| le chat  ||| Distortion0= 0 LM0= -5.5 WordPenalty0= -2 TranslationModel0= -1 -2 ||| -3\n"
@@ -265,3 +267,27 @@ def test_kenlm_refuses_words_its_query_would_split() -> None:
     for odd in ("\v", "\f", "\r"):
         with pytest.raises(ValueError, match="at which KenLM's query splits words"):
             KenLMSentences.check(["le", f"chat{odd}noir"])
+
+
+def test_origins_count_the_chosen_hypotheses_by_where_they_come_from(tmp_path: Path) -> None:
+    moses, net0, net1 = lists(tmp_path)
+    merge_nbest(moses, str(tmp_path / "reached.nbest"), [net0, net1], lm=StubLM(), reach=StubReach())
+    matrix = read_matrix(str(tmp_path / "reached.nbest"))
+    # sentence 0: a new hypothesis Moses produced; 1: Moses' own, a network's too; 2: one Moses cannot produce
+    chosen = origins(matrix, ["un  chat noir", "il pleut", "rien"])
+    assert chosen == Origins(moses=1, moses_and_network=1, new=2, reached=1)
+    assert chosen.summary() == (
+        "1 from Moses' list (1 of them a network's too), 2 new: 1 produced by Moses constrained, 1 it cannot produce"
+    )
+    assert chosen.to_json() == {"moses": 1, "moses_and_network": 1, "new": 2, "new_reached": 1}
+    assert origins(matrix, ["le chat", "il pleut fort", ""]) == Origins(2, 1, 1, 0)  # "": Moses' and NET1's
+    with pytest.raises(ValueError, match="sentence 0 lists no hypothesis 'le chien noir'"):
+        origins(matrix, ["le chien noir", "il pleut", ""])
+    with pytest.raises(ValueError, match="2 chosen lines for the 3 sentences"):
+        origins(matrix, ["le chat", "il pleut"])
+    merge_nbest(moses, str(tmp_path / "zeros.nbest"), [net0, net1])  # without constrained decoding
+    zeros = origins(read_matrix(str(tmp_path / "zeros.nbest")), ["le chien", "il pleut fort", "rien"])
+    assert zeros == Origins(1, 1, 2, None) and zeros.summary().endswith("2 new (FromMoses= 0)")
+    assert origins(read_matrix(moses), ["le chat", "il pleut", ""]) is None  # not a merged list
+    assert chosen + Origins(2, 1, 1, 0) == Origins(3, 2, 3, 1)  # two chunks' counts together
+    assert (chosen + zeros).reached is None
