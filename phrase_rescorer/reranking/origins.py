@@ -6,15 +6,11 @@ those it cannot produce. What ``rerank``, ``rerank-tune`` and ``experiment`` rep
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .merge import MOSES_INDICATOR, REACHED_INDICATOR
+from .merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
 from .nbest_features import NbestMatrix
-
-#: The indicators of the added lists: FromNet0, FromNet1, ...
-_ADDED = re.compile(r"FromNet[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,9 @@ def origins(matrix: NbestMatrix, lines: Sequence[str]) -> Origins | None:
     if moses_column is None:
         return None
     reached_column = _column(matrix, REACHED_INDICATOR)
-    added = [c for name, _ in matrix.layout if _ADDED.fullmatch(name) and (c := _column(matrix, name)) is not None]
+    added: list[int] = []  # the columns of FromNet0, FromNet1, ...
+    while (column := _column(matrix, added_indicator(len(added)))) is not None:
+        added.append(column)
     first: dict[tuple[int, str], int] = {}
     for index, (sentence, hypothesis) in enumerate(zip(matrix.sentences.tolist(), matrix.hypotheses, strict=True)):
         first.setdefault((sentence, " ".join(hypothesis.split())), index)
