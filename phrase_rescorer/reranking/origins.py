@@ -2,13 +2,15 @@
 from a list that ``merge-nbest`` wrote (``merge``'s indicators on every line), how many are Moses'
 own, how many of those a network proposed too, and how many are the networks' new candidates,
 split, where the list was merged with constrained decoding, into those the decoder produced and
-those it cannot produce. What ``rerank``, ``rerank-tune`` and ``experiment`` report of a choice."""
+those it cannot produce. What ``rerank``, ``rerank-tune``, ``translate-hybrid`` and ``experiment``
+report of a choice."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..moses.words import split_words
 from .merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
 from .nbest_features import NbestMatrix
 
@@ -27,7 +29,7 @@ class Origins:
         produced by Moses constrained, 10 it cannot produce``."""
         line = f"{self.moses:,} from Moses' list ({self.moses_and_network:,} of them a network's too), {self.new:,} new"
         if self.reached is None:
-            return line + " (FromMoses= 0)"
+            return line + " (merged without constrained decoding)"
         return f"{line}: {self.reached:,} produced by Moses constrained, {self.new - self.reached:,} it cannot produce"
 
     def __add__(self, other: Origins) -> Origins:
@@ -56,8 +58,8 @@ def _column(matrix: NbestMatrix, name: str) -> int | None:
 def origins(matrix: NbestMatrix, lines: Sequence[str]) -> Origins | None:
     """Where ``lines`` (one chosen hypothesis per sentence of ``matrix``, in order, as
     ``choose.output_lines`` gives them) come from; each is the first line of its sentence with
-    those words (a merged list holds each hypothesis once). None for a list without ``FromMoses``
-    (not a merged one)."""
+    those words, split as ``merge`` splits them (``words.split_words``: a merged list holds each
+    hypothesis once). None for a list without ``FromMoses`` (not a merged one)."""
     moses_column = _column(matrix, MOSES_INDICATOR)
     if moses_column is None:
         return None
@@ -67,19 +69,21 @@ def origins(matrix: NbestMatrix, lines: Sequence[str]) -> Origins | None:
         added.append(column)
     first: dict[tuple[int, str], int] = {}
     for index, (sentence, hypothesis) in enumerate(zip(matrix.sentences.tolist(), matrix.hypotheses, strict=True)):
-        first.setdefault((sentence, " ".join(hypothesis.split())), index)
+        first.setdefault((sentence, " ".join(split_words(hypothesis))), index)
     if len(lines) != matrix.sentence_count:
         raise ValueError(f"{len(lines):,} chosen lines for the {matrix.sentence_count:,} sentences of {matrix.path}")
     moses = both = new = reached = 0
     for sentence, line in enumerate(lines):
-        found = first.get((sentence, " ".join(line.split())))
+        found = first.get((sentence, " ".join(split_words(line))))
         if found is None:
             raise ValueError(f"{matrix.path}: sentence {sentence} lists no hypothesis {line!r}")
         values = matrix.features[found]
         if values[moses_column] == 1.0:
             moses += 1
-            both += any(values[c] == 1.0 for c in added)
+            if any(values[c] == 1.0 for c in added):
+                both += 1
         else:
             new += 1
-            reached += reached_column is not None and values[reached_column] == 1.0
+            if reached_column is not None and values[reached_column] == 1.0:
+                reached += 1
     return Origins(moses, both, new, reached if reached_column is not None else None)

@@ -5,6 +5,7 @@ own features (never a made-up score) and FromMoses= 0, its word penalty and LM v
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 import threading
@@ -280,6 +281,8 @@ def test_origins_count_the_chosen_hypotheses_by_where_they_come_from(tmp_path: P
         "1 from Moses' list (1 of them a network's too), 2 new: 1 produced by Moses constrained, 1 it cannot produce"
     )
     assert chosen.to_json() == {"moses": 1, "moses_and_network": 1, "new": 2, "new_reached": 1}
+    assert all(type(n) is int for n in chosen.to_json().values())  # plain ints: json.dumps writes them
+    assert json.loads(json.dumps(chosen.to_json())) == chosen.to_json()
     assert origins(matrix, ["le chat", "il pleut fort", ""]) == Origins(2, 1, 1, 0)  # "": Moses' and NET1's
     with pytest.raises(ValueError, match="sentence 0 lists no hypothesis 'le chien noir'"):
         origins(matrix, ["le chien noir", "il pleut", ""])
@@ -287,7 +290,22 @@ def test_origins_count_the_chosen_hypotheses_by_where_they_come_from(tmp_path: P
         origins(matrix, ["le chat", "il pleut"])
     merge_nbest(moses, str(tmp_path / "zeros.nbest"), [net0, net1])  # without constrained decoding
     zeros = origins(read_matrix(str(tmp_path / "zeros.nbest")), ["le chien", "il pleut fort", "rien"])
-    assert zeros == Origins(1, 1, 2, None) and zeros.summary().endswith("2 new (FromMoses= 0)")
+    assert zeros == Origins(1, 1, 2, None)
+    assert zeros.summary().endswith("2 new (merged without constrained decoding)")
     assert origins(read_matrix(moses), ["le chat", "il pleut", ""]) is None  # not a merged list
     assert chosen + Origins(2, 1, 1, 0) == Origins(3, 2, 3, 1)  # two chunks' counts together
     assert (chosen + zeros).reached is None
+
+
+def test_origins_tell_hypotheses_apart_as_merge_does(tmp_path: Path) -> None:
+    """Words split at spaces and tabs only (``words.split_words``): a no-break space is inside a
+    word, so Moses' "a b" and a network's "a<U+00A0>b" are two hypotheses, as merge keeps them."""
+    listed = tmp_path / "merged.nbest"
+    listed.write_text(
+        "0 ||| il dit : oui  ||| F= -1 FromMoses= 1 FromNet0= 0 ||| 0\n"
+        "0 ||| il dit\u00a0: oui  ||| F= -2 FromMoses= 0 FromNet0= 1 ||| 0\n",
+        encoding="utf-8",
+    )
+    matrix = read_matrix(str(listed))
+    assert origins(matrix, ["il dit\u00a0: oui"]) == Origins(moses=0, moses_and_network=0, new=1, reached=None)
+    assert origins(matrix, ["il  dit : oui"]) == Origins(moses=1, moses_and_network=0, new=0, reached=None)
