@@ -42,6 +42,16 @@ class NbestMatrix:
             start += count
         raise IndexError(f"column {column} of a list of {start} values a line")
 
+    def column(self, name: str) -> int | None:
+        """The value index (from 0) of the one-valued feature ``name``, None where the list has no
+        such feature."""
+        start = 0
+        for feature, count in self.layout:
+            if feature == name and count == 1:
+                return start
+            start += count
+        return None
+
     @property
     def sentence_count(self) -> int:
         """The sentences of the list: its IDs number them 0 to count - 1."""

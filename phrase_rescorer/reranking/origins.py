@@ -45,27 +45,17 @@ class Origins:
         return out
 
 
-def _column(matrix: NbestMatrix, name: str) -> int | None:
-    """The value index of the one-valued feature ``name``, None where the list lacks it."""
-    start = 0
-    for feature, count in matrix.layout:
-        if feature == name and count == 1:
-            return start
-        start += count
-    return None
-
-
 def origins(matrix: NbestMatrix, lines: Sequence[str]) -> Origins | None:
     """Where ``lines`` (one chosen hypothesis per sentence of ``matrix``, in order, as
     ``choose.output_lines`` gives them) come from; each is the first line of its sentence with
     those words, split as ``merge`` splits them (``words.split_words``: a merged list holds each
     hypothesis once). None for a list without ``FromMoses`` (not a merged one)."""
-    moses_column = _column(matrix, MOSES_INDICATOR)
+    moses_column = matrix.column(MOSES_INDICATOR)
     if moses_column is None:
         return None
-    reached_column = _column(matrix, REACHED_INDICATOR)
+    reached_column = matrix.column(REACHED_INDICATOR)
     added: list[int] = []  # the columns of FromNet0, FromNet1, ...
-    while (column := _column(matrix, added_indicator(len(added)))) is not None:
+    while (column := matrix.column(added_indicator(len(added)))) is not None:
         added.append(column)
     first: dict[tuple[int, str], int] = {}
     for index, (sentence, hypothesis) in enumerate(zip(matrix.sentences.tolist(), matrix.hypotheses, strict=True)):

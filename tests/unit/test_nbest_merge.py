@@ -307,5 +307,6 @@ def test_origins_tell_hypotheses_apart_as_merge_does(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     matrix = read_matrix(str(listed))
+    assert [matrix.column(name) for name in ("F", "FromMoses", "FromNet0", "MosesReached")] == [0, 1, 2, None]
     assert origins(matrix, ["il dit\u00a0: oui"]) == Origins(moses=0, moses_and_network=0, new=1, reached=None)
     assert origins(matrix, ["il  dit : oui"]) == Origins(moses=1, moses_and_network=0, new=0, reached=None)
