@@ -51,6 +51,12 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "with the inverse square root of the step (Vaswani et al. 2017: --lr at step N, half of it "
         "at step 4N); counted across resumes. Not with --lr-decay-steps.",
     },
+    "lr_decay_start": {
+        "type": click.IntRange(0),
+        "help": "Hold the learning rate at --lr up to step S and lower it along the half cosine from "
+        "there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
+        "constant rate takes one on --resume when S is at least the step it stands at.",
+    },
     "log_every": {"type": click.IntRange(1), "help": "Steps between training-loss log lines."},
     "keep_checkpoints": {
         "type": click.IntRange(0),

@@ -6,7 +6,9 @@ says what one step trains and how a network is validated and saved.
 
 Limits: ``max_steps`` and ``epochs`` count the whole run (across resumes); ``max_time`` counts
 the wall seconds of this invocation (a resumed run gets its own ``max_time``); ``lr_decay_steps``
-both lowers the learning rate of every step (``schedule``) and ends the run. Validations run
+both lowers the learning rate of every step from ``lr_decay_start`` on (``schedule``) and ends the
+run. A run may be resumed with another schedule where that schedule gave its steps so far the same
+rates (``same_run``): a run at the constant rate takes a cool-down that starts where it stands. Validations run
 every ``valid_every`` steps; ``patience`` counts those without a better held-out likelihood than
 the best of them (0: never stops for it). One more validation ends every run that did not just
 validate: it may still give a new best network, it does not count for patience.
@@ -70,9 +72,9 @@ class Interrupted(Exception):
 Report = Callable[[str, dict[str, Any]], None]
 
 
-def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str) -> None:
-    """Refuse to resume the run ``saved`` with the settings ``now`` where they differ."""
-    why = differences(saved, now)
+def check_same_run(saved: dict[str, Any], now: dict[str, Any], path: str, steps: int) -> None:
+    """Refuse to resume the run ``saved``, ``steps`` steps in, with the settings ``now`` where they differ."""
+    why = differences(saved, now, steps)
     if why:
         raise TrainingError(f"--resume: {path} {why}")
 
@@ -103,12 +105,13 @@ class Loop:
                 f"--resume: {self.last_path} holds no training state this version can resume "
                 "(written by an older phrase_rescorer, or not a .last.pt); start afresh without --resume"
             )
-        check_same_run(state["run"], self.record(), self.last_path)
+        check_same_run(state["run"], self.record(), self.last_path, state["progress"]["step"])
 
     def record(self) -> dict[str, Any]:
         """The task's record of the run, with the loop's own setting: the learning rate's schedule."""
         cfg = self.cfg
-        return {**self.task.record(), "lr_decay_steps": cfg.lr_decay_steps, "warmup_steps": cfg.warmup_steps}
+        schedule = {"lr_decay_steps": cfg.lr_decay_steps, "warmup_steps": cfg.warmup_steps}
+        return {**self.task.record(), **schedule, "lr_decay_start": cfg.lr_decay_start}
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:
@@ -151,7 +154,7 @@ class Loop:
         task = self.task
         cfg = self.cfg
         if scheduled(cfg.lr_decay_steps, cfg.warmup_steps):  # else the optimizer keeps the rate it was made with
-            rate = learning_rate(cfg.lr, self.p.step, cfg.lr_decay_steps, cfg.warmup_steps)
+            rate = learning_rate(cfg.lr, self.p.step, cfg.lr_decay_steps, cfg.warmup_steps, cfg.lr_decay_start)
             for group in task.optimizer.param_groups:
                 group["lr"] = rate
         task.network.train()  # dropout on (validation and every scorer run in eval mode)
@@ -213,7 +216,9 @@ class Loop:
                     f"{task.unit}_per_s": round(items / max(seconds, 1e-9), 1),
                 }
                 if scheduled(cfg.lr_decay_steps, cfg.warmup_steps):
-                    event["lr"] = learning_rate(cfg.lr, p.step - 1, cfg.lr_decay_steps, cfg.warmup_steps)
+                    event["lr"] = learning_rate(
+                        cfg.lr, p.step - 1, cfg.lr_decay_steps, cfg.warmup_steps, cfg.lr_decay_start
+                    )
                 return event
 
             start = {"event": "start", "step": p.step, "epoch": p.epoch, "resumed": append_log, "run_id": p.run_id}

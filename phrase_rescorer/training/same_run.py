@@ -1,6 +1,8 @@
-"""What makes a resumed run the same run: ``differences(saved, now)`` compares the record a
+"""What makes a resumed run the same run: ``differences(saved, now, steps)`` compares the record a
 ``.last.pt`` holds (``Task.record()`` with the loop's schedule, as saved) with the record the
-command's options give now, and says what differs; the loop refuses to resume where it does.
+command's options give now, and says what differs; the loop refuses to resume where it does. The
+schedule of the learning rate may differ where it gave the ``steps`` already taken the same rates
+(``schedule.same_rates``): a constant rate resumed with a cool-down that starts where the run stands.
 Settings added to the record later read, in the records saved before them, as the value that
 keeps those runs what they were.
 
@@ -18,8 +20,18 @@ import hashlib
 import json
 from typing import Any
 
+from .schedule import same_rates
+
 #: The value of each setting added to a run's record later, for the runs saved before.
-_FIRST_VALUES = {"optimizer": "adadelta", "label_smoothing": 0.0, "lr_decay_steps": None, "warmup_steps": None}
+_FIRST_VALUES = {
+    "optimizer": "adadelta",
+    "label_smoothing": 0.0,
+    "lr_decay_steps": None,
+    "warmup_steps": None,
+    "lr_decay_start": 0,
+}
+#: The learning rate's schedule (``schedule``): it may change where the steps taken keep their rates.
+_SCHEDULE = ("lr_decay_steps", "warmup_steps", "lr_decay_start")
 #: Run-record entries compared as a whole: (name, its value when absent).
 _NAMED = {
     "arch": ("architecture", "cho2014"),
@@ -29,17 +41,25 @@ _NAMED = {
 }
 
 
-def differences(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
-    """Why the run ``saved`` cannot be resumed with the settings ``now``, as the words that follow
-    the ``.last.pt``'s name ("was trained on other data; ..."); None where they agree."""
+def differences(saved: dict[str, Any], now: dict[str, Any], steps: int) -> str | None:
+    """Why the run ``saved``, ``steps`` steps in, cannot be resumed with the settings ``now``, as
+    the words that follow the ``.last.pt``'s name ("was trained on other data; ..."); None where
+    they agree. The learning rate's schedule agrees where it gave those steps the same rates."""
     if saved.get("table_hash") != now["table_hash"]:
         return "was trained on other data; resume with the same input files and data options, or start afresh"
-    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED)]
+    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED, *_SCHEDULE)]
     flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in plain}}
     flat_now = {**now["model"], **{k: now[k] for k in plain}}
     diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
     if flat_saved.get("batch_size") != flat_now.get("batch_size"):
         diff.append("batch_size counts a global batch: --batch-size x processes")
+    schedule_saved = {k: saved.get(k, _FIRST_VALUES[k]) for k in _SCHEDULE}
+    schedule_now = {k: now.get(k, _FIRST_VALUES[k]) for k in _SCHEDULE}
+    if not same_rates(schedule_saved, schedule_now, steps):
+        changed = [
+            f"{k} was {schedule_saved[k]!r}, now {v!r}" for k, v in schedule_now.items() if schedule_saved[k] != v
+        ]
+        diff.append(f"{', '.join(changed)}: other learning rates for the {steps:,} steps taken")
     for key, (name, absent) in _NAMED.items():
         if saved.get(key) != now.get(key):
             diff.append(f"{name} was {saved.get(key) or absent}, now {now.get(key) or absent}")

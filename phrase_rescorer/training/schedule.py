@@ -1,29 +1,51 @@
 """The learning rate of a step: constant at ``--lr`` by default; lowered along a half cosine
 from ``--lr`` at step 0 to 0 at step N, where the run ends (``--lr-decay-steps N``: the cosine
-schedule of Loshchilov & Hutter 2017, without restarts); or raised linearly to ``--lr`` over
-the first W steps and lowered from there with the inverse square root of the step
+schedule of Loshchilov & Hutter 2017, without restarts), or held at ``--lr`` up to step S and
+lowered along the half cosine from there (``--lr-decay-start S``: a cool-down at the end of a
+run, as in the warm-up/stable/decay schedules of Hu et al. 2024); or raised linearly to ``--lr``
+over the first W steps and lowered from there with the inverse square root of the step
 (``--warmup-steps W``: the schedule of Vaswani et al. 2017, scaled so that its peak is ``--lr``)::
 
-    rate(s) = lr * min(s / W, sqrt(W / s))          s = 1, 2, ...: the update's number
+    rate(t) = lr                                             t < S
+    rate(t) = lr/2 * (1 + cos(pi * (t - S) / (N - S)))       S <= t <= N   (t finished steps)
+    rate(s) = lr * min(s / W, sqrt(W / s))                   s = 1, 2, ...: the update's number
 
 A function of the step alone, so a resumed run follows the schedule of an uninterrupted one
-exactly. The two schedules are one or the other."""
+exactly; ``same_rates`` says whether two schedules gave the steps a run has taken the same
+rates (a run at a constant rate may be resumed with a cool-down that starts where it stands).
+The cosine and the warm-up are one or the other."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..errors import UsageError
 
 
-def learning_rate(lr: float, step: int, decay_steps: int | None, warmup_steps: int | None = None) -> float:
+def learning_rate(
+    lr: float, step: int, decay_steps: int | None, warmup_steps: int | None = None, decay_start: int = 0
+) -> float:
     """The rate of the update that follows ``step`` finished steps (0: the first update)."""
     if warmup_steps is not None:
         s = step + 1
         return lr * min(s / warmup_steps, math.sqrt(warmup_steps / s))
-    if decay_steps is None:
+    if decay_steps is None or step < decay_start:
         return lr
-    return 0.5 * lr * (1.0 + math.cos(math.pi * min(step, decay_steps) / decay_steps))
+    done = min(step, decay_steps) - decay_start
+    return 0.5 * lr * (1.0 + math.cos(math.pi * done / (decay_steps - decay_start)))
+
+
+def same_rates(a: dict[str, Any], b: dict[str, Any], steps: int) -> bool:
+    """Whether the schedules ``a`` and ``b`` (``lr_decay_steps``, ``warmup_steps``,
+    ``lr_decay_start`` as a run records them) give each of the first ``steps`` updates the same
+    rate: exactly, as the factor of the same ``--lr``."""
+
+    def rate(schedule: dict[str, Any], t: int) -> float:
+        decay, warmup = schedule.get("lr_decay_steps"), schedule.get("warmup_steps")
+        return learning_rate(1.0, t, decay, warmup, schedule.get("lr_decay_start") or 0)
+
+    return all(rate(a, t) == rate(b, t) for t in range(steps))
 
 
 def scheduled(decay_steps: int | None, warmup_steps: int | None) -> bool:
@@ -31,11 +53,21 @@ def scheduled(decay_steps: int | None, warmup_steps: int | None) -> bool:
     return decay_steps is not None or warmup_steps is not None
 
 
-def check_schedule(max_steps: int | None, decay_steps: int | None, warmup_steps: int | None = None) -> None:
-    """Refuse a run that would go on past the end of its schedule, where the rate is 0, and two
-    schedules at once."""
+def check_schedule(
+    max_steps: int | None, decay_steps: int | None, warmup_steps: int | None = None, decay_start: int = 0
+) -> None:
+    """Refuse a run that would go on past the end of its schedule, where the rate is 0, a cool-down
+    that starts at or after its end or without one, and two schedules at once."""
     if decay_steps is not None and decay_steps < 1:
         raise UsageError(f"--lr-decay-steps must be at least 1, not {decay_steps}")
+    if decay_start < 0:
+        raise UsageError(f"--lr-decay-start must be at least 0, not {decay_start}")
+    if decay_start and decay_steps is None:
+        raise UsageError("--lr-decay-start S needs --lr-decay-steps N, the step where the rate reaches 0")
+    if decay_start and decay_steps is not None and decay_start >= decay_steps:
+        raise UsageError(
+            f"--lr-decay-start {decay_start} is not before --lr-decay-steps {decay_steps}, where the rate reaches 0"
+        )
     if warmup_steps is not None and warmup_steps < 1:
         raise UsageError(f"--warmup-steps must be at least 1, not {warmup_steps}")
     if decay_steps is not None and warmup_steps is not None:

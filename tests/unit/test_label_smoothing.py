@@ -141,6 +141,6 @@ def test_resume_refuses_another_smoothing(table: Path, tmp_path: Path) -> None:
     before = _trainer(table, tmp_path / "a.pt", "rnnsearch", 0.1).task.record()
     now = _trainer(table, tmp_path / "b.pt", "rnnsearch", 0.0).task.record()
     with pytest.raises(TrainingError, match="label_smoothing was 0.1, now 0.0"):
-        check_same_run(before, now, "a.last.pt")
+        check_same_run(before, now, "a.last.pt", 10)
     old = {k: v for k, v in now.items() if k != "label_smoothing"}  # saved before the option existed
-    check_same_run(old, now, "a.last.pt")
+    check_same_run(old, now, "a.last.pt", 10)

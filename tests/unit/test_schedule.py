@@ -16,7 +16,7 @@ from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
-from phrase_rescorer.training.schedule import check_schedule, learning_rate
+from phrase_rescorer.training.schedule import check_schedule, learning_rate, same_rates
 from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
@@ -121,6 +121,42 @@ def test_a_run_recorded_before_the_warm_up_existed_resumes_without_one() -> None
 
     now = {"table_hash": "h", "model": {"embed_dim": 8}, "lr_decay_steps": None, "warmup_steps": None}
     saved = {"table_hash": "h", "model": {"embed_dim": 8}, "lr_decay_steps": None}
-    assert differences(saved, now) is None
-    said = differences(saved, {**now, "warmup_steps": 8})
+    assert differences(saved, now, 5) is None
+    said = differences(saved, {**now, "warmup_steps": 8}, 5)
     assert said is not None and "warmup_steps was None, now 8" in said
+
+
+def test_a_cool_down_holds_the_rate_then_is_the_cosine_over_its_own_steps() -> None:
+    """--lr-decay-start S: --lr up to step S, then the half cosine of N - S steps, shifted (the
+    same numbers as --lr-decay-steps N - S from a first start); S = 0 is the plain cosine."""
+    lr = 1e-3
+    assert [learning_rate(lr, t, 100, None, 40) for t in (0, 39, 40)] == [lr, lr, lr]
+    for t in range(40, 101):
+        assert learning_rate(lr, t, 100, None, 40) == learning_rate(lr, t - 40, 60), t
+    assert learning_rate(lr, 70, 100, None, 40) == pytest.approx(lr / 2, abs=1e-18)
+    assert learning_rate(lr, 100, 100, None, 40) == 0.0
+    assert all(learning_rate(lr, t, 100, None, 0) == learning_rate(lr, t, 100) for t in range(101))
+
+
+def test_a_cool_down_is_refused_without_an_end_or_at_its_end() -> None:
+    check_schedule(None, 100, None, 99)
+    with pytest.raises(UsageError, match="--lr-decay-start S needs --lr-decay-steps N"):
+        LoopConfig(lr_decay_start=10)
+    with pytest.raises(UsageError, match="--lr-decay-start 100 is not before --lr-decay-steps 100"):
+        LoopConfig(lr_decay_steps=100, lr_decay_start=100)
+    with pytest.raises(UsageError, match="--lr-decay-start must be at least 0"):
+        check_schedule(None, 100, None, -1)
+
+
+def test_schedules_agree_on_the_steps_taken_only_where_every_rate_is_the_same() -> None:
+    """A constant rate and a cool-down starting at step S gave the first S + 1 steps the same
+    rates (the cosine starts at --lr), not S + 2; two cosines of other lengths differ from the
+    second step on; a warm-up from the first."""
+    constant = {"lr_decay_steps": None, "warmup_steps": None}
+    cool = {"lr_decay_steps": 300, "warmup_steps": None, "lr_decay_start": 200}
+    assert same_rates(constant, cool, 201) and same_rates(cool, constant, 201)
+    assert not same_rates(constant, cool, 202)
+    assert same_rates({"lr_decay_steps": 30}, {"lr_decay_steps": 40}, 1)
+    assert not same_rates({"lr_decay_steps": 30}, {"lr_decay_steps": 40}, 2)
+    assert not same_rates(constant, {"warmup_steps": 8}, 1)
+    assert same_rates(constant, {"warmup_steps": 8}, 0)

@@ -242,6 +242,33 @@ def test_a_decaying_rate_resumes_exactly_and_ends_the_run(task: Run, tmp_path: P
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
 
 
+def test_a_constant_rate_resumes_with_a_cool_down_from_where_it_stands(task: Run, tmp_path: Path) -> None:
+    """A run at the constant rate stopped at step 12 and resumed with --lr-decay-start 12
+    --lr-decay-steps 30 is the run trained with that schedule from the start (its first 12 rates
+    were --lr too); a cool-down that would have lowered a step already taken is refused, and the
+    resumed run's record is the new schedule (resuming it without one is refused)."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    cool = ("--lr-decay-steps", "30", "--lr-decay-start", "12")
+    r = task.run(whole / "m.pt", "--lr", "0.01", *cool)
+    assert r.exit_code == 0, r.output
+    log = read_log(str(whole / "m.log"))
+    assert (log[-1]["reason"], log[-1]["step"]) == ("lr_decay_steps", 30)
+    rates = [(e["step"], e["lr"]) for e in log if e["event"] == "train"]
+    assert rates[:12] == [(s, 0.01) for s in range(1, 13)]
+    assert rates[12:] == [(s, 0.005 * (1 + math.cos(math.pi * (s - 13) / 18))) for s in range(13, 31)]
+    assert task.run(parts / "m.pt", "--lr", "0.01", "--max-steps", "12").exit_code == 0
+    r = task.run(parts / "m.pt", "--lr", "0.01", "--lr-decay-steps", "30", "--lr-decay-start", "10", "--resume")
+    assert r.exit_code == 2 and "lr_decay_start was 0, now 10: other learning rates for the 12 steps" in r.output
+    r = task.run(parts / "m.pt", "--lr", "0.01", *cool, "--resume")
+    assert r.exit_code == 0, r.output
+    assert losses(parts / "m.log") == losses(whole / "m.log")
+    a, b = raw(whole / "m.last.pt"), raw(parts / "m.last.pt")
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    r = task.run(parts / "m.pt", "--lr", "0.01", "--resume")
+    assert r.exit_code == 2 and "lr_decay_steps was 30, now None" in r.output, r.output
+
+
 def test_a_warm_up_resumes_exactly_and_is_part_of_the_run(task: Run, tmp_path: Path) -> None:
     """--warmup-steps 8: the log's rates rise to --lr at step 8 and fall as 1/sqrt(step) after,
     a run stopped at step 5 and resumed is the uninterrupted one, and another warm-up is refused."""
@@ -280,7 +307,7 @@ def test_the_model_file_records_every_setting_in_one_level_in_its_order(phrase_s
     assert " ".join(recorded) == (
         "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
         "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 "
-        "label_smoothing keep_checkpoints lr_decay_steps warmup_steps"
+        "label_smoothing keep_checkpoints lr_decay_steps warmup_steps lr_decay_start"
     )
     assert (recorded["seed"], recorded["valid_every"], recorded["patience"]) == (3, 8, 0)
 
