@@ -59,7 +59,8 @@ def differences(saved: dict[str, Any], now: dict[str, Any], steps: int) -> str |
         changed = [
             f"{k} was {schedule_saved[k]!r}, now {v!r}" for k, v in schedule_now.items() if schedule_saved[k] != v
         ]
-        diff.append(f"{', '.join(changed)}: other learning rates for the {steps:,} steps taken")
+        taken = f"other learning rates for the {steps:,} steps taken"
+        diff.append(f"{', '.join(changed)}: {taken} (a cool-down may start at step {steps:,} or later)")
     for key, (name, absent) in _NAMED.items():
         if saved.get(key) != now.get(key):
             diff.append(f"{name} was {saved.get(key) or absent}, now {now.get(key) or absent}")

@@ -160,3 +160,17 @@ def test_schedules_agree_on_the_steps_taken_only_where_every_rate_is_the_same() 
     assert not same_rates({"lr_decay_steps": 30}, {"lr_decay_steps": 40}, 2)
     assert not same_rates(constant, {"warmup_steps": 8}, 1)
     assert same_rates(constant, {"warmup_steps": 8}, 0)
+
+
+def test_a_resume_compares_the_rates_of_exactly_the_steps_taken() -> None:
+    """12 steps taken at the constant rate (updates 0-11): a cool-down from step 11 or 12 gave each
+    the same rate (the cosine starts at --lr) and resumes; one from step 10 lowered update 11."""
+    from phrase_rescorer.training.same_run import differences
+
+    saved = {"table_hash": "h", "model": {"embed_dim": 8}, "lr_decay_steps": None, "warmup_steps": None}
+    for start, agrees in ((12, True), (11, True), (10, False)):
+        said = differences(saved, {**saved, "lr_decay_steps": 30, "lr_decay_start": start}, 12)
+        assert (said is None) == agrees, (start, said)
+    assert "other learning rates for the 12 steps taken" in (
+        differences(saved, {**saved, "lr_decay_steps": 30, "lr_decay_start": 10}, 12) or ""
+    )
