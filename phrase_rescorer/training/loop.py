@@ -47,7 +47,7 @@ from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
 from .same_run import differences, run_id
-from .schedule import learning_rate, scheduled
+from .schedule import SCHEDULE_KEYS, learning_rate, scheduled
 from .task_interface import LoopConfig, RunState, Task
 
 
@@ -110,8 +110,7 @@ class Loop:
     def record(self) -> dict[str, Any]:
         """The task's record of the run, with the loop's own setting: the learning rate's schedule."""
         cfg = self.cfg
-        schedule = {"lr_decay_steps": cfg.lr_decay_steps, "warmup_steps": cfg.warmup_steps}
-        return {**self.task.record(), **schedule, "lr_decay_start": cfg.lr_decay_start}
+        return {**self.task.record(), **{k: getattr(cfg, k) for k in SCHEDULE_KEYS}}
 
     def save(self, path: str, with_state: bool) -> None:
         if not self.group.is_main:

@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import Any
 
-from .schedule import same_rates
+from .schedule import SCHEDULE_KEYS, same_rates
 
 #: The value of each setting added to a run's record later, for the runs saved before.
 _FIRST_VALUES = {
@@ -30,8 +30,6 @@ _FIRST_VALUES = {
     "warmup_steps": None,
     "lr_decay_start": 0,
 }
-#: The learning rate's schedule (``schedule``): it may change where the steps taken keep their rates.
-_SCHEDULE = ("lr_decay_steps", "warmup_steps", "lr_decay_start")
 #: Run-record entries compared as a whole: (name, its value when absent).
 _NAMED = {
     "arch": ("architecture", "cho2014"),
@@ -47,14 +45,14 @@ def differences(saved: dict[str, Any], now: dict[str, Any], steps: int) -> str |
     they agree. The learning rate's schedule agrees where it gave those steps the same rates."""
     if saved.get("table_hash") != now["table_hash"]:
         return "was trained on other data; resume with the same input files and data options, or start afresh"
-    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED, *_SCHEDULE)]
+    plain = [k for k in now if k not in ("model", "table_hash", *_NAMED, *SCHEDULE_KEYS)]
     flat_saved = {**saved.get("model", {}), **{k: saved.get(k, _FIRST_VALUES.get(k)) for k in plain}}
     flat_now = {**now["model"], **{k: now[k] for k in plain}}
     diff = [f"{k} was {flat_saved.get(k)!r}, now {v!r}" for k, v in flat_now.items() if flat_saved.get(k) != v]
     if flat_saved.get("batch_size") != flat_now.get("batch_size"):
         diff.append("batch_size counts a global batch: --batch-size x processes")
-    schedule_saved = {k: saved.get(k, _FIRST_VALUES[k]) for k in _SCHEDULE}
-    schedule_now = {k: now.get(k, _FIRST_VALUES[k]) for k in _SCHEDULE}
+    schedule_saved = {k: saved.get(k, _FIRST_VALUES[k]) for k in SCHEDULE_KEYS}
+    schedule_now = {k: now.get(k, _FIRST_VALUES[k]) for k in SCHEDULE_KEYS}
     if not same_rates(schedule_saved, schedule_now, steps):
         changed = [
             f"{k} was {schedule_saved[k]!r}, now {v!r}" for k, v in schedule_now.items() if schedule_saved[k] != v

@@ -36,6 +36,10 @@ def learning_rate(
     return 0.5 * lr * (1.0 + math.cos(math.pi * done / (decay_steps - decay_start)))
 
 
+#: The settings of a run's schedule, as its record names them (``loop.Loop.record``, ``same_run``).
+SCHEDULE_KEYS = ("lr_decay_steps", "warmup_steps", "lr_decay_start")
+
+
 def same_rates(a: dict[str, Any], b: dict[str, Any], steps: int) -> bool:
     """Whether the schedules ``a`` and ``b`` (``lr_decay_steps``, ``warmup_steps``,
     ``lr_decay_start`` as a run records them) give each of the first ``steps`` updates the same
@@ -45,8 +49,7 @@ def same_rates(a: dict[str, Any], b: dict[str, Any], steps: int) -> bool:
         decay, warmup = schedule.get("lr_decay_steps"), schedule.get("warmup_steps")
         return learning_rate(1.0, t, decay, warmup, schedule.get("lr_decay_start") or 0)
 
-    keys = ("lr_decay_steps", "warmup_steps", "lr_decay_start")
-    if [a.get(k) or None for k in keys] == [b.get(k) or None for k in keys]:
+    if [a.get(k) or None for k in SCHEDULE_KEYS] == [b.get(k) or None for k in SCHEDULE_KEYS]:
         return True  # one schedule: no step to compare
     return all(rate(a, t) == rate(b, t) for t in range(steps))
 
