@@ -57,6 +57,12 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
         "constant rate takes one on --resume when S is at least the step it stands at.",
     },
+    "lr_decay_time": {
+        "type": click.FloatRange(0, min_open=True),
+        "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr until then, "
+        "then the half cosine to 0 over as many steps as this run's rate so far gives T seconds "
+        "(set then, logged, and kept as --lr-decay-start/--lr-decay-steps: --resume continues it).",
+    },
     "log_every": {"type": click.IntRange(1), "help": "Steps between training-loss log lines."},
     "keep_checkpoints": {
         "type": click.IntRange(0),

@@ -71,6 +71,11 @@ def run_loop(
                 bars[0].write(f"resumed at step {event['step']}, epoch {event['epoch']}")
         elif kind == "step":
             bars[0].update(1)
+        elif kind == "cool_down":
+            bars[0].write(
+                f"step {event['step']:,}: the cool-down begins, the rate falling to 0 at step "
+                f"{event['lr_decay_steps']:,} ({event['steps_per_s']:.2f} steps/s so far)"
+            )
         elif kind in ("train", "valid"):
             if kind == "train":
                 rate = event[f"{task.unit}_per_s"]

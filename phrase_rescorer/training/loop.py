@@ -8,7 +8,12 @@ Limits: ``max_steps`` and ``epochs`` count the whole run (across resumes); ``max
 the wall seconds of this invocation (a resumed run gets its own ``max_time``); ``lr_decay_steps``
 both lowers the learning rate of every step from ``lr_decay_start`` on (``schedule``) and ends the
 run. A run may be resumed with another schedule where that schedule gave its steps so far the same
-rates (``same_run``): a run at the constant rate takes a cool-down that starts where it stands. Validations run
+rates (``same_run``): a run at the constant rate takes a cool-down that starts where it stands.
+``lr_decay_time`` T: when T seconds of ``max_time`` are left, the loop sets ``lr_decay_start`` to the
+step it stands at and ``lr_decay_steps`` to the step this invocation's rate so far reaches in T
+seconds (``schedule.cool_down_steps``; agreed by all processes), logs a ``cool_down`` event and
+saves that schedule in the run's record like one given in steps: ``--resume`` with T continues the
+cool-down where it began (a resumed run that had not begun it gets its own). Validations run
 every ``valid_every`` steps; ``patience`` counts those without a better held-out likelihood than
 the best of them (0: never stops for it). One more validation ends every run that did not just
 validate: it may still give a new best network, it does not count for patience.
@@ -31,6 +36,7 @@ every decision (a signal, the time limit) is agreed by all processes after each 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +53,7 @@ from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
 from .same_run import differences, run_id
-from .schedule import SCHEDULE_KEYS, learning_rate, scheduled
+from .schedule import SCHEDULE_KEYS, cool_down_steps, learning_rate, scheduled
 from .task_interface import LoopConfig, RunState, Task
 
 
@@ -105,7 +111,23 @@ class Loop:
                 f"--resume: {self.last_path} holds no training state this version can resume "
                 "(written by an older phrase_rescorer, or not a .last.pt); start afresh without --resume"
             )
-        check_same_run(state["run"], self.record(), self.last_path, state["progress"]["step"])
+        saved = state["run"]
+        if self.cfg.lr_decay_time is not None and saved.get("lr_decay_steps") is not None:
+            self.cool_down(saved.get("lr_decay_start") or 0, saved["lr_decay_steps"])  # begun: continue it
+        check_same_run(saved, self.record(), self.last_path, state["progress"]["step"])
+
+    def cool_down_due(self, elapsed: float, steps_done: int) -> tuple[bool, int]:
+        """Whether a cool-down in time (``lr_decay_time``) is to begin now, ``elapsed`` seconds and
+        ``steps_done`` steps into this invocation, and the step where it would end."""
+        cfg = self.cfg
+        if cfg.lr_decay_time is None or cfg.max_time is None:
+            return False, 0
+        end = cool_down_steps(self.p.step, cfg.lr_decay_time, steps_done, elapsed, cfg.max_steps)
+        return elapsed >= cfg.max_time - cfg.lr_decay_time, end
+
+    def cool_down(self, start: int, end: int) -> None:
+        """From here on the rate is held to step ``start``, then the half cosine to 0 at ``end``."""
+        self.cfg = dataclasses.replace(self.cfg, lr_decay_time=None, lr_decay_start=start, lr_decay_steps=end)
 
     def record(self) -> dict[str, Any]:
         """The task's record of the run, with the loop's own setting: the learning rate's schedule."""
@@ -226,6 +248,7 @@ class Loop:
             loss_sum, items, steps, t_last = torch.zeros((), device=self.device), 0, 0, t_start
             plan: Sequence[Any] | None = None
             reason = self.limit(bool(group.max([out_of_time()])[0]))
+            first_step = p.step
             while reason is None:
                 plan = plan or task.plan(p.epoch)
                 batch = plan[p.position]
@@ -242,7 +265,17 @@ class Loop:
                     loss_sum, items, steps, t_last = loss_sum * 0, 0, 0, now
                 if p.step % cfg.valid_every == 0:
                     emit(self.validate(scheduled=True))
-                why, late = group.max([(stop() if stop else None) or 0, int(out_of_time())])  # agreed
+                elapsed = time.monotonic() - t_start
+                due, cool_end = self.cool_down_due(elapsed, p.step - first_step)
+                why, late, cool, cool_end = group.max(
+                    [(stop() if stop else None) or 0, int(out_of_time()), int(due), cool_end]
+                )  # agreed
+                if cool:
+                    self.cool_down(p.step, cool_end)
+                    cfg = self.cfg
+                    rate = round((p.step - first_step) / max(elapsed, 1e-9), 3)
+                    cooling = {"step": p.step, "epoch": p.epoch, "lr_decay_steps": cool_end, "steps_per_s": rate}
+                    emit({"event": "cool_down", **cooling})
                 if why:
                     self.save(self.last_path, with_state=True)
                     emit({"event": "end", "step": p.step, "epoch": p.epoch, "reason": "interrupted"})

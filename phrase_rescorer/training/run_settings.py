@@ -61,7 +61,7 @@ class TrainConfig:
 _SAVED_ORDER = (
     "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
     "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 label_smoothing "
-    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start"
+    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time"
 )
 
 #: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.

@@ -4,7 +4,9 @@ schedule of Loshchilov & Hutter 2017, without restarts), or held at ``--lr`` up 
 lowered along the half cosine from there (``--lr-decay-start S``: a cool-down at the end of a
 run, as in the warm-up/stable/decay schedules of Hu et al. 2024); or raised linearly to ``--lr``
 over the first W steps and lowered from there with the inverse square root of the step
-(``--warmup-steps W``: the schedule of Vaswani et al. 2017, scaled so that its peak is ``--lr``)::
+(``--warmup-steps W``: the schedule of Vaswani et al. 2017, scaled so that its peak is ``--lr``).
+A cool-down may also be given in time (``--lr-decay-time T`` with ``--max-time``): the loop turns it
+into S and N when the last T seconds of the run begin (``cool_down_steps``)::
 
     rate(t) = lr                                             t < S
     rate(t) = lr/2 * (1 + cos(pi * (t - S) / (N - S)))       S <= t <= N   (t finished steps)
@@ -59,11 +61,35 @@ def scheduled(decay_steps: int | None, warmup_steps: int | None) -> bool:
     return decay_steps is not None or warmup_steps is not None
 
 
+def cool_down_steps(step: int, seconds: float, steps_done: int, elapsed: float, max_steps: int | None) -> int:
+    """The step where a cool-down that starts at ``step`` and lasts ``seconds`` ends (its
+    ``--lr-decay-steps``), at the rate of this invocation so far (``steps_done`` steps in ``elapsed``
+    seconds, validations included): at least one step, at most ``max_steps``."""
+    end = step + max(1, round(seconds * steps_done / max(elapsed, 1e-9)))
+    return end if max_steps is None else min(end, max_steps)
+
+
 def check_schedule(
-    max_steps: int | None, decay_steps: int | None, warmup_steps: int | None = None, decay_start: int = 0
+    max_steps: int | None,
+    decay_steps: int | None,
+    warmup_steps: int | None = None,
+    decay_start: int = 0,
+    decay_time: float | None = None,
+    max_time: float | None = None,
 ) -> None:
     """Refuse a run that would go on past the end of its schedule, where the rate is 0, a cool-down
-    that starts at or after its end or without one, and two schedules at once."""
+    that starts at or after its end or without one, a cool-down in time without a time limit or
+    as long as it, and two schedules at once."""
+    if decay_time is not None:
+        if max_time is None:
+            raise UsageError("--lr-decay-time T cools down the last T seconds of --max-time; give --max-time")
+        if not 0 < decay_time < max_time:
+            raise UsageError(f"--lr-decay-time {decay_time:g} must be above 0 and below --max-time {max_time:g}")
+        if decay_steps is not None or warmup_steps is not None or decay_start:
+            raise UsageError(
+                "--lr-decay-time sets the cool-down's steps itself; not with --lr-decay-steps, "
+                "--lr-decay-start or --warmup-steps"
+            )
     if decay_steps is not None and decay_steps < 1:
         raise UsageError(f"--lr-decay-steps must be at least 1, not {decay_steps}")
     if decay_start < 0:

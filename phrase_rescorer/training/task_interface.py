@@ -31,11 +31,19 @@ class LoopConfig:
     lr_decay_steps: int | None = None  # the cosine schedule's length (schedule.py); None: constant lr
     warmup_steps: int | None = None  # the inverse-square-root schedule's warm-up (schedule.py)
     lr_decay_start: int = 0  # the step where the cosine starts (schedule.py); the rate is lr before it
+    lr_decay_time: float | None = None  # a cool-down over the last seconds of max_time (loop.py sets its steps)
     log_every: int = 50  # steps between train log events
     keep_checkpoints: int = 0  # the networks of the last N validations kept (kept_checkpoints.py)
 
     def __post_init__(self) -> None:
-        check_schedule(self.max_steps, self.lr_decay_steps, self.warmup_steps, self.lr_decay_start)
+        check_schedule(
+            self.max_steps,
+            self.lr_decay_steps,
+            self.warmup_steps,
+            self.lr_decay_start,
+            self.lr_decay_time,
+            self.max_time,
+        )
 
 
 @dataclass

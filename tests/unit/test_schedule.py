@@ -16,7 +16,7 @@ from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
-from phrase_rescorer.training.schedule import check_schedule, learning_rate, same_rates
+from phrase_rescorer.training.schedule import check_schedule, cool_down_steps, learning_rate, same_rates
 from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
@@ -174,3 +174,105 @@ def test_a_resume_compares_the_rates_of_exactly_the_steps_taken() -> None:
     assert "other learning rates for the 12 steps taken" in (
         differences(saved, {**saved, "lr_decay_steps": 30, "lr_decay_start": 10}, 12) or ""
     )
+
+
+def test_a_cool_down_in_time_needs_a_time_limit_longer_than_it_and_no_other_schedule() -> None:
+    LoopConfig(max_time=60, lr_decay_time=20)
+    with pytest.raises(UsageError, match="cools down the last T seconds of --max-time; give --max-time"):
+        LoopConfig(lr_decay_time=20)
+    for time_limit in (20, 10):
+        with pytest.raises(UsageError, match="must be above 0 and below --max-time"):
+            LoopConfig(max_time=time_limit, lr_decay_time=20)
+    for other in ({"lr_decay_steps": 100}, {"warmup_steps": 10}, {"lr_decay_steps": 100, "lr_decay_start": 50}):
+        with pytest.raises(UsageError, match="sets the cool-down's steps itself"):
+            LoopConfig(max_time=60, lr_decay_time=20, **other)
+
+
+def test_a_cool_down_in_time_lasts_the_steps_this_runs_rate_gives_it() -> None:
+    assert cool_down_steps(120, 30, steps_done=100, elapsed=50, max_steps=None) == 180  # 2 steps/s
+    assert cool_down_steps(120, 30, steps_done=100, elapsed=50, max_steps=150) == 150
+    assert cool_down_steps(120, 1, steps_done=1, elapsed=100, max_steps=None) == 121  # at least a step
+    assert cool_down_steps(7, 30, steps_done=0, elapsed=0, max_steps=None) == 8
+
+
+class StepClock:
+    """A clock for the loop that moves one second at every update and at nothing else."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def timed_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: LoopConfig, stop_at: int | None = None, resume: bool = False
+) -> tuple[str, int, list[float]]:
+    """``rates_of_a_run`` under ``StepClock`` (so that a run's seconds are its steps), optionally
+    stopped as by a signal after step ``stop_at`` or resumed from its ``.last.pt``."""
+    from phrase_rescorer.training import loop as loop_module
+
+    clock = StepClock()
+    monkeypatch.setattr(loop_module, "time", clock)
+    plain_step = loop_module.Loop.step
+
+    def step(self: loop_module.Loop, batch: torch.Tensor) -> torch.Tensor:
+        clock.now += 1.0
+        return plain_step(self, batch)
+
+    monkeypatch.setattr(loop_module.Loop, "step", step)
+    table = mapping_table(tmp_path / "pt.gz", 300)
+    cfg = TrainConfig(batch_size=16, valid_fraction=0.1, optimizer="adam", loop=loop)
+    data = prepare_data(load_pairs(str(table)), 40, cfg)
+    device = torch.device("cpu")
+    task = PhraseTask(data, ModelConfig(len(data.src_vocab), len(data.tgt_vocab), 8, 8, 4, 4), cfg, device)
+    rates: list[float] = []
+    taken: list[int] = []
+
+    def report(kind: str, event: dict) -> None:
+        if kind == "step":
+            rates.append(task.optimizer.param_groups[0]["lr"])
+            taken.append(event["step"])
+
+    def stop() -> int | None:
+        return 15 if stop_at is not None and taken and taken[-1] == stop_at else None
+
+    reason, state = fit(
+        task, loop, str(tmp_path / "m.pt"), device=device, group=Group(), resume=resume, report=report, stop=stop
+    )
+    return reason, state.step, rates
+
+
+def test_a_cool_down_in_time_begins_when_its_seconds_are_left_and_ends_at_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-time 20 --lr-decay-time 8 at one step a second: the rate held for 12 steps, then the
+    half cosine of the 8 steps that 8 seconds give at that rate; the run ends at its end, the
+    schedule logged and kept in the run's record."""
+    from phrase_rescorer.model.checkpoint import load_checkpoint
+    from phrase_rescorer.training.log import read_log
+
+    loop = LoopConfig(lr=1e-2, valid_every=5, max_time=20, lr_decay_time=8)
+    reason, steps, rates = timed_run(tmp_path, monkeypatch, loop)
+    assert (reason, steps) == ("lr_decay_steps", 20)
+    assert rates == [learning_rate(1e-2, t, 20, None, 12) for t in range(20)]
+    assert rates[:13] == [1e-2] * 13 and 0 < rates[-1] < 1e-3
+    events = [e for e in read_log(str(tmp_path / "m.log")) if e["event"] == "cool_down"]
+    assert [(e["step"], e["lr_decay_steps"], e["steps_per_s"]) for e in events] == [(12, 20, 1.0)]
+    state = load_checkpoint(str(tmp_path / "m.last.pt")).training_state
+    assert state is not None
+    run = state["run"]
+    assert (run["lr_decay_start"], run["lr_decay_steps"]) == (12, 20)
+
+
+def test_a_cool_down_in_time_resumed_continues_where_it_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped at step 15, inside the cool-down, and resumed with the same options (and its own
+    --max-time): the steps left take the uninterrupted run's rates, and it ends at the same step."""
+    from phrase_rescorer.training.loop import Interrupted
+
+    loop = LoopConfig(lr=1e-2, valid_every=5, max_time=20, lr_decay_time=8)
+    with pytest.raises(Interrupted):
+        timed_run(tmp_path, monkeypatch, loop, stop_at=15)
+    reason, steps, rates = timed_run(tmp_path, monkeypatch, loop, resume=True)
+    assert (reason, steps) == ("lr_decay_steps", 20)
+    assert rates == [learning_rate(1e-2, t, 20, None, 12) for t in range(15, 20)]
