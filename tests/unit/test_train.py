@@ -294,6 +294,15 @@ def test_a_run_longer_than_its_schedule_is_refused_before_reading(task: Run, tmp
     assert not (tmp_path / "m.log").exists()
 
 
+def test_a_cool_down_in_time_without_a_time_limit_is_refused_before_reading(task: Run, tmp_path: Path) -> None:
+    absent = Run(task.task, [str(tmp_path / "absent.txt")], tmp_path)
+    r = absent.run(tmp_path / "m.pt", "--lr-decay-time", "30")
+    assert r.exit_code == 2 and "--lr-decay-time T cools down the last T seconds of --max-time" in r.output, r.output
+    r = absent.run(tmp_path / "m.pt", "--lr-decay-time", "30", "--max-time", "30")
+    assert r.exit_code == 2 and "must be above 0 and below --max-time 30" in r.output, r.output
+    assert not (tmp_path / "m.log").exists()
+
+
 def test_train_defaults_are_the_measured_recipe(phrase_straight: Path) -> None:
     """train without --clip-norm or --init-std: clipping at 5 and N(0, 0.05^2) initial weights."""
     recorded = raw(phrase_straight / "m.pt")["info"]["train_config"]
