@@ -24,8 +24,9 @@ the latest state (written at every validation and on a stop) with ``training_sta
 ``same_run.run_id``, which every model file of the run records) and ``run`` (the task's
 ``record()`` and the loop's schedule, which the resumed run must match: ``same_run``); ``m.log``
 the events (``log``). Checkpoints hold no wall-clock value: the same seed, data and settings on a
-CPU give byte-identical files, and a run resumed from ``m.last.pt`` computes exactly the losses of
-an uninterrupted one.
+CPU give byte-identical files (where the clock decides a step, the end of ``max_time`` or the start
+of ``lr_decay_time``'s cool-down, the files up to that step), and a run resumed from ``m.last.pt``
+computes exactly the losses of an uninterrupted one.
 
 Under torchrun every process holds the whole model and data and the same epoch plan of global
 batches; a task's ``loss`` is this process's share of the batch's loss (``Group.share``) divided by
