@@ -119,12 +119,11 @@ class Loop:
 
     def cool_down_due(self, elapsed: float, steps_done: int) -> tuple[bool, int]:
         """Whether a cool-down in time (``lr_decay_time``) is to begin now, ``elapsed`` seconds and
-        ``steps_done`` steps into this invocation, and the step where it would end."""
+        ``steps_done`` steps into this invocation, and the step where it ends (0 where it is not due)."""
         cfg = self.cfg
-        if cfg.lr_decay_time is None or cfg.max_time is None:
+        if cfg.lr_decay_time is None or cfg.max_time is None or elapsed < cfg.max_time - cfg.lr_decay_time:
             return False, 0
-        end = cool_down_steps(self.p.step, cfg.lr_decay_time, steps_done, elapsed, cfg.max_steps)
-        return elapsed >= cfg.max_time - cfg.lr_decay_time, end
+        return True, cool_down_steps(self.p.step, cfg.lr_decay_time, steps_done, elapsed, cfg.max_steps)
 
     def cool_down(self, start: int, end: int) -> None:
         """From here on the rate is held to step ``start``, then the half cosine to 0 at ``end``."""
