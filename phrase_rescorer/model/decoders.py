@@ -50,9 +50,6 @@ ATTENTION_FROM = ("top", "bottom")
 
 #: ``layer(x)`` computed another way: (layer, x) -> the same values (``Decoder.step``).
 Project = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
-#: ``attention(q, enc.keys, enc.memory, enc.real)`` computed another way: (attention, q, enc) ->
-#: the same (ctx, weights) (``Decoder.step``).
-Attend = Callable[[Attention, torch.Tensor, "Encoded"], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -150,17 +147,11 @@ class Decoder(nn.Module):
         return list(state.split(self.state_size, dim=1))
 
     def step(
-        self,
-        y_prev: torch.Tensor,
-        state: torch.Tensor,
-        enc: Encoded,
-        project: Project | None = None,
-        attend: Attend | None = None,
+        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded, project: Project | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(new state, top output x^L_i (B, H), ctx_i (B, D), attention weights (B, S) or None)
         from e(y_{i-1}) (B, E) and the previous state. ``project(layer, x)``: ``layer(x)`` for the
-        cells' input projections, and ``attend(attention, q, enc)`` for the attention, computed
-        another way (training's ``deferred_weights`` and ``deferred_attention``)."""
+        cells' input projections, computed another way (training's ``deferred_weights``)."""
         states = self.layer_states(state)
         weights = None
         if self.attention is None:
@@ -168,10 +159,7 @@ class Decoder(nn.Module):
         else:
             k = -1 if self.attention_from == "top" else 0
             q = self.layer(k).output(states[k])
-            if attend is None:
-                ctx, weights = self.attention(q, enc.keys, enc.memory, enc.real)
-            else:
-                ctx, weights = attend(self.attention, q, enc)
+            ctx, weights = self.attention(q, enc.keys, enc.memory, enc.real)
         ctx = self.dropout(ctx)
         new_states, x = [], y_prev
         for layer in range(1, self.layers + 1):

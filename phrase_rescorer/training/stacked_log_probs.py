@@ -8,8 +8,7 @@ The model's function, log p(target|source) per pair or its label-smoothed form
 * the decoder's teacher-forced steps and the readout as the model runs them (``decode_outputs``,
   ``Decoder.readout_features``), over the padded batch, so that dropout draws the same masks,
   but the cells' input projections' weight gradients taken once over all steps
-  (``deferred_weights``; a decoder GRU step as a one-step ``gru_sequence`` measured no faster)
-  and the additive attention's memory and keys gradients too (``deferred_attention``);
+  (``deferred_weights``; a decoder GRU step as a one-step ``gru_sequence`` measured no faster);
 * the output layer, the log-softmax and the (smoothed) pick over the real target positions only,
   in one (N, V) buffer that becomes the logits' gradient in place (``smoothed_output``).
 
@@ -26,7 +25,6 @@ import torch
 from torch import nn
 
 from ..model.encoders import Encoder
-from .deferred_attention import DeferredAttention
 from .deferred_weights import DeferredWeights
 from .packed_encoder import packed_encoder
 from .smoothed_output import pair_log_probs
@@ -61,7 +59,6 @@ class StackedLogProbs(nn.Module):
     ) -> torch.Tensor:
         m = self.model
         enc = m.encoded(*packed_encoder(m.encoder, m.source_embeddings(src), src_len), src_len)
-        project = DeferredWeights().linear
-        tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, project, DeferredAttention(project).attend)
+        tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
         u = m.decoder.readout_features(tops, y_prev, ctxs)  # (B, T, R)
         return pair_log_probs(u, m.decoder.G_l, tgt, tgt_len, self.eps)
