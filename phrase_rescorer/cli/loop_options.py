@@ -60,7 +60,7 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "lr_decay_time": {
         "type": click.FloatRange(0, min_open=True),
         "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr until then, "
-        "then the half cosine to 0 over as many steps as this run's rate so far gives T seconds "
+        "then the half cosine to 0 over the steps T seconds give at the rate of the T seconds before "
         "(set then, logged, and kept as --lr-decay-start/--lr-decay-steps: --resume continues it).",
     },
     "log_every": {"type": click.IntRange(1), "help": "Steps between training-loss log lines."},

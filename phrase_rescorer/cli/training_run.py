@@ -74,7 +74,7 @@ def run_loop(
         elif kind == "cool_down":
             bars[0].write(
                 f"step {event['step']:,}: the cool-down begins, the rate falling to 0 at step "
-                f"{event['lr_decay_steps']:,} ({event['steps_per_s']:.2f} steps/s so far)"
+                f"{event['lr_decay_steps']:,} ({event['steps_per_s']:.2f} steps/s, the rate of the seconds before)"
             )
         elif kind in ("train", "valid"):
             if kind == "train":

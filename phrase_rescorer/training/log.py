@@ -21,7 +21,7 @@ continued from the log's last value when a run is resumed into the same log)::
         ``valid_token_ppl`` leaves out the words outside the shortlist)
     {"event": "cool_down", "step", "epoch", "lr_decay_steps", "steps_per_s", "elapsed"}
         --lr-decay-time: the cool-down begins at ``step`` and reaches 0 at ``lr_decay_steps``,
-        set from this invocation's rate so far (``steps_per_s``)
+        set from the rate of the T seconds before (``steps_per_s``)
     {"event": "end", "step", "epoch", "reason", "elapsed"}
         reason: max_steps, max_time, epochs, lr_decay_steps, patience or interrupted
 

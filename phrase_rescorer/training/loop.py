@@ -10,13 +10,14 @@ both lowers the learning rate of every step from ``lr_decay_start`` on (``schedu
 run. A run may be resumed with another schedule where that schedule gave its steps so far the same
 rates (``same_run``): a run at the constant rate takes a cool-down that starts where it stands.
 ``lr_decay_time`` T: when T seconds of ``max_time`` are left, the loop sets ``lr_decay_start`` to the
-step it stands at and ``lr_decay_steps`` to the step this invocation's rate so far reaches in T
-seconds (``schedule.cool_down_steps``; agreed by all processes), logs a ``cool_down`` event and
-saves that schedule in the run's record like one given in steps: ``--resume`` with T continues the
-cool-down where it began (a resumed run that had not begun it gets its own). Validations run
-every ``valid_every`` steps; ``patience`` counts those without a better held-out likelihood than
-the best of them (0: never stops for it). One more validation ends every run that did not just
-validate: it may still give a new best network, it does not count for patience.
+step it stands at and ``lr_decay_steps`` to the step that the rate of the T seconds before reaches
+in T more (``schedule.RecentPace``, ``cool_down_steps``; agreed by all processes), logs a
+``cool_down`` event and saves that schedule in the run's record like one given in steps:
+``--resume`` with T continues the cool-down where it began (a resumed run that had not begun it
+gets its own). Validations run every ``valid_every`` steps; ``patience`` counts those without a
+better held-out likelihood than the best of them (0: never stops for it). One more validation ends
+every run that did not just validate: it may still give a new best network, it does not count for
+patience.
 
 Files, for ``MODEL_OUT = m.pt``: ``m.pt`` the best network by held-out likelihood; ``m.last.pt``
 the latest state (written at every validation and on a stop) with ``training_state`` for
@@ -54,7 +55,7 @@ from .log import EventLog
 from .optim import clipped_step
 from .run_files import companion_path, keep
 from .same_run import differences, run_id
-from .schedule import SCHEDULE_KEYS, cool_down_steps, learning_rate, scheduled
+from .schedule import SCHEDULE_KEYS, RecentPace, cool_down_steps, learning_rate, scheduled
 from .task_interface import LoopConfig, RunState, Task
 
 
@@ -117,13 +118,13 @@ class Loop:
             self.cool_down(saved.get("lr_decay_start") or 0, saved["lr_decay_steps"])  # begun: continue it
         check_same_run(saved, self.record(), self.last_path, state["progress"]["step"])
 
-    def cool_down_due(self, elapsed: float, steps_done: int) -> tuple[bool, int]:
-        """Whether a cool-down in time (``lr_decay_time``) is to begin now, ``elapsed`` seconds and
-        ``steps_done`` steps into this invocation, and the step where it ends (0 where it is not due)."""
+    def cool_down_due(self, elapsed: float, pace: RecentPace) -> tuple[bool, int]:
+        """Whether a cool-down in time (``lr_decay_time``) is to begin now, ``elapsed`` seconds into
+        this invocation, and the step where it ends at the rate ``pace`` measured (0 where it is not due)."""
         cfg = self.cfg
         if cfg.lr_decay_time is None or cfg.max_time is None or elapsed < cfg.max_time - cfg.lr_decay_time:
             return False, 0
-        return True, cool_down_steps(self.p.step, cfg.lr_decay_time, steps_done, elapsed, cfg.max_steps)
+        return True, cool_down_steps(self.p.step, cfg.lr_decay_time, *pace.span(), cfg.max_steps)
 
     def cool_down(self, start: int, end: int) -> None:
         """From here on the rate is held to step ``start``, then the half cosine to 0 at ``end``."""
@@ -249,6 +250,7 @@ class Loop:
             plan: Sequence[Any] | None = None
             reason = self.limit(bool(group.max([out_of_time()])[0]))
             first_step = p.step
+            pace = RecentPace(cfg.lr_decay_time or 0.0)  # window 0: two marks kept
             while reason is None:
                 plan = plan or task.plan(p.epoch)
                 batch = plan[p.position]
@@ -266,14 +268,16 @@ class Loop:
                 if p.step % cfg.valid_every == 0:
                     emit(self.validate(scheduled=True))
                 elapsed = time.monotonic() - t_start
-                due, cool_end = self.cool_down_due(elapsed, p.step - first_step)
+                pace.mark(elapsed, p.step - first_step)
+                due, cool_end = self.cool_down_due(elapsed, pace)
                 why, late, cool, cool_end = group.max(
                     [(stop() if stop else None) or 0, int(out_of_time()), int(due), cool_end]
                 )  # agreed
                 if cool:
                     self.cool_down(p.step, cool_end)
                     cfg = self.cfg
-                    rate = round((p.step - first_step) / max(elapsed, 1e-9), 3)
+                    steps_done, seconds = pace.span()
+                    rate = round(steps_done / max(seconds, 1e-9), 3)
                     cooling = {"step": p.step, "epoch": p.epoch, "lr_decay_steps": cool_end, "steps_per_s": rate}
                     emit({"event": "cool_down", **cooling})
                 if why:

@@ -6,7 +6,8 @@ run, as in the warm-up/stable/decay schedules of Hu et al. 2024); or raised line
 over the first W steps and lowered from there with the inverse square root of the step
 (``--warmup-steps W``: the schedule of Vaswani et al. 2017, scaled so that its peak is ``--lr``).
 A cool-down may also be given in time (``--lr-decay-time T`` with ``--max-time``): the loop turns it
-into S and N when the last T seconds of the run begin (``cool_down_steps``)::
+into S and N when the last T seconds of the run begin, at the rate of the T seconds before
+(``RecentPace``, ``cool_down_steps``)::
 
     rate(t) = lr                                             t < S
     rate(t) = lr/2 * (1 + cos(pi * (t - S) / (N - S)))       S <= t <= N   (t finished steps)
@@ -20,6 +21,7 @@ The cosine and the warm-up are one or the other."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 from ..errors import UsageError
@@ -61,10 +63,34 @@ def scheduled(decay_steps: int | None, warmup_steps: int | None) -> bool:
     return decay_steps is not None or warmup_steps is not None
 
 
+class RecentPace:
+    """The steps an invocation took in its last ``window`` seconds (all of it while it is younger),
+    validations included: the rate a cool-down in time plans its steps with. The last seconds
+    before the cool-down predict its own better than the whole run: a machine whose load changed
+    (another job ended, or began) runs the cool-down at its new rate."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.marks: deque[tuple[float, int]] = deque([(0.0, 0)])  # (seconds, steps) into the invocation
+
+    def mark(self, elapsed: float, steps_done: int) -> None:
+        """Record that ``steps_done`` steps were done ``elapsed`` seconds into the invocation; only the
+        last mark at or before the window's start is kept of the older ones."""
+        self.marks.append((elapsed, steps_done))
+        while len(self.marks) > 2 and self.marks[1][0] <= elapsed - self.window:
+            self.marks.popleft()
+
+    def span(self) -> tuple[int, float]:
+        """The steps and seconds from the window's start (at most ``window`` seconds ago, or the
+        invocation's start) to the last mark."""
+        (first_seconds, first_steps), (seconds, steps) = self.marks[0], self.marks[-1]
+        return steps - first_steps, seconds - first_seconds
+
+
 def cool_down_steps(step: int, seconds: float, steps_done: int, elapsed: float, max_steps: int | None) -> int:
     """The step where a cool-down that starts at ``step`` and lasts ``seconds`` ends (its
-    ``--lr-decay-steps``), at the rate of this invocation so far (``steps_done`` steps in ``elapsed``
-    seconds, validations included): at least one step, at most ``max_steps``."""
+    ``--lr-decay-steps``), at the rate of ``steps_done`` steps in ``elapsed`` seconds (the loop
+    passes ``RecentPace.span``): at least one step, at most ``max_steps``."""
     end = step + max(1, round(seconds * steps_done / max(elapsed, 1e-9)))
     return end if max_steps is None else min(end, max_steps)
 

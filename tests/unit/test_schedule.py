@@ -16,7 +16,7 @@ from phrase_rescorer.parallel.distributed import Group
 from phrase_rescorer.training.loop import fit
 from phrase_rescorer.training.phrase_task import PhraseTask
 from phrase_rescorer.training.run_settings import TrainConfig, prepare_data
-from phrase_rescorer.training.schedule import check_schedule, cool_down_steps, learning_rate, same_rates
+from phrase_rescorer.training.schedule import RecentPace, check_schedule, cool_down_steps, learning_rate, same_rates
 from phrase_rescorer.training.task_interface import LoopConfig
 from tests.helpers.synthetic import mapping_table
 
@@ -195,6 +195,24 @@ def test_a_cool_down_in_time_lasts_the_steps_this_runs_rate_gives_it() -> None:
     assert cool_down_steps(7, 30, steps_done=0, elapsed=0, max_steps=None) == 8
 
 
+def test_the_pace_is_that_of_the_last_window_seconds() -> None:
+    pace = RecentPace(10.0)
+    assert pace.span() == (0, 0.0)
+    for steps in range(1, 5):  # 4 steps in 12 s, then one a second
+        pace.mark(3.0 * steps, steps)
+    assert pace.span() == (4, 12.0)  # younger than its window: the whole invocation
+    for steps in range(5, 21):
+        pace.mark(12.0 + steps - 4, steps)
+    assert pace.span() == (10, 10.0)  # 28 s in: from 18 s (step 10) on
+    assert len(pace.marks) == 11
+    pace.mark(28.5, 21)  # a mark between whole seconds: the window starts at the last mark at or before it
+    assert pace.span() == (11, 10.5)
+    still = RecentPace(0.0)
+    for steps in range(1, 50):
+        still.mark(float(steps), steps)
+    assert len(still.marks) == 2 and still.span() == (1, 1.0)
+
+
 class StepClock:
     """A clock for the loop that moves one second at every update and at nothing else."""
 
@@ -206,18 +224,27 @@ class StepClock:
 
 
 def timed_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: LoopConfig, stop_at: int | None = None, resume: bool = False
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    loop: LoopConfig,
+    stop_at: int | None = None,
+    resume: bool = False,
+    slow_steps: int = 0,
 ) -> tuple[str, int, list[float]]:
-    """``rates_of_a_run`` under ``StepClock`` (so that a run's seconds are its steps), optionally
-    stopped as by a signal after step ``stop_at`` or resumed from its ``.last.pt``."""
+    """``rates_of_a_run`` under ``StepClock`` (so that a run's seconds are its steps; its first
+    ``slow_steps`` updates take 3 seconds each), optionally stopped as by a signal after step
+    ``stop_at`` or resumed from its ``.last.pt``."""
     from phrase_rescorer.training import loop as loop_module
 
     clock = StepClock()
     monkeypatch.setattr(loop_module, "time", clock)
     plain_step = loop_module.Loop.step
 
+    updates = [0]
+
     def step(self: loop_module.Loop, batch: torch.Tensor) -> torch.Tensor:
-        clock.now += 1.0
+        updates[0] += 1
+        clock.now += 3.0 if updates[0] <= slow_steps else 1.0
         return plain_step(self, batch)
 
     monkeypatch.setattr(loop_module.Loop, "step", step)
@@ -263,6 +290,23 @@ def test_a_cool_down_in_time_begins_when_its_seconds_are_left_and_ends_at_0(
     assert state is not None
     run = state["run"]
     assert (run["lr_decay_start"], run["lr_decay_steps"]) == (12, 20)
+
+
+def test_a_cool_down_in_time_plans_at_the_rate_of_the_seconds_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-time 30 --lr-decay-time 8, the first 4 steps at 3 seconds each, then one a second: the
+    cool-down begins at step 14 (22 seconds) and plans at the 1 step/s of the 8 seconds before it,
+    to step 22, where the time runs out too; the whole run's 14 steps in 22 seconds would have planned
+    it to step 19, ending 3 seconds early."""
+    from phrase_rescorer.training.log import read_log
+
+    loop = LoopConfig(lr=1e-2, valid_every=5, max_time=30, lr_decay_time=8)
+    reason, steps, rates = timed_run(tmp_path, monkeypatch, loop, slow_steps=4)
+    assert (reason, steps) == ("lr_decay_steps", 22)
+    assert rates == [learning_rate(1e-2, t, 22, None, 14) for t in range(22)]
+    events = [e for e in read_log(str(tmp_path / "m.log")) if e["event"] == "cool_down"]
+    assert [(e["step"], e["lr_decay_steps"], e["steps_per_s"]) for e in events] == [(14, 22, 1.0)]
 
 
 def test_a_cool_down_in_time_resumed_continues_where_it_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
