@@ -71,12 +71,17 @@ class RecentPace:
 
     def __init__(self, window: float) -> None:
         self.window = window
+        self.spacing = window / 1000  # at most about 1,000 marks, whatever the steps per second
         self.marks: deque[tuple[float, int]] = deque([(0.0, 0)])  # (seconds, steps) into the invocation
 
     def mark(self, elapsed: float, steps_done: int) -> None:
-        """Record that ``steps_done`` steps were done ``elapsed`` seconds into the invocation; only the
-        last mark at or before the window's start is kept of the older ones."""
-        self.marks.append((elapsed, steps_done))
+        """Record that ``steps_done`` steps were done ``elapsed`` seconds into the invocation. Marks
+        are kept ``window``/1,000 seconds apart or more (a newer one closer to the one before
+        replaces the last), and of those older than the window's start only the last."""
+        if len(self.marks) > 1 and elapsed - self.marks[-2][0] < self.spacing:
+            self.marks[-1] = (elapsed, steps_done)
+        else:
+            self.marks.append((elapsed, steps_done))
         while len(self.marks) > 2 and self.marks[1][0] <= elapsed - self.window:
             self.marks.popleft()
 

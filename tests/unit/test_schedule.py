@@ -213,6 +213,18 @@ def test_the_pace_is_that_of_the_last_window_seconds() -> None:
     assert len(still.marks) == 2 and still.span() == (1, 1.0)
 
 
+def test_the_pace_keeps_about_a_thousand_marks_at_any_rate() -> None:
+    """A fast step (1,000 a second) under a 60-second window: the marks stay about 1,000, and the
+    span starts within the marks' spacing (0.06 s) of the window's start."""
+    pace = RecentPace(60.0)
+    for steps in range(1, 200_001):
+        pace.mark(steps / 1000, steps)
+        assert len(pace.marks) <= 1050
+    steps_done, seconds = pace.span()
+    assert 60.0 <= seconds < 60.0 + 0.06 + 1e-9
+    assert steps_done == round(seconds * 1000)
+
+
 class StepClock:
     """A clock for the loop that moves one second at every update and at nothing else."""
 
