@@ -71,7 +71,7 @@ class RecentPace:
 
     def __init__(self, window: float) -> None:
         self.window = window
-        self.spacing = window / 1000  # at most about 1,000 marks, whatever the steps per second
+        self.spacing = window / 1000  # about 1,000 marks, whatever the steps per second
         self.marks: deque[tuple[float, int]] = deque([(0.0, 0)])  # (seconds, steps) into the invocation
 
     def mark(self, elapsed: float, steps_done: int) -> None:
@@ -86,8 +86,8 @@ class RecentPace:
             self.marks.popleft()
 
     def span(self) -> tuple[int, float]:
-        """The steps and seconds from the window's start (at most ``window`` seconds ago, or the
-        invocation's start) to the last mark."""
+        """The steps and seconds from the window's start (the last mark at or before it, up to
+        ``window``/1,000 seconds earlier; the invocation's start while it is younger) to the last mark."""
         (first_seconds, first_steps), (seconds, steps) = self.marks[0], self.marks[-1]
         return steps - first_steps, seconds - first_seconds
 
