@@ -17,8 +17,8 @@ size (speed does not depend on the weights):
   network), prefix-sharing scorer against the batched one (``architectures``);
 * the prefix scorer's bound: 1 / (the reference's fraction of the machine's matrix-product rate
   x the share of the unshared FLOPs the prefix scorer computes), and the fraction of it reached;
-* the Adadelta update alone, torch's operations in pieces against the compiled loop
-  (``training``);
+* the Adadelta update alone, torch's operations in pieces against the compiled loop, and dropout
+  alone, torch's masks against the C loop's (``training``);
 * training steps (``Loop.step``: log p, backward, clipping, Adadelta) at batch 64 and a
   larger batch, paper and small sizes, float32 and bfloat16 (``training``);
 * n-best scoring with the CSLM (``append_features``, small and paper presets, a synthetic 200-best
@@ -281,6 +281,7 @@ def main(
             report["adadelta_update"] = training.adadelta_update(
                 parts.size_variant(preset, src_vocab, tgt_vocab)[0], train_steps
             )
+            report["dropout"] = training.dropout_masks_figures(50 if not quick else 3)
             report["cpu_training"] = training.cpu_training(
                 load_pairs(str(head)), preset, src_vocab, tgt_vocab, batches, train_steps, work, cpu_rate, cpu_bf16
             )

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 import torch
+from torch import nn
 
 from benchmarks import parts, training_steps
 from phrase_rescorer.data.pairs import PairSet
 from phrase_rescorer.data.vocab import Vocabulary
 from phrase_rescorer.model.architectures import build_model
 from phrase_rescorer.model.cho2014 import ModelConfig
-from phrase_rescorer.training import adadelta_loop
+from phrase_rescorer.training import adadelta_loop, dropout_masks
 from phrase_rescorer.training.optim import ChunkedAdadelta, CompiledAdadelta
 
 
@@ -95,9 +97,64 @@ def cpu_training(
     return out
 
 
+def interleaved_ms(calls: Callable[[], dict[str, Callable[[], object]]], steps: int) -> dict[int, dict[str, float]]:
+    """Milliseconds per call of each of ``calls()`` (made anew for each thread count), medians of
+    ``steps`` interleaved calls after one each, on one thread and on torch's threads: by thread count."""
+    threads = torch.get_num_threads()
+    out: dict[int, dict[str, float]] = {}
+    for t in sorted({1, threads}):
+        torch.set_num_threads(t)
+        try:
+            kinds = calls()
+            times: dict[str, list[float]] = {k: [] for k in kinds}
+            for i in range(steps + 1):
+                for k, call in kinds.items():
+                    start = time.perf_counter()
+                    call()
+                    if i:
+                        times[k].append(time.perf_counter() - start)
+        finally:
+            torch.set_num_threads(threads)
+        out[t] = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    return out
+
+
+def _threads(t: int) -> str:
+    return f"{t} thread{'s' if t > 1 else ''}"
+
+
+def dropout_masks_figures(steps: int, shape: tuple[int, int] = (2000, 128), p: float = 0.3) -> dict[str, Any]:
+    """Milliseconds per dropout of a ``shape`` float32 activation, forward and backward, torch's
+    ``nn.Dropout`` against the C loop's masks (``interleaved_ms``; a transformer step of the
+    README's recipe has 22 of about this size)."""
+    say = click.echo
+    if dropout_masks.LIBRARY.load() is None:
+        say(f"\ndropout alone: the loop cannot be built here ({dropout_masks.problem()})")
+        return {"problem": dropout_masks.problem()}
+    x = torch.randn(shape, requires_grad=True)
+    g = torch.randn(shape)
+    modules = {"torch": nn.Dropout(p).train(), "compiled": dropout_masks.CounterDropout(p).train()}
+
+    def through(module: nn.Module) -> Callable[[], object]:
+        return lambda: module(x).backward(g)
+
+    def calls() -> dict[str, Callable[[], object]]:
+        return {k: through(m) for k, m in modules.items()}
+
+    out: dict[str, Any] = {"shape": list(shape), "p": p}
+    say(f"\ndropout alone ({shape[0]:,} x {shape[1]:,}, p {p}; ms forward and backward, medians of {steps})")
+    for t, ms in interleaved_ms(calls, steps).items():
+        out[_threads(t)] = ms
+        say(
+            f"  {_threads(t):9s}: torch {ms['torch']:.2f}, compiled {ms['compiled']:.2f} "
+            f"({ms['torch'] / ms['compiled']:.1f}x)"
+        )
+    return out
+
+
 def adadelta_update(config: ModelConfig, steps: int) -> dict[str, Any]:
     """Milliseconds per Adadelta update of ``config``'s parameters, chunked against compiled
-    (medians of ``steps`` interleaved updates after one each), on one thread and on all."""
+    (``interleaved_ms``)."""
     say = click.echo
     params = list(build_model(config, None).parameters())
     n = sum(p.numel() for p in params)
@@ -107,26 +164,16 @@ def adadelta_update(config: ModelConfig, steps: int) -> dict[str, Any]:
         say(f"\nAdadelta update alone: the compiled loop cannot be built here ({adadelta_loop.problem()})")
         return {"problem": adadelta_loop.problem()}
     kinds = {"chunked": ChunkedAdadelta, "compiled": CompiledAdadelta}
-    threads = torch.get_num_threads()
+
+    def calls() -> dict[str, Callable[[], object]]:
+        return {k: make(params, lr=1.0, rho=0.95, eps=1e-6).step for k, make in kinds.items()}
+
     out: dict[str, Any] = {"parameters": n}
     say(f"\nAdadelta update alone ({n / 1e6:.1f} M parameters; ms per update, medians of {steps})")
-    for t in sorted({1, threads}):
-        torch.set_num_threads(t)
-        try:
-            optimizers = {k: make(params, lr=1.0, rho=0.95, eps=1e-6) for k, make in kinds.items()}
-            times: dict[str, list[float]] = {k: [] for k in kinds}
-            for i in range(steps + 1):
-                for k, opt in optimizers.items():
-                    start = time.perf_counter()
-                    opt.step()
-                    if i:
-                        times[k].append(time.perf_counter() - start)
-        finally:
-            torch.set_num_threads(threads)
-        ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-        out[f"{t} thread{'s' if t > 1 else ''}"] = ms
+    for t, ms in interleaved_ms(calls, steps).items():
+        out[_threads(t)] = ms
         say(
-            f"  {t} thread{'s' if t > 1 else ' '}: chunked {ms['chunked']:.1f}, compiled {ms['compiled']:.1f} "
+            f"  {_threads(t):9s}: chunked {ms['chunked']:.1f}, compiled {ms['compiled']:.1f} "
             f"({ms['chunked'] / ms['compiled']:.1f}x; the loop moves {28 * n / ms['compiled'] / 1e6:.1f} GB/s)"
         )
     return out

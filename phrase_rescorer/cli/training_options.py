@@ -16,6 +16,7 @@ from ..model.cells import CELL_TYPES
 from ..model.cho2014 import CELLS, PRESETS, SUMMARIES, ModelConfig
 from ..model.decoders import ATTENTION_FROM
 from ..model.kinds import DIRECTIONS
+from ..training.dropout_masks import KERNELS as DROPOUT_KERNELS
 from ..training.optim import KERNELS
 from ..training.run_settings import OPTIMIZERS, TrainConfig
 from .loop_options import loop_option, loop_options
@@ -208,6 +209,18 @@ def training_options(
             "or cc, on first use and kept in ~/.cache/phrase_rescorer; where it cannot be built "
             "a warning says so and the run goes on chunked). chunked: torch's own operations bit "
             "for bit, in cache-sized pieces.",
+        ),
+        click.option(
+            "--dropout-kernel",
+            type=click.Choice(DROPOUT_KERNELS),
+            default=defaults.dropout_kernel,
+            show_default=True,
+            help="How dropout draws its masks in training on a CPU. compiled: one C loop draws them "
+            "with a counter-based generator (Philox4x32-10, keyed from the run's --seed) and applies "
+            "them, 10-15 times faster than torch's Bernoulli draws; the same distribution and "
+            "arithmetic, other random numbers (docs/training-speed.md; built like "
+            "--optimizer-kernel's loop; where it cannot be built a warning says so and torch's "
+            "dropout runs). torch: nn.Dropout's own draws.",
         ),
         click.option(
             "--rho",

@@ -25,7 +25,7 @@ from ..model.arch_options import RECURRENT_MODEL_OPTIONS
 from ..model.architectures import ArchConfig, arch_config, sizes_problem, unused_sizes
 from ..model.kinds import ModelFile, network_kind
 from ..parallel import distributed
-from ..training import adadelta_loop, products
+from ..training import adadelta_loop, dropout_masks, products
 from ..training.loop import Interrupted, TrainingError, fit
 from ..training.optim import CompiledAdadelta
 from ..training.phrase_task import DIRECTION_SAYS, phrase_task
@@ -176,6 +176,11 @@ def run_training(
         problem = adadelta_loop.problem()  # builds the loop (under a second, once per machine)
         if problem:
             warn(f"--optimizer-kernel compiled: the loop cannot be built here ({problem}); Adadelta runs chunked")
+    rates = (arch_options.dropout, arch_options.embedding_dropout) if arch_options is not None else ()
+    if cfg.dropout_kernel == "compiled" and dev.type == "cpu" and any(rates):
+        problem = dropout_masks.problem()
+        if problem:
+            warn(f"--dropout-kernel compiled: the loop cannot be built here ({problem}); torch's dropout runs")
     if dev.type == "cpu":
         try:
             products.library()  # a misspelt PHRASE_RESCORER_PRODUCTS refused now, not at the first step

@@ -31,6 +31,7 @@ from ..model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from ..model.cho2014 import ModelConfig
 from ..model.kinds import ModelFile
 from ..parallel.distributed import Group
+from .dropout_masks import counter_dropout
 from .evaluate import HeldOut, autocast, evaluate
 from .label_smoothing import training_objective
 from .loop import TrainingError
@@ -70,6 +71,8 @@ class PhraseTask:
         self.network = build_model(model_config, arch)
         self.network.reset_parameters(std=cfg.init_std)
         self.network.to(device)
+        if cfg.dropout_kernel == "compiled" and device.type == "cpu":
+            counter_dropout(self.network)  # the masks drawn by a C loop (dropout_masks), not by bernoulli_
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed_log_probs``), under torchrun in its DDP wrapper (same call).
         self.net = self.group.wrap(training_objective(self.network, cfg.label_smoothing))

@@ -16,6 +16,7 @@ from ..data.pairs import EncodedPairs, PairSet
 from ..data.subwords import Subwords, learn_pair_subwords, segment_pairs
 from ..data.vocab import Vocabulary
 from ..model.cho2014 import PRESETS
+from .dropout_masks import KERNELS as DROPOUT_KERNELS
 from .loop import TrainingError
 from .optim import KERNELS
 from .task_interface import LoopConfig
@@ -28,6 +29,7 @@ class TrainConfig:
     max_length: int = 30  # longest phrase (tokens, either side) used for training
     optimizer: str = "adadelta"  # the paper's; or "adam"
     optimizer_kernel: str = "compiled"  # Adadelta's update: one compiled loop, or "chunked" (torch's, bit for bit)
+    dropout_kernel: str = "compiled"  # dropout's masks on the CPU: a C loop's counter-based draws, or "torch"
     rho: float = 0.95  # Adadelta decay
     eps: float = 1e-6  # Adadelta epsilon
     clip_norm: float = 1.0  # gradient-norm clipping threshold
@@ -48,6 +50,10 @@ class TrainConfig:
             raise TrainingError(
                 f"unknown optimizer kernel {self.optimizer_kernel!r}; expected one of {', '.join(KERNELS)}"
             )
+        if self.dropout_kernel not in DROPOUT_KERNELS:
+            raise TrainingError(
+                f"unknown dropout kernel {self.dropout_kernel!r}; expected one of {', '.join(DROPOUT_KERNELS)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting, the loop's among them, in one level: a model file's ``train_config``."""
@@ -61,7 +67,7 @@ class TrainConfig:
 _SAVED_ORDER = (
     "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
     "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 label_smoothing "
-    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time"
+    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time dropout_kernel"
 )
 
 #: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.

@@ -71,6 +71,10 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         assert update["parameters"] > 0 and min(update["1 thread"].values()) > 0
         assert set(update["1 thread"]) == {"chunked", "compiled"}
     assert "Adadelta update alone" in r.stdout
+    dropout = figures["dropout"]
+    if "problem" not in dropout:  # the loop built: torch's masks and the loop's timed on 1 thread
+        assert set(dropout["1 thread"]) == {"torch", "compiled"} and min(dropout["1 thread"].values()) > 0
+    assert "dropout alone" in r.stdout
     for t in figures["cpu_training"].values():
         assert t["pairs_per_s"] > 0 and t["useful_gflops"] > 0
         assert t["matmul_fraction"] == pytest.approx(t["useful_gflops"] / figures["cpu_matmul_gflops"])

@@ -311,12 +311,12 @@ def test_train_defaults_are_the_measured_recipe(phrase_straight: Path) -> None:
 
 def test_the_model_file_records_every_setting_in_one_level_in_its_order(phrase_straight: Path) -> None:
     """The loop's settings among the others, in the order of the files written before they were
-    one config: the same options still write the same bytes."""
+    one config (a setting added since comes after them)."""
     recorded = raw(phrase_straight / "m.pt")["info"]["train_config"]
     assert " ".join(recorded) == (
         "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
         "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 "
-        "label_smoothing keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time"
+        "label_smoothing keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time dropout_kernel"
     )
     assert (recorded["seed"], recorded["valid_every"], recorded["patience"]) == (3, 8, 0)
 
@@ -516,6 +516,28 @@ def test_without_a_compiler_the_run_says_so_and_goes_on_chunked(
     warning = [line for line in r.output.splitlines() if "--optimizer-kernel" in line]
     assert len(warning) == 1 and "the loop cannot be built here" in warning[0] and "no-cc" in warning[0], r.output
     assert "adadelta (chunked update)" in r.output
+
+
+def test_without_a_compiler_dropout_says_so_and_runs_torchs(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network with dropout: one warning, torch's dropout, the setting recorded; with
+    --dropout-kernel torch nothing is said."""
+    from phrase_rescorer.training import dropout_masks
+
+    monkeypatch.setenv("PHRASE_RESCORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
+    monkeypatch.setattr(dropout_masks.LIBRARY, "_loaded", [])
+    monkeypatch.setattr(dropout_masks.LIBRARY, "_problem", [])
+    arch = ["--arch", "rnnsearch", "--dropout", "0.3", "--max-steps", "2"]
+    r = train(str(table), str(tmp_path / "m.pt"), *TINY, *arch)
+    assert r.exit_code == 0, r.output
+    warning = [line for line in r.output.splitlines() if "--dropout-kernel" in line]
+    assert len(warning) == 1 and "cannot be built here" in warning[0] and "no-cc" in warning[0], r.output
+    assert raw(tmp_path / "m.pt")["info"]["train_config"]["dropout_kernel"] == "compiled"
+    r = train(str(table), str(tmp_path / "t.pt"), *TINY, *arch, "--dropout-kernel", "torch")
+    assert r.exit_code == 0 and "--dropout-kernel" not in r.output, r.output
+    assert raw(tmp_path / "t.pt")["info"]["train_config"]["dropout_kernel"] == "torch"
 
 
 def test_a_misspelt_products_library_is_refused_before_training(
