@@ -79,7 +79,7 @@ def apply(lib: ctypes.CDLL, x: torch.Tensor, key: tuple[int, int], p: float) -> 
 
 
 def draw_key() -> tuple[int, int]:
-    """A 64-bit key from torch's default CPU generator, as two 32-bit words."""
+    """A key from torch's default CPU generator (one draw below 2^62), as two 32-bit words."""
     v = int(torch.randint(0, 2**62, (), dtype=torch.int64))
     return v & 0xFFFFFFFF, v >> 32
 

@@ -12,17 +12,23 @@ import os
 import platform
 import shlex
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 from torch import nn
 
+from phrase_rescorer.cli import cli
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.cho2014 import ModelConfig
 from phrase_rescorer.training import dropout_masks
+from phrase_rescorer.training.log import read_log
 from phrase_rescorer.training.loop import TrainingError
 from phrase_rescorer.training.run_settings import TrainConfig
+from tests.helpers.synthetic import mapping_table
+from tests.helpers.train_options import TASKS
 
 LIB = dropout_masks.LIBRARY.load()
 needs_loop = pytest.mark.skipif(LIB is None, reason=f"the loop cannot be built here: {dropout_masks.problem()}")
@@ -95,6 +101,15 @@ def test_forward_and_backward_equal_torchs_dropout_with_the_same_noise() -> None
     noise = _noise(LIB, x.numel(), dropout_masks.draw_key(), 0.3).view(x.shape)
     assert torch.equal(y.detach().view(torch.int32), (x.detach() * noise).view(torch.int32))
     assert x.grad is not None and torch.equal(x.grad.view(torch.int32), (g * noise).view(torch.int32))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.15, 0.3, 0.5, 0.9])
+def test_the_scale_is_torchs_own(p: float) -> None:
+    """torch's noise: ``noise.bernoulli_(1 - p); noise.div_(1 - p)`` (ATen's Dropout.cpp,
+    ``_dropout_impl``), 1 / (1 - p) rounded in float32, not the double's rounding."""
+    torch.manual_seed(0)
+    kept = nn.functional.dropout(torch.ones(1000), p, True)
+    assert set(kept[kept != 0].tolist()) == {dropout_masks.scale(p)}
 
 
 @needs_loop
@@ -181,3 +196,29 @@ def test_an_unknown_dropout_kernel_is_refused() -> None:
     assert TrainConfig().dropout_kernel == "compiled"
     with pytest.raises(TrainingError, match="unknown dropout kernel"):
         TrainConfig(dropout_kernel="fast")
+
+
+@needs_loop
+def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_one(tmp_path: Path) -> None:
+    """The key comes from torch's generator, whose state the run's files keep: a run stopped at
+    step 5 and resumed to 10 has the losses and weights of the run that went straight to 10."""
+    table = mapping_table(tmp_path / "pt.gz", 120)
+    options = [*TASKS[0].options, "--batch-size", "16", "--seed", "3", "--log-every", "1", "--patience", "0"]
+    options += ["--arch", "rnnsearch", "--dropout", "0.3"]
+
+    def train(out: Path, *more: str) -> None:
+        r = CliRunner().invoke(cli, ["train", str(table), str(out), *options, *more], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    train(tmp_path / "a" / "m.pt", "--max-steps", "10")
+    train(tmp_path / "b" / "m.pt", "--max-steps", "5")
+    train(tmp_path / "b" / "m.pt", "--max-steps", "10", "--resume")
+
+    def losses(d: Path) -> list[float]:
+        return [e["loss"] for e in read_log(str(d / "m.log")) if e["event"] == "train"]
+
+    assert losses(tmp_path / "a") == losses(tmp_path / "b") and len(losses(tmp_path / "a")) == 10
+    a = torch.load(tmp_path / "a" / "m.last.pt", weights_only=False)["state_dict"]
+    b = torch.load(tmp_path / "b" / "m.last.pt", weights_only=False)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
