@@ -217,7 +217,8 @@ def training_options(
             show_default=True,
             help="How dropout draws its masks in training on a CPU. compiled: one C loop draws them "
             "with a counter-based generator (Philox4x32-10, keyed from the run's --seed) and applies "
-            "them, 10-15 times faster than torch's Bernoulli draws; the same distribution and "
+            "them, forward and backward 3-5 times as fast as torch's Bernoulli draws; the same "
+            "distribution and "
             "arithmetic, other random numbers (docs/training-speed.md; built like "
             "--optimizer-kernel's loop; where it cannot be built a warning says so and torch's "
             "dropout runs). torch: nn.Dropout's own draws.",
