@@ -49,17 +49,18 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "type": click.IntRange(1),
         "help": "Raise the learning rate linearly from 0 to --lr over the first N steps, then lower it "
         "with the inverse square root of the step (Vaswani et al. 2017: --lr at step N, half of it "
-        "at step 4N); counted across resumes. Not with --lr-decay-steps.",
+        "at step 4N); counted across resumes. A cool-down (--lr-decay-start/--lr-decay-steps or "
+        "--lr-decay-time) multiplies this rate by its half cosine.",
     },
     "lr_decay_start": {
         "type": click.IntRange(0),
-        "help": "Hold the learning rate at --lr up to step S and lower it along the half cosine from "
+        "help": "Hold the learning rate at --lr (or the warm-up's) up to step S and lower it along the half cosine from "
         "there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
         "constant rate takes one on --resume when S is at least the step it stands at.",
     },
     "lr_decay_time": {
         "type": click.FloatRange(0, min_open=True),
-        "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr until then, "
+        "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr (or the warm-up's) until then, "
         "then the half cosine to 0 over the steps T seconds give at the rate of the T seconds before "
         "(set then, logged, and kept as --lr-decay-start/--lr-decay-steps: --resume continues it).",
     },

@@ -7,16 +7,18 @@ over the first W steps and lowered from there with the inverse square root of th
 (``--warmup-steps W``: the schedule of Vaswani et al. 2017, scaled so that its peak is ``--lr``).
 A cool-down may also be given in time (``--lr-decay-time T`` with ``--max-time``): the loop turns it
 into S and N when the last T seconds of the run begin, at the rate of the T seconds before
-(``RecentPace``, ``cool_down_steps``)::
+(``RecentPace``, ``cool_down_steps``). With a warm-up, the cosine multiplies the warm-up's rate
+(a warmed-up run cooled down at its end: ``--warmup-steps W`` with ``--lr-decay-time T``)::
 
-    rate(t) = lr                                             t < S
-    rate(t) = lr/2 * (1 + cos(pi * (t - S) / (N - S)))       S <= t <= N   (t finished steps)
-    rate(s) = lr * min(s / W, sqrt(W / s))                   s = 1, 2, ...: the update's number
+    base(t) = lr                                             without a warm-up
+    base(t) = lr * min(s / W, sqrt(W / s))                   s = t + 1: the update's number
+    rate(t) = base(t)                                        t < S
+    rate(t) = base(t)/2 * (1 + cos(pi * (t - S) / (N - S)))  S <= t <= N   (t finished steps)
 
 A function of the step alone, so a resumed run follows the schedule of an uninterrupted one
 exactly; ``same_rates`` says whether two schedules gave the steps a run has taken the same
-rates (a run at a constant rate may be resumed with a cool-down that starts where it stands).
-The cosine and the warm-up are one or the other."""
+rates (a run at a constant rate, or warmed up, may be resumed with a cool-down that starts where
+it stands)."""
 
 from __future__ import annotations
 
@@ -31,13 +33,14 @@ def learning_rate(
     lr: float, step: int, decay_steps: int | None, warmup_steps: int | None = None, decay_start: int = 0
 ) -> float:
     """The rate of the update that follows ``step`` finished steps (0: the first update)."""
+    rate = lr
     if warmup_steps is not None:
         s = step + 1
-        return lr * min(s / warmup_steps, math.sqrt(warmup_steps / s))
+        rate = lr * min(s / warmup_steps, math.sqrt(warmup_steps / s))
     if decay_steps is None or step < decay_start:
-        return lr
+        return rate
     done = min(step, decay_steps) - decay_start
-    return 0.5 * lr * (1.0 + math.cos(math.pi * done / (decay_steps - decay_start)))
+    return 0.5 * rate * (1.0 + math.cos(math.pi * done / (decay_steps - decay_start)))
 
 
 #: The settings of a run's schedule, as its record names them (``loop.Loop.record``, ``same_run``).
@@ -110,16 +113,15 @@ def check_schedule(
 ) -> None:
     """Refuse a run that would go on past the end of its schedule, where the rate is 0, a cool-down
     that starts at or after its end or without one, a cool-down in time without a time limit or
-    as long as it, and two schedules at once."""
+    as long as it."""
     if decay_time is not None:
         if max_time is None:
             raise UsageError("--lr-decay-time T cools down the last T seconds of --max-time; give --max-time")
         if not 0 < decay_time < max_time:
             raise UsageError(f"--lr-decay-time {decay_time:g} must be above 0 and below --max-time {max_time:g}")
-        if decay_steps is not None or warmup_steps is not None or decay_start:
+        if decay_steps is not None or decay_start:
             raise UsageError(
-                "--lr-decay-time sets the cool-down's steps itself; not with --lr-decay-steps, "
-                "--lr-decay-start or --warmup-steps"
+                "--lr-decay-time sets the cool-down's steps itself; not with --lr-decay-steps or --lr-decay-start"
             )
     if decay_steps is not None and decay_steps < 1:
         raise UsageError(f"--lr-decay-steps must be at least 1, not {decay_steps}")
@@ -133,8 +135,6 @@ def check_schedule(
         )
     if warmup_steps is not None and warmup_steps < 1:
         raise UsageError(f"--warmup-steps must be at least 1, not {warmup_steps}")
-    if decay_steps is not None and warmup_steps is not None:
-        raise UsageError("--lr-decay-steps and --warmup-steps are two schedules of the learning rate; choose one")
     if decay_steps is not None and max_steps is not None and max_steps > decay_steps:
         raise UsageError(
             f"--max-steps {max_steps} goes past --lr-decay-steps {decay_steps}, where the learning rate "

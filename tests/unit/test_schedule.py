@@ -4,6 +4,7 @@ and the rate the optimizer holds at every step of a real run."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -99,10 +100,25 @@ def test_the_warm_up_rises_to_the_rate_then_falls_with_the_inverse_square_root()
         assert learning_rate(lr, t, None, w) == pytest.approx(lr * vaswani / w**-0.5, rel=1e-12)
 
 
-def test_one_schedule_at_a_time() -> None:
-    check_schedule(None, None, 10)
-    with pytest.raises(UsageError, match="two schedules of the learning rate; choose one"):
-        check_schedule(None, 100, 10)
+def test_a_warm_up_takes_a_cool_down_and_the_cosine_multiplies_its_rate() -> None:
+    """--warmup-steps W with --lr-decay-start S --lr-decay-steps N: the warm-up's rate up to S,
+    then that rate times the half cosine's factor, 0 at N; the plain forms are unchanged (a
+    warm-up without a cool-down, a cool-down without a warm-up: the same floats as before)."""
+    lr, w, start, end = 2e-3, 40, 300, 400
+    check_schedule(None, end, w, start)
+    check_schedule(None, None, w, 0, 60.0, 600.0)  # --warmup-steps with --lr-decay-time
+    for t in range(start):
+        assert learning_rate(lr, t, end, w, start) == learning_rate(lr, t, None, w), t
+    for t in range(start, end + 1):
+        factor = learning_rate(1.0, t - start, end - start)
+        assert learning_rate(lr, t, end, w, start) == pytest.approx(learning_rate(lr, t, None, w) * factor, rel=1e-12)
+    assert learning_rate(lr, end, end, w, start) == 0.0
+    middle = (start + end) // 2
+    assert learning_rate(lr, middle, end, w, start) == pytest.approx(lr * (w / (middle + 1)) ** 0.5 / 2, rel=1e-12)
+    for t in (0, 7, 99, 100, 150):  # without a warm-up: exactly the old expression
+        assert learning_rate(lr, t, 100, None, 50) == (
+            lr if t < 50 else 0.5 * lr * (1.0 + math.cos(math.pi * (min(t, 100) - 50) / 50))
+        )
     with pytest.raises(UsageError, match="--warmup-steps must be at least 1"):
         LoopConfig(warmup_steps=0)
 
@@ -176,14 +192,15 @@ def test_a_resume_compares_the_rates_of_exactly_the_steps_taken() -> None:
     )
 
 
-def test_a_cool_down_in_time_needs_a_time_limit_longer_than_it_and_no_other_schedule() -> None:
+def test_a_cool_down_in_time_needs_a_time_limit_longer_than_it_and_no_cool_down_in_steps() -> None:
     LoopConfig(max_time=60, lr_decay_time=20)
     with pytest.raises(UsageError, match="cools down the last T seconds of --max-time; give --max-time"):
         LoopConfig(lr_decay_time=20)
     for time_limit in (20, 10):
         with pytest.raises(UsageError, match="must be above 0 and below --max-time"):
             LoopConfig(max_time=time_limit, lr_decay_time=20)
-    for other in ({"lr_decay_steps": 100}, {"warmup_steps": 10}, {"lr_decay_steps": 100, "lr_decay_start": 50}):
+    LoopConfig(max_time=60, lr_decay_time=20, warmup_steps=10)  # a warmed-up run cooled down at its end
+    for other in ({"lr_decay_steps": 100}, {"lr_decay_steps": 100, "lr_decay_start": 50}):
         with pytest.raises(UsageError, match="sets the cool-down's steps itself"):
             LoopConfig(max_time=60, lr_decay_time=20, **other)
 
@@ -332,3 +349,26 @@ def test_a_cool_down_in_time_resumed_continues_where_it_began(tmp_path: Path, mo
     reason, steps, rates = timed_run(tmp_path, monkeypatch, loop, resume=True)
     assert (reason, steps) == ("lr_decay_steps", 20)
     assert rates == [learning_rate(1e-2, t, 20, None, 12) for t in range(15, 20)]
+
+
+def test_a_warmed_up_run_cooled_down_in_time_and_resumed_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--warmup-steps 4 --max-time 20 --lr-decay-time 8 at one step a second: the warm-up's rates
+    for 12 steps, then those rates times the half cosine to step 20; stopped at step 15 and resumed
+    with the same options, the steps left take the uninterrupted run's rates."""
+    from phrase_rescorer.training.loop import Interrupted
+
+    loop = LoopConfig(lr=1e-2, valid_every=5, max_time=20, lr_decay_time=8, warmup_steps=4)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    reason, steps, rates = timed_run(whole, monkeypatch, loop)
+    assert (reason, steps) == ("lr_decay_steps", 20)
+    assert rates == [learning_rate(1e-2, t, 20, 4, 12) for t in range(20)]
+    assert rates[:12] == [learning_rate(1e-2, t, None, 4) for t in range(12)] and rates[3] == 1e-2
+    assert 0 < rates[-1] < rates[12] < rates[11]
+    with pytest.raises(Interrupted):
+        timed_run(tmp_path, monkeypatch, loop, stop_at=15)
+    reason, steps, resumed = timed_run(tmp_path, monkeypatch, loop, resume=True)
+    assert (reason, steps) == ("lr_decay_steps", 20)
+    assert resumed == rates[15:]
