@@ -54,14 +54,14 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     },
     "lr_decay_start": {
         "type": click.IntRange(0),
-        "help": "Hold the learning rate at --lr (or the warm-up's) up to step S and lower it along the half cosine from "
-        "there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
+        "help": "Hold the learning rate at --lr (or the warm-up's) up to step S and lower it along the "
+        "half cosine from there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
         "constant rate takes one on --resume when S is at least the step it stands at.",
     },
     "lr_decay_time": {
         "type": click.FloatRange(0, min_open=True),
-        "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr (or the warm-up's) until then, "
-        "then the half cosine to 0 over the steps T seconds give at the rate of the T seconds before "
+        "help": "A cool-down over the last T seconds of --max-time: the rate held at --lr (or the warm-up's) "
+        "until then, then the half cosine to 0 over the steps T seconds give at the rate of the T seconds before "
         "(set then, logged, and kept as --lr-decay-start/--lr-decay-steps: --resume continues it).",
     },
     "log_every": {"type": click.IntRange(1), "help": "Steps between training-loss log lines."},
