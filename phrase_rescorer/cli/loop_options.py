@@ -56,7 +56,7 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "type": click.IntRange(0),
         "help": "Hold the learning rate at --lr (or the warm-up's) up to step S and lower it along the "
         "half cosine from there to 0 at --lr-decay-steps (a cool-down at the end of a run). A run trained at the "
-        "constant rate takes one on --resume when S is at least the step it stands at.",
+        "constant rate (or warmed up) takes one on --resume when S is at least the step it stands at.",
     },
     "lr_decay_time": {
         "type": click.FloatRange(0, min_open=True),

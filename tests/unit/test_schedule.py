@@ -190,6 +190,9 @@ def test_a_resume_compares_the_rates_of_exactly_the_steps_taken() -> None:
     assert "other learning rates for the 12 steps taken" in (
         differences(saved, {**saved, "lr_decay_steps": 30, "lr_decay_start": 10}, 12) or ""
     )
+    warmed = {**saved, "warmup_steps": 8}  # a warmed-up run takes a cool-down from where it stands
+    assert differences(warmed, {**warmed, "lr_decay_steps": 30, "lr_decay_start": 12}, 12) is None
+    assert differences(warmed, {**warmed, "lr_decay_steps": 30, "lr_decay_start": 10}, 12) is not None
 
 
 def test_a_cool_down_in_time_needs_a_time_limit_longer_than_it_and_no_cool_down_in_steps() -> None:
