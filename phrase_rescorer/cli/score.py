@@ -112,7 +112,8 @@ def score(
     from ..model.files import CheckpointError
     from ..output import check_distinct_paths, check_output_path
     from ..scoring.api import load
-    from ..scoring.sentences import Text, check_aligned, score_texts
+    from ..scoring.sentences import score_texts
+    from ..scoring.texts import Text, check_aligned
 
     check_output_path(out_path)
     for given in (src_path, tgt_path):

@@ -42,14 +42,11 @@ from typing import Protocol
 
 import numpy as np
 
-from ..compression import rereadable
-from ..data.corpus import read_sentences
-from ..data.line_limit import line_too_long
 from ..model.checkpoint import unusable_weights
 from ..moses.nbest import format_value
-from ..moses.phrase_table import PhraseTableError
 from ..output import AtomicOutput
 from .features import Hypothesis
+from .texts import Text
 
 #: Lines scored together (sources encoded once per window, shared prefixes decoded once).
 WINDOW_LINES = 4096
@@ -79,65 +76,6 @@ class TextLine:
 
     sentence: int
     tokens: list[str]
-
-
-class Text:
-    """A text file checked whole before it is scored: :attr:`lines` counted and every line
-    decoded (a bad line raises ``PhraseTableError`` naming it). What cannot be read twice
-    (standard input, a pipe such as ``<(zcat f.gz)``) is kept in memory; a regular file is read
-    again, and must give the lines counted (a file changed meanwhile stops the run).
-
-    A line of more than ``max_tokens`` tokens is refused (``data.line_limit.LineTooLong``), or
-    with ``skip_long`` noted in :attr:`long` (the numbers, from 1, of such lines), not to be
-    scored (:func:`score_texts`)."""
-
-    def __init__(self, path: str, max_tokens: int | None = None, *, skip_long: bool = False):
-        self.path = path
-        self._held: list[list[str]] | None = None
-        self.long: list[int] = []
-        if rereadable(path):
-            self.lines = sum(1 for _ in self._measured(max_tokens, skip_long))
-        else:
-            self._held = list(self._measured(max_tokens, skip_long))
-            self.lines = len(self._held)
-
-    def _measured(self, max_tokens: int | None, skip_long: bool) -> Iterator[list[str]]:
-        for line_no, tokens in enumerate(read_sentences(self.path), 1):
-            if max_tokens is not None and len(tokens) > max_tokens:
-                if not skip_long:
-                    raise line_too_long(
-                        self.path, line_no, len(tokens), max_tokens, also="give --skip-long (-inf for it)"
-                    )
-                self.long.append(line_no)
-            yield tokens
-
-    def __iter__(self) -> Iterator[list[str]]:
-        if self._held is not None:
-            yield from self._held
-            return
-        read = 0
-        for tokens in read_sentences(self.path):
-            read += 1
-            if read > self.lines:
-                break
-            yield tokens
-        if read != self.lines:
-            raise PhraseTableError(
-                self.path, None, f"changed while being scored ({self.lines:,} lines checked, then {read:,} read)"
-            )
-
-
-def check_aligned(source: Text, target: Text) -> None:
-    """Refuse two texts of different lengths, naming the line where the shorter one ends."""
-    if source.lines == target.lines:
-        return
-    short, long = (source, target) if source.lines < target.lines else (target, source)
-    raise PhraseTableError(
-        short.path,
-        short.lines + 1,
-        f"ends here, but {long.path} goes on ({long.lines:,} lines, {short.lines:,} here): "
-        "the two texts must have one sentence a line, line for line",
-    )
 
 
 @dataclass
@@ -223,11 +161,11 @@ def score_texts(
     per word with ``normalize``; with ``word_scores`` followed by `` ||| WordScores= `` and the
     ln p of each token and of </s> (never normalised). With ``summary`` (one of
     :data:`SUMMARIES`) the output is that one figure of the whole text instead. A line that
-    either text holds too long (``Text(..., skip_long=True)``) is not scored: its output line is
+    either text holds too long (``texts.Text(..., skip_long=True)``) is not scored: its output line is
     :data:`SKIPPED` (`` ||| WordScores=`` after it with ``word_scores``), outside the summary.
 
     ``feature`` scores a translation network's lines given its ``sources`` attribute, set here
-    window by window. The texts must have been checked (:class:`Text`, :func:`check_aligned`).
+    window by window. The texts must have been checked (``texts.Text``, ``texts.check_aligned``).
     """
     if summary is not None and summary not in SUMMARIES:
         raise ValueError(f"unknown summary {summary!r}; expected one of {', '.join(SUMMARIES)}")

@@ -190,7 +190,7 @@ def test_pipes_that_cannot_be_read_twice_are_scored_whole(models: dict[str, Path
 
 def test_a_file_changed_between_the_check_and_the_scoring_stops_the_run(tmp_path: Path) -> None:
     from phrase_rescorer.moses.phrase_table import PhraseTableError
-    from phrase_rescorer.scoring.sentences import Text
+    from phrase_rescorer.scoring.texts import Text
 
     text = tmp_path / "t.fr"
     text.write_bytes(TGT.read_bytes())
