@@ -51,6 +51,17 @@ NMT_DEFAULTS = TrainConfig(
     "nbest, score, experiment and translate reverse and restore the words themselves. "
     "With --direction inverse the side reversed is the source, the one that network writes.",
 )
+@click.option(
+    "--valid-bleu",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Each validation also translates the first N held-out pairs greedily and logs their "
+    "tokenized BLEU (valid_bleu in the log): a yardstick for comparing runs of different "
+    "architectures or settings, whose perplexities need not rank them as translators. "
+    "0: off. Costs a sentence's greedy search per pair at each validation.",
+)
 @click.pass_context
 def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **options: Any) -> None:
     """Train a network on the sentence pairs of a parallel corpus: SOURCE and TARGET hold one

@@ -86,7 +86,9 @@ def run_loop(
                 postfix["valid_ppl"] = f"{event['valid_token_ppl']:.2f}"
                 bars[0].write(
                     f"step {event['step']:,}, epoch {event['epoch']}: held-out perplexity "
-                    f"{event['valid_token_ppl']:.2f}" + (" (best)" if event["best"] else "")
+                    f"{event['valid_token_ppl']:.2f}"
+                    + (" (best)" if event["best"] else "")
+                    + (_bleu_says(event) if "valid_bleu" in event else "")
                 )
             bars[0].set_postfix(", ".join(f"{k}={v}" for k, v in postfix.items()))
 
@@ -114,6 +116,10 @@ def run_loop(
         ) from e
 
 
+def _bleu_says(event: dict[str, Any]) -> str:
+    return f", greedy BLEU {event['valid_bleu']:.2f} ({event['valid_bleu_pairs']:,} pairs)"
+
+
 def _network_says(arch: str, options: ArchConfig | None, cell: str) -> str:
     """What the summary line says of the network: its cells, and its family's layers."""
     if options is None:
@@ -133,6 +139,7 @@ def run_training(
     trained_on: str,
     direction: str = "forward",
     right_to_left: bool = False,
+    valid_bleu: int = 0,
     preset: str,
     arch: str,
     vocab_size: int | None,
@@ -213,6 +220,7 @@ def run_training(
             argv=sys.argv,
             trained_on=trained_on,
             right_to_left=right_to_left,
+            valid_bleu=valid_bleu,
         )
     except (TrainingError, SubwordError) as e:
         raise UserError(str(e), e.exit_code) from e

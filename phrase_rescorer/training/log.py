@@ -14,8 +14,9 @@ continued from the log's last value when a run is resumed into the same log)::
         --lr-decay-steps also "lr", the learning rate of the event's last step
     {"event": "valid", "step", "epoch", "valid_token_ppl", "elapsed", "best": bool, ...}
         held-out figures (null when there are no held-out pairs), with "valid_mean_logp" and
-        "unigram_token_ppl" (train, train-nmt) or "valid_ppl_with_unk" (train-lm); ``best``:
-        written to MODEL_OUT
+        "unigram_token_ppl" (train, train-nmt) or "valid_ppl_with_unk" (train-lm); with
+        train-nmt --valid-bleu N also "valid_bleu" (tokenized BLEU of the first N held-out pairs
+        translated greedily) and "valid_bleu_pairs"; ``best``: written to MODEL_OUT
     {"event": "kenlm", "step", "epoch", "text", "kenlm_ppl", "kenlm_ppl_with_oovs", "lm"}
         train-lm --kenlm: the n-gram LM's perplexity of the held-out text (OOVs left out, as
         ``valid_token_ppl`` leaves out the words outside the shortlist)

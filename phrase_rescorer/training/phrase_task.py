@@ -33,6 +33,7 @@ from ..model.kinds import ModelFile
 from ..parallel.distributed import Group
 from .dropout_masks import counter_dropout
 from .evaluate import HeldOut, autocast, evaluate
+from .heldout_bleu import HeldOutBleu
 from .label_smoothing import training_objective
 from .loop import TrainingError
 from .optim import make_optimizer
@@ -82,6 +83,7 @@ class PhraseTask:
             self.network.parameters(), cfg.optimizer, cfg.loop.lr, cfg.rho, cfg.eps, kernel=cfg.optimizer_kernel
         )
         self.clip_norm: float | None = cfg.clip_norm
+        self.heldout_bleu: HeldOutBleu | None = None  # phrase_task sets it for train-nmt --valid-bleu
         self.info = model_info(data, cfg, argv, languages, record)
         if self.group.distributed:
             self.info.update(processes=self.group.world_size, global_batch=self.global_batch)
@@ -136,11 +138,13 @@ class PhraseTask:
         if self.group.distributed:
             total, tokens, pairs = self.group.sum([v.total_logp, v.tokens, v.pairs])
             v = HeldOut(pairs=int(pairs), tokens=int(tokens), total_logp=total)
-        return Validation(
-            v.total_logp,
-            {"token_ppl": v.token_ppl, "mean_logp": v.mean_logp, "pairs": v.pairs},
-            {"valid_token_ppl": v.token_ppl, "valid_mean_logp": v.mean_logp, **unigram},
-        )
+        figures = {"token_ppl": v.token_ppl, "mean_logp": v.mean_logp, "pairs": v.pairs}
+        event = {"valid_token_ppl": v.token_ppl, "valid_mean_logp": v.mean_logp, **unigram}
+        if self.heldout_bleu is not None:  # every process translates the same pairs with the same weights
+            bleu = round(self.heldout_bleu.score(self.network), 4)
+            figures.update(bleu=bleu, bleu_pairs=len(self.heldout_bleu))
+            event.update(valid_bleu=bleu, valid_bleu_pairs=len(self.heldout_bleu))
+        return Validation(v.total_logp, figures, event)
 
     def save(self, path: str, progress: RunState, training_state: dict[str, Any] | None) -> None:
         d, p = self.data, progress
@@ -186,6 +190,7 @@ def phrase_task(
     trained_on: str,
     right_to_left: bool = False,
     units: dict[str, Any] | None = None,
+    valid_bleu: int = 0,
 ) -> PhraseTask:
     """The task of a preset (``sizes`` override its sizes) on ``pairs``. ``direction`` inverse
     trains on the pairs read the other way (``PairSet.swapped``), with the languages swapped as
@@ -193,7 +198,8 @@ def phrase_task(
     network writes what it predicts from the last token to the first (``PairSet.targets_reversed``;
     the model file records ``target_order``, which ``Checkpoint.split`` follows). ``units``: the
     record of a choice of units made from the data (``data.units``), kept in the model files'
-    ``info``."""
+    ``info``. ``valid_bleu`` N: each validation also translates the first N held-out pairs and logs
+    their BLEU (``heldout_bleu``)."""
     requested_vocab, model_sizes = preset_sizes(preset, **sizes)
     if direction == "inverse":
         pairs, languages = pairs.swapped(), (languages[1], languages[0])
@@ -211,4 +217,9 @@ def phrase_task(
     task = PhraseTask(data, config, cfg, device, argv, group, languages, arch, record)
     if units is not None:  # files of runs whose units were given stay as they were
         task.info["units"] = units
+    if valid_bleu:
+        chosen = data.valid_idx[:valid_bleu]
+        references = [" ".join(pairs.pair(int(i))[1]) for i in chosen]  # words, in reading order
+        target_units = None if data.subwords is None else data.subwords[1]
+        task.heldout_bleu = HeldOutBleu(data.encoded, chosen, references, data.tgt_vocab, target_units, right_to_left)
     return task
