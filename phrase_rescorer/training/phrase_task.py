@@ -156,6 +156,9 @@ class PhraseTask:
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         ckpt = load_checkpoint(last, "--resume")
         path = ckpt.path or ""
+        run = (ckpt.training_state or {}).get("run")
+        if isinstance(run, dict) and "precision" not in run and ckpt.info.get("train_config", {}).get("bf16"):
+            run["precision"] = "bfloat16"  # a bf16 run saved before its record named the precision
         check(ckpt.training_state)
         if [m.proto for m in ckpt.subwords or ()] != [m.proto for m in self.data.subwords or ()]:
             raise TrainingError(

@@ -23,7 +23,8 @@ def run_record(
     record: dict[str, str] | None,
 ) -> dict[str, Any]:
     """The settings of a run that ``--resume`` must find unchanged (``record``: the direction and
-    target order the model file records)."""
+    target order the model file records), the precision of the products among them: a run goes on
+    in the precision it started in, so that its steps are those of one computation."""
     record = record or {}
     direction, settings = record.get("direction"), cfg.to_dict()
     run: dict[str, Any] = {
@@ -40,6 +41,8 @@ def run_record(
         run["target_order"] = record["target_order"]
     if data.subwords is not None:
         run["subwords"] = [len(m.units) for m in data.subwords]
+    if cfg.bf16:  # float32 runs stay as they were
+        run["precision"] = "bfloat16"
     return run
 
 

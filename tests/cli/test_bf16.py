@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from phrase_rescorer.cli import cli
 from phrase_rescorer.cpu_features import cpu_features
+from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.training.log import read_log
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import appended_columns, log_column, read_lines, tiny_checkpoint
@@ -116,3 +118,32 @@ def test_train_bf16_on_the_cpu(tmp_path: Path) -> None:
     # bf16 products: the same curve to about 1 %, but not bit for bit.
     np.testing.assert_allclose(losses["bf16"], losses["fp32"], rtol=0.02)
     assert not np.array_equal(losses["bf16"], losses["fp32"])
+
+
+def test_a_run_resumes_in_the_precision_it_started_in(tmp_path: Path) -> None:
+    """A float32 run is not continued with bf16 products, nor a bf16 run with float32 ones: one
+    line says so before anything trains; the same precision resumes."""
+    table = mapping_table(tmp_path / "pt.gz", 200)
+    args = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3", "--device", "cpu"]
+    for name, started, other in (("fp32", [], ["--bf16"]), ("bf16", ["--bf16"], [])):
+        out = tmp_path / f"{name}.pt"
+        r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *started, "--max-steps", "3"])
+        assert r.exit_code == 0, r.output
+        log = read_log(str(tmp_path / f"{name}.log"))
+        r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *other, "--max-steps", "6", "--resume"])
+        was, now = ("float32", "bfloat16") if name == "fp32" else ("bfloat16", "float32")
+        assert r.exit_code == 2, r.output
+        assert f"the precision of the products (--bf16) was {was}, now {now}" in r.output
+        assert read_log(str(tmp_path / f"{name}.log")) == log  # nothing trained
+        r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *started, "--max-steps", "6", "--resume"])
+        assert r.exit_code == 0, r.output
+        assert load_checkpoint(str(tmp_path / f"{name}.last.pt")).info["steps"] == 6
+    # A bf16 run's state saved before the record named the precision: its model file's settings say it.
+    payload = torch.load(tmp_path / "bf16.last.pt", weights_only=True)
+    del payload["training_state"]["run"]["precision"]
+    torch.save(payload, tmp_path / "bf16.last.pt")
+    for extra, code in (([], 2), (["--bf16"], 0)):
+        r = CliRunner().invoke(
+            cli, ["train", str(table), str(tmp_path / "bf16.pt"), *args, *extra, "--max-steps", "9", "--resume"]
+        )
+        assert r.exit_code == code, r.output
