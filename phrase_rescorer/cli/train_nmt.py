@@ -60,7 +60,8 @@ NMT_DEFAULTS = TrainConfig(
     help="Each validation also translates the first N held-out pairs greedily and logs their "
     "tokenized BLEU (valid_bleu in the log): a yardstick for comparing runs of different "
     "architectures or settings, whose perplexities need not rank them as translators. "
-    "0: off. Costs a sentence's greedy search per pair at each validation.",
+    "0: off. Costs a greedy search per pair at each validation: 300 pairs of the medium preset "
+    "took 16 s on two CPU threads, against 4 s for the perplexity of 869.",
 )
 @click.pass_context
 def train_nmt(ctx: click.Context, source: str, target: str, model_out: str, **options: Any) -> None:
