@@ -121,8 +121,8 @@ def test_train_bf16_on_the_cpu(tmp_path: Path) -> None:
 
 
 def test_a_run_resumes_in_the_precision_it_started_in(tmp_path: Path) -> None:
-    """A float32 run is not continued with bf16 products, nor a bf16 run with float32 ones: one
-    line says so before anything trains; the same precision resumes."""
+    """A float32 run is not continued with bf16 products, nor a bf16 run with float32 ones: the
+    refusal names the difference and nothing trains; the same precision resumes."""
     table = mapping_table(tmp_path / "pt.gz", 200)
     args = [*TINY_NETWORK, "--batch-size", "16", "--valid-fraction", "0.1", "--seed", "3", "--device", "cpu"]
     for name, started, other in (("fp32", [], ["--bf16"]), ("bf16", ["--bf16"], [])):
