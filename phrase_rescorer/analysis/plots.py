@@ -165,9 +165,10 @@ def _timed(series: Series) -> tuple[list[float], list[float]]:
 
 
 def training_panels(log: TrainingCurves) -> list[Panel]:
-    """The four panels of ``plot-log``: the training loss and the held-out perplexity, each
-    against the step and against the minutes of training (the log's ``elapsed``); the unigram
-    baseline (train, train-nmt) and KenLM's perplexity (train-lm --kenlm) beside the network's."""
+    """The panels of ``plot-log``: the training loss and the held-out perplexity, each against the
+    step and against the minutes of training (the log's ``elapsed``); the unigram baseline (train,
+    train-nmt) and KenLM's perplexity (train-lm --kenlm) beside the network's; and where the run
+    logged it (train-nmt --valid-bleu), the held-out pairs' greedy BLEU, a third row."""
     per = "word" if log.kind == "text" else "sentence pair"
     panels: list[Panel] = []
     for axis, xlabel in (("step", "step"), ("minutes", "minutes of training")):
@@ -198,16 +199,23 @@ def training_panels(log: TrainingCurves) -> list[Panel]:
         if not ppl.curves and not ppl.hlines:
             ppl.note = "no held-out perplexity in this log"
         panels += [loss, ppl]
-    return [panels[0], panels[2], panels[1], panels[3]]  # losses on the top row, perplexities below
+        if log.valid_bleu:
+            bleu = Panel(f"held-out BLEU by {axis} (greedy)", xlabel, "tokenized BLEU")
+            x, y = points(log.valid_bleu)
+            bleu.curves.append(Curve("network", x, y, style="o-", color="tab:blue"))
+            panels.append(bleu)
+    rows = len(panels) // 2  # losses on the top row, perplexities below, BLEU last
+    return [panels[i + j * rows] for i in range(rows) for j in range(2)]
 
 
 def training_curves(log: TrainingCurves, path: str, dpi: int = 100) -> str:
-    """``plot-log``'s picture (:func:`training_panels`), a 2 x 2 grid."""
+    """``plot-log``'s picture (:func:`training_panels`), two panels a row."""
     plt = _pyplot()
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    for ax, panel in zip(axes.flat, training_panels(log), strict=True):
+    panels = training_panels(log)
+    fig, axes = plt.subplots(len(panels) // 2, 2, figsize=(11, 4 * len(panels) // 2))
+    for ax, panel in zip(axes.flat, panels, strict=True):
         for c in panel.curves:
             ax.plot(c.x, c.y, c.style, ms=3, lw=c.width, color=c.color, alpha=c.alpha, label=c.label)
         for label, y in panel.hlines:

@@ -145,8 +145,9 @@ def plot_log(ctx: click.Context, log: str, out: str) -> None:
     """Training curves from the LOG written by `train`, `train-nmt` or `train-lm` (--log, by
     default MODEL_OUT's .log): the training loss and the held-out perplexity, each against the
     step and against the minutes of training, beside a unigram model's perplexity (train,
-    train-nmt) or KenLM's (train-lm --kenlm). Prints the picture's path; an existing OUT is
-    replaced only if it is a picture.
+    train-nmt) or KenLM's (train-lm --kenlm); and the held-out pairs' greedy BLEU of a
+    train-nmt run with --valid-bleu. Prints the picture's path; an existing OUT is replaced only
+    if it is a picture.
 
     \b
     Example:

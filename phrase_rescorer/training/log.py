@@ -121,6 +121,8 @@ class TrainingCurves:
     loss: Series = field(default_factory=Series)
     valid_ppl: Series = field(default_factory=Series)
     unigram_ppl: Series = field(default_factory=Series)
+    #: The greedy BLEU of held-out pairs (train-nmt --valid-bleu), when the run logged it
+    valid_bleu: Series = field(default_factory=Series)
     skipped_lines: int = 0
     #: "sentence pairs" (train, train-nmt: the loss is -ln p per pair) or "text" (train-lm:
     #: -ln p per word), from the start event
@@ -153,8 +155,8 @@ def _label_smoothing(start: dict) -> float:
 
 
 def read_training_curves(path: str) -> TrainingCurves:
-    """The loss and perplexity curves of a log of any training command (for ``plot-log``);
-    other events are ignored."""
+    """The loss and perplexity curves of a log of any training command (for ``plot-log``), and
+    the held-out BLEU where the run logged it; other events are ignored."""
     events, skipped = read_log_counting(path)
     curves = TrainingCurves(path, skipped_lines=skipped)
     for record in events:
@@ -167,6 +169,7 @@ def read_training_curves(path: str) -> TrainingCurves:
         elif record["event"] == "valid":
             curves.valid_ppl.add(record, "valid_token_ppl")
             curves.unigram_ppl.add(record, "unigram_token_ppl")
+            curves.valid_bleu.add(record, "valid_bleu")
         elif record["event"] == "kenlm" and _number(record.get("kenlm_ppl")):
             curves.kenlm_ppl = float(record["kenlm_ppl"])
     if not curves.loss and not curves.valid_ppl:

@@ -96,6 +96,21 @@ def test_plot_log_of_a_train_nmt_log_shorter_than_its_log_interval(tmp_path: Pat
     plotted(log)
 
 
+def test_plot_log_adds_a_row_for_the_held_out_bleu_of_a_run_that_logged_it(tmp_path: Path) -> None:
+    log = made_log(
+        tmp_path, "train-nmt", str(TINY_MOSES / "train.en"), str(TINY_MOSES / "train.fr"), str(tmp_path / "n.pt"),
+        *SIZES, "--max-steps", "10", "--valid-every", "5", "--valid-fraction", "0.05", "--valid-bleu", "10",
+    )  # fmt: skip
+    panels = training_panels(read_training_curves(str(log)))
+    assert [p.title for p in panels[4:]] == ["held-out BLEU by step (greedy)", "held-out BLEU by minutes (greedy)"]
+    assert [p.title for p in panels[:2]] == ["training loss by step", "training loss by minutes"]
+    steps, minutes, bleu = points(log, "valid", "valid_bleu")
+    assert steps == [5, 10]
+    assert panels[4].curves[0].x == steps and panels[4].curves[0].y == bleu
+    assert panels[5].curves[0].x == pytest.approx(minutes) and panels[5].curves[0].y == bleu
+    plotted(log)
+
+
 def test_plot_log_says_the_loss_of_a_label_smoothed_run_is_the_smoothed_one(tmp_path: Path) -> None:
     log = made_log(
         tmp_path, "train-nmt", str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"), str(tmp_path / "n.pt"),
