@@ -16,6 +16,8 @@ Layout of the output directory (everything is kept)::
                                   candidates (``candidates``: "+ NMT, with the networks' candidates")
     candidates/                   with --network-candidates: the networks' own n-best lists of dev
                                   and test (``candidates``)
+    hybrid/                       with --lm or --nmt, once the runs are done: the bundle of the
+                                  reranked system dev chose, for translate-hybrid (``chosen``)
 
 With ``--baseline-from`` the baseline's finished runs are copied from another experiment's
 directory, and + RNN's where they are this experiment's own (``borrowed``). A run is finished
@@ -38,6 +40,7 @@ from ..moses.toolkit import MosesToolkit
 from . import bleu
 from .borrowed import borrow_baseline, borrow_network_runs, check_source
 from .candidates import made_with, merge_lists, merged_dir, network_lists, takes_candidates, with_candidates
+from .chosen import write_chosen
 from .moses_runs import decode, tune
 from .report import REPORT_NAME, RunScores, build_report
 from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
@@ -286,4 +289,18 @@ def _run_locked(
                     _score_run(os.path.join(rerank_dir(run_dir), twin.key), settings, lang, refs, kind="best")
                 )
                 report()
-    return report()
+    final = report()
+    if combinations:  # the reranked systems, then their twins: the first among equals is the cheaper
+        plain = [(group[i], combinations[i], False) for i in range(len(combinations)) for group in rerankers]
+        twins = [(with_candidates(group[i]), combinations[i], True) for i in hybrid for group in rerankers]
+        write_chosen(
+            toolkit,
+            settings.out_dir,
+            final,
+            plain + twins,
+            models,
+            nbest=settings.rerank_nbest,
+            candidates=settings.network_candidates,
+            say=say,
+        )
+    return final

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from phrase_rescorer.experiment import bleu
-from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from phrase_rescorer.experiment.candidates import with_candidates
+from phrase_rescorer.experiment.chosen import write_chosen
+from phrase_rescorer.experiment.reranked import SentenceModels, reranked
+from phrase_rescorer.experiment.systems import BASELINE
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS, MosesToolkit
 from tests.helpers.moses import moses_root
+from tests.helpers.moses import phrase_rescorer as run
 from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import PYTHON, REPO, cli_env
 
@@ -81,6 +87,8 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
         assert chosen_from["moses"] + chosen_from["new"] == sentences
     weights = (rerank / "nmt-candidates" / "weights").read_text()
     assert all(f"\n{name}= " in weights for name in ("FromMoses", "FromNet0", "MosesReached", "NMT0"))
+    chosen_bundle_translates_as_its_run(report, out, rerank, first.stderr, moses)
+    other_bundle_translates_as_its_run(report, out, rerank, moses, nmt)
 
     again = experiment(*args)  # a restart keeps the network's lists, the joined lists and the twin's run
     assert again.returncode == 0, again.stderr
@@ -88,3 +96,56 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "the lists joined by the networks' candidates kept" in again.stderr
     assert "nmt-candidates run 1: finished earlier, kept" in again.stderr
     assert again.stdout == first.stdout
+    assert "chosen on held-out dev BLEU" in again.stderr  # written again, the same system
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".hybrid")) == []
+    test_text = str(TINY / "test.en")
+    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+
+
+def chosen_key(report: dict) -> str:
+    """The reranked row of highest mean held-out dev BLEU, the first listed among equals."""
+    means = {key: sum(r["dev_heldout"] for r in report["systems"][key]["runs"]) for key in ("nmt", "nmt-candidates")}
+    return max(means, key=lambda key: (means[key], key == "nmt"))
+
+
+def translated(bundle: Path, source: str, moses: str) -> bytes:
+    r = run("translate-hybrid", str(bundle), source, "-", "--quiet", "--moses", moses)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def chosen_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, stderr: str, moses: str) -> None:
+    """OUT/hybrid is the bundle of the row dev chose, and translate-hybrid with it writes that
+    run's reranked test output byte for byte."""
+    key = chosen_key(report)
+    assert f"chosen on held-out dev BLEU: {report['systems'][key]['label']} (" in stderr
+    record = json.loads((out / "hybrid" / "bundle.json").read_text())
+    assert record["weights"]["from"] == str(rerank / key / "weights")
+    assert record["ini"]["from"] == str(rerank.parent / "moses.ini")
+    assert record["nbest"] == 10
+    assert (record["candidates"] is not None) == (key == "nmt-candidates")
+    assert translated(out / "hybrid", str(TINY / "test.en"), moses) == (rerank / key / "test.best").read_bytes()
+
+
+def other_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, moses: str, nmt: Path) -> None:
+    """The other row's bundle, written as the experiment writes the chosen one (the report's
+    held-out figures made to choose it), translates as its run too: both kinds of bundle are right."""
+    models = SentenceModels(nmt=(str(nmt),))
+    (features,) = models.combinations()
+    plain = reranked(BASELINE, features)
+    rows = [(plain, features, False), (with_candidates(plain), features, True)]
+    other = "nmt" if chosen_key(report) == "nmt-candidates" else "nmt-candidates"
+    made_up = json.loads(json.dumps(report))
+    for key in ("nmt", "nmt-candidates"):
+        made_up["systems"][key]["runs"][0]["dev_heldout"] = 50.0 if key == other else 10.0
+    elsewhere = out.parent / "other"
+    shutil.copytree(out, elsewhere, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
+    said: list[str] = []
+    toolkit = MosesToolkit(moses)
+    written = write_chosen(toolkit, str(elsewhere), made_up, rows, models, nbest=10, candidates=3, say=said.append)
+    assert written == str(elsewhere / "hybrid"), said
+    record = json.loads((elsewhere / "hybrid" / "bundle.json").read_text())
+    assert (record["candidates"] is not None) == (other == "nmt-candidates")
+    run_rerank = elsewhere / "systems" / "baseline" / "run1" / "rerank"
+    expected = (run_rerank / other / "test.best").read_bytes()
+    assert translated(elsewhere / "hybrid", str(TINY / "test.en"), moses) == expected
