@@ -15,7 +15,7 @@ from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound, find_moses
 from ..reranking.mert import OPTIMIZERS
 from . import cli
-from .common import InputPath, UserError, device_option, is_quiet, model_option, threads_value_option
+from .common import InputPath, UserError, device_option, is_quiet, model_option, threads_value_option, warn
 
 _FILE = InputPath(dir_okay=False)
 
@@ -287,7 +287,7 @@ def experiment(
 
     resume = f"the finished runs are kept in {out_dir}: run the same command to continue"
     try:
-        report = run_experiment(toolkit, settings, say)
+        report = run_experiment(toolkit, settings, say, warn)
     except ExperimentError as e:
         raise UserError(str(e), e.exit_code) from None
     except KeyboardInterrupt:

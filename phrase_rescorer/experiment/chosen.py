@@ -12,21 +12,25 @@ forward ``--nmt`` network as a candidate network with the experiment's beam and 
 experiment merged them (constrained decoding, the ini's n-gram LM). ``translate-hybrid OUT/hybrid
 test.en -`` writes what that run's ``rerank/KEY/test.best`` holds.
 
-A restart writes it again from the runs finished by then (the old bundle replaced once the new
-one is complete). A system that cannot be bundled (e.g. a moses.ini ``path=`` that is relative)
-is said and the experiment goes on: the report is its result, the bundle a convenience.
+Every finished start writes it again from the runs finished by then (the old bundle replaced once
+the new one is complete). Where none can be written (a moses.ini ``path=`` that is relative, a
+network file replaced since the experiment read it: the bundle would record other bytes; no
+reranked row) a warning says why, an earlier start's bundle is removed (no longer the choice), and
+the experiment goes on: the report is its result, the bundle a convenience.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
+import math
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ProgramError
-from ..hybrid.bundle import Candidates, write_bundle
+from ..hybrid.bundle import RECORD, BundleError, Candidates, write_bundle
 from ..model.kinds import ModelFile, open_model, path_of
 from ..moses.toolkit import MosesToolkit
 from .reranked import NMT, SentenceModels, rerank_dir
@@ -58,7 +62,7 @@ def dev_choice(report: Mapping, keys: Sequence[str]) -> Choice | None:
         heldout = [run.get("dev_heldout") for run in runs]
         if not runs or None in heldout:
             continue
-        mean = sum(heldout) / len(heldout)
+        mean = math.fsum(heldout) / len(heldout)  # exactly rounded: the same for any order of the runs
         if best is None or mean > best.mean:
             index = max(range(len(heldout)), key=lambda i: (heldout[i], -i))
             best = Choice(key, mean, index + 1, heldout[index])
@@ -93,18 +97,24 @@ def write_chosen(
     nbest: int,
     candidates: int,
     say: Callable[[str], None],
+    warn: Callable[[str], None],
 ) -> str | None:
     """Write ``out_dir/hybrid`` for the choice among the ``reranked`` systems (each with its
     features and whether it reranks the lists joined by the networks' candidates) and return its
-    path; None when no system has a finished run, or, said, when the chosen one cannot be bundled."""
+    path. None when no system has a finished run, or (``warn``) when the chosen one cannot be
+    bundled; an earlier start's bundle is then removed, as it is no longer the choice."""
+    for name in os.listdir(out_dir):  # temporaries of a start interrupted while writing
+        if name.startswith((f".{BUNDLE_DIR}.", f"..{BUNDLE_DIR}.")):
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+    final = os.path.join(out_dir, BUNDLE_DIR)
     choice = dev_choice(report, [system.key for system, _, _ in reranked])
     if choice is None:
+        _remove_stale(final, None, warn)
         return None
     system, features, with_candidates = next(r for r in reranked if r[0].key == choice.key)
     run_dir = os.path.join(out_dir, "systems", str(system.reranks), f"run{choice.run}")
-    final = os.path.join(out_dir, BUNDLE_DIR)
-    fresh = os.path.join(out_dir, f".{BUNDLE_DIR}.new")
-    shutil.rmtree(fresh, ignore_errors=True)  # left by a start interrupted while writing it
+    fresh = tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", dir=out_dir)  # empty: write_bundle fills it
+    old = os.path.join(out_dir, f".{BUNDLE_DIR}.old")
     try:
         write_bundle(
             fresh,
@@ -117,18 +127,40 @@ def write_chosen(
             else None,
             nbest=nbest,
         )
+        _check_networks(fresh, models)
+        if os.path.lexists(final):
+            os.rename(final, old)
+        os.rename(fresh, final)
     except (ProgramError, OSError) as e:
         shutil.rmtree(fresh, ignore_errors=True)
-        say(f"no bundle of the system dev chose ({system.label}, run {choice.run}): {e}")
+        _remove_stale(final, f"the system dev chose ({system.label}, run {choice.run}) cannot be bundled: {e}", warn)
         return None
-    old = os.path.join(out_dir, f".{BUNDLE_DIR}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.rename(final, old)
-    os.rename(fresh, final)
     shutil.rmtree(old, ignore_errors=True)
     say(
         f"chosen on held-out dev BLEU: {system.label} ({choice.mean:.2f} over its runs), run {choice.run} "
         f"({choice.run_heldout:.2f}); its bundle {final}: phrase-rescorer translate-hybrid {final} IN OUT"
     )
     return final
+
+
+def _check_networks(directory: str, models: SentenceModels) -> None:
+    """Refuse a bundle whose networks are not the bytes the experiment read (a file replaced
+    while it ran): the bundle records what is on disk when it is written."""
+    fingerprints = models.fingerprints()
+    read = {os.path.abspath(path_of(source)): fingerprints[feature[0]] for feature, source in models.named()}
+    with open(os.path.join(directory, RECORD), encoding="utf-8") as f:
+        record = json.load(f)
+    for entry in [*record["models"], *(record["candidates"] or {}).get("networks", [])]:
+        if read.get(entry["path"]) != entry["sha256"]:
+            raise BundleError(f"{entry['path']}: changed since the experiment read it (its SHA-256 differs)")
+
+
+def _remove_stale(final: str, why: str | None, warn: Callable[[str], None]) -> None:
+    """Remove an earlier start's bundle, no longer the choice, saying ``why`` (said too when
+    there is none to remove, unless ``why`` is None)."""
+    stale = os.path.lexists(final)
+    if stale:
+        shutil.rmtree(final, ignore_errors=True)
+    if why is not None or stale:
+        removed = f"; the earlier bundle {final} removed" if stale else ""
+        warn(f"no bundle of the experiment's chosen system: {why or 'no reranked system has a finished run'}{removed}")

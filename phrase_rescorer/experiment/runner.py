@@ -115,16 +115,25 @@ def _prefixed(say: EventCallback, where: str) -> EventCallback:
     return lambda message: say(f"{where}: {message}")
 
 
-def run_experiment(toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None) -> dict:
-    """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``)."""
+def run_experiment(
+    toolkit: MosesToolkit, settings: Settings, say: EventCallback = lambda _: None, warn: EventCallback | None = None
+) -> dict:
+    """Run (or continue) the experiment; return the report (also in ``out_dir/experiment.json``).
+    ``say``: progress; ``warn``: what the user must hear (no bundle of the chosen system) [default: say]."""
     table, opened = check(settings)
     lang = target_lang(settings, opened)
     with locked_out_dir(settings.out_dir):  # one run at a time in a directory
-        return _run_locked(toolkit, settings, opened, table, lang, say)
+        return _run_locked(toolkit, settings, opened, table, lang, say, say if warn is None else warn)
 
 
 def _run_locked(
-    toolkit: MosesToolkit, settings: Settings, opened: Models, table: str, lang: str, say: EventCallback
+    toolkit: MosesToolkit,
+    settings: Settings,
+    opened: Models,
+    table: str,
+    lang: str,
+    say: EventCallback,
+    warn: EventCallback,
 ) -> dict:
     if settings.baseline_from:
         check_source(settings, settings.baseline_from)
@@ -290,17 +299,18 @@ def _run_locked(
                 )
                 report()
     final = report()
-    if combinations:  # the reranked systems, then their twins: the first among equals is the cheaper
-        plain = [(group[i], combinations[i], False) for i in range(len(combinations)) for group in rerankers]
-        twins = [(with_candidates(group[i]), combinations[i], True) for i in hybrid for group in rerankers]
-        write_chosen(
-            toolkit,
-            settings.out_dir,
-            final,
-            plain + twins,
-            models,
-            nbest=settings.rerank_nbest,
-            candidates=settings.network_candidates,
-            say=say,
-        )
+    # the reranked systems, then their twins: the first among equals is the cheaper
+    plain = [(group[i], combinations[i], False) for i in range(len(combinations)) for group in rerankers]
+    twins = [(with_candidates(group[i]), combinations[i], True) for i in hybrid for group in rerankers]
+    write_chosen(
+        toolkit,
+        settings.out_dir,
+        final,
+        plain + twins,
+        models,
+        nbest=settings.rerank_nbest,
+        candidates=settings.network_candidates,
+        say=say,
+        warn=warn,
+    )
     return final

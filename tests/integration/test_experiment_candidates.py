@@ -5,6 +5,7 @@ that keeps everything. Skipped, with the reason, when no Moses is found."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -18,6 +19,7 @@ from phrase_rescorer.experiment.candidates import with_candidates
 from phrase_rescorer.experiment.chosen import write_chosen
 from phrase_rescorer.experiment.reranked import SentenceModels, reranked
 from phrase_rescorer.experiment.systems import BASELINE
+from phrase_rescorer.model.kinds import open_model
 from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS, MosesToolkit
 from tests.helpers.moses import moses_root
 from tests.helpers.moses import phrase_rescorer as run
@@ -142,10 +144,26 @@ def other_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, mo
     shutil.copytree(out, elsewhere, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
     said: list[str] = []
     toolkit = MosesToolkit(moses)
-    written = write_chosen(toolkit, str(elsewhere), made_up, rows, models, nbest=10, candidates=3, say=said.append)
+    written = write_chosen(
+        toolkit, str(elsewhere), made_up, rows, models, nbest=10, candidates=3, say=said.append, warn=said.append
+    )
     assert written == str(elsewhere / "hybrid"), said
     record = json.loads((elsewhere / "hybrid" / "bundle.json").read_text())
     assert (record["candidates"] is not None) == (other == "nmt-candidates")
     run_rerank = elsewhere / "systems" / "baseline" / "run1" / "rerank"
     expected = (run_rerank / other / "test.best").read_bytes()
     assert translated(elsewhere / "hybrid", str(TINY / "test.en"), moses) == expected
+
+    # a network file replaced since the experiment read it: no bundle, the earlier one removed
+    read_then = dataclasses.replace(open_model(str(nmt)), sha256="0" * 64)
+    warned: list[str] = []
+    changed = SentenceModels(nmt=(read_then,))
+    assert (
+        write_chosen(
+            toolkit, str(elsewhere), made_up, rows, changed, nbest=10, candidates=3, say=said.append, warn=warned.append
+        )
+        is None
+    )
+    (message,) = warned
+    assert f"{nmt}: changed since the experiment read it" in message and message.endswith("removed")
+    assert not [p.name for p in elsewhere.iterdir() if "hybrid" in p.name]
