@@ -1,7 +1,9 @@
 """``experiment --nmt NET --network-candidates K`` with the real Moses on the tiny en-fr system of
 tests/data/tiny-moses: the baseline (1 run, 2 MERT iterations), "+ NMT" and its twin reranked on
-Moses' lists joined by the network's own candidates (``experiment.candidates``); then a restart
-that keeps everything. Skipped, with the reason, when no Moses is found."""
+Moses' lists joined by the network's own candidates (``experiment.candidates``); OUT/hybrid, the
+bundle of the row held-out dev chose (``experiment.chosen``), and the other row's, each translating
+with translate-hybrid as its run did; then a restart that keeps everything. Skipped, with the
+reason, when no Moses is found."""
 
 from __future__ import annotations
 
