@@ -46,7 +46,7 @@ import torch
 from ..analysis.translate import candidate_lines, translate_nbest
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import load_checkpoint
-from ..model.kinds import open_model
+from ..model.kinds import ModelFile, open_model
 from ..moses.constrained import ConstrainedDecoder
 from ..moses.ini_paths import ngram_lm
 from ..moses.nbest import read_nbest, without_features
@@ -73,6 +73,15 @@ def with_candidates(system: System) -> System:
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
+def proposes_candidates(kind: str, source: str | ModelFile) -> ModelFile | None:
+    """The model file read, when the feature of word ``kind`` is a translation network that
+    translates forward (it proposes candidates); None for the CSLM or an inverse network."""
+    if kind != NMT[1]:
+        return None
+    opened = open_model(source)
+    return opened if opened.kind[1] == "forward" else None
+
+
 def made_with(size: int, constrained: bool = True) -> dict[str, str]:
     """What, beside the models, the merged lists and the twins' runs are recorded as made with:
     K, and whether new lines got Moses' features by constrained decoding."""
@@ -97,8 +106,8 @@ def network_lists(
     device = "cuda" if torch.cuda.is_available() else "cpu"
     found: list[dict[str, str]] = []
     for (name, kind, _), source in models.named():
-        opened = open_model(source)
-        if kind != NMT[1] or opened.kind[1] != "forward":
+        opened = proposes_candidates(kind, source)
+        if opened is None:
             continue
         lists = {part: os.path.join(work, f"{name}.{part}.nbest.gz") for part in parts}
         found.append(lists)

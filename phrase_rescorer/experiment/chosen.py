@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 from ..errors import ProgramError
 from ..hybrid.bundle import RECORD, BundleError, Candidates, write_bundle
-from ..model.kinds import ModelFile, open_model, path_of
+from ..model.kinds import path_of
 from ..moses.toolkit import MosesToolkit
-from .reranked import NMT, SentenceModels, rerank_dir
+from .candidates import proposes_candidates
+from .reranked import SentenceModels, rerank_dir
 from .systems import System
 
 #: The bundle's directory in the experiment's ``--out``.
@@ -76,15 +77,7 @@ def system_networks(models: SentenceModels, features: Sequence[tuple[str, str, s
 
 def forward_networks(models: SentenceModels) -> tuple[str, ...]:
     """The ``--nmt`` networks that translate forward, in order: the candidate networks."""
-    return tuple(
-        path_of(source)
-        for (_, kind, _), source in models.named()
-        if kind == NMT[1] and _opened(source).kind[1] == "forward"
-    )
-
-
-def _opened(source: str | ModelFile) -> ModelFile:
-    return source if isinstance(source, ModelFile) else open_model(source)
+    return tuple(path_of(source) for (_, kind, _), source in models.named() if proposes_candidates(kind, source))
 
 
 def write_chosen(
