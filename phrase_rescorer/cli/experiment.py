@@ -104,6 +104,13 @@ _FILE = InputPath(dir_okay=False)
     "added or changed when an experiment is continued, like --nmt.",
 )
 @click.option(
+    "--reached-only",
+    is_flag=True,
+    help="With --network-candidates: keep only the candidates the run's moses.ini can produce (as merge-nbest "
+    '--reached-only): the twin is "+ NMT, with the networks\' candidates Moses can produce", tuned well by kbmira. '
+    "May be added or dropped when an experiment is continued.",
+)
+@click.option(
     "--rerank-optimizer",
     type=click.Choice(OPTIMIZERS),
     default=OPTIMIZERS[0],
@@ -201,6 +208,7 @@ def experiment(
     nmt: tuple[str, ...],
     rerank_nbest: int,
     network_candidates: int | None,
+    reached_only: bool,
     rerank_optimizer: str,
     unk_feature: bool,
     runs: int,
@@ -241,6 +249,8 @@ def experiment(
     """
     if network_candidates and not nmt:
         raise UserError("--network-candidates needs --nmt (the networks whose candidates join Moses' lists)")
+    if reached_only and not network_candidates:
+        raise UserError("--reached-only needs --network-candidates (it keeps the candidates Moses can produce)")
     try:
         query = ("bin/query",) if network_candidates else ()
         toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}", *query))
@@ -264,6 +274,7 @@ def experiment(
         rerank_nbest=rerank_nbest,
         rerank_optimizer=rerank_optimizer,
         network_candidates=network_candidates or 0,
+        reached_only=reached_only,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,
         runs=runs,

@@ -86,6 +86,12 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     help="The candidate networks' longest output, in units (translate --max-length)  [default: 2 x source + 10]",
 )
 @click.option(
+    "--reached-only",
+    is_flag=True,
+    help="With --candidates: keep only the candidates the decoder can produce, as merge-nbest --reached-only "
+    "made the lists the weights were tuned on (they name MosesReached).",
+)
+@click.option(
     "--nbest",
     "nbest",
     type=click.IntRange(1),
@@ -120,6 +126,7 @@ def bundle(
     beam_size: int,
     alpha: float,
     max_length: int | None,
+    reached_only: bool,
     nbest: int,
     lm_path: str | None,
     lm_feature: str | None,
@@ -135,10 +142,10 @@ def bundle(
     of the ini that is relative or stands for no file (exit 5); a -m that is no model file, a
     --candidates that is no forward translation network (exit 4); weights that do not name
     exactly the features the system's lists will have: the decoder's (moses -show-weights),
-    FromMoses and FromNet0, ... with --candidates, then one per -m (exit 2). The candidates' LM
-    feature is that of the ini's --lm-feature line, its path= the n-gram LM (said on stderr; no
-    KENLM feature: 0, with a warning); --lm, if given, must be that file. DIR appears complete or
-    not at all.
+    FromMoses and FromNet0, ... with --candidates, then one per -m, or --reached-only with weights
+    that name no MosesReached (exit 2). The candidates' LM feature is that of the ini's
+    --lm-feature line, its path= the n-gram LM (said on stderr; no KENLM feature: 0, with a
+    warning); --lm, if given, must be that file. DIR appears complete or not at all.
 
     \b
     Example (the README's system: the CSLM and the network as features):
@@ -160,6 +167,8 @@ def bundle(
     given = [option for option, name in beams if ctx.get_parameter_source(name) not in _DEFAULTS]
     if not candidates and given:
         raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
+    if not candidates and reached_only:
+        raise UserError("--reached-only without --candidates: it keeps the candidates the decoder can produce")
     if not candidates and lm_path is not None:
         raise UserError("--lm without --candidates: the LM gives the candidates' LM feature only")
     size = beam_size if candidate_nbest is None else candidate_nbest
@@ -175,7 +184,9 @@ def bundle(
         ini=ini,
         weights=weights,
         models=models,
-        candidates=Candidates(tuple(candidates), size, beam_size, alpha, max_length) if candidates else None,
+        candidates=Candidates(tuple(candidates), size, beam_size, alpha, max_length, reached_only=reached_only)
+        if candidates
+        else None,
         nbest=nbest,
         ngram_lm=lm_path,
         lm_feature=lm_feature,

@@ -173,6 +173,13 @@ def nbest(
     type=InputPath(dir_okay=False),
     help="With --ini: the text MOSES_NBEST translates, one sentence a line.",
 )
+@click.option(
+    "--reached-only",
+    is_flag=True,
+    help="With --ini: leave out the new hypotheses the moses.ini's model cannot produce (every line "
+    "then MosesReached= 1): the reranker chooses among the decoder's derivations, some proposed by "
+    "the other systems (--lm is then not needed: every line written has the decoder's own LM value).",
+)
 @threads_value_option("With --ini: the decoder's threads, a number or 'all' (Moses' -threads)  [default: 1].")
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @click.pass_context
@@ -185,6 +192,7 @@ def merge_nbest(
     lm_feature: str,
     ini_path: str | None,
     source_path: str | None,
+    reached_only: bool,
     threads: int,
     moses_dir: str | None,
 ) -> None:
@@ -204,7 +212,8 @@ def merge_nbest(
     every line      FromNetI= 1 when the I-th --add list proposed the hypothesis, else 0
     with --ini      a new hypothesis the moses.ini's model can produce (Moses decodes it
                     constrained to its words) gets Moses' features and total of its best
-                    derivation; every line MosesReached= 1 (Moses' lines, those produced) or 0
+                    derivation; every line MosesReached= 1 (Moses' lines, those produced) or 0;
+                    with --reached-only the lines of 0 are left out
 
     An added list's own features are not kept (nbest -m computes a network's for every line). Its
     sentence IDs are MOSES_NBEST's: an ID beyond them, or a list of fewer sentences, is refused.
@@ -240,6 +249,10 @@ def merge_nbest(
         raise UserError("--moses without --lm or --ini: Moses is run for the LM's scores or constrained decoding only")
     if (ini_path is None) != (source_path is None):
         raise UserError("--ini and --source go together: the moses.ini that decoded the list, the text it translated")
+    if reached_only and ini_path is None:
+        raise UserError(
+            "--reached-only needs --ini and --source: Moses decodes the new hypotheses to tell which it can produce"
+        )
     if source_path == "-" and "-" in stdin:
         raise UserError("'-' (stdin) given for --source and a list: give one of them as a file")
     with contextlib.ExitStack() as stack:
@@ -255,7 +268,16 @@ def merge_nbest(
                 threads=threads,
                 on_progress=lambda m: say(ctx, m),
             )
-        summary = merge(moses_path, out_path, added, lm=lm, lm_feature=lm_feature, reach=reach, on_warning=warn)
+        summary = merge(
+            moses_path,
+            out_path,
+            added,
+            lm=lm,
+            lm_feature=lm_feature,
+            reach=reach,
+            reached_only=reached_only,
+            on_warning=warn,
+        )
     repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
     say(
         ctx,
@@ -265,13 +287,19 @@ def merge_nbest(
             f"{summary.new[i]:,} new"
             for i, path in enumerate(added)
         )
-        + f"; {summary.lines:,} lines written to {out_path} in {summary.seconds:.1f} s; new lines' "
-        + (f"{', '.join(summary.computed)} computed, " if summary.computed else "")
-        + f"{', '.join(summary.zeroed) or 'no other feature'} 0"
+        + f"; {summary.lines:,} lines written to {out_path} in {summary.seconds:.1f} s; "
         + (
-            f" where Moses cannot produce them; {summary.reached:,} of {sum(summary.new):,} produced by constrained "
-            "decoding, with Moses' own features"
-            if summary.reached is not None
-            else ""
+            f"{summary.reached:,} of {sum(summary.new):,} new hypotheses produced by constrained decoding, with "
+            f"Moses' own features, {summary.unreached_left_out:,} left out (--reached-only)"
+            if reached_only
+            else "new lines' "
+            + (f"{', '.join(summary.computed)} computed, " if summary.computed else "")
+            + f"{', '.join(summary.zeroed) or 'no other feature'} 0"
+            + (
+                f" where Moses cannot produce them; {summary.reached:,} of {sum(summary.new):,} produced by "
+                "constrained decoding, with Moses' own features"
+                if summary.reached is not None
+                else ""
+            )
         ),
     )

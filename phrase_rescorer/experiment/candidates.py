@@ -16,7 +16,9 @@ through Moses' ``bin/query``) computed for new lines, Moses' other features 0), 
 of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
 exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
 lists with its own features and the indicators. New lines get Moses' own features where the run's
-moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``).
+moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``);
+with ``--reached-only`` those it cannot produce are left out (``merge-nbest --reached-only``), and
+the twin is "+ NMT, with the networks' candidates Moses can produce".
 Files::
 
     OUT/candidates/NMTi.{dev,test}.nbest.gz   the network's K best of every sentence
@@ -67,9 +69,10 @@ def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
     return any(f[1] == NMT[1] for f in features)
 
 
-def with_candidates(system: System) -> System:
-    """The twin of the reranked ``system``: its features, on the lists joined by the networks' candidates."""
-    label = f"{system.label}, with the networks' candidates"
+def with_candidates(system: System, reached_only: bool = False) -> System:
+    """The twin of the reranked ``system``: its features, on the lists joined by the networks'
+    candidates (``reached_only``: those Moses can produce)."""
+    label = f"{system.label}, with the networks' candidates" + (" Moses can produce" if reached_only else "")
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
@@ -82,10 +85,13 @@ def proposes_candidates(kind: str, source: str | ModelFile) -> ModelFile | None:
     return opened if opened.kind[1] == "forward" else None
 
 
-def made_with(size: int, constrained: bool = True) -> dict[str, str]:
+def made_with(size: int, constrained: bool = True, reached_only: bool = False) -> dict[str, str]:
     """What, beside the models, the merged lists and the twins' runs are recorded as made with:
-    K, and whether new lines got Moses' features by constrained decoding."""
-    return {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
+    K, whether new lines got Moses' features by constrained decoding, and (named only when
+    chosen, so that records of lists with every candidate stay as they were) whether those Moses
+    cannot produce were left out."""
+    made = {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
+    return {**made, "reached_only": "yes"} if reached_only else made
 
 
 def network_lists(
@@ -158,18 +164,20 @@ def merge_lists(
     size: int,
     say: Callable[[str], None],
     threads: int = 1,
+    reached_only: bool = False,
 ) -> float:
     """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
     :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
     (``reranked.score_lists``, made first), or kept while the models and ``size`` are those they
     were made with, in ``merged_dir(run_dir)``. With the Moses ``toolkit``, new lines get Moses'
     features by constrained decoding with the run's moses.ini (``threads``), and where it cannot
-    produce them, the ini's LM feature through ``bin/query`` (None: those features 0). Returns
-    the seconds it took."""
+    produce them, the ini's LM feature through ``bin/query`` (None: those features 0);
+    ``reached_only``: those it cannot produce left out (needs the ``toolkit``). Returns the
+    seconds it took."""
     t0 = time.time()
     work = merged_dir(run_dir)
     os.makedirs(work, exist_ok=True)
-    wanted = {**fingerprints, **made_with(size, toolkit is not None)}
+    wanted = {**fingerprints, **made_with(size, toolkit is not None, reached_only)}
     record = os.path.join(work, "features.json")
     merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     if all(map(os.path.exists, merged.values())) and recorded_features(record) == wanted:
@@ -201,10 +209,13 @@ def merge_lists(
                 lm=sentences,
                 lm_feature=lm[0] if lm else "LM0",
                 reach=reach,
+                reached_only=reached_only,
                 on_warning=say,
             )
         os.remove(moses)
         reached = f" ({summary.reached:,} produced by Moses constrained)" if summary.reached is not None else ""
+        if reached_only:
+            reached += f", {summary.unreached_left_out:,} it cannot produce left out"
         say(
             f"{part}: {summary.moses:,} Moses hypotheses joined by "
             + ", ".join(f"{n:,} new ones of FromNet{i}" for i, n in enumerate(summary.new))

@@ -91,6 +91,7 @@ def write_chosen(
     candidates: int,
     say: Callable[[str], None],
     warn: Callable[[str], None],
+    reached_only: bool = False,
 ) -> str | None:
     """Write ``out_dir/hybrid`` for the choice among the ``reranked`` systems (each with its
     features and whether it reranks the lists joined by the networks' candidates) and return its
@@ -115,7 +116,9 @@ def write_chosen(
             ini=os.path.join(run_dir, "moses.ini"),
             weights=os.path.join(rerank_dir(run_dir), system.key, "weights"),
             models=system_networks(models, features),
-            candidates=Candidates(forward_networks(models), candidates, candidates, CANDIDATE_ALPHA, None)
+            candidates=Candidates(
+                forward_networks(models), candidates, candidates, CANDIDATE_ALPHA, None, reached_only=reached_only
+            )
             if with_candidates
             else None,
             nbest=nbest,

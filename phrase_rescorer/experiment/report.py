@@ -180,7 +180,7 @@ def format_table(report: dict) -> str:
             size = settings["network_candidates"]
             lines.append(
                 f"with the networks' candidates: Moses' lists joined by each forward --nmt network's {size} best"
-                f" (beam {size})."
+                f" (beam {size})" + (", only those Moses can produce." if settings.get("reached_only") else ".")
             )
         if heldout:
             lines.append(

@@ -152,7 +152,7 @@ def _run_locked(
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     # --network-candidates: a twin of each reranked system with the networks' features (``candidates``)
     hybrid = [i for i, f in enumerate(combinations) if settings.network_candidates and takes_candidates(f)]
-    systems += [with_candidates(group[i]) for i in hybrid for group in rerankers]
+    systems += [with_candidates(group[i], settings.reached_only) for i in hybrid for group in rerankers]
 
     def start_ini(system: System) -> str:
         return prepare_system(
@@ -277,9 +277,10 @@ def _run_locked(
                 size=settings.network_candidates,
                 say=_prefixed(say, f"{system.key} run {run}"),
                 threads=settings.threads,
+                reached_only=settings.reached_only,
             )
             for i in hybrid:
-                twin = with_candidates(rerankers[index][i])
+                twin = with_candidates(rerankers[index][i], settings.reached_only)
                 rerank(
                     toolkit,
                     run_dir,
@@ -292,7 +293,7 @@ def _run_locked(
                     score_seconds=seconds,
                     say=_prefixed(say, f"{twin.key} run {run}"),
                     lists_dir=merged_dir(run_dir),
-                    made_with=made_with(settings.network_candidates),
+                    made_with=made_with(settings.network_candidates, reached_only=settings.reached_only),
                 )
                 scores[twin.key].append(
                     _score_run(os.path.join(rerank_dir(run_dir), twin.key), settings, lang, refs, kind="best")
@@ -301,7 +302,9 @@ def _run_locked(
     final = report()
     # the reranked systems, then their twins: the first among equals is the cheaper
     plain = [(group[i], combinations[i], False) for i in range(len(combinations)) for group in rerankers]
-    twins = [(with_candidates(group[i]), combinations[i], True) for i in hybrid for group in rerankers]
+    twins = [
+        (with_candidates(group[i], settings.reached_only), combinations[i], True) for i in hybrid for group in rerankers
+    ]
     write_chosen(
         toolkit,
         settings.out_dir,
@@ -310,6 +313,7 @@ def _run_locked(
         models,
         nbest=settings.rerank_nbest,
         candidates=settings.network_candidates,
+        reached_only=settings.reached_only,
         say=say,
         warn=warn,
     )

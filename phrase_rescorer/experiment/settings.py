@@ -36,6 +36,7 @@ class Settings:
     rerank_nbest: int = 1000
     rerank_optimizer: str = "mert"  # or "kbmira"; may change between starts (the reranked runs redone)
     network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
+    reached_only: bool = False  # ... only those the run's moses.ini can produce (``merge-nbest --reached-only``)
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3
@@ -53,9 +54,9 @@ class Settings:
 
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not
-        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``: a restart may
-        add, replace or drop them, and the reranked rows follow, built on the same decoder runs;
-        ``reranked.score_lists``, ``candidates``).
+        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates`` and
+        ``reached_only``: a restart may add, replace or drop them, and the reranked rows follow,
+        built on the same decoder runs; ``reranked.score_lists``, ``candidates``).
         ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and
         the first start that gives one fixes it (``check_resume``)."""
         return {

@@ -1,7 +1,9 @@
 """A tuned hybrid system in one directory: what ``translate-hybrid`` reads to translate as the
 step-by-step pipeline does (decode, the networks' candidates, merge, features, rerank).
 
-``bundle.json`` records, in format version :data:`VERSION`:
+``bundle.json`` records, in format version :data:`VERSION` (:data:`REACHED_ONLY_VERSION` for a
+bundle whose candidates are those the decoder can produce, which a reader of version 1 would merge
+all of; this code reads both, :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
   length normalisation and longest output, the feature networks in order with the names their
@@ -12,7 +14,9 @@ step-by-step pipeline does (decode, the networks' candidates, merge, features, r
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
   (``reranking.merge``), and ``MosesReached`` where the weights name it (they were tuned on lists
   merged with constrained decoding, ``merge-nbest --ini``: the candidates are decoded so too), then
-  the networks' (``scoring.nbest``);
+  the networks' (``scoring.nbest``); ``reached_only``: the candidates the decoder cannot produce
+  are left out, as ``merge-nbest --reached-only`` leaves them out of the lists the weights were
+  tuned on (``MosesReached`` is then 1 on every line);
 * every file: the tuned moses.ini and the reranking weights as copies in the directory (their
   name there, the path they were copied from, size and SHA-256), the networks by absolute path,
   size and SHA-256, and the n-gram LM and every file the ini's ``path=`` stand for (tables, LMs:
@@ -57,9 +61,11 @@ from ..reranking.merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicato
 from ..reranking.weights import Weights, WeightsError, read_weights_file, vector
 from ..scoring.features import default_names, model_kind
 
-#: What ``bundle.json`` says it is, and the version of its format this code reads and writes.
+#: What ``bundle.json`` says it is, and the versions of its format this code writes and reads.
 FORMAT = "phrase-rescorer hybrid bundle"
 VERSION = 1
+REACHED_ONLY_VERSION = 2
+READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION)
 RECORD = "bundle.json"
 #: The copies' names in the directory.
 INI_COPY = "moses.ini"
@@ -80,6 +86,7 @@ class Candidates:
     length_alpha: float
     max_length: int | None
     constrained: bool = False  # new candidates decoded by Moses constrained to them (``MosesReached``)
+    reached_only: bool = False  # ... and those it cannot produce left out (``merge-nbest --reached-only``)
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,11 @@ def write_bundle(
         candidates is not None and REACHED_INDICATOR in weights_file.by_name
     ):  # tuned on lists made with merge-nbest --ini
         candidates = dataclasses.replace(candidates, constrained=True)
+    if candidates is not None and candidates.reached_only and not candidates.constrained:
+        raise BundleError(
+            f"{weights}: the weights name no {REACHED_INDICATOR}, but the candidates are to be those the decoder "
+            "can produce (--reached-only): give the weights tuned on lists of merge-nbest --ini --reached-only"
+        )
     names = default_names([model_kind(model) for model in opened])
     decoder = nbest_layout(toolkit, ini)
     if ngram_lm is not None and candidates is not None and dict(decoder).get(lm_feature) != 1:
@@ -231,7 +243,7 @@ def write_bundle(
         )
     record: dict[str, Any] = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": REACHED_ONLY_VERSION if candidates is not None and candidates.reached_only else VERSION,
         "nbest": nbest,
         "features": [[name, count] for name, count in layout],
         "decoder_features": [[name, count] for name, count in decoder],
@@ -247,6 +259,7 @@ def write_bundle(
             "length_alpha": candidates.length_alpha,
             "max_length": candidates.max_length,
             "constrained": candidates.constrained,
+            "reached_only": candidates.reached_only,
         },
         "ngram_lm": None if ngram_lm is None else _stat(ngram_lm),
         "lm_feature": lm_feature,
@@ -319,10 +332,10 @@ def read_bundle(directory: str, verify: bool = True) -> Bundle:
         raise BundleError(f"{where}: unreadable ({e})") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise BundleError(f"{where}: not a {FORMAT}")
-    if record.get("version") != VERSION:
+    if record.get("version") not in READ_VERSIONS:
         raise BundleError(
-            f"{where}: format version {record.get('version')}, this program reads version {VERSION}: write the "
-            "bundle again (phrase-rescorer bundle)"
+            f"{where}: format version {record.get('version')}, this program reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))}: write the bundle again (phrase-rescorer bundle)"
         )
     try:
         bundle = _bundle(directory, record)
@@ -333,6 +346,11 @@ def read_bundle(directory: str, verify: bool = True) -> Bundle:
         if isinstance(e, BundleError):
             raise
         raise BundleError(f"{where}: not a complete bundle record ({type(e).__name__}: {e})") from None
+    if bundle.candidates is not None and bundle.candidates.reached_only and not bundle.candidates.constrained:
+        raise BundleError(
+            f"{where}: its candidates are to be those the decoder can produce, without constrained decoding: "
+            "write the bundle again"
+        )
     if [list(f) for f in bundle.layout] != record["features"]:
         raise BundleError(f"{where}: its features differ from those of its settings: write the bundle again")
     return bundle
@@ -350,6 +368,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             found["length_alpha"],
             found["max_length"],
             bool(found.get("constrained", False)),
+            bool(found.get("reached_only", False)),
         )
     )
     return Bundle(

@@ -197,7 +197,15 @@ class HybridSystem:
         reach = None
         if settings.constrained:
             reach = ConstrainedDecoder(self.toolkit, self.bundle.ini, sources, threads=self.threads)
-        merge_nbest(moses_list, merged, added, lm=self.lm, lm_feature=self.bundle.lm_feature, reach=reach)
+        merge_nbest(
+            moses_list,
+            merged,
+            added,
+            lm=self.lm,
+            lm_feature=self.bundle.lm_feature,
+            reach=reach,
+            reached_only=settings.reached_only,
+        )
         return merged
 
 

@@ -35,6 +35,10 @@ where the model can produce it, the new line gets the decoder's own features and
 derivation, as if Moses had listed it. Every line then also gets ``MosesReached= 1`` (Moses' own
 lines, and the new lines the decoder produced) or ``MosesReached= 0`` (a hypothesis the model
 cannot produce: its features as above, ``WordPenalty0`` and the LM computed, the others 0).
+With ``reached_only``, those it cannot produce are left out: every line is then one the decoder
+can produce (``MosesReached= 1`` on every line, kept so that weights tuned on either list name the
+same features), and the reranker chooses among the decoder's derivations only, as it does on
+Moses' own list, with the networks proposing some of them.
 
 Each added list's own features are not carried over (a feature must be on every line; ``nbest -m``
 computes a network's for every line of the merged list). A new line's total (the field after
@@ -109,15 +113,16 @@ class MergeSummary:
     moses_repeats: int = 0  # Moses' lines of a hypothesis it had listed already (left out)
     added: list[int] = field(default_factory=list)  # each added list's candidates
     shared: list[int] = field(default_factory=list)  # ... that Moses had proposed
-    new: list[int] = field(default_factory=list)  # ... written as new lines
+    new: list[int] = field(default_factory=list)  # ... new to the list (written unless left out)
     computed: list[str] = field(default_factory=list)  # Moses' features computed for new lines
     zeroed: list[str] = field(default_factory=list)  # Moses' features 0 on new lines
     reached: int | None = None  # new lines the decoder produced (with constrained decoding)
+    unreached_left_out: int = 0  # new hypotheses it cannot produce, left out (``reached_only``)
     seconds: float = 0.0
 
     @property
     def lines(self) -> int:
-        return self.moses + sum(self.new)
+        return self.moses + sum(self.new) - self.unreached_left_out
 
 
 def new_features(
@@ -145,12 +150,16 @@ def merge_nbest(
     lm: SentenceLM | None = None,
     lm_feature: str = "LM0",
     reach: Reach | None = None,
+    reached_only: bool = False,
     on_warning: Callable[[str], None] | None = None,
 ) -> MergeSummary:
     """Write to ``out_path`` Moses' n-best list ``moses_path`` merged with the lists
     ``added_paths`` (module docstring). ``lm``: the n-gram LM of Moses' feature ``lm_feature``,
     whose value new lines then get (else 0); ``reach``: Moses' own features of the new lines it
-    can produce (constrained decoding), with the indicator ``MosesReached``."""
+    can produce (constrained decoding), with the indicator ``MosesReached``; ``reached_only``
+    (with ``reach``): the new hypotheses it cannot produce left out."""
+    if reached_only and reach is None:
+        raise ValueError("reached_only needs reach: which hypotheses the decoder can produce")
     for path in (moses_path, *added_paths):
         check_distinct_paths(path, out_path)
     started = time.monotonic()
@@ -177,7 +186,7 @@ def merge_nbest(
         assert layout is not None
         news = [(sentence, words) for _, new in pending for sentence, words, _ in new]
         totals: list[float | None] = [None] * len(news)
-        if lm is not None and news:
+        if lm is not None and news and not reached_only:  # reached_only: every line written is the decoder's
             totals = list(lm.totals([words for _, words in news]))
         derived: list[NbestLine | None] = [None] * len(news)
         if reach is not None and news:
@@ -203,6 +212,10 @@ def merge_nbest(
                     total = moses_line.total
                     assert summary.reached is not None
                     summary.reached += 1
+                elif reached_only:
+                    summary.unreached_left_out += 1
+                    at += 1
+                    continue
                 else:
                     features = new_features(layout, words, lm_feature if lm is not None else None, totals[at])
                     total = 0.0
@@ -220,7 +233,8 @@ def merge_nbest(
             if layout is None:
                 layout = _check_layout(moses_path, group[0], checked, lm_feature if lm is not None else None)
                 summary.computed, summary.zeroed = _columns(layout, lm_feature if lm is not None else None)
-                if lm is None and on_warning is not None and any(name == lm_feature for name, _ in layout):
+                zero_lm = lm is None and not reached_only and any(name == lm_feature for name, _ in layout)
+                if zero_lm and on_warning is not None:
                     on_warning(
                         f"{lm_feature} of the hypotheses Moses did not produce is 0 (with {MOSES_INDICATOR}= 0): "
                         "give the LM that decoded the list (--lm) for its value"
@@ -250,7 +264,7 @@ def merge_nbest(
                     elif key in new:
                         new[key][2][i + 1] = 1
                     else:
-                        if lm is not None:
+                        if lm is not None and not reached_only:
                             try:
                                 lm.check(words)
                             except ValueError as e:

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
+from phrase_rescorer.hybrid.bundle import BundleError, read_bundle
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm
 from tests.helpers.nan_networks import nan_copy
@@ -246,6 +247,34 @@ def test_candidates_get_the_lm_of_the_ini(system, tmp_path: Path, monkeypatch, c
     assert f"the candidates' LM0: the n-gram LM {own['lm']} of the ini's LM0 feature" in err
     record = json.loads((directory / "bundle.json").read_text())
     assert record["ngram_lm"]["path"] == str(own["lm"]) and record["lm_feature"] == "LM0"
+    assert record["version"] == 1 and record["candidates"]["reached_only"] is False
+
+
+def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decoding(
+    system, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """--reached-only: refused for weights that name no MosesReached (tuned on lists merged
+    without constrained decoding); recorded, with constrained decoding, for weights that do."""
+    own = candidate_system(system, tmp_path)
+    directory = tmp_path / "hybrid"
+    args = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--reached-only")
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == EXIT_USAGE and "the weights name no MosesReached" in one_line(err), err
+    assert not directory.exists()
+    own["weights"].write_text(own["weights"].read_text() + "MosesReached= 1\n")
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 0, err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["candidates"]["constrained"] is True and record["candidates"]["reached_only"] is True
+    assert record["version"] == 2  # a reader of version 1 would merge every candidate: it refuses the bundle
+    assert read_bundle(str(directory)).candidates.reached_only  # type: ignore[union-attr]
+    for change, message in (
+        ({"version": 3}, "format version 3, this program reads versions 1, 2"),
+        ({"candidates": {**record["candidates"], "constrained": False}}, "without constrained decoding"),
+    ):
+        (directory / "bundle.json").write_text(json.dumps({**record, **change}))
+        with pytest.raises(BundleError, match=message):
+            read_bundle(str(directory), verify=False)
 
 
 def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -270,6 +299,7 @@ def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatc
         (["--lm", "lm.arpa"], "--lm without --candidates"),
         (["--beam-size", "3"], "--beam-size without --candidates"),
         (["--length-alpha", "1"], "--length-alpha without --candidates"),
+        (["--reached-only"], "--reached-only without --candidates"),
     ],
 )
 def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list[str], message: str) -> None:

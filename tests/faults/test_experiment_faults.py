@@ -164,11 +164,16 @@ def test_ini_with_a_relative_path_is_refused_before_any_work(
 
 def test_network_candidates_without_a_forward_network_are_refused(files: dict[str, Path], tmp_path: Path) -> None:
     """--network-candidates takes the candidates of the --nmt networks that translate forward:
-    without --nmt, or with an inverse network only, it is refused before any work."""
+    without --nmt, or with an inverse network only, it is refused before any work (and
+    --reached-only without it)."""
     out, moses = tmp_path / "out", stand_in(tmp_path / "moses")
     code, err = experiment(moses, files, str(out), "--network-candidates", "3")
     assert code == 2 and one_error(err) == (
         "phrase-rescorer: error: --network-candidates needs --nmt (the networks whose candidates join Moses' lists)"
+    )
+    code, err = experiment(moses, files, str(out), "--reached-only")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --reached-only needs --network-candidates (it keeps the candidates Moses can produce)"
     )
     inverse = tmp_path / "inverse.pt"
     argv = [PYTHON, "-m", "phrase_rescorer", "-q", "train-nmt", str(TINY / "dev.en"), str(TINY / "dev.fr")]

@@ -57,6 +57,7 @@ def test_options_that_cannot_work_are_refused_first(
     refused(["-", out, "--add", "-"], 2, "'-' (stdin) given for more than one list", tmp_path, monkeypatch, capsys)
     args = [str(moses), out, "--add", str(net)]
     refused([*args, "--moses", str(tmp_path)], 2, "--moses without --lm", tmp_path, monkeypatch, capsys)
+    refused([*args, "--reached-only"], 2, "--reached-only needs --ini and --source", tmp_path, monkeypatch, capsys)
     (tmp_path / "lm.arpa").write_text("\\data\\\n")
     no_query = [*args, "--lm", str(tmp_path / "lm.arpa"), "--moses", str(tmp_path)]
     refused(no_query, 2, "bin/query is missing", tmp_path, monkeypatch, capsys)

@@ -2,8 +2,9 @@
 tests/data/tiny-moses: the baseline (1 run, 2 MERT iterations), "+ NMT" and its twin reranked on
 Moses' lists joined by the network's own candidates (``experiment.candidates``); OUT/hybrid, the
 bundle of the row held-out dev chose (``experiment.chosen``), and the other row's, each translating
-with translate-hybrid as its run did; then a restart that keeps everything. Skipped, with the
-reason, when no Moses is found."""
+with translate-hybrid as its run did; then a restart that keeps everything, and one with
+--reached-only that keeps the networks' lists and leaves out of the joined lists the candidates
+Moses cannot produce. Skipped, with the reason, when no Moses is found."""
 
 from __future__ import annotations
 
@@ -103,6 +104,22 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "chosen on held-out dev BLEU" in again.stderr  # written again, the same system
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".hybrid")) == []
     test_text = str(TINY / "test.en")
+    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+
+    only = experiment(*args, "--reached-only")  # the joined lists made again, without the unreached candidates
+    assert only.returncode == 0, only.stderr
+    assert "NMT0: its candidates of an earlier start kept" in only.stderr
+    assert "it cannot produce left out" in only.stderr
+    assert f"{TWIN} Moses can produce" in only.stdout and ", only those Moses can produce." in only.stdout
+    for part in ("dev", "test"):
+        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
+            joined = f.read().splitlines()
+        assert joined and all(" MosesReached= 1 " in line for line in joined)
+    report = json.loads((out / "experiment.json").read_text())
+    (run,) = report["systems"]["nmt-candidates"]["runs"]
+    assert run["models"]["reached_only"] == "yes"
+    record = json.loads((out / "hybrid" / "bundle.json").read_text())
+    assert (record["candidates"] or {}).get("reached_only", False) == (chosen_key(report) == "nmt-candidates")
     assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
 
 

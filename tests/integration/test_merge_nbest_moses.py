@@ -87,7 +87,7 @@ def test_constrained_decoding_gives_the_decoders_own_line_of_a_hypothesis_it_lis
     candidates merged into its 3-best with --ini: each reached by constrained decoding (words the
     decoder copies from the source included) with the features and total of the decoder's own
     line, within the 6 digits it prints; a hypothesis the model cannot produce (a word no phrase
-    pair writes) gets MosesReached= 0 and no decoder score."""
+    pair writes) gets MosesReached= 0 and no decoder score, and is left out with --reached-only."""
     lines = list(read_nbest(str(lists["test"])))
     rank: dict[int, int] = {}
     three, rest = [], {}
@@ -121,3 +121,12 @@ def test_constrained_decoding_gives_the_decoders_own_line_of_a_hypothesis_it_lis
         for name, values in expected.items():
             assert got[name] == pytest.approx(values, rel=1e-5, abs=2e-5), (name, line.raw)
         assert line.total == pytest.approx(want.total, rel=1e-5, abs=2e-5)
+    # --reached-only: the same list without the line of the hypothesis the model cannot produce
+    only = tmp_path / "reached.nbest"
+    r = run("merge-nbest", *args[:1], str(only), *args[2:], "--reached-only", "--source", str(TINY_MOSES / "test.en"),
+            "--moses", str(lists["moses"]))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert b"1 left out (--reached-only)" in r.stderr, r.stderr
+    every = out.read_bytes().splitlines(keepends=True)
+    assert only.read_bytes() == b"".join(line for line in every if unreachable.encode() not in line)
+    assert len(every) == len(only.read_bytes().splitlines()) + 1

@@ -53,8 +53,16 @@ def ok(*args: str, stdin: bytes | None = None) -> bytes:
     return r.stdout
 
 
-def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool, constrained: bool = False) -> bytes:
-    """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini)."""
+def by_hand(
+    system: dict[str, Path],
+    work: Path,
+    weights: Path,
+    candidates: bool,
+    constrained: bool = False,
+    reached_only: bool = False,
+) -> bytes:
+    """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini,
+    ``reached_only``: and --reached-only)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
@@ -74,6 +82,7 @@ def by_hand(system: dict[str, Path], work: Path, weights: Path, candidates: bool
             "--moses",
             str(system["moses"]),
             *(["--ini", str(system["ini"]), "--source", str(system["source"])] if constrained else []),
+            *(["--reached-only"] if reached_only else []),
         )
         listed = merged
     scored = work / "source.scored.nbest"
@@ -91,28 +100,33 @@ def chosen_line(stderr: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("candidates", "constrained"),
-    [(False, False), (True, False), (True, True)],
-    ids=["moses-list", "with-candidates", "constrained"],
+    ("candidates", "constrained", "reached_only"),
+    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],
+    ids=["moses-list", "with-candidates", "constrained", "reached-only"],
 )
 def test_one_command_writes_what_the_five_steps_write(
-    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool
+    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool, reached_only: bool
 ) -> None:
     """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
-    the candidates so too."""
+    the candidates so too; with --reached-only it leaves out those the decoder cannot produce, as
+    merge-nbest --reached-only does (which changes the choice here: the weights prefer them)."""
     weights = tmp_path / "rerank.weights"
     marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
     weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates, constrained)
+    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only)
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
+    if reached_only:
+        (tmp_path / "every").mkdir()
+        assert expected != by_hand(system, tmp_path / "every", weights, candidates, constrained)
 
     bundle = tmp_path / "hybrid"
     args = ["bundle", str(bundle), "--ini", str(system["ini"]), "--weights", str(weights), "--nbest", "20"]
     args += ["-m", str(system["cslm"]), "-m", str(system["nmt"]), "--moses", str(system["moses"])]
     if candidates:
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
-    ok(*args)
+    ok(*args, *(["--reached-only"] if reached_only else []))
     assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
+    assert ('"reached_only": true' in (bundle / "bundle.json").read_text()) == reached_only
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip

@@ -127,17 +127,23 @@ def test_hypotheses_proposed_by_several_systems_are_one_line_with_each_indicator
 
 
 class StubReach:
-    """Moses' "derivation" of "un chat noir" only (features made up for the test), recorded."""
+    """Moses' "derivation" of "un chat noir" only, or of the hypotheses ``produces`` (features
+    made up for the test), recorded."""
 
-    def __init__(self, layout: str = "Distortion0= -3 LM0= -9.25 WordPenalty0= -3 TranslationModel0= -4 -5") -> None:
+    def __init__(
+        self,
+        layout: str = "Distortion0= -3 LM0= -9.25 WordPenalty0= -3 TranslationModel0= -4 -5",
+        produces: tuple[str, ...] = ("un chat noir",),
+    ) -> None:
         self.layout = layout
+        self.produces = produces
         self.asked: list[tuple[int, list[str]]] = []
 
     def lines(self, hypotheses: list[tuple[int, list[str]]]) -> list[NbestLine | None]:
         self.asked += hypotheses
         return [
             parse_nbest_line(f"7 ||| un chat noir  ||| {self.layout} ||| -7.5".encode(), b"\n", 1, "decoder")
-            if words == ["un", "chat", "noir"]
+            if " ".join(words) in self.produces
             else None
             for _, words in hypotheses
         ]
@@ -168,6 +174,35 @@ def test_constrained_decoding_gives_reached_hypotheses_moses_features_and_only_t
     totals = {line.split(" ||| ")[1].strip(): line.rsplit(" ||| ", 1)[1] for line in text.splitlines()}
     assert totals["un chat noir"] == "-7.5" and totals["il pleut fort"] == "0" and totals["le chat"] == "-3"
     assert summary.reached == 1 and summary.new == [2, 1]
+
+
+def test_reached_only_leaves_out_exactly_the_hypotheses_the_decoder_cannot_produce(tmp_path: Path) -> None:
+    """With reached_only the output is the constrained merge without its MosesReached= 0 lines,
+    every other byte the same (a produced hypothesis after a left-out one keeps its own
+    derivation); the LM is not asked; without constrained decoding it is refused."""
+    moses, net0, net1 = lists(tmp_path)
+    produces = ("un chat noir", "rien")
+    merge_nbest(moses, str(tmp_path / "all.nbest"), [net0, net1], lm=StubLM(), reach=StubReach(produces=produces))
+    lm = StubLM()
+    summary = merge_nbest(
+        moses,
+        str(tmp_path / "reached.nbest"),
+        [net0, net1],
+        lm=lm,
+        reach=StubReach(produces=produces),
+        reached_only=True,
+    )
+    every = (tmp_path / "all.nbest").read_text().splitlines(keepends=True)
+    kept = [line for line in every if f" {REACHED_INDICATOR}= 0 " not in line]
+    assert len(kept) == len(every) - 1  # "il pleut fort"
+    assert (tmp_path / "reached.nbest").read_text() == "".join(kept)
+    news = [h for _, h, f in merged(tmp_path / "reached.nbest") if f["FromMoses"] == [0.0]]
+    assert news == ["un chat noir", "rien"]
+    assert (summary.reached, summary.unreached_left_out, summary.lines) == (2, 1, len(kept))
+    assert lm.asked == []
+    with pytest.raises(ValueError, match="reached_only needs reach"):
+        merge_nbest(moses, str(tmp_path / "out.nbest"), [net0], reached_only=True)
+    assert not (tmp_path / "out.nbest").exists()
 
 
 def test_constrained_decoding_with_other_features_than_the_list_is_refused(tmp_path: Path) -> None:
