@@ -1,6 +1,7 @@
 """Several processes under torchrun (gloo, on the CPU): sharded rescoring equals one process byte
-for byte, training with 2 processes x B pairs follows the loss curve of 1 process x 2B pairs,
-a 2-process run resumes in 1 process; and the parts of a table are cut and joined exactly.
+for byte, training with 2 processes x B pairs (train-nmt: target tokens) follows the loss curve of
+1 process x 2B, a 2-process run resumes in 1 process; and the parts of a table are cut and joined
+exactly.
 
 Tolerance of the training comparison: the two runs add the same float32 numbers in a different
 order (per-process sums, then a gradient all-reduce), so losses agree to float32 rounding, which
@@ -286,6 +287,37 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path: Path)
     valid = _valid(two / "m.log")
     del valid[12]  # the 2-process run's closing validation
     assert _close(valid, _valid(one / "m.log"))
+
+
+def _sentence_corpus(directory: Path, pairs: int = 240) -> tuple[Path, Path]:
+    """A parallel corpus of 3-12-word sentences over 30 words, each target the source's words mapped
+    one to one and reversed: batches of several lengths."""
+    rng = np.random.default_rng(5)
+    source, target = directory / "train.en", directory / "train.fr"
+    lines = [[f"w{i}" for i in rng.integers(0, 30, rng.integers(3, 13))] for _ in range(pairs)]
+    source.write_text("".join(" ".join(words) + "\n" for words in lines))
+    target.write_text("".join(" ".join(f"m{w[1:]}" for w in reversed(words)) + "\n" for words in lines))
+    return source, target
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_sentence_network_like_one_with_the_same_global_batch(tmp_path: Path) -> None:
+    """train-nmt under torchrun: 2 processes x T target tokens follow 1 process x 2T (dropout 0, label
+    smoothing on, Adam, the attention network's faster step): the same batches, every logged loss and
+    held-out perplexity within float32 rounding."""
+    source, target = _sentence_corpus(tmp_path)
+    sizes = ["--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8"]
+    args = [str(source), str(target), *sizes, "--dropout", "0", "--label-smoothing", "0.1", "--valid-fraction", "0.1"]
+    args += ["--seed", "3", "--log-every", "1", "--valid-every", "5", "--patience", "0", "--max-steps", "12"]
+    args += ["--device", "cpu"]
+    one_process("train-nmt", *args[:2], str(tmp_path / "one.pt"), *args[2:], "--batch-tokens", "120")
+    r = torchrun("train-nmt", *args[:2], str(tmp_path / "two.pt"), *args[2:], "--batch-tokens", "60")
+    assert r.returncode == 0, r.stderr
+    ref, got = _losses(tmp_path / "one.log"), _losses(tmp_path / "two.log")
+    assert len(ref) == 12 and _close(got, ref)
+    assert _close(_valid(tmp_path / "two.log"), _valid(tmp_path / "one.log"))
+    info = load_checkpoint(str(tmp_path / "two.last.pt")).info
+    assert info["processes"] == 2
 
 
 @pytest.mark.slow
