@@ -249,7 +249,11 @@ def run_training(
         say(
             ctx,
             f"{group.world_size} processes ({group.backend}): global batch "
-            f"{task.global_batch} = {cfg.batch_size} pairs x {group.world_size}",
+            + (
+                f"{task.global_batch} = {cfg.batch_size} pairs x {group.world_size}"
+                if task.global_tokens is None
+                else f"of {task.global_tokens:,} padded target tokens = {cfg.batch_tokens:,} x {group.world_size}"
+            ),
         )
     reason, p = run_loop(ctx, task, loop, model_out, device=dev, group=group, resume=last or False, log_path=log_path)
     say(ctx, f"stopped ({reason}) after {p.step:,} steps, {p.epoch} full epochs")

@@ -54,8 +54,9 @@ TINY = [
 ]
 
 
-def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
-    """``python -m phrase_rescorer ARGS`` in ``nproc`` processes started by torchrun."""
+def torchrun(*args: str, nproc: int = 2, quiet: bool = True) -> subprocess.CompletedProcess:
+    """``python -m phrase_rescorer ARGS`` in ``nproc`` processes started by torchrun (``-q`` unless
+    ``quiet`` is false)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
     cmd = [
         sys.executable,
@@ -66,7 +67,7 @@ def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
         "--standalone",
         "-m",
         "phrase_rescorer",
-        "-q",
+        *(["-q"] if quiet else []),
         *args,
     ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
@@ -304,15 +305,16 @@ def _sentence_corpus(directory: Path, pairs: int = 240) -> tuple[Path, Path]:
 def test_two_processes_train_the_sentence_network_like_one_with_the_same_global_batch(tmp_path: Path) -> None:
     """train-nmt under torchrun: 2 processes x T target tokens follow 1 process x 2T (dropout 0, label
     smoothing on, Adam, the attention network's faster step): the same batches, every logged loss and
-    held-out perplexity within float32 rounding."""
+    held-out perplexity within float32 rounding; the run says its global batch in tokens."""
     source, target = _sentence_corpus(tmp_path)
     sizes = ["--embed-dim", "16", "--hidden-dim", "16", "--maxout-dim", "8", "--output-rank", "8"]
     args = [str(source), str(target), *sizes, "--dropout", "0", "--label-smoothing", "0.1", "--valid-fraction", "0.1"]
     args += ["--seed", "3", "--log-every", "1", "--valid-every", "5", "--patience", "0", "--max-steps", "12"]
     args += ["--device", "cpu"]
     one_process("train-nmt", *args[:2], str(tmp_path / "one.pt"), *args[2:], "--batch-tokens", "120")
-    r = torchrun("train-nmt", *args[:2], str(tmp_path / "two.pt"), *args[2:], "--batch-tokens", "60")
+    r = torchrun("train-nmt", *args[:2], str(tmp_path / "two.pt"), *args[2:], "--batch-tokens", "60", quiet=False)
     assert r.returncode == 0, r.stderr
+    assert "2 processes (gloo): global batch of 120 padded target tokens = 60 x 2\n" in r.stderr
     ref, got = _losses(tmp_path / "one.log"), _losses(tmp_path / "two.log")
     assert len(ref) == 12 and _close(got, ref)
     assert _close(_valid(tmp_path / "two.log"), _valid(tmp_path / "one.log"))
