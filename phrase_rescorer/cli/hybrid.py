@@ -133,10 +133,11 @@ def bundle(
     moses_dir: str | None,
 ) -> None:
     """Write the bundle DIR of a tuned hybrid system, for translate-hybrid: DIR/bundle.json (every
-    setting; the networks' and the copies' size and SHA-256; the size and modification time of the
-    n-gram LM and of every file the ini's path= stand for: the file, its .gz, .minphr, .minlexr,
-    .binphr.* or .binlexr.* files, each file under a directory) and copies of the ini and the
-    weights; translate-hybrid refuses any of them missing or changed.
+    setting; the networks' and the copies' size and SHA-256; the size, modification time and SHA-256
+    of the n-gram LM and of every file the ini's path= stand for: the file, its .gz, .minphr,
+    .minlexr, .binphr.* or .binlexr.* files, each file under a directory) and copies of the ini and
+    the weights; translate-hybrid refuses any of them missing or changed (a file whose modification
+    time alone changed is hashed again, and goes on when its content is the same).
 
     Refused before any work: DIR not new or empty, or in no writable directory (exit 6); a path=
     of the ini that is relative or stands for no file (exit 5); a -m that is no model file, a
@@ -281,7 +282,7 @@ def translate_hybrid(
     if in_path != "-":
         InputPath(dir_okay=False).convert(in_path, None, ctx)
     check_input(in_path, form, max_tokens)
-    system_bundle = read_bundle(bundle_dir)
+    system_bundle = read_bundle(bundle_dir, on_note=lambda message: say(ctx, message))
     networks = [path for _, path in system_bundle.models]
     if system_bundle.candidates is not None:
         networks += system_bundle.candidates.networks

@@ -20,9 +20,12 @@ all of; this code reads both, :data:`READ_VERSIONS`):
 * every file: the tuned moses.ini and the reranking weights as copies in the directory (their
   name there, the path they were copied from, size and SHA-256), the networks by absolute path,
   size and SHA-256, and the n-gram LM and every file the ini's ``path=`` stand for (tables, LMs:
-  ``moses.ini_paths.path_files``, each file under a directory on its own) by absolute path, size
-  and modification time (ns): hashing gigabytes on every run would cost minutes, and a file
-  rewritten in place changes its modification time.
+  ``moses.ini_paths.path_files``, each file under a directory on its own) by absolute path, size,
+  modification time (ns) and SHA-256: hashed once when the bundle is written, and again only for
+  a file whose modification time changed (a copy that did not keep the times, a restored backup),
+  which goes on when its content is the recorded one; hashing gigabytes on every run would cost
+  minutes, and a file rewritten in place changes its modification time. Bundles written before
+  the hash was recorded compare size and modification time alone.
 
 :func:`write_bundle` refuses, before writing anything: an output directory that exists and is not
 empty, or whose parent is no writable directory (before any model is read); a moses.ini ``path=``
@@ -32,7 +35,8 @@ model file that its option does not take (``kinds.TAKES``: ``-m`` any model ``nb
 feature; weights that do not name exactly the features the system's lists will have
 (``reranking.weights.vector``'s check). The directory is written as a temporary beside it, renamed
 into place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
-missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2).
+missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2), one
+whose modification time alone changed is told to ``on_note``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checksums import sha256_of
+from ..checksums import content_sha256, sha256_of
 from ..errors import UsageError
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, check_kind
@@ -150,8 +154,14 @@ def _copied(path: str, name: str) -> dict[str, Any]:
 
 
 def _stat(path: str) -> dict[str, Any]:
+    """A file the decoder reads: compared by size and modification time, hashed when the time changed."""
     info = os.stat(path)
-    return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+    return {
+        "path": os.path.abspath(path),
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "sha256": content_sha256(path),
+    }
 
 
 BUNDLE_MODELS = "phrase-rescorer bundle -m"
@@ -298,7 +308,9 @@ def _entries(record: dict[str, Any]) -> list[dict[str, Any]]:
     return found + record["ini_files"]
 
 
-def _check_entry(directory: str, entry: dict[str, Any], where: str) -> None:
+def _check_entry(directory: str, entry: dict[str, Any], where: str) -> str | None:
+    """Refuse a missing or changed file (:class:`BundleError`); return the path of one whose
+    modification time alone changed (its content hashed now and found unchanged), else None."""
     path = os.path.join(directory, entry["path"])  # an absolute path stays as it is
     try:
         info = os.stat(path)
@@ -306,21 +318,25 @@ def _check_entry(directory: str, entry: dict[str, Any], where: str) -> None:
         raise BundleError(
             f"{path}: {e.strerror.lower() if e.strerror else 'unreadable'} (recorded in {where})"
         ) from None
+    how = "size"
     changed = info.st_size != entry["size"] and not os.path.isdir(path)
-    if not changed and "sha256" in entry:
-        changed = sha256_of(path) != entry["sha256"]
-    elif not changed and "mtime_ns" in entry:
-        changed = info.st_mtime_ns != entry["mtime_ns"]
+    retimed = False
+    if not changed and "mtime_ns" in entry and info.st_mtime_ns != entry["mtime_ns"]:
+        retimed = "sha256" in entry  # a record without the hash: the time alone decides
+        changed, how = not retimed, "size or modification time"
+    if not changed and "sha256" in entry and ("mtime_ns" not in entry or retimed):
+        changed, how = content_sha256(path) != entry["sha256"], "content (SHA-256)"
     if changed:
-        how = "content (SHA-256)" if "sha256" in entry else "size or modification time"
         raise BundleError(
             f"{path}: changed since the bundle was written (its {how} differs from {where}): restore it, or write "
             "the bundle again (phrase-rescorer bundle)"
         )
+    return path if retimed else None
 
 
-def read_bundle(directory: str, verify: bool = True) -> Bundle:
-    """The bundle in ``directory``; ``verify``: every recorded file checked first (module docstring)."""
+def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], None] | None = None) -> Bundle:
+    """The bundle in ``directory``; ``verify``: every recorded file checked first (module
+    docstring), ``on_note`` told of those whose modification time alone changed."""
     directory = os.path.abspath(directory)
     where = os.path.join(directory, RECORD)
     try:
@@ -339,9 +355,13 @@ def read_bundle(directory: str, verify: bool = True) -> Bundle:
         )
     try:
         bundle = _bundle(directory, record)
-        if verify:
-            for entry in _entries(record):
-                _check_entry(directory, entry, where)
+        checked = [_check_entry(directory, entry, where) for entry in _entries(record)] if verify else []
+        retimed = [path for path in checked if path is not None]
+        if retimed and on_note is not None:
+            on_note(
+                f"{', '.join(retimed)}: modification time changed since the bundle was written, content unchanged "
+                "(SHA-256): continued"
+            )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, BundleError):
             raise

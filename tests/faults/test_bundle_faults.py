@@ -183,7 +183,7 @@ def test_an_ini_path_of_no_file_is_refused(system, tmp_path: Path, monkeypatch, 
 def test_a_file_of_a_table_of_several_files_is_checked(system, tmp_path: Path, monkeypatch, capsys, form: str) -> None:
     """A table of several files, a directory (ProbingPT) or a binarized reordering table of the
     older format (``PATH.binlexr.*``): each file is recorded, and one rewritten (the same size, a
-    new modification time) is refused by translate-hybrid, naming it."""
+    new modification time, so its content is hashed again) is refused by translate-hybrid, naming it."""
     model = tmp_path / "model"
     model.mkdir()
     if form == "directory":
@@ -211,7 +211,7 @@ def test_a_file_of_a_table_of_several_files_is_checked(system, tmp_path: Path, m
     os.utime(changed, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
     code, err = translate(made, monkeypatch, capsys)
     assert code == EXIT_USAGE, err
-    assert f"{changed}: changed since the bundle was written (its size or modification time" in one_line(err)
+    assert f"{changed}: changed since the bundle was written (its content (SHA-256) differs" in one_line(err)
 
 
 def test_a_missing_parent_directory_is_refused_first(system, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -349,8 +349,45 @@ def test_a_changed_copy_is_refused(made: dict[str, Path], monkeypatch, capsys) -
 
 
 def test_a_changed_ini_file_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:
-    """A file the ini names: its size and modification time are compared (not hashed)."""
+    """A file the ini names: its size and modification time are compared first."""
     made["table"].write_bytes(made["table"].read_bytes() + b"x")
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert f"{made['table']}: changed since the bundle was written (its size differs" in one_line(err)
+
+
+def retime(path: Path) -> None:
+    """``path`` given another modification time, its bytes kept (a copy that did not keep the times)."""
+    info = path.stat()
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
+
+
+def test_an_ini_file_with_a_new_modification_time_and_its_content_goes_on(
+    made: dict[str, Path], monkeypatch, capsys
+) -> None:
+    """The same bytes under a new modification time: hashed, found unchanged, told, not refused;
+    translate-hybrid goes on to the decoder (the stand-in's own failure)."""
+    retime(made["table"])
+    notes: list[str] = []
+    assert read_bundle(str(made["bundle"]), on_note=notes.append).ini == str(made["bundle"] / "moses.ini")
+    assert notes == [
+        f"{made['table']}: modification time changed since the bundle was written, content unchanged "
+        "(SHA-256): continued"
+    ]
+    code, err = translate(made, monkeypatch, capsys)
+    assert code != EXIT_USAGE and "changed since the bundle was written (its" not in err, err
+    assert f"{made['table']}: modification time changed since the bundle was written" in err
+    assert "stand-in decoder: no decoding" in err
+
+
+def test_a_bundle_recorded_without_the_hash_compares_size_and_time(made: dict[str, Path], monkeypatch, capsys) -> None:
+    """A bundle written before the ini's files were hashed: a new modification time is a change."""
+    record = made["bundle"] / "bundle.json"
+    found = json.loads(record.read_text())
+    for entry in found["ini_files"]:
+        del entry["sha256"]
+    record.write_text(json.dumps(found, indent=1) + "\n")
+    retime(made["table"])
     code, err = translate(made, monkeypatch, capsys)
     assert code == EXIT_USAGE, err
     assert f"{made['table']}: changed since the bundle was written (its size or modification time" in one_line(err)
