@@ -1,6 +1,9 @@
 """The SHA-256 of a file's content, and of a directory's (a binarized table): what tells that a
 file is unchanged when its size and modification time cannot (a copy that did not keep the
-times). A file that cannot be read is refused naming it (:class:`errors.HostError`, exit 6)."""
+times). A file that cannot be read is refused naming it (:class:`errors.HostError`, exit 6).
+
+:func:`same_content` is the one rule for a recorded file whose modification time changed, as the
+experiment's restart and ``translate-hybrid``'s bundle apply it."""
 
 from __future__ import annotations
 
@@ -35,3 +38,18 @@ def content_sha256(path: str) -> str:
             h.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
             h.update(bytes.fromhex(sha256_of(full)))
     return h.hexdigest()
+
+
+def same_content(path: str, size: int, sha256: str) -> bool:
+    """Whether ``path`` still holds the content recorded as ``size`` bytes of SHA-256 ``sha256``:
+    asked of a file whose modification time changed since it was recorded (a copy that did not
+    keep the times, a restored backup), which goes on when it holds. A file of another size is
+    not hashed; a directory's own size depends on its file system, not its content: only its
+    hash counts."""
+    if not os.path.isdir(path):
+        try:
+            if os.path.getsize(path) != size:
+                return False
+        except OSError as e:
+            raise HostError(f"{path}: cannot read ({e.strerror})") from None
+    return content_sha256(path) == sha256

@@ -114,19 +114,16 @@ def with_contents(prints: dict) -> dict:
 
 
 def retimed(old: Mapping[str, object], new: Mapping[str, list]) -> dict[str, list]:
-    """The ini's files whose modification time alone changed since ``old`` was recorded and
-    whose content did not (same size, same SHA-256, hashed now), with their entries as
-    ``old`` should now hold them. A directory's own size depends on its file system, not its
-    content: only its hash counts. Entries recorded without a hash cannot be rechecked."""
+    """The ini's files whose modification time changed since ``old`` was recorded and whose
+    content did not (``checksums.same_content``), with their entries as ``old`` should now hold
+    them. Entries recorded without a hash cannot be rechecked."""
     found = {}
     for p, now in new.items():
         before = old.get(p)
         if not (isinstance(before, list) and len(before) == 3 and before[:2] != now[:2]):
             continue
-        if before[0] != now[0] and not os.path.isdir(p):
-            continue
-        with contextlib.suppress(ExperimentError):  # unreadable now: left to changed_files
-            if content_sha256(p) == before[2]:
+        with contextlib.suppress(HostError):  # unreadable now: left to changed_files
+            if checksums.same_content(p, before[0], before[2]):
                 found[p] = [now[0], now[1], before[2]]
     return found
 

@@ -17,15 +17,15 @@ all of; this code reads both, :data:`READ_VERSIONS`):
   the networks' (``scoring.nbest``); ``reached_only``: the candidates the decoder cannot produce
   are left out, as ``merge-nbest --reached-only`` leaves them out of the lists the weights were
   tuned on (``MosesReached`` is then 1 on every line);
-* every file: the tuned moses.ini and the reranking weights as copies in the directory (their
-  name there, the path they were copied from, size and SHA-256), the networks by absolute path,
-  size and SHA-256, and the n-gram LM and every file the ini's ``path=`` stand for (tables, LMs:
-  ``moses.ini_paths.path_files``, each file under a directory on its own) by absolute path, size,
-  modification time (ns) and SHA-256: hashed once when the bundle is written, and again only for
-  a file whose modification time changed (a copy that did not keep the times, a restored backup),
-  which goes on when its content is the recorded one; hashing gigabytes on every run would cost
-  minutes, and a file rewritten in place changes its modification time. Bundles written before
-  the hash was recorded compare size and modification time alone.
+* every file (``recorded_files``): the tuned moses.ini and the reranking weights as copies in the
+  directory, the networks by absolute path, size and SHA-256, and the n-gram LM and every file
+  the ini's ``path=`` stand for (tables, LMs: ``moses.ini_paths.path_files``, each file under a
+  directory on its own) also with their modification time: hashed once when the bundle is
+  written, and again only for a file whose modification time changed (a copy that did not keep
+  the times, a restored backup), which goes on when its content is the recorded one; hashing
+  gigabytes on every run would cost minutes, and a file rewritten in place changes its
+  modification time. Bundles written before the hash was recorded compare size and modification
+  time alone.
 
 :func:`write_bundle` refuses, before writing anything: an output directory that exists and is not
 empty, or whose parent is no writable directory (before any model is read); a moses.ini ``path=``
@@ -51,7 +51,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checksums import content_sha256, sha256_of
 from ..errors import UsageError
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, check_kind
@@ -64,6 +63,7 @@ from ..output_paths import OutputError
 from ..reranking.merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
 from ..reranking.weights import Weights, WeightsError, read_weights_file, vector
 from ..scoring.features import default_names, model_kind
+from . import recorded_files
 
 #: What ``bundle.json`` says it is, and the versions of its format this code writes and reads.
 FORMAT = "phrase-rescorer hybrid bundle"
@@ -120,7 +120,7 @@ class Bundle:
         an output must not overwrite (``output_paths.check_not_an_input``)."""
         record = os.path.join(self.directory, RECORD)
         with open(record, encoding="utf-8") as f:
-            entries = _entries(json.load(f))
+            entries = recorded_files.entries(json.load(f))
         return [("bundle's record", record)] + [
             ("bundle's file", os.path.join(self.directory, entry["path"])) for entry in entries
         ]
@@ -141,27 +141,6 @@ def check_weights(weights: Weights, layout: Layout) -> None:
         vector(weights, layout, source=weights.path)
     except WeightsError as e:
         raise BundleError(f"{e} (the bundle's lists: features {show_layout(layout)})") from None
-
-
-def _hashed(path: str) -> dict[str, Any]:
-    return {"path": os.path.abspath(path), "size": os.path.getsize(path), "sha256": sha256_of(path)}
-
-
-def _copied(path: str, name: str) -> dict[str, Any]:
-    """A copy's entry: its name in the bundle (found there wherever the bundle moves), where it
-    was copied from."""
-    return {**_hashed(path), "path": name, "from": os.path.abspath(path)}
-
-
-def _stat(path: str) -> dict[str, Any]:
-    """A file the decoder reads: compared by size and modification time, hashed when the time changed."""
-    info = os.stat(path)
-    return {
-        "path": os.path.abspath(path),
-        "size": info.st_size,
-        "mtime_ns": info.st_mtime_ns,
-        "sha256": content_sha256(path),
-    }
 
 
 BUNDLE_MODELS = "phrase-rescorer bundle -m"
@@ -257,13 +236,13 @@ def write_bundle(
         "nbest": nbest,
         "features": [[name, count] for name, count in layout],
         "decoder_features": [[name, count] for name, count in decoder],
-        "ini": _copied(ini, INI_COPY),
-        "weights": _copied(weights, WEIGHTS_COPY),
-        "models": [{"name": name, **_hashed(path)} for name, path in zip(names, models, strict=True)],
+        "ini": recorded_files.copied(ini, INI_COPY),
+        "weights": recorded_files.copied(weights, WEIGHTS_COPY),
+        "models": [{"name": name, **recorded_files.hashed(path)} for name, path in zip(names, models, strict=True)],
         "candidates": None
         if candidates is None
         else {
-            "networks": [_hashed(path) for path in candidates.networks],
+            "networks": [recorded_files.hashed(path) for path in candidates.networks],
             "nbest": candidates.nbest,
             "beam_size": candidates.beam_size,
             "length_alpha": candidates.length_alpha,
@@ -271,9 +250,9 @@ def write_bundle(
             "constrained": candidates.constrained,
             "reached_only": candidates.reached_only,
         },
-        "ngram_lm": None if ngram_lm is None else _stat(ngram_lm),
+        "ngram_lm": None if ngram_lm is None else recorded_files.read_by_decoder(ngram_lm),
         "lm_feature": lm_feature,
-        "ini_files": [_stat(path) for path in named],
+        "ini_files": [recorded_files.read_by_decoder(path) for path in named],
     }
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.", dir=parent)
     try:
@@ -298,40 +277,17 @@ def _umask() -> int:
     return mask
 
 
-def _entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every file entry of a record, copies first."""
-    found = [record["ini"], record["weights"], *record["models"]]
-    if record.get("candidates"):
-        found += record["candidates"]["networks"]
-    if record.get("ngram_lm"):
-        found.append(record["ngram_lm"])
-    return found + record["ini_files"]
-
-
-def _check_entry(directory: str, entry: dict[str, Any], where: str) -> str | None:
-    """Refuse a missing or changed file (:class:`BundleError`); return the path of one whose
-    modification time alone changed (its content hashed now and found unchanged), else None."""
-    path = os.path.join(directory, entry["path"])  # an absolute path stays as it is
-    try:
-        info = os.stat(path)
-    except OSError as e:
+def _checked(directory: str, entry: dict[str, Any], where: str) -> recorded_files.Checked:
+    """Refuse a missing or changed file (:class:`BundleError`, naming it and ``where`` it is recorded)."""
+    found = recorded_files.check(directory, entry)
+    if found.missing is not None:
+        raise BundleError(f"{found.path}: {found.missing} (recorded in {where})")
+    if found.differs is not None:
         raise BundleError(
-            f"{path}: {e.strerror.lower() if e.strerror else 'unreadable'} (recorded in {where})"
-        ) from None
-    how = "size"
-    changed = info.st_size != entry["size"] and not os.path.isdir(path)
-    retimed = False
-    if not changed and "mtime_ns" in entry and info.st_mtime_ns != entry["mtime_ns"]:
-        retimed = "sha256" in entry  # a record without the hash: the time alone decides
-        changed, how = not retimed, "size or modification time"
-    if not changed and "sha256" in entry and ("mtime_ns" not in entry or retimed):
-        changed, how = content_sha256(path) != entry["sha256"], "content (SHA-256)"
-    if changed:
-        raise BundleError(
-            f"{path}: changed since the bundle was written (its {how} differs from {where}): restore it, or write "
-            "the bundle again (phrase-rescorer bundle)"
+            f"{found.path}: changed since the bundle was written (its {found.differs} differs from {where}): restore "
+            "it, or write the bundle again (phrase-rescorer bundle)"
         )
-    return path if retimed else None
+    return found
 
 
 def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], None] | None = None) -> Bundle:
@@ -355,8 +311,8 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
         )
     try:
         bundle = _bundle(directory, record)
-        checked = [_check_entry(directory, entry, where) for entry in _entries(record)] if verify else []
-        retimed = [path for path in checked if path is not None]
+        checked = [_checked(directory, entry, where) for entry in recorded_files.entries(record)] if verify else []
+        retimed = [found.path for found in checked if found.retimed]
         if retimed and on_note is not None:
             on_note(
                 f"{', '.join(retimed)}: modification time changed since the bundle was written, content unchanged "

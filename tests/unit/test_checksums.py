@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.checksums import content_sha256, sha256_of
+from phrase_rescorer.checksums import content_sha256, same_content, sha256_of
 from phrase_rescorer.errors import EXIT_OS, HostError
 from phrase_rescorer.experiment import workdir
 from phrase_rescorer.experiment.systems import ExperimentError
@@ -27,6 +27,26 @@ def test_a_file_and_a_directory(tmp_path: Path) -> None:
     first = content_sha256(str(table))
     (table / "a").write_bytes(b"2")
     assert content_sha256(str(table)) != first
+
+
+def test_the_rule_for_a_file_whose_time_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "f"
+    f.write_bytes(b"abc")
+    digest = sha256_of(str(f))
+    assert same_content(str(f), 3, digest)
+    assert not same_content(str(f), 3, hashlib.sha256(b"abd").hexdigest())
+    table = tmp_path / "table"
+    table.mkdir()
+    (table / "a").write_bytes(b"1")
+    assert same_content(str(table), 12345, content_sha256(str(table)))  # a directory's own size is not content
+    with pytest.raises(HostError, match="cannot read"):
+        same_content(str(tmp_path / "gone"), 3, digest)
+
+    def no_hash(path: str) -> str:
+        raise AssertionError(f"{path} hashed")
+
+    monkeypatch.setattr("phrase_rescorer.checksums.content_sha256", no_hash)
+    assert not same_content(str(f), 4, digest)  # another size: not hashed
 
 
 def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
