@@ -40,16 +40,13 @@ def content_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def same_content(path: str, size: int, sha256: str) -> bool:
-    """Whether ``path`` still holds the content recorded as ``size`` bytes of SHA-256 ``sha256``:
-    asked of a file whose modification time changed since it was recorded (a copy that did not
-    keep the times, a restored backup), which goes on when it holds. A file of another size is
-    not hashed; a directory's own size depends on its file system, not its content: only its
-    hash counts."""
-    if not os.path.isdir(path):
-        try:
-            if os.path.getsize(path) != size:
-                return False
-        except OSError as e:
-            raise HostError(f"{path}: cannot read ({e.strerror})") from None
+def same_content(path: str, size_now: int, size: int, sha256: str) -> bool:
+    """Whether ``path``, of ``size_now`` bytes by the stat its caller compared, still holds the
+    content recorded as ``size`` bytes of SHA-256 ``sha256``: asked of a file whose modification
+    time changed since it was recorded (a copy that did not keep the times, a restored backup);
+    the caller accepts the file when it does. A file of another size is not hashed; a
+    directory's own size depends on its file system, not its content: only its hash counts. A
+    file that cannot be read raises :class:`errors.HostError`."""
+    if size_now != size and not os.path.isdir(path):
+        return False
     return content_sha256(path) == sha256

@@ -123,7 +123,7 @@ def retimed(old: Mapping[str, object], new: Mapping[str, list]) -> dict[str, lis
         if not (isinstance(before, list) and len(before) == 3 and before[:2] != now[:2]):
             continue
         with contextlib.suppress(HostError):  # unreadable now: left to changed_files
-            if checksums.same_content(p, before[0], before[2]):
+            if checksums.same_content(p, now[0], before[0], before[2]):
                 found[p] = [now[0], now[1], before[2]]
     return found
 

@@ -36,7 +36,8 @@ feature; weights that do not name exactly the features the system's lists will h
 (``reranking.weights.vector``'s check). The directory is written as a temporary beside it, renamed
 into place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
 missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2), one
-whose modification time alone changed is told to ``on_note``.
+whose content cannot be read too (``errors.HostError``, exit 6), one whose modification time
+alone changed is told to ``on_note``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import HostError, UsageError
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, check_kind
 from ..moses.decoder import nbest_layout
@@ -319,7 +320,7 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
                 "(SHA-256): continued"
             )
     except (KeyError, TypeError, ValueError) as e:
-        if isinstance(e, BundleError):
+        if isinstance(e, BundleError | HostError):  # HostError: a recorded file unreadable (exit 6)
             raise
         raise BundleError(f"{where}: not a complete bundle record ({type(e).__name__}: {e})") from None
     if bundle.candidates is not None and bundle.candidates.reached_only and not bundle.candidates.constrained:

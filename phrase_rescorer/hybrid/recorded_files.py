@@ -4,7 +4,7 @@ still the one recorded.
 Three kinds of entry (``bundle``'s module docstring says which file gets which):
 
 * :func:`hashed`: a file by absolute path, size and SHA-256, hashed again on every check (the
-  networks: megabytes);
+  feature networks and the candidate networks: megabytes);
 * :func:`copied`: a copy in the bundle's directory, by its name there (found wherever the
   bundle moves), the path it was copied from, size and SHA-256;
 * :func:`read_by_decoder`: a file the decoder reads (tables, LMs: gigabytes), by absolute path,
@@ -12,7 +12,8 @@ Three kinds of entry (``bundle``'s module docstring says which file gets which):
   changed (``checksums.same_content``); an entry written before the hash was recorded compares
   size and modification time alone.
 
-:func:`check` tells what differs; the reader words the refusal.
+:func:`check` tells what differs (a file whose content cannot be read raises
+:class:`errors.HostError`, exit 6); the reader words the refusal.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..checksums import content_sha256, same_content, sha256_of
 
 
 def hashed(path: str) -> dict[str, Any]:
+    """A network's entry: compared by size and SHA-256 on every check."""
     return {"path": os.path.abspath(path), "size": os.path.getsize(path), "sha256": sha256_of(path)}
 
 
@@ -34,6 +36,8 @@ def copied(path: str, name: str) -> dict[str, Any]:
 
 
 def read_by_decoder(path: str) -> dict[str, Any]:
+    """A file the decoder reads: compared by size and modification time, hashed again when the
+    time changed."""
     info = os.stat(path)
     return {
         "path": os.path.abspath(path),
@@ -56,7 +60,7 @@ def entries(record: dict[str, Any]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Checked:
     path: str
-    missing: str | None = None  # why the file cannot be found or read (the system's words)
+    missing: str | None = None  # why the file cannot be found (the system's words for stat's failure)
     differs: str | None = None  # what differs from the record: "size", "content (SHA-256)", ...
     retimed: bool = False  # its modification time alone changed, its content is the recorded one
 
@@ -73,7 +77,7 @@ def check(directory: str, entry: dict[str, Any]) -> Checked:
     if "mtime_ns" in entry and info.st_mtime_ns != entry["mtime_ns"]:
         if "sha256" not in entry:
             return Checked(path, differs="size or modification time")
-        if same_content(path, entry["size"], entry["sha256"]):
+        if same_content(path, info.st_size, entry["size"], entry["sha256"]):
             return Checked(path, retimed=True)
         return Checked(path, differs="content (SHA-256)")
     if "sha256" in entry and "mtime_ns" not in entry and content_sha256(path) != entry["sha256"]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE
+from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE, HostError
 from phrase_rescorer.hybrid.bundle import BundleError, read_bundle
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm
@@ -400,6 +400,23 @@ def test_a_missing_file_is_refused(made: dict[str, Path], monkeypatch, capsys) -
     assert one_line(err).endswith(
         f"{made['cslm']}: no such file or directory (recorded in {made['bundle']}/bundle.json)"
     )
+    assert not made["out"].exists()
+
+
+def test_an_unreadable_file_is_refused_as_the_host_s_error(made: dict[str, Path], monkeypatch, capsys) -> None:
+    from phrase_rescorer import checksums
+
+    hash_file = checksums.sha256_of
+
+    def unreadable(path: str) -> str:  # as for a file of no read permission (the tests may run as root)
+        if path == str(made["cslm"]):
+            raise HostError(f"{path}: cannot read (Permission denied)")
+        return hash_file(path)
+
+    monkeypatch.setattr(checksums, "sha256_of", unreadable)
+    code, err = translate(made, monkeypatch, capsys)
+    assert code == EXIT_OS, err
+    assert one_line(err).endswith(f"{made['cslm']}: cannot read (Permission denied)")
     assert not made["out"].exists()
 
 

@@ -33,20 +33,33 @@ def test_the_rule_for_a_file_whose_time_changed(tmp_path: Path, monkeypatch: pyt
     f = tmp_path / "f"
     f.write_bytes(b"abc")
     digest = sha256_of(str(f))
-    assert same_content(str(f), 3, digest)
-    assert not same_content(str(f), 3, hashlib.sha256(b"abd").hexdigest())
+    assert same_content(str(f), 3, 3, digest)
+    assert not same_content(str(f), 3, 3, hashlib.sha256(b"abd").hexdigest())
     table = tmp_path / "table"
     table.mkdir()
     (table / "a").write_bytes(b"1")
-    assert same_content(str(table), 12345, content_sha256(str(table)))  # a directory's own size is not content
+    assert same_content(str(table), 4096, 12345, content_sha256(str(table)))  # a directory's own size is not content
     with pytest.raises(HostError, match="cannot read"):
-        same_content(str(tmp_path / "gone"), 3, digest)
+        same_content(str(tmp_path / "gone"), 3, 3, digest)
 
     def no_hash(path: str) -> str:
         raise AssertionError(f"{path} hashed")
 
     monkeypatch.setattr("phrase_rescorer.checksums.content_sha256", no_hash)
-    assert not same_content(str(f), 4, digest)  # another size: not hashed
+    assert not same_content(str(f), 3, 4, digest)  # another size than recorded: not hashed
+    assert not same_content(str(f), 4, 3, digest)  # the size its caller found is the one compared
+
+
+def test_the_experiment_rehashes_only_a_retimed_file_of_its_recorded_size(tmp_path: Path) -> None:
+    f = tmp_path / "pt.gz"
+    f.write_bytes(b"abc")
+    digest = sha256_of(str(f))
+    assert workdir.retimed({str(f): [3, 1, digest]}, {str(f): [3, 2]}) == {str(f): [3, 2, digest]}
+    assert workdir.retimed({str(f): [3, 1, digest]}, {str(f): [4, 2]}) == {}  # its size changed: left to changed_files
+    assert workdir.retimed({str(f): [3, 1, digest]}, {str(f): [3, 1]}) == {}  # unchanged: nothing to recheck
+    assert workdir.retimed({str(f): [3, 1]}, {str(f): [3, 2]}) == {}  # recorded without a hash
+    f.unlink()
+    assert workdir.retimed({str(f): [3, 1, digest]}, {str(f): [3, 2]}) == {}  # gone now: left to changed_files
 
 
 def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
