@@ -43,7 +43,9 @@ def check_output_path(path: str, by_name: bool = True, *, own: str | None = None
     check their outputs before any long work. ``by_name``: the output is compressed by its name,
     and a compressed name of a format that is not written is refused (``compression``). A file a
     living training run writes is refused (:func:`check_not_running`; ``own``: the lock of the
-    run that checks, whose refusal is its own)."""
+    run that checks, whose refusal is its own), and so is the regular file this process's
+    standard output or error is redirected to (its writes and the output's would overwrite each
+    other)."""
     if path == "":
         raise OutputError(path, "empty output path")
     if by_name and path != "-":
@@ -62,6 +64,11 @@ def check_output_path(path: str, by_name: bool = True, *, own: str | None = None
         return
     if is_special(path):
         return
+    stream = _standard_stream(path)
+    if stream is not None:  # `train-nmt ... m.pt > m.log`: two writers of one file, each over the other
+        raise OutputError(
+            path, f"this command's {stream} is redirected to this file; redirect it elsewhere", errno.EINVAL
+        )
     if os.path.isdir(path):
         raise OutputError(path, "output path is a directory", errno.EISDIR)
     if path.endswith(os.sep):
@@ -81,6 +88,26 @@ def check_output_path(path: str, by_name: bool = True, *, own: str | None = None
             path, f"file name too long ({name} bytes; this file system takes {longest})", errno.ENAMETOOLONG
         )
     check_not_running(path, own=own)
+
+
+def _standard_stream(path: str) -> str | None:
+    """``"standard output"`` or ``"standard error"`` where that descriptor of this process is the
+    regular file ``path`` names (``> out``, ``2>> out``: an output written there as well would be
+    overwritten by the stream's writes and overwrite them), else None."""
+    try:
+        target = os.stat(path)
+    except OSError:  # not there (yet): no stream writes to it
+        return None
+    if not stat.S_ISREG(target.st_mode):
+        return None
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            info = os.fstat(fd)
+        except OSError:  # closed
+            continue
+        if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
+            return name
+    return None
 
 
 def check_not_running(path: str, *, own: str | None = None) -> None:

@@ -188,6 +188,36 @@ def test_train_refuses_a_log_that_is_its_model_file(table: Path, log: str) -> No
     assert os.listdir(table.parent) == ["in.txt"]
 
 
+@pytest.mark.parametrize(("stream", "name"), [("stdout", "standard output"), ("stderr", "standard error")])
+@pytest.mark.parametrize("output", ["rnn.log", "rnn.pt"])
+def test_train_refuses_an_output_its_own_stream_is_redirected_to(
+    table: Path, stream: str, name: str, output: str
+) -> None:
+    """`train ... rnn.pt > rnn.log`: the JSON-lines log (or the model) and the progress lines
+    would write over each other; refused before any work, the file left as the shell made it."""
+    target = table.parent / output
+    target.write_bytes(b"")
+    env = cli_env()
+    env["OMP_NUM_THREADS"] = "1"
+    with open(target, "ab") as f:
+        streams = {"stdout": f, "stderr": subprocess.PIPE}
+        if stream == "stderr":
+            streams = {"stdout": subprocess.DEVNULL, "stderr": f}
+        r = subprocess.run(
+            [PYTHON, "-m", "phrase_rescorer", "-q", "train", "in.txt", "rnn.pt", "--max-steps", "1"],
+            cwd=table.parent,
+            env=env,
+            timeout=300,
+            **streams,
+        )
+    message = f"phrase-rescorer: error: {output}: this command's {name} is redirected to this file; "
+    message += "redirect it elsewhere\n"
+    err = target.read_bytes().decode() if stream == "stderr" else r.stderr.decode()
+    assert (r.returncode, err) == (6, message)
+    assert target.read_bytes() == (message.encode() if stream == "stderr" else b"")
+    assert sorted(os.listdir(table.parent)) == sorted(["in.txt", output])
+
+
 @pytest.mark.parametrize(
     ("command", "option"),
     [

@@ -151,6 +151,41 @@ def test_stdout_output(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stdout.getvalue() == GOOD
 
 
+@pytest.mark.parametrize("fd", [1, 2])
+def test_the_file_a_standard_stream_is_redirected_to_is_refused(tmp_path: Path, fd: int) -> None:
+    """A regular file behind this process's standard output or error is refused as an output;
+    another file, ``-`` and the stream's own descriptor link are not (they are the stream)."""
+    shared, other = tmp_path / "run.log", tmp_path / "other.log"
+    shared.write_bytes(b"")
+    other.write_bytes(b"")
+    script = (
+        "import sys\n"
+        "from phrase_rescorer.output import OutputError, check_output_path\n"
+        "with open(sys.argv[1] + '.result', 'w') as result:\n"
+        "    for path in sys.argv[1:]:\n"
+        "        try:\n"
+        "            check_output_path(path)\n"
+        "            print(path, 'ok', file=result)\n"
+        "        except OutputError as e:\n"
+        "            print(e, file=result)\n"
+    )
+    with open(shared, "ab") as f:
+        subprocess.run(
+            [sys.executable, "-c", script, str(other), str(shared), "-", f"/dev/fd/{fd}"],
+            stdout=f if fd == 1 else subprocess.DEVNULL,
+            stderr=f if fd == 2 else None,
+            check=True,
+        )
+    name = "standard output" if fd == 1 else "standard error"
+    assert (tmp_path / "other.log.result").read_text().splitlines() == [
+        f"{other} ok",
+        f"{shared}: this command's {name} is redirected to this file; redirect it elsewhere",
+        "- ok",
+        f"/dev/fd/{fd} ok",
+    ]
+    assert shared.read_bytes() == b""
+
+
 def test_check_distinct_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
