@@ -95,17 +95,17 @@ def _standard_stream(path: str) -> str | None:
     regular file ``path`` names (``> out``, ``2>> out``: an output written there as well would be
     overwritten by the stream's writes and overwrite them), else None."""
     try:
-        target = os.stat(path)
+        target = _regular_file_id(os.stat(path))
     except OSError:  # not there (yet): no stream writes to it
         return None
-    if not stat.S_ISREG(target.st_mode):
+    if target is None:
         return None
     for fd, name in ((1, "standard output"), (2, "standard error")):
         try:
             info = os.fstat(fd)
         except OSError:  # closed
             continue
-        if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
+        if _regular_file_id(info) == target:
             return name
     return None
 
@@ -173,4 +173,11 @@ def _same_regular_file(path: str, output_path: str) -> bool:
         b = os.fstat(1) if output_path == "-" else os.stat(output_path)
     except OSError:  # closed, or not there (yet)
         return False
-    return stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    file_id = _regular_file_id(a)
+    return file_id is not None and file_id == _regular_file_id(b)
+
+
+def _regular_file_id(info: os.stat_result) -> tuple[int, int] | None:
+    """``(device, inode)`` of a regular file; None for a terminal, pipe, directory or device,
+    which two descriptors may share without being one file a run reads and writes."""
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
