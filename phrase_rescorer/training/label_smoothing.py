@@ -31,6 +31,7 @@ from ..data.vocab import PAD_ID
 from ..model.cho2014 import token_log_probs
 from ..model.network import Network
 from .packed_log_probs import training_log_probs
+from .smoothed_output import PairObjective, check_smoothing
 from .stacked_log_probs import StackedLogProbs, is_stacked_network
 from .transformer_log_probs import TransformerLogProbs, is_transformer
 
@@ -39,8 +40,7 @@ def smoothed_log_probs(logits: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.T
     """The smoothed log-likelihood of each pair (B,) (see the module docstring) from the
     teacher-forced logits (B, T, V) of targets (B, T) of ``tgt_len`` tokens (``</s>`` included).
     For eps 0: log p(target|source) exactly as ``sequence_log_probs`` computes it."""
-    if not 0.0 <= eps < 1.0:
-        raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
+    check_smoothing(eps)
     mask = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
     target = token_log_probs(logits, tgt)  # (B, T), in at least float32
     if eps > 0.0:
@@ -51,15 +51,11 @@ def smoothed_log_probs(logits: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.T
     return target.masked_fill(~mask, 0.0).sum(1)
 
 
-class SmoothedLogProbs(nn.Module):
-    """``forward(src, src_len, tgt, tgt_len)`` -> the smoothed log-likelihood per pair (B,).
-
-    A module holding the network as its only child, as ``packed_log_probs``'s are, so that
-    torchrun's DDP wrapper sees it as the forward pass."""
+class SmoothedLogProbs(PairObjective):
+    """Any network's smoothed objective (``PairObjective``) from its teacher-forced logits."""
 
     def __init__(self, model: Network, eps: float):
-        super().__init__()
-        self.model, self.eps = model, eps
+        super().__init__(model, eps)
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor

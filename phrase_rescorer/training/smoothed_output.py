@@ -27,10 +27,28 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ..data.vocab import PAD_ID
 from .target_log_probs import OutputLayer, compiled, compiled_smoothed, target_log_probs
+
+
+def check_smoothing(eps: float) -> None:
+    """Refuse a label smoothing outside [0, 1)."""
+    if not 0.0 <= eps < 1.0:
+        raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
+
+
+class PairObjective(nn.Module):
+    """A training objective: ``forward(src, src_len, tgt, tgt_len)`` -> the (smoothed, eps > 0)
+    log-likelihood per pair (B,), in batch order. A module holding the network as its only
+    child, so that torchrun's DDP wrapper sees it as the forward pass."""
+
+    def __init__(self, model: Any, eps: float = 0.0):
+        super().__init__()
+        check_smoothing(eps)
+        self.model, self.eps = model, eps
 
 
 def pair_log_probs(
@@ -48,8 +66,7 @@ def pair_log_probs(
 def smoothed_target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, eps: float) -> torch.Tensor:
     """The smoothed log-likelihood term (N,) of each position from the output layer's input
     u (N, R) and the targets (N,) (module text); for eps 0, log p(target) itself."""
-    if not 0.0 <= eps < 1.0:
-        raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
+    check_smoothing(eps)
     if eps == 0.0 and u.dtype == torch.float32:
         return target_log_probs(u, layer, targets)
     lib = compiled(u, layer)

@@ -27,7 +27,7 @@ from torch import nn
 from ..model.encoders import Encoder
 from .deferred_weights import DeferredWeights
 from .packed_encoder import packed_encoder
-from .smoothed_output import pair_log_probs
+from .smoothed_output import PairObjective, pair_log_probs
 
 
 def is_stacked_network(model: object) -> TypeGuard[Any]:
@@ -43,16 +43,8 @@ def is_stacked_network(model: object) -> TypeGuard[Any]:
     )
 
 
-class StackedLogProbs(nn.Module):
-    """``forward(src, src_len, tgt, tgt_len)`` -> the (smoothed, eps > 0) log-likelihood per pair
-    (B,), in batch order. A module holding the network as its only child, so that torchrun's DDP
-    wrapper sees it as the forward pass."""
-
-    def __init__(self, model: Any, eps: float = 0.0):
-        super().__init__()
-        if not 0.0 <= eps < 1.0:
-            raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
-        self.model, self.eps = model, eps
+class StackedLogProbs(PairObjective):
+    """The stacked networks' objective (``PairObjective``), computed as the module text says."""
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor

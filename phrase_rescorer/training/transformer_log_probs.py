@@ -18,11 +18,10 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from ..model.transformer import TransformerEncoderDecoder
-from .smoothed_output import pair_log_probs
+from .smoothed_output import PairObjective, pair_log_probs
 
 
 def is_transformer(model: object) -> TypeGuard[TransformerEncoderDecoder]:
@@ -41,16 +40,11 @@ class _TiedOutput:
         return F.linear(u, self.weight, self.bias)
 
 
-class TransformerLogProbs(nn.Module):
-    """``forward(src, src_len, tgt, tgt_len)`` -> the (smoothed, eps > 0) log-likelihood per pair
-    (B,), in batch order. A module holding the network as its only child, so that torchrun's DDP
-    wrapper sees it as the forward pass."""
+class TransformerLogProbs(PairObjective):
+    """The transformer's objective (``PairObjective``), computed as the module text says."""
 
     def __init__(self, model: TransformerEncoderDecoder, eps: float = 0.0):
-        super().__init__()
-        if not 0.0 <= eps < 1.0:
-            raise ValueError(f"label smoothing must be at least 0 and below 1, not {eps}")
-        self.model, self.eps = model, eps
+        super().__init__(model, eps)
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor

@@ -66,6 +66,13 @@ def test_the_smoothed_log_likelihood_is_the_mixture(arch: str) -> None:
         smoothed_log_probs(logits, tgt, tgt_len, 1.0)
 
 
+@pytest.mark.parametrize("objective", [SmoothedLogProbs, StackedLogProbs, TransformerLogProbs])
+@pytest.mark.parametrize("eps", [-0.1, 1.0, 1.5])
+def test_every_objective_refuses_a_smoothing_outside_0_to_1(objective: type, eps: float) -> None:
+    with pytest.raises(ValueError, match="label smoothing must be at least 0 and below 1"):
+        objective(torch.nn.Linear(2, 2), eps)
+
+
 def test_smoothing_0_is_the_old_training_computation() -> None:
     torch.manual_seed(0)
     model = build_model(SIZES, arch_config("cho2014"))
