@@ -119,6 +119,7 @@ def _parts_of(net: nn.Module, network: str) -> list[tuple[object, str, str]]:
             (m, "_inputs", "embedding"),
             (m.encoder_norm, "forward", "encoder"),
             (transformer, "attend", "attention"),
+            (transformer, "attend_values", "attention"),
         ]
         named += [(layer, "forward", "encoder") for layer in m.encoder_layers]
         named += [(layer, "forward", "decoder layers") for layer in m.decoder_layers]

@@ -21,8 +21,10 @@ Layers are pre-norm (the layer norm before each sub-layer, Wang et al. 2019 / fa
     p(y_i | y_<i, x) = softmax(E_y LN(y_L) + b)                the output matrix is the target embedding
 
 Attention is scaled dot-product attention over ``heads`` heads of d / heads units, padding
-excluded. Dropout (``ArchConfig.dropout``, ``embed_dropout``) acts in training mode only, on
-the embeddings with their positions and on every sub-layer's output before the residual sum.
+excluded: ``attend`` computes it with its weights, ``attend_values`` through torch's fused kernel
+wherever the weights are not read (the same values within float rounding). Dropout
+(``ArchConfig.dropout``, ``embed_dropout``) acts in training mode only, on the embeddings with
+their positions and on every sub-layer's output before the residual sum.
 
 The interface: ``encode`` gives a ``TransformerEncoded`` (the memory, each decoder layer's
 cross-attention keys and values, the mask); ``step`` runs one position through every decoder
@@ -92,6 +94,23 @@ def attend(
     return torch.matmul(weights, vh).transpose(1, 2).reshape(B, T, d), weights
 
 
+def attend_values(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, allowed: torch.Tensor | None
+) -> torch.Tensor:
+    """``attend``'s attended values alone, through torch's fused ``scaled_dot_product_attention``
+    (on the CPU one kernel over blocks of queries and keys, forward and backward, where
+    ``attend`` takes eight operators and keeps the (B, heads, T, S) weights for the backward
+    pass): equal to ``attend`` within float rounding (``tests/unit/test_transformer.py``). Every
+    attention whose weights are not read runs through it."""
+    B, T, d = q.shape
+    S, dk = k.shape[1], d // heads
+    qh = q.view(B, T, heads, dk).transpose(1, 2)
+    kh = k.view(B, S, heads, dk).transpose(1, 2)
+    vh = v.view(B, S, heads, dk).transpose(1, 2)
+    mask = None if allowed is None else allowed.unsqueeze(1)
+    return F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask).transpose(1, 2).reshape(B, T, d)
+
+
 class FeedForward(nn.Module):
     def __init__(self, d: int, f: int):
         super().__init__()
@@ -112,7 +131,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(self.norm_1(x)).chunk(3, dim=-1)
-        x = x + self.drop(self.out(attend(q, k, v, self.heads, allowed)[0]))
+        x = x + self.drop(self.out(attend_values(q, k, v, self.heads, allowed)))
         return x + self.drop(self.ffn(self.norm_2(x)))
 
 
@@ -133,22 +152,26 @@ class DecoderLayer(nn.Module):
         causal: torch.Tensor | None,
         memory_kv: torch.Tensor,
         real: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Positions y (B, T, d) after ``past`` (B, P, 2d: the keys and values of the positions
         before them, None: none), ``causal`` (T, P+T) or None (T = 1). Gives (the layer's output,
-        the keys and values of y (B, T, 2d), the cross-attention output and weights)."""
-        q, k, v = self.qkv(self.norm_1(y)).chunk(3, dim=-1)
-        kv = torch.cat([k, v], dim=-1)
-        keys, values = (k, v) if past is None else torch.cat([past, kv], dim=1).chunk(2, dim=-1)
+        the keys and values of y (B, T, 2d), the cross-attention output and weights: None
+        unless ``weights``)."""
+        qkv = self.qkv(self.norm_1(y))
+        q, kv = qkv[..., : y.shape[-1]], qkv[..., y.shape[-1] :]
+        keys, values = kv.chunk(2, dim=-1) if past is None else torch.cat([past, kv], dim=1).chunk(2, dim=-1)
         mask = None if causal is None else causal.unsqueeze(0)
-        y = y + self.drop(self.self_out(attend(q, keys.contiguous(), values.contiguous(), self.heads, mask)[0]))
+        y = y + self.drop(self.self_out(attend_values(q, keys, values, self.heads, mask)))
         mk, mv = memory_kv.chunk(2, dim=-1)
-        ctx, weights = attend(
-            self.query(self.norm_2(y)), mk.contiguous(), mv.contiguous(), self.heads, real.unsqueeze(1)
-        )
+        query, allowed = self.query(self.norm_2(y)), real.unsqueeze(1)
+        if weights:
+            ctx, cross_weights = attend(query, mk, mv, self.heads, allowed)
+        else:
+            ctx, cross_weights = attend_values(query, mk, mv, self.heads, allowed), None
         ctx = self.cross_out(ctx)
         y = y + self.drop(ctx)
-        return y + self.drop(self.ffn(self.norm_3(y))), kv, ctx, weights
+        return y + self.drop(self.ffn(self.norm_3(y))), kv, ctx, cross_weights
 
 
 @dataclass
@@ -243,20 +266,31 @@ class TransformerEncoderDecoder(nn.Module):
         return cast(list[DecoderLayer], list(self.decoder_layers))
 
     def _decode(
-        self, y: torch.Tensor, past: torch.Tensor | None, causal: torch.Tensor | None, enc: TransformerEncoded
-    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        self,
+        y: torch.Tensor,
+        past: torch.Tensor | None,
+        causal: torch.Tensor | None,
+        enc: TransformerEncoded,
+        weights: bool = True,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
         """Positions y (B, T, d) through every decoder layer, after the positions whose keys and
         values ``past`` holds (B, P, L, 2d; None: none): (the top output, each layer's keys and
         values of y, the top layer's cross-attention output and its weights averaged over the
-        heads (B, T, S))."""
+        heads (B, T, S), None unless ``weights``)."""
         kvs: list[torch.Tensor] = []
-        ctx = weights = y
-        for i, layer in enumerate(self._decoders()):
-            y, kv, ctx, weights = layer(
-                y, None if past is None else past[:, :, i], causal, enc.cross[:, :, i], enc.real
+        ctx, top_weights = y, None
+        layers = self._decoders()
+        for i, layer in enumerate(layers):
+            y, kv, ctx, top_weights = layer(
+                y,
+                None if past is None else past[:, :, i],
+                causal,
+                enc.cross[:, :, i],
+                enc.real,
+                weights=weights and i == len(layers) - 1,
             )
             kvs.append(kv)
-        return y, kvs, ctx, weights.mean(1)
+        return y, kvs, ctx, None if top_weights is None else top_weights.mean(1)
 
     def start(self, enc: TransformerEncoded) -> torch.Tensor:
         return enc.memory.new_zeros(enc.sources, 0)
@@ -269,7 +303,7 @@ class TransformerEncoderDecoder(nn.Module):
         past = state.view(B, done, L, 2 * d)
         y, kvs, ctx, weights = self._decode(self._inputs(y_prev.unsqueeze(1), done), past if done else None, None, enc)
         grown = torch.cat([past, torch.stack(kvs, dim=2)], dim=1).reshape(B, -1)
-        return grown, y[:, 0], ctx[:, 0], weights[:, 0]
+        return grown, y[:, 0], ctx[:, 0], None if weights is None else weights[:, 0]
 
     def readout(self, top: torch.Tensor, y_prev: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         return F.linear(self.decoder_norm(top), self.tgt_embed.weight, self.output_bias)
@@ -279,16 +313,16 @@ class TransformerEncoderDecoder(nn.Module):
         return F.pad(self.tgt_embed(tgt[:, :-1]), (0, 0, 1, 0))
 
     def decode_outputs(
-        self, enc: TransformerEncoded, tgt: torch.Tensor
+        self, enc: TransformerEncoded, tgt: torch.Tensor, weights: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Every position of targets (B, T) at once under a causal mask: (top outputs (B, T, d),
         e(y_{i-1}) (B, T, d), the top layer's cross-attention output (B, T, d), its weights
-        averaged over the heads (B, T, S))."""
+        averaged over the heads (B, T, S); None unless ``weights``: training does not read them)."""
         T = tgt.shape[1]
         y_prev = self.previous_word_embeddings(tgt)
         causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).tril()
-        y, _, ctx, weights = self._decode(self._inputs(y_prev, 0), None, causal, enc)
-        return y, y_prev, ctx, weights
+        y, _, ctx, top_weights = self._decode(self._inputs(y_prev, 0), None, causal, enc, weights)
+        return y, y_prev, ctx, top_weights
 
     def representation(self, enc: TransformerEncoded) -> torch.Tensor:
         """The mean of the memory over each phrase's positions (its </s> included)."""

@@ -50,5 +50,5 @@ class TransformerLogProbs(PairObjective):
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
     ) -> torch.Tensor:
         m: Any = self.model
-        tops, _, _, _ = m.decode_outputs(m.encode(src, src_len), tgt)
+        tops, _, _, _ = m.decode_outputs(m.encode(src, src_len), tgt, weights=False)
         return pair_log_probs(m.decoder_norm(tops), _TiedOutput(m), tgt, tgt_len, self.eps)
