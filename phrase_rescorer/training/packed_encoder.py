@@ -9,7 +9,8 @@ out, the recurrent matrices' gradients in one product over all steps, no recurre
 zero initial state) over the real positions packed step-major, its input projection computed for
 those positions only. The backward direction reads each source from its last real token to its
 first, so its step t holds the same rows as the forward direction's step t (row i at position
-``len_i - 1 - t``): both directions share the row counts.
+``len_i - 1 - t``): both directions share the row counts, and run as one stacked
+``gru_sequence``, each step's products one batched product of the two.
 
 The outputs are unpacked into the padded (B, S, .) layout that ``Encoder.forward`` gives, padding
 included (the forward direction holds its last state there, the backward one is zero), so the
@@ -64,18 +65,30 @@ def packed_encoder(encoder: Encoder, x: torch.Tensor, lengths: torch.Tensor) -> 
     n = int(offsets[-1])
     backward_at = torch.where(position <= last, offsets[(last - position).clamp(min=0)] + rank.unsqueeze(1), n)
 
-    def run(cell: GRUCell, inputs: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        """One direction of one layer over the packed ``inputs`` (N, in), unpacked at ``at`` (B, S)."""
-        states = gru_sequence(cell.W(inputs), None, cell.U_rz.weight, cell.U.weight, counts)
+    def unpacked(states: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        """Packed states (N, H) at ``at`` (B, S): (B, S, H), a zero row where ``at`` is N."""
         states = torch.cat([states, states.new_zeros(1, states.shape[1])])
         return states.index_select(0, at.flatten()).unflatten(0, at.shape)
 
+    def run(cell: GRUCell, inputs: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        """One direction of one layer over the packed ``inputs`` (N, in), unpacked at ``at`` (B, S)."""
+        return unpacked(gru_sequence(cell.W(inputs), None, cell.U_rz.weight, cell.U.weight, counts), at)
+
     cells = [c for c in encoder.cells() if isinstance(c, GRUCell)]
-    out = run(cells[0], x[batch_rows, steps], forward_at)
-    final = out[:, -1]
-    if encoder.backward_cell is not None:
-        back = run(cells[-1], x[batch_rows, backward_positions], backward_at)
-        out, final = torch.cat([out, back], dim=2), torch.cat([final, back[:, 0]], dim=1)
+    if encoder.backward_cell is None:
+        out = run(cells[0], x[batch_rows, steps], forward_at)
+        final = out[:, -1]
+    else:  # both directions as one stacked recurrence: each step one batched product of the two
+        ahead, back_cell = cells[0], cells[-1]
+        both = gru_sequence(
+            torch.stack([ahead.W(x[batch_rows, steps]), back_cell.W(x[batch_rows, backward_positions])]),
+            None,
+            torch.stack([ahead.U_rz.weight, back_cell.U_rz.weight]),
+            torch.stack([ahead.U.weight, back_cell.U.weight]),
+            counts,
+        )
+        out, back = unpacked(both[0], forward_at), unpacked(both[1], backward_at)
+        out, final = torch.cat([out, back], dim=2), torch.cat([out[:, -1], back[:, 0]], dim=1)
     out = encoder.dropout(out)
     for layer, cell in enumerate(cells[1 : len(encoder.forward_cells)], start=2):
         below = out
