@@ -31,13 +31,14 @@ temperature, but ranks what it drew by log p at temperature 1, as the paper does
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..data.vocab import EOS_ID
 from ..model.network import Network
-from .stepping import Choosing, Stepper, banned_tokens
+from .stepping import Choosing, Ensemble, Stepper, banned_tokens
 
 __all__ = [
     "Candidate",
@@ -71,8 +72,11 @@ def gnmt_score(logp: float, length: int, coverage: torch.Tensor | None, alpha: f
     return logp / lp + cp
 
 
-def make_stepper(model: Network, src_ids: list[int], allow_unk: bool) -> Stepper:
-    """The step-by-step decoder of ``model`` for one source phrase."""
+def make_stepper(model: Network | Sequence[Network], src_ids: list[int], allow_unk: bool) -> Stepper | Ensemble:
+    """The step-by-step decoder of ``model`` for one source phrase; of several networks given as a
+    sequence, their ensemble (one network in a sequence: that network's own decoder)."""
+    if isinstance(model, Sequence):
+        return Stepper(model[0], src_ids, allow_unk) if len(model) == 1 else Ensemble(model, src_ids, allow_unk)
     return Stepper(model, src_ids, allow_unk)
 
 
@@ -109,7 +113,7 @@ def greedy(model: Network, src_ids: list[int], max_length: int | None = None, al
 
 @torch.no_grad()
 def beam_search(
-    model: Network,
+    model: Network | Sequence[Network],
     src_ids: list[int],
     beam_size: int,
     max_length: int | None = None,
@@ -118,14 +122,15 @@ def beam_search(
     beta: float = 0.0,
 ) -> list[Candidate]:
     """Up to ``beam_size`` complete candidates, best first (GroundHog's shrinking beam); ranked
-    by GNMT's s(Y, X) when ``alpha`` or ``beta`` is not 0."""
+    by GNMT's s(Y, X) when ``alpha`` or ``beta`` is not 0. ``model`` may be a sequence of networks
+    of one target vocabulary: their ensemble (``stepping.Ensemble``)."""
     if beam_size < 1:
         raise ValueError("beam size must be at least 1")
     max_length = _check_max_length(max_length, src_ids)
     step = make_stepper(model, src_ids, allow_unk)
     gnmt = bool(alpha or beta)
     live: list[tuple[int, ...]] = [()]
-    scores = torch.zeros(1, device=step.h.device)
+    scores = torch.zeros(1, device=step.device)
     finished: list[Candidate] = []
     for t in range(max_length + 1):
         logp = step.log_probs()  # (live, V)
@@ -178,7 +183,7 @@ def sample(
     max_length = _check_max_length(max_length, src_ids)
     step = make_stepper(model, src_ids, allow_unk)
     step.expand(n)
-    device = step.h.device
+    device = step.device
     alive = torch.ones(n, dtype=torch.bool, device=device)
     scores = torch.zeros(n, device=device)
     drawn: list[torch.Tensor] = []

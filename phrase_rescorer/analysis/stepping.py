@@ -10,9 +10,17 @@ exactly as ``decode_outputs`` runs under teacher forcing, so a candidate's log p
 For attention models it also keeps each hypothesis's **coverage**: the attention weights summed
 over its steps so far, one value per source position (GNMT's coverage penalty reads it); None
 for a network without attention.
+
+``Ensemble`` steps several networks of one vocabulary together, as fairseq's and Marian's
+ensembles do: at every step the log of their probabilities averaged,
+log (1/K) sum_k p_k(y_t | y_<t, x); its coverage is the members' coverages averaged (those with
+attention). A candidate's log p is then the sum of those per-step ensemble scores.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import torch
 
@@ -57,6 +65,7 @@ class Stepper(Choosing):
         device = next(model.parameters()).device
         src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
         src_len = torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)
+        self.device = device
         self.enc = model.encode(src, src_len)
         self.h = model.start(self.enc)  # the decoder state (rows, N)
         self.y_prev = self.h.new_zeros(1, model.config.embed_dim)  # e(y_0) = 0: no begin symbol
@@ -83,3 +92,32 @@ class Stepper(Choosing):
         if self.coverage is not None:
             self.coverage = self.coverage[rows]
         self.y_prev = self.model.tgt_embed(tokens)
+
+
+class Ensemble(Choosing):
+    """The decoders of several networks (one target vocabulary) for one source phrase, stepped
+    together over the same live hypotheses: log p of their averaged probabilities."""
+
+    def __init__(self, models: Sequence[Network], src_ids: list[int], allow_unk: bool):
+        if not models:
+            raise ValueError("an ensemble needs at least one network")
+        self.members = [Stepper(model, src_ids, allow_unk) for model in models]
+        self.device = self.members[0].device
+        self.banned = self.members[0].banned
+        self.coverage: torch.Tensor | None = None
+
+    def expand(self, rows: int) -> None:
+        for member in self.members:
+            member.expand(rows)
+
+    def log_probs(self) -> torch.Tensor:
+        """Advance every member by one step: log (1/K) sum_k p_k(y_t | y_<t, x) (rows, V)."""
+        each = torch.stack([member.log_probs() for member in self.members])
+        coverages = [member.coverage for member in self.members if member.coverage is not None]
+        self.coverage = torch.stack(coverages).mean(0) if coverages else None
+        return torch.logsumexp(each, dim=0) - math.log(len(self.members))
+
+    def advance(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Keep the hypotheses ``rows`` (in that order) in every member, each extended by its token."""
+        for member in self.members:
+            member.advance(rows, tokens)

@@ -6,6 +6,10 @@ length normalisation with ``alpha``); the best complete candidate is the transla
 network never proposes <unk> (``allow_unk`` False), and a subword network's units are joined
 back into tokens. Inputs and outputs are tokenized text, one sentence a line, in order.
 
+:func:`translate_nbest` takes several networks as well: their ensemble (``stepping.Ensemble``: at
+every step the log of their averaged probabilities), refused unless they read and write the same
+units in the same order (:func:`ensemble_members`).
+
 :func:`translate_nbest` gives each sentence's finished candidates instead, in the beam's final
 ranking (log p, or GNMT's s(Y, X) with ``alpha``), each translation once (a subword network's
 different units that join into the same tokens: the first kept), for a Moses-format n-best
@@ -22,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..errors import UsageError
 from ..model.checkpoint import Checkpoint, unusable_weights
 from ..moses.nbest import nbest_line
 from ..moses.words import split_words
@@ -39,14 +44,46 @@ class Translation:
     rank: float
 
 
-def translate(checkpoint: Checkpoint, sentences: Iterable[str], **options: Any) -> Iterator[str]:
+def ensemble_members(checkpoints: Checkpoint | Sequence[Checkpoint]) -> list[Checkpoint]:
+    """``checkpoints`` as a list, after checking that they can translate as one ensemble: the same
+    source and target vocabularies (and subword units), direction and target order. Raises
+    UsageError (exit 2) naming the first file that differs from the first file."""
+    members = [checkpoints] if isinstance(checkpoints, Checkpoint) else list(checkpoints)
+    if not members:
+        raise UsageError("no network to translate with")
+    first = members[0]
+    for other in members[1:]:
+        differs = [
+            what
+            for what, same in (
+                ("source vocabulary", other.src_vocab == first.src_vocab),
+                ("target vocabulary", other.tgt_vocab == first.tgt_vocab),
+                ("subword units", _units(other) == _units(first)),
+                ("direction", other.direction == first.direction),
+                ("target order", other.right_to_left == first.right_to_left),
+            )
+            if not same
+        ]
+        if differs:
+            raise UsageError(
+                f"{other.path}: cannot translate in one ensemble with {first.path}: its "
+                f"{' and '.join(differs)} differ; an ensemble's networks read and write the same units in one order"
+            )
+    return members
+
+
+def _units(checkpoint: Checkpoint) -> tuple[bytes, bytes] | None:
+    return None if checkpoint.subwords is None else (checkpoint.subwords[0].proto, checkpoint.subwords[1].proto)
+
+
+def translate(checkpoint: Checkpoint | Sequence[Checkpoint], sentences: Iterable[str], **options: Any) -> Iterator[str]:
     """The best translation of each sentence (tokens joined by one space), in order: the first of
     :func:`translate_nbest`'s candidates, which takes the same ``options``."""
     return (found[0].text if found else "" for found in translate_nbest(checkpoint, sentences, **options))
 
 
 def translate_nbest(
-    checkpoint: Checkpoint,
+    checkpoints: Checkpoint | Sequence[Checkpoint],
     sentences: Iterable[str],
     *,
     beam_size: int = 5,
@@ -58,10 +95,13 @@ def translate_nbest(
     first_line: int = 1,
 ) -> Iterator[list[Translation]]:
     """Each sentence's distinct finished candidates (at most ``beam_size``), best first in the
-    beam's final ranking, in order; none for an empty sentence. Weights that give no finite
-    log p (NaN) raise ``CheckpointError`` naming ``name``:LINE (``first_line``: the first
-    sentence's line in ``name``)."""
-    model = checkpoint.build_model(device)
+    beam's final ranking, in order; none for an empty sentence. Several ``checkpoints``: their
+    ensemble's beam (:func:`ensemble_members`), each candidate's log p the ensemble's. Weights that
+    give no finite log p (NaN) raise ``CheckpointError`` naming ``name``:LINE (``first_line``: the
+    first sentence's line in ``name``) and the first network's file."""
+    members = ensemble_members(checkpoints)
+    checkpoint = members[0]
+    models = [member.build_model(device) for member in members]
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]
     for n, sentence in enumerate(sentences, 1):
         src_ids = checkpoint.src_vocab.encode(checkpoint.split(sentence, 0))
@@ -70,7 +110,7 @@ def translate_nbest(
             if on_sentence is not None:
                 on_sentence(n)
             continue
-        found = beam_search(model, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
+        found = beam_search(models, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
         if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
             where = f"{name}:{first_line + n - 1}"
             raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, where)

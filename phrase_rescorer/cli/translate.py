@@ -23,7 +23,12 @@ from .common import (
 @cli.command("translate")
 @click.argument("in_path", metavar="IN", type=click.Path(allow_dash=True, readable=False))
 @click.argument("out_path", metavar="OUT", type=click.Path(allow_dash=True, readable=False))
-@model_option(help="The trained network (written by phrase-rescorer train-nmt).")
+@model_option(
+    "models",
+    multiple=True,
+    help="The trained network (written by phrase-rescorer train-nmt); give -m again for an ensemble of networks "
+    "of the same vocabularies, direction and order.",
+)
 @click.option(
     "--beam-size", "--beam", "beam_size", type=click.IntRange(1), default=5, show_default=True, help="Beam width."
 )
@@ -65,7 +70,7 @@ def translate(
     ctx: click.Context,
     in_path: str,
     out_path: str,
-    model: str,
+    models: tuple[str, ...],
     beam_size: int,
     alpha: float,
     max_length: int | None,
@@ -90,12 +95,18 @@ def translate(
     beam ranked by (log p divided by GNMT's length normalisation with --length-alpha). An empty
     line of IN gets one empty hypothesis, its value 0 (the network reads no empty source).
 
+    With -m given more than once the networks translate as one ensemble: at every step the beam
+    extends the hypotheses by the log of the networks' probabilities averaged, and log p is the
+    sum of those scores. The networks must read and write the same vocabularies (and subword
+    units) in the same direction and order: the left-to-right networks of one corpus, say.
+
     \b
     Example:
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 5 -threads 2
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
+      phrase-rescorer translate test.en test.ens.fr -m nmt.pt -m nmt.seed2.pt --beam-size 5 -threads 2
     """
-    from ..analysis.translate import candidate_lines, translate_nbest
+    from ..analysis.translate import candidate_lines, ensemble_members, translate_nbest
     from ..data.corpus import read_sentences
     from ..data.line_limit import within_limit
     from ..model.checkpoint import load_checkpoint
@@ -104,7 +115,8 @@ def translate(
     from ..output import AtomicOutput, check_distinct_paths, check_not_an_input, check_output_path
 
     check_output_path(out_path)
-    check_distinct_paths(in_path, out_path, model=model)
+    for model in models:
+        check_distinct_paths(in_path, out_path, model=model)
     nbest_path, nbest_size = nbest if nbest is not None else (None, 0)
     if nbest_path is not None:
         if nbest_size > beam_size:
@@ -119,14 +131,16 @@ def translate(
         if nbest_path == "-" and out_path == "-":
             raise UserError("OUT and --n-best-list are both '-' (stdout): give one of them a file")
         check_output_path(nbest_path)
-        check_distinct_paths(in_path, nbest_path, model=model)
+        for model in models:
+            check_distinct_paths(in_path, nbest_path, model=model)
         check_not_an_input(nbest_path, (("output", out_path),))
-    checkpoint = load_checkpoint(model, "phrase-rescorer translate -m")
+    checkpoints = ensemble_members([load_checkpoint(model, "phrase-rescorer translate -m") for model in models])
     # read whole: a bad line, or one longer than --max-tokens, refused first
     texts = [" ".join(tokens) for tokens in within_limit(in_path, read_sentences(in_path), max_tokens)]
-    warning = phrase_network_warning(model, checkpoint.info, "it translates as a phrase model")
-    if warning is not None:
-        warn(warning)
+    for model, checkpoint in zip(models, checkpoints, strict=True):
+        warning = phrase_network_warning(model, checkpoint.info, "it translates as a phrase model")
+        if warning is not None:
+            warn(warning)
     dev = resolve_device(device)
     lines = candidates = 0
     with contextlib.ExitStack() as outputs:
@@ -134,7 +148,7 @@ def translate(
         out = outputs.enter_context(AtomicOutput(out_path))
         nbest_out = None if nbest_path is None else outputs.enter_context(AtomicOutput(nbest_path))
         for found in translate_nbest(
-            checkpoint,
+            checkpoints,
             texts,
             beam_size=beam_size,
             alpha=alpha,
@@ -149,7 +163,8 @@ def translate(
                 nbest_out.write(b"".join(written))
                 candidates += len(written)
             lines += 1
-    said = f"{in_path}: {lines:,} sentences translated with {model} (beam {beam_size}, alpha {alpha:g})"
+    networks = models[0] if len(models) == 1 else f"the ensemble of {', '.join(models)}"
+    said = f"{in_path}: {lines:,} sentences translated with {networks} (beam {beam_size}, alpha {alpha:g})"
     if nbest_path is not None:
         said += f"; {candidates:,} candidates in {nbest_path}"
     say(ctx, said)

@@ -76,6 +76,19 @@ def positions(first: int, count: int, dim: int, device: torch.device, dtype: tor
     return pe.to(dtype)
 
 
+def _split_heads(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Queries (B, T, d), keys and values (B, S, d) as (B, heads, T or S, d / heads) views."""
+    B, T, d = q.shape
+    S, dk = k.shape[1], d // heads
+    return (
+        q.view(B, T, heads, dk).transpose(1, 2),
+        k.view(B, S, heads, dk).transpose(1, 2),
+        v.view(B, S, heads, dk).transpose(1, 2),
+    )
+
+
 def attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, allowed: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,11 +96,8 @@ def attend(
     (B, S, d), ``allowed`` (B or 1, T or 1, S) True where a query may look (None: everywhere).
     Gives (the attended values (B, T, d), the weights (B, heads, T, S))."""
     B, T, d = q.shape
-    S, dk = k.shape[1], d // heads
-    qh = q.view(B, T, heads, dk).transpose(1, 2)
-    kh = k.view(B, S, heads, dk).transpose(1, 2)
-    vh = v.view(B, S, heads, dk).transpose(1, 2)
-    scores = torch.matmul(qh, kh.transpose(2, 3)) / math.sqrt(dk)  # (B, h, T, S)
+    qh, kh, vh = _split_heads(q, k, v, heads)
+    scores = torch.matmul(qh, kh.transpose(2, 3)) / math.sqrt(d // heads)  # (B, h, T, S)
     if allowed is not None:
         scores = scores.masked_fill(~allowed.unsqueeze(1), float("-inf"))
     weights = torch.softmax(scores, dim=-1)
@@ -103,10 +113,7 @@ def attend_values(
     pass): equal to ``attend`` within float rounding (``tests/unit/test_transformer.py``). Every
     attention whose weights are not read runs through it."""
     B, T, d = q.shape
-    S, dk = k.shape[1], d // heads
-    qh = q.view(B, T, heads, dk).transpose(1, 2)
-    kh = k.view(B, S, heads, dk).transpose(1, 2)
-    vh = v.view(B, S, heads, dk).transpose(1, 2)
+    qh, kh, vh = _split_heads(q, k, v, heads)
     mask = None if allowed is None else allowed.unsqueeze(1)
     return F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask).transpose(1, 2).reshape(B, T, d)
 

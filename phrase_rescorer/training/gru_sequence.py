@@ -24,8 +24,7 @@ exactly zero differ. Each step's products with the recurrent matrices go through
 (oneDNN where torch carries it, else torch's BLAS: the same products to float32 rounding).
 ``tests/unit/test_gru_sequence.py`` checks states and every gradient against autograd over
 ``GRU.step``, and stacked recurrences against each alone: within float32 rounding, and to 1e-12
-in float64. Its graph can be
-backpropagated once (no double backward), as training does.
+in float64. Its graph can be backpropagated once (no double backward), as training does.
 """
 
 from __future__ import annotations
@@ -109,9 +108,8 @@ class _GRUSequence(torch.autograd.Function):
                 torch.sigmoid(_mm(hp, w_rz_t, x[..., s, : 2 * H]), out=rz[..., s, :])
                 torch.mul(rz[..., s, :H], hp, out=rh[..., s, :])
                 torch.tanh(_mm(rh[..., s, :], w_u_t, x[..., s, 2 * H :]), out=hh[..., s, :])
-                torch.addcmul(
-                    hh[..., s, :], rz[..., s, H:], hp - hh[..., s, :], out=states[..., s, :]
-                )  # z h + (1 - z) h~
+                # z h + (1 - z) h~
+                torch.addcmul(hh[..., s, :], rz[..., s, H:], hp - hh[..., s, :], out=states[..., s, :])
             h = states[..., s, :]
             off += n
         ctx.counts = counts
