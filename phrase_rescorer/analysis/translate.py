@@ -67,7 +67,8 @@ def ensemble_members(checkpoints: Checkpoint | Sequence[Checkpoint]) -> list[Che
         if differs:
             raise UsageError(
                 f"{other.path}: cannot translate in one ensemble with {first.path}: its "
-                f"{' and '.join(differs)} differ; an ensemble's networks read and write the same units in one order"
+                f"{' and '.join(differs)} {'differs' if len(differs) == 1 else 'differ'}; "
+                "an ensemble's networks read and write the same units in one order"
             )
     return members
 
