@@ -57,6 +57,12 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     "merge-nbest --add; repeat for several (FromNet0, FromNet1, ... in the order given).",
 )
 @click.option(
+    "--ensemble",
+    is_flag=True,
+    help="With several --candidates: they translate as one ensemble (translate -m A -m B --n-best-list), one beam "
+    "and one list (FromNet0), as the weights were tuned on; networks of one vocabulary, units and order.",
+)
+@click.option(
     "--candidate-nbest",
     type=click.IntRange(1),
     default=None,
@@ -122,6 +128,7 @@ def bundle(
     weights: str,
     models: tuple[str, ...],
     candidates: tuple[str, ...],
+    ensemble: bool,
     candidate_nbest: int | None,
     beam_size: int,
     alpha: float,
@@ -141,12 +148,14 @@ def bundle(
 
     Refused before any work: DIR not new or empty, or in no writable directory (exit 6); a path=
     of the ini that is relative or stands for no file (exit 5); a -m that is no model file, a
-    --candidates that is no forward translation network (exit 4); weights that do not name
+    --candidates that is no forward translation network (exit 4); --ensemble of networks that
+    cannot translate as one (another vocabulary, units or order) (exit 2); weights that do not name
     exactly the features the system's lists will have: the decoder's (moses -show-weights),
-    FromMoses and FromNet0, ... with --candidates, then one per -m, or --reached-only with weights
-    that name no MosesReached (exit 2). The candidates' LM feature is that of the ini's
-    --lm-feature line, its path= the n-gram LM (said on stderr; no KENLM feature: 0, with a
-    warning); --lm, if given, must be that file. DIR appears complete or not at all.
+    FromMoses and FromNet0, ... with --candidates (FromNet0 alone with --ensemble), then one per
+    -m, or --reached-only with weights that name no MosesReached (exit 2). The candidates' LM
+    feature is that of the ini's --lm-feature line, its path= the n-gram LM (said on stderr; no
+    KENLM feature: 0, with a warning); --lm, if given, must be that file. DIR appears complete or
+    not at all.
 
     \b
     Example (the README's system: the CSLM and the network as features):
@@ -170,6 +179,8 @@ def bundle(
         raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
     if not candidates and reached_only:
         raise UserError("--reached-only without --candidates: it keeps the candidates the decoder can produce")
+    if len(candidates) < 2 and ensemble:
+        raise UserError("--ensemble needs two --candidates or more: they translate as one ensemble")
     if not candidates and lm_path is not None:
         raise UserError("--lm without --candidates: the LM gives the candidates' LM feature only")
     size = beam_size if candidate_nbest is None else candidate_nbest
@@ -185,7 +196,9 @@ def bundle(
         ini=ini,
         weights=weights,
         models=models,
-        candidates=Candidates(tuple(candidates), size, beam_size, alpha, max_length, reached_only=reached_only)
+        candidates=Candidates(
+            tuple(candidates), size, beam_size, alpha, max_length, reached_only=reached_only, ensemble=ensemble
+        )
         if candidates
         else None,
         nbest=nbest,
@@ -198,7 +211,13 @@ def bundle(
         ctx,
         f"{directory}: a bundle of {len(made.layout)} features ({', '.join(name for name, _ in made.layout)}); "
         f"the decoder's {nbest}-best lists"
-        + (f", {len(candidates)} candidate network(s) of beam {beam_size}, {size} each" if candidates else ""),
+        + (
+            f", {len(candidates)} candidate network(s)"
+            + (" as one ensemble" if ensemble else "")
+            + f" of beam {beam_size}, {size} {'in all' if ensemble else 'each'}"
+            if candidates
+            else ""
+        ),
     )
 
 

@@ -3,20 +3,22 @@ step-by-step pipeline does (decode, the networks' candidates, merge, features, r
 
 ``bundle.json`` records, in format version :data:`VERSION` (:data:`REACHED_ONLY_VERSION` for a
 bundle whose candidates are those the decoder can produce, which a reader of version 1 would merge
-all of; this code reads both, :data:`READ_VERSIONS`):
+all of; :data:`ENSEMBLE_VERSION` for one whose candidate networks translate as one ensemble, which
+an earlier reader would run one by one; this code reads all three, :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
-  length normalisation and longest output, the feature networks in order with the names their
+  length normalisation and longest output, and whether they translate each on its own (a list
+  each) or as one ensemble (``translate -m A -m B``: one list), the feature networks in order with the names their
   features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the candidates'
   LM feature (``merge-nbest --lm``) and that feature's name: the ini's feature of that name (its
   first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
-  (``reranking.merge``), and ``MosesReached`` where the weights name it (they were tuned on lists
-  merged with constrained decoding, ``merge-nbest --ini``: the candidates are decoded so too), then
-  the networks' (``scoring.nbest``); ``reached_only``: the candidates the decoder cannot produce
-  are left out, as ``merge-nbest --reached-only`` leaves them out of the lists the weights were
-  tuned on (``MosesReached`` is then 1 on every line);
+  (``reranking.merge``; an ensemble's list: ``FromNet0`` alone), and ``MosesReached`` where the
+  weights name it (they were tuned on lists merged with constrained decoding, ``merge-nbest --ini``:
+  the candidates are decoded so too), then the networks' (``scoring.nbest``); ``reached_only``: the
+  candidates the decoder cannot produce are left out, as ``merge-nbest --reached-only`` leaves them
+  out of the lists the weights were tuned on (``MosesReached`` is then 1 on every line);
 * every file (``recorded_files``): the tuned moses.ini and the reranking weights as copies in the
   directory, the networks by absolute path, size and SHA-256, and the n-gram LM and every file
   the ini's ``path=`` stand for (tables, LMs: ``moses.ini_paths.path_files``, each file under a
@@ -31,7 +33,8 @@ all of; this code reads both, :data:`READ_VERSIONS`):
 empty, or whose parent is no writable directory (before any model is read); a moses.ini ``path=``
 that is relative (the decoder reads it from the directory it runs in) or stands for no file; a
 model file that its option does not take (``kinds.TAKES``: ``-m`` any model ``nbest -m`` takes,
-``--candidates`` a forward translation network); an ``--lm`` that is not the file of the ini's LM
+``--candidates`` a forward translation network; an ensemble's networks that cannot translate as
+one: ``analysis.translate.ensemble_members``); an ``--lm`` that is not the file of the ini's LM
 feature; weights that do not name exactly the features the system's lists will have
 (``reranking.weights.vector``'s check). The directory is written as a temporary beside it, renamed
 into place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
@@ -52,6 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis.translate import ensemble_members
 from ..errors import HostError, UsageError
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, check_kind
@@ -70,7 +74,8 @@ from . import recorded_files
 FORMAT = "phrase-rescorer hybrid bundle"
 VERSION = 1
 REACHED_ONLY_VERSION = 2
-READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION)
+ENSEMBLE_VERSION = 3
+READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION)
 RECORD = "bundle.json"
 #: The copies' names in the directory.
 INI_COPY = "moses.ini"
@@ -92,6 +97,17 @@ class Candidates:
     max_length: int | None
     constrained: bool = False  # new candidates decoded by Moses constrained to them (``MosesReached``)
     reached_only: bool = False  # ... and those it cannot produce left out (``merge-nbest --reached-only``)
+    ensemble: bool = False  # the networks translate as one ensemble: one beam, one list (``FromNet0``)
+
+    @property
+    def lists(self) -> int:
+        """How many lists join the decoder's: one per network, one for an ensemble."""
+        return 1 if self.ensemble else len(self.networks)
+
+    @property
+    def version(self) -> int:
+        """The oldest format version whose readers run these candidates as they were tuned."""
+        return ENSEMBLE_VERSION if self.ensemble else REACHED_ONLY_VERSION if self.reached_only else VERSION
 
 
 @dataclass(frozen=True)
@@ -129,7 +145,7 @@ class Bundle:
 
 def system_layout(decoder: Layout, candidates: Candidates | None, names: Sequence[str]) -> Layout:
     """The features of the system's reranked lists, in order (module docstring)."""
-    indicators = [] if candidates is None else [MOSES_INDICATOR, *map(added_indicator, range(len(candidates.networks)))]
+    indicators = [] if candidates is None else [MOSES_INDICATOR, *map(added_indicator, range(candidates.lists))]
     if candidates is not None and candidates.constrained:
         indicators.append(REACHED_INDICATOR)
     return (*decoder, *((name, 1) for name in indicators), *((name, 1) for name in names))
@@ -198,8 +214,12 @@ def write_bundle(
             raise BundleError(f"{path}: no such file")
     named = decoder_files(ini)
     opened = [check_kind(path, BUNDLE_MODELS, *TAKES[BUNDLE_MODELS]) for path in models]
-    for path in candidates.networks if candidates is not None else ():  # a forward translation network, readable
+    proposing = [  # each a forward translation network, readable; an ensemble's able to translate as one
         load_checkpoint(check_kind(path, BUNDLE_CANDIDATES, *TAKES[BUNDLE_CANDIDATES]), BUNDLE_CANDIDATES)
+        for path in (candidates.networks if candidates is not None else ())
+    ]
+    if candidates is not None and candidates.ensemble:
+        ensemble_members(proposing)
     lm = candidate_lm(ini, ngram_lm, lm_feature) if candidates is not None else None
     from_ini = lm is not None and ngram_lm is None
     lm_feature, ngram_lm = lm if lm is not None else (lm_feature or "LM0", None)
@@ -233,7 +253,7 @@ def write_bundle(
         )
     record: dict[str, Any] = {
         "format": FORMAT,
-        "version": REACHED_ONLY_VERSION if candidates is not None and candidates.reached_only else VERSION,
+        "version": VERSION if candidates is None else candidates.version,
         "nbest": nbest,
         "features": [[name, count] for name, count in layout],
         "decoder_features": [[name, count] for name, count in decoder],
@@ -250,6 +270,7 @@ def write_bundle(
             "max_length": candidates.max_length,
             "constrained": candidates.constrained,
             "reached_only": candidates.reached_only,
+            "ensemble": candidates.ensemble,
         },
         "ngram_lm": None if ngram_lm is None else recorded_files.read_by_decoder(ngram_lm),
         "lm_feature": lm_feature,
@@ -346,6 +367,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             found["max_length"],
             bool(found.get("constrained", False)),
             bool(found.get("reached_only", False)),
+            bool(found.get("ensemble", False)),
         )
     )
     return Bundle(

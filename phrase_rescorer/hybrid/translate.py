@@ -3,10 +3,11 @@ through the same functions as the step-by-step pipeline, so that each line gets 
 
 1. the decoder's distinct n-best list of the chunk (``moses.decoder.decode_nbest``, the bundle's
    moses.ini);
-2. with candidate networks, each network's beam as an n-best list (``analysis.translate``:
-   ``translate_nbest``, ``candidate_lines``), merged into the decoder's (``reranking.merge``,
-   the n-gram LM through Moses' ``bin/query`` for the new lines' LM feature, and with a bundle
-   tuned on such lists, Moses' own features by constrained decoding: ``moses.constrained``);
+2. with candidate networks, each network's beam as an n-best list, or one list of their ensemble's
+   beam (``analysis.translate``: ``translate_nbest``, ``candidate_lines``), merged into the
+   decoder's (``reranking.merge``, the n-gram LM through Moses' ``bin/query`` for the new lines' LM
+   feature, and with a bundle tuned on such lists, Moses' own features by constrained decoding:
+   ``moses.constrained``);
 3. the feature networks' values appended (``scoring.nbest.append_features``);
 4. each sentence's best hypothesis under the bundle's weights (``reranking.choose``).
 
@@ -188,10 +189,11 @@ class HybridSystem:
         settings = self.bundle.candidates
         assert settings is not None
         added = []
-        for i, checkpoint in enumerate(self.candidates):
+        beams: list[Checkpoint | list[Checkpoint]] = [self.candidates] if settings.ensemble else [*self.candidates]
+        for i, networks in enumerate(beams):
             path = os.path.join(work, f"candidates{i}.nbest")
             with open(path, "wb") as out:
-                _write_candidates(out, checkpoint, sources, settings, self.device, name, first_line)
+                _write_candidates(out, networks, sources, settings, self.device, name, first_line)
             added.append(path)
         merged = os.path.join(work, "merged.nbest")
         reach = None
@@ -211,17 +213,17 @@ class HybridSystem:
 
 def _write_candidates(
     out: BinaryIO,
-    checkpoint: Checkpoint,
+    networks: Checkpoint | Sequence[Checkpoint],
     sources: list[str],
     settings: Candidates,
     device: torch.device | str,
     name: str,
     first_line: int,
 ) -> None:
-    """The network's candidates of ``sources`` (from line ``first_line`` of ``name``) as
-    ``translate --n-best-list`` writes them."""
+    """The candidates of the network, or of the ensemble of ``networks``, of ``sources`` (from
+    line ``first_line`` of ``name``) as ``translate --n-best-list`` writes them."""
     found_all = translate_nbest(
-        checkpoint,
+        networks,
         sources,
         beam_size=settings.beam_size,
         alpha=settings.length_alpha,

@@ -22,6 +22,7 @@ import torch
 
 from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE, HostError
 from phrase_rescorer.hybrid.bundle import BundleError, read_bundle
+from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm
 from tests.helpers.nan_networks import nan_copy
@@ -269,7 +270,7 @@ def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decod
     assert record["version"] == 2  # a reader of version 1 would merge every candidate: it refuses the bundle
     assert read_bundle(str(directory)).candidates.reached_only  # type: ignore[union-attr]
     for change, message in (
-        ({"version": 3}, "format version 3, this program reads versions 1, 2"),
+        ({"version": 4}, "format version 4, this program reads versions 1, 2, 3"),
         ({"candidates": {**record["candidates"], "constrained": False}}, "without constrained decoding"),
     ):
         (directory / "bundle.json").write_text(json.dumps({**record, **change}))
@@ -300,6 +301,7 @@ def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatc
         (["--beam-size", "3"], "--beam-size without --candidates"),
         (["--length-alpha", "1"], "--length-alpha without --candidates"),
         (["--reached-only"], "--reached-only without --candidates"),
+        (["--candidates", "x.pt", "--ensemble"], "--ensemble needs two --candidates or more"),
     ],
 )
 def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list[str], message: str) -> None:
@@ -308,6 +310,24 @@ def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list
     code, err = run_cli(bundle_args(system, tmp_path / "hybrid", *more), monkeypatch, capsys)
     assert code == EXIT_USAGE and message in one_line(err), err
     assert not (tmp_path / "hybrid").exists()
+
+
+def test_an_ensemble_of_networks_that_write_in_another_order_is_refused(
+    system, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """--ensemble of a network and its right-to-left twin: one line naming the twin (exit 2), no bundle."""
+    loaded = load_checkpoint(str(system["nmt"]))
+    backwards = tmp_path / "rl.pt"
+    save_checkpoint(str(backwards), loaded.build_model(), loaded.src_vocab, loaded.tgt_vocab,
+                    info={**loaded.info, "target_order": RIGHT_TO_LEFT})  # fmt: skip
+    directory = tmp_path / "hybrid"
+    args = bundle_args(system, directory, "--candidates", str(system["nmt"]), "--candidates", str(backwards))
+    code, err = run_cli([*args, "--ensemble"], monkeypatch, capsys)
+    assert code == EXIT_USAGE, err
+    assert f"{backwards}: cannot translate in one ensemble with {system['nmt']}: its target order differs" in one_line(
+        err
+    )
+    assert not directory.exists()
 
 
 def test_lowercase_without_tokenize_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:

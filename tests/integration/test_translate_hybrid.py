@@ -1,8 +1,9 @@
 """``bundle`` and ``translate-hybrid`` with the real Moses on tests/data/tiny-moses: the one command,
 three lines a chunk, writes byte for byte what the five steps run by hand write (moses
 -n-best-list, translate --n-best-list, merge-nbest, nbest, rerank), with and without candidate
-networks, an empty input line included; and the same through stdin and stdout. Skipped, with the
-reason, when no Moses is found ($MOSES, else ../shared/tools/moses)."""
+networks (each network's beam, or one ensemble's), an empty input line included; and the same
+through stdin and stdout. Skipped, with the reason, when no Moses is found ($MOSES, else
+../shared/tools/moses)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ CANDIDATE_WEIGHTS = "FromMoses= -100\nFromNet0= 2\n"
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tiny system's ini (absolute paths), a CSLM, a translation network, a source text of
-    nine lines (test.en with an empty line after its fourth)."""
+    """The tiny system's ini (absolute paths), a CSLM, two translation networks of one vocabulary
+    (20 and 30 steps), a source text of nine lines (test.en with an empty line after its fourth)."""
     moses = moses_root(NEEDS)
     tmp = tmp_path_factory.mktemp("hybrid")
     ini = tmp / "moses.ini"
@@ -44,6 +45,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "source": source,
         "cslm": tiny_lm(tmp / "cslm.pt"),
         "nmt": tiny_nmt(tmp / "nmt.pt", steps=20),
+        "nmt2": tiny_nmt(tmp / "nmt2.pt", steps=30),
     }
 
 
@@ -60,15 +62,17 @@ def by_hand(
     candidates: bool,
     constrained: bool = False,
     reached_only: bool = False,
+    ensemble: bool = False,
 ) -> bytes:
     """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini,
-    ``reached_only``: and --reached-only)."""
+    ``reached_only``: and --reached-only; ``ensemble``: the candidates of the two networks' ensemble)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
     if candidates:
         beam = work / "source.nmt.nbest"
-        ok("translate", str(system["source"]), str(work / "nmt.fr"), "-m", str(system["nmt"]), "--beam-size", "4",
+        networks = ["-m", str(system["nmt"]), *(["-m", str(system["nmt2"])] if ensemble else [])]
+        ok("translate", str(system["source"]), str(work / "nmt.fr"), *networks, "--beam-size", "4",
            "--n-best-list", str(beam), "3")  # fmt: skip
         merged = work / "source.merged.nbest"
         ok(
@@ -100,22 +104,29 @@ def chosen_line(stderr: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("candidates", "constrained", "reached_only"),
-    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],
-    ids=["moses-list", "with-candidates", "constrained", "reached-only"],
+    ("candidates", "constrained", "reached_only", "ensemble"),
+    [
+        (False, False, False, False),
+        (True, False, False, False),
+        (True, True, False, False),
+        (True, True, True, False),
+        (True, False, False, True),
+    ],
+    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble"],
 )
 def test_one_command_writes_what_the_five_steps_write(
-    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool, reached_only: bool
+    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool, reached_only: bool, ensemble: bool
 ) -> None:
     """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
     the candidates so too; with --reached-only it leaves out those the decoder cannot produce, as
-    merge-nbest --reached-only does (which changes the choice here: the weights prefer them)."""
+    merge-nbest --reached-only does (which changes the choice here: the weights prefer them); with
+    --ensemble the two networks' candidates are their ensemble's one list (which changes them here)."""
     weights = tmp_path / "rerank.weights"
     marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
     weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only)
+    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble)
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
-    if reached_only:
+    if reached_only or ensemble:
         (tmp_path / "every").mkdir()
         assert expected != by_hand(system, tmp_path / "every", weights, candidates, constrained)
 
@@ -124,9 +135,11 @@ def test_one_command_writes_what_the_five_steps_write(
     args += ["-m", str(system["cslm"]), "-m", str(system["nmt"]), "--moses", str(system["moses"])]
     if candidates:
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
+        args += ["--candidates", str(system["nmt2"]), "--ensemble"] if ensemble else []
     ok(*args, *(["--reached-only"] if reached_only else []))
     assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
     assert ('"reached_only": true' in (bundle / "bundle.json").read_text()) == reached_only
+    assert ('"ensemble": true' in (bundle / "bundle.json").read_text()) == ensemble
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip
