@@ -111,6 +111,14 @@ _FILE = InputPath(dir_okay=False)
     "May be added or dropped when an experiment is continued.",
 )
 @click.option(
+    "--ensemble-candidates",
+    is_flag=True,
+    help="With --network-candidates: the --nmt networks that translate forward (two or more, of one vocabulary, "
+    "units and order) translate as one ensemble (translate -m A -m B), and its K best join Moses' lists as one "
+    "list (FromNet0): the twin is \"+ NMT, with the networks' ensemble's candidates\"; OUT/hybrid records it "
+    "(bundle --ensemble). May be added or dropped when an experiment is continued.",
+)
+@click.option(
     "--rerank-optimizer",
     type=click.Choice(OPTIMIZERS),
     default=OPTIMIZERS[0],
@@ -209,6 +217,7 @@ def experiment(
     rerank_nbest: int,
     network_candidates: int | None,
     reached_only: bool,
+    ensemble_candidates: bool,
     rerank_optimizer: str,
     unk_feature: bool,
     runs: int,
@@ -251,6 +260,8 @@ def experiment(
         raise UserError("--network-candidates needs --nmt (the networks whose candidates join Moses' lists)")
     if reached_only and not network_candidates:
         raise UserError("--reached-only needs --network-candidates (it keeps the candidates Moses can produce)")
+    if ensemble_candidates and not network_candidates:
+        raise UserError("--ensemble-candidates needs --network-candidates (the ensemble's K best join Moses' lists)")
     try:
         query = ("bin/query",) if network_candidates else ()
         toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}", *query))
@@ -275,6 +286,7 @@ def experiment(
         rerank_optimizer=rerank_optimizer,
         network_candidates=network_candidates or 0,
         reached_only=reached_only,
+        ensemble_candidates=ensemble_candidates,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,
         runs=runs,

@@ -7,11 +7,13 @@ Each ``--nmt`` network that translates forward (one of ``--direction inverse`` t
 other way: it proposes no candidate, and scores as a feature only) translates the dev and test
 sets once per experiment with its own beam search (``analysis.translate``: beam K, ``translate``'s
 defaults otherwise) into an n-best list of its K best distinct candidates, as ``translate
---n-best-list FILE K`` writes it; the lists are kept in the experiment's directory while the
-network file (SHA-256) and K are the same. For every decoder run, its scored Moses lists
-(``reranked.score_lists``) without the experiment's features are merged with them
-(``reranking.merge``, as ``merge-nbest``: ``FromMoses`` and ``FromNetI`` for the I-th network
-that translates forward, ``WordPenalty0`` and the ini's n-gram LM (its first KENLM feature,
+--n-best-list FILE K`` writes it; with ``--ensemble-candidates`` those networks translate as one
+ensemble (``translate -m A -m B``) into one list, named by their features (``NMT0+NMT1``). The
+lists are kept in the experiment's directory while the network files (SHA-256) and K are the
+same. For every decoder run, its scored Moses lists (``reranked.score_lists``) without the
+experiment's features are merged with them (``reranking.merge``, as ``merge-nbest``:
+``FromMoses`` and ``FromNetI`` for the I-th network that translates forward (the ensemble's list:
+``FromNet0``), ``WordPenalty0`` and the ini's n-gram LM (its first KENLM feature,
 through Moses' ``bin/query``) computed for new lines, Moses' other features 0), and every feature
 of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
 exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
@@ -21,8 +23,9 @@ with ``--reached-only`` those it cannot produce are left out (``merge-nbest --re
 the twin is "+ NMT, with the networks' candidates Moses can produce".
 Files::
 
-    OUT/candidates/NMTi.{dev,test}.nbest.gz   the network's K best of every sentence
-    OUT/candidates/NMTi.json                  its model (SHA-256) and K, written last
+    OUT/candidates/NMTi.{dev,test}.nbest.gz   the network's K best of every sentence (an
+                                              ensemble's: NMTi+NMTj.{dev,test}.nbest.gz)
+    OUT/candidates/NMTi.json                  its model(s) (SHA-256) and K, written last
     systems/KEY/runN/rerank/candidates/{dev,test}.nbest.gz
                                               the run's lists joined by the candidates, with every
                                               feature
@@ -62,6 +65,8 @@ from .systems import System
 
 #: The word of the twins' keys, and the directory of the candidates' lists (the experiment's, a run's).
 CANDIDATES = "candidates"
+#: The feature of an ensemble's candidates in its list (``translate --name``'s for an ensemble).
+ENSEMBLE_FEATURE = "ENS0"
 
 
 def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
@@ -69,10 +74,11 @@ def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
     return any(f[1] == NMT[1] for f in features)
 
 
-def with_candidates(system: System, reached_only: bool = False) -> System:
+def with_candidates(system: System, reached_only: bool = False, ensemble: bool = False) -> System:
     """The twin of the reranked ``system``: its features, on the lists joined by the networks'
-    candidates (``reached_only``: those Moses can produce)."""
-    label = f"{system.label}, with the networks' candidates" + (" Moses can produce" if reached_only else "")
+    candidates (``reached_only``: those Moses can produce; ``ensemble``: their ensemble's)."""
+    whose = "the networks' ensemble's" if ensemble else "the networks'"
+    label = f"{system.label}, with {whose} candidates" + (" Moses can produce" if reached_only else "")
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
@@ -85,13 +91,15 @@ def proposes_candidates(kind: str, source: str | ModelFile) -> ModelFile | None:
     return opened if opened.kind[1] == "forward" else None
 
 
-def made_with(size: int, constrained: bool = True, reached_only: bool = False) -> dict[str, str]:
+def made_with(
+    size: int, constrained: bool = True, reached_only: bool = False, ensemble: bool = False
+) -> dict[str, str]:
     """What, beside the models, the merged lists and the twins' runs are recorded as made with:
-    K, whether new lines got Moses' features by constrained decoding, and (named only when
-    chosen, so that records of lists with every candidate stay as they were) whether those Moses
-    cannot produce were left out."""
+    K, whether new lines got Moses' features by constrained decoding, and (each named only when
+    chosen, so that records of lists made without them stay as they were) whether those Moses
+    cannot produce were left out, and whether the candidates are the networks' ensemble's."""
     made = {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
-    return {**made, "reached_only": "yes"} if reached_only else made
+    return made | ({"reached_only": "yes"} if reached_only else {}) | ({"ensemble": "yes"} if ensemble else {})
 
 
 def network_lists(
@@ -102,23 +110,30 @@ def network_lists(
     size: int,
     fingerprints: Mapping[str, str],
     say: Callable[[str], None],
+    ensemble: bool = False,
 ) -> list[dict[str, str]]:
     """The n-best lists of each forward translation network of ``models`` (its ``size`` best of a
-    beam of ``size``) of every part's source (``parts``: name -> source file), in the order of
-    the networks: decoded into ``out_dir/candidates``, or kept from an earlier start while the
-    network's file (its SHA-256 in ``fingerprints``) and ``size`` are the same."""
+    beam of ``size``), or of their one ensemble (``ensemble``), of every part's source (``parts``:
+    name -> source file), in the order of the networks: decoded into ``out_dir/candidates``, or
+    kept from an earlier start while the networks' files (their SHA-256 in ``fingerprints``) and
+    ``size`` are the same."""
     work = os.path.join(out_dir, CANDIDATES)
     os.makedirs(work, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    proposing = [
+        (name, opened)
+        for (name, kind, _), source in models.named()
+        if (opened := proposes_candidates(kind, source)) is not None
+    ]
+    groups = [proposing] if ensemble else [[one] for one in proposing]
     found: list[dict[str, str]] = []
-    for (name, kind, _), source in models.named():
-        opened = proposes_candidates(kind, source)
-        if opened is None:
-            continue
+    for group in groups:
+        name = "+".join(member for member, _ in group)
+        feature = group[0][0] if len(group) == 1 else ENSEMBLE_FEATURE  # dropped by the merge
         lists = {part: os.path.join(work, f"{name}.{part}.nbest.gz") for part in parts}
         found.append(lists)
         record = os.path.join(work, f"{name}.json")
-        wanted = {"model": fingerprints[name], "candidates": size}
+        wanted = {"model": " ".join(fingerprints[member] for member, _ in group), "candidates": size}
         if recorded_features(record) == {k: str(v) for k, v in wanted.items()} and all(
             map(os.path.exists, lists.values())
         ):
@@ -126,15 +141,16 @@ def network_lists(
             continue
         with contextlib.suppress(FileNotFoundError):  # interrupted from here on: decoded again
             os.remove(record)
-        checkpoint = load_checkpoint(opened)
+        checkpoints = [load_checkpoint(opened) for _, opened in group]
+        files = ", ".join(opened.path for _, opened in group)
         for part, path in parts.items():
             sources = read_source_text(path)
-            say(f"{name}: translating the {part} set, its {size} best of a beam of {size} ({opened.path})")
+            say(f"{name}: translating the {part} set, its {size} best of a beam of {size} ({files})")
             with AtomicOutput(lists[part]) as out:
                 for i, candidates in enumerate(
-                    translate_nbest(checkpoint, sources, beam_size=size, device=device, name=path)
+                    translate_nbest(checkpoints, sources, beam_size=size, device=device, name=path)
                 ):
-                    out.write(b"".join(candidate_lines(i, candidates, size, name)))
+                    out.write(b"".join(candidate_lines(i, candidates, size, feature)))
         with AtomicOutput(record, compress=False) as out:
             out.write((json.dumps(wanted, indent=2) + "\n").encode("utf-8"))
     return found
@@ -165,6 +181,7 @@ def merge_lists(
     say: Callable[[str], None],
     threads: int = 1,
     reached_only: bool = False,
+    ensemble: bool = False,
 ) -> float:
     """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
     :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
@@ -172,12 +189,12 @@ def merge_lists(
     were made with, in ``merged_dir(run_dir)``. With the Moses ``toolkit``, new lines get Moses'
     features by constrained decoding with the run's moses.ini (``threads``), and where it cannot
     produce them, the ini's LM feature through ``bin/query`` (None: those features 0);
-    ``reached_only``: those it cannot produce left out (needs the ``toolkit``). Returns the
-    seconds it took."""
+    ``reached_only``: those it cannot produce left out (needs the ``toolkit``); ``ensemble``:
+    ``networks`` is the ensemble's one list. Returns the seconds it took."""
     t0 = time.time()
     work = merged_dir(run_dir)
     os.makedirs(work, exist_ok=True)
-    wanted = {**fingerprints, **made_with(size, toolkit is not None, reached_only)}
+    wanted = {**fingerprints, **made_with(size, toolkit is not None, reached_only, ensemble)}
     record = os.path.join(work, "features.json")
     merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     if all(map(os.path.exists, merged.values())) and recorded_features(record) == wanted:

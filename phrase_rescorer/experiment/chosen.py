@@ -92,6 +92,7 @@ def write_chosen(
     say: Callable[[str], None],
     warn: Callable[[str], None],
     reached_only: bool = False,
+    ensemble: bool = False,
 ) -> str | None:
     """Write ``out_dir/hybrid`` for the choice among the ``reranked`` systems (each with its
     features and whether it reranks the lists joined by the networks' candidates) and return its
@@ -117,7 +118,13 @@ def write_chosen(
             weights=os.path.join(rerank_dir(run_dir), system.key, "weights"),
             models=system_networks(models, features),
             candidates=Candidates(
-                forward_networks(models), candidates, candidates, CANDIDATE_ALPHA, None, reached_only=reached_only
+                forward_networks(models),
+                candidates,
+                candidates,
+                CANDIDATE_ALPHA,
+                None,
+                reached_only=reached_only,
+                ensemble=ensemble,
             )
             if with_candidates
             else None,

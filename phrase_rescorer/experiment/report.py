@@ -178,8 +178,13 @@ def format_table(report: dict) -> str:
         )
         if settings.get("network_candidates"):
             size = settings["network_candidates"]
+            whose = (
+                "the forward --nmt networks' ensemble's"
+                if settings.get("ensemble_candidates")
+                else "each forward --nmt network's"
+            )
             lines.append(
-                f"with the networks' candidates: Moses' lists joined by each forward --nmt network's {size} best"
+                f"with the networks' candidates: Moses' lists joined by {whose} {size} best"
                 f" (beam {size})" + (", only those Moses can produce." if settings.get("reached_only") else ".")
             )
         if heldout:

@@ -152,7 +152,8 @@ def _run_locked(
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     # --network-candidates: a twin of each reranked system with the networks' features (``candidates``)
     hybrid = [i for i, f in enumerate(combinations) if settings.network_candidates and takes_candidates(f)]
-    systems += [with_candidates(group[i], settings.reached_only) for i in hybrid for group in rerankers]
+    twin = functools.partial(with_candidates, reached_only=settings.reached_only, ensemble=settings.ensemble_candidates)
+    systems += [twin(group[i]) for i in hybrid for group in rerankers]
 
     def start_ini(system: System) -> str:
         return prepare_system(
@@ -198,6 +199,7 @@ def _run_locked(
             size=settings.network_candidates,
             fingerprints=fingerprints,
             say=say,
+            ensemble=settings.ensemble_candidates,
         )
         if hybrid
         else []
@@ -278,33 +280,36 @@ def _run_locked(
                 say=_prefixed(say, f"{system.key} run {run}"),
                 threads=settings.threads,
                 reached_only=settings.reached_only,
+                ensemble=settings.ensemble_candidates,
             )
             for i in hybrid:
-                twin = with_candidates(rerankers[index][i], settings.reached_only)
+                paired = twin(rerankers[index][i])
                 rerank(
                     toolkit,
                     run_dir,
-                    twin,
+                    paired,
                     combinations[i],
                     models.features(),
                     settings.dev,
                     settings.test,
                     seed=seed,
                     score_seconds=seconds,
-                    say=_prefixed(say, f"{twin.key} run {run}"),
+                    say=_prefixed(say, f"{paired.key} run {run}"),
                     lists_dir=merged_dir(run_dir),
-                    made_with=made_with(settings.network_candidates, reached_only=settings.reached_only),
+                    made_with=made_with(
+                        settings.network_candidates,
+                        reached_only=settings.reached_only,
+                        ensemble=settings.ensemble_candidates,
+                    ),
                 )
-                scores[twin.key].append(
-                    _score_run(os.path.join(rerank_dir(run_dir), twin.key), settings, lang, refs, kind="best")
+                scores[paired.key].append(
+                    _score_run(os.path.join(rerank_dir(run_dir), paired.key), settings, lang, refs, kind="best")
                 )
                 report()
     final = report()
     # the reranked systems, then their twins: the first among equals is the cheaper
     plain = [(group[i], combinations[i], False) for i in range(len(combinations)) for group in rerankers]
-    twins = [
-        (with_candidates(group[i], settings.reached_only), combinations[i], True) for i in hybrid for group in rerankers
-    ]
+    twins = [(twin(group[i]), combinations[i], True) for i in hybrid for group in rerankers]
     write_chosen(
         toolkit,
         settings.out_dir,
@@ -314,6 +319,7 @@ def _run_locked(
         nbest=settings.rerank_nbest,
         candidates=settings.network_candidates,
         reached_only=settings.reached_only,
+        ensemble=settings.ensemble_candidates,
         say=say,
         warn=warn,
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.translate import ensemble_members
 from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
@@ -37,6 +38,7 @@ class Settings:
     rerank_optimizer: str = "mert"  # or "kbmira"; may change between starts (the reranked runs redone)
     network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
     reached_only: bool = False  # ... only those the run's moses.ini can produce (``merge-nbest --reached-only``)
+    ensemble_candidates: bool = False  # ... the forward networks' ensemble's K best instead, one list
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3
@@ -54,8 +56,8 @@ class Settings:
 
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not
-        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates`` and
-        ``reached_only``: a restart may add, replace or drop them, and the reranked rows follow,
+        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only``
+        and ``ensemble_candidates``: a restart may add, replace or drop them, and the reranked rows follow,
         built on the same decoder runs; ``reranked.score_lists``, ``candidates``).
         ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and
         the first start that gives one fixes it (``check_resume``)."""
@@ -236,6 +238,15 @@ def check(settings: Settings) -> tuple[str, Models]:
             "a network of --direction inverse translates the hypothesis into the source: give the forward one",
             EXIT_USAGE,
         )
+    if settings.ensemble_candidates:
+        forward = [m for m in models.nmt if m.kind[1] == "forward"]
+        if len(forward) < 2:
+            raise ExperimentError(
+                f"--ensemble-candidates: {len(forward)} --nmt network translates forward; an ensemble needs two or "
+                "more",
+                EXIT_USAGE,
+            )
+        ensemble_members([load_checkpoint(m) for m in forward])  # one vocabulary, units, order (else exit 2)
     table = check_ini(settings.ini)
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))

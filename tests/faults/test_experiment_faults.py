@@ -188,6 +188,21 @@ def test_network_candidates_without_a_forward_network_are_refused(files: dict[st
         f"phrase-rescorer: error: --network-candidates: no --nmt network translates forward ({inverse}); a network "
         "of --direction inverse translates the hypothesis into the source: give the forward one"
     )
+    code, err = experiment(moses, files, str(out), "--ensemble-candidates")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --ensemble-candidates needs --network-candidates (the ensemble's K best join Moses' "
+        "lists)"
+    )
+    forward = tmp_path / "forward.pt"
+    argv[argv.index(str(inverse))] = str(forward)
+    trained = subprocess.run(argv[: argv.index("--direction")], capture_output=True, env=cli_env(), timeout=300)
+    assert trained.returncode == 0, trained.stderr
+    more = ["--nmt", str(forward), "--nmt", str(inverse), "--network-candidates", "3", "--ensemble-candidates"]
+    code, err = experiment(moses, files, str(out), *more)
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --ensemble-candidates: 1 --nmt network translates forward; "
+        "an ensemble needs two or more"
+    )
     assert not (out / "settings.json").exists()
 
 

@@ -4,7 +4,8 @@ Moses' lists joined by the network's own candidates (``experiment.candidates``);
 bundle of the row held-out dev chose (``experiment.chosen``), and the other row's, each translating
 with translate-hybrid as its run did; then a restart that keeps everything, and one with
 --reached-only that keeps the networks' lists and leaves out of the joined lists the candidates
-Moses cannot produce. Skipped, with the reason, when no Moses is found."""
+Moses cannot produce; then two networks with --ensemble-candidates, their ensemble's one list.
+Skipped, with the reason, when no Moses is found."""
 
 from __future__ import annotations
 
@@ -120,6 +121,25 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert run["models"]["reached_only"] == "yes"
     record = json.loads((out / "hybrid" / "bundle.json").read_text())
     assert (record["candidates"] or {}).get("reached_only", False) == (chosen_key(report) == "nmt-candidates")
+    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+
+    # two networks, their ensemble's candidates: one list, FromNet0 alone; the bundle runs it so
+    nmt2 = tiny_nmt(tmp_path / "nmt2.pt", steps=30)
+    both = [*args, "--nmt", str(nmt2), "--ensemble-candidates"]
+    ensemble = experiment(*both)
+    assert ensemble.returncode == 0, ensemble.stderr
+    assert "NMT0+NMT1: translating the dev set, its 3 best of a beam of 3" in ensemble.stderr
+    assert "+ NMT, with the networks' ensemble's candidates" in ensemble.stdout
+    assert "joined by the forward --nmt networks' ensemble's 3 best" in ensemble.stdout
+    for part in ("dev", "test"):
+        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
+            joined = f.read().splitlines()
+        assert all(" FromNet0= " in line and " FromNet1= " not in line and " NMT1= " in line for line in joined)
+    report = json.loads((out / "experiment.json").read_text())
+    (run,) = report["systems"]["nmt-candidates"]["runs"]
+    assert run["models"]["ensemble"] == "yes"
+    record = json.loads((out / "hybrid" / "bundle.json").read_text())
+    assert (record["candidates"] or {}).get("ensemble", False) == (chosen_key(report) == "nmt-candidates")
     assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
 
 

@@ -9,10 +9,19 @@ import gzip
 import json
 from pathlib import Path
 
-from phrase_rescorer.experiment.candidates import merge_lists, network_lists, takes_candidates, with_candidates
+from phrase_rescorer.analysis.translate import candidate_lines, translate_nbest
+from phrase_rescorer.experiment.candidates import (
+    made_with,
+    merge_lists,
+    network_lists,
+    takes_candidates,
+    with_candidates,
+)
 from phrase_rescorer.experiment.reranked import SentenceModels, reranked, score_lists
 from phrase_rescorer.experiment.systems import BASELINE, RNN
+from phrase_rescorer.model.checkpoint import load_checkpoint
 from tests.helpers.nmt import TINY_MOSES, tiny_nmt
+from tests.helpers.rescore_data import tiny_arch_checkpoint
 
 DEV = (str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr"))
 TEST = (str(TINY_MOSES / "test.en"), str(TINY_MOSES / "test.fr"))
@@ -104,3 +113,37 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert merge(3) == ["the lists joined by the networks' candidates kept"]  # a restart: kept
     assert (run / "rerank" / "candidates" / "dev.nbest.gz").stat().st_mtime_ns == stamp
     assert any("appending NMT0" in s for s in merge(2))  # another K: made again
+
+
+def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> None:
+    """--ensemble-candidates: the forward networks' ensemble translates each part into one list,
+    exactly as translate -m A -m B --n-best-list writes it, named by their features, kept while the
+    networks and K are the same; without it, a list per network. Its twin's label and record say so."""
+    a = str(tiny_arch_checkpoint(tmp_path / "a.pt", arch="rnnsearch", seed=1))
+    b = str(tiny_arch_checkpoint(tmp_path / "b.pt", arch="transformer", layers=2, seed=2))
+    models = SentenceModels(None, (a, b))
+    fingerprints = models.fingerprints()
+    source = tmp_path / "dev.en"
+    source.write_text("a man in a blue shirt .\n\ntwo dogs play in the snow\n")
+    parts = {"dev": str(source)}
+    out = str(tmp_path / "out")
+    said: list[str] = []
+    lists = network_lists(out, models, parts, size=2, fingerprints=fingerprints, say=said.append, ensemble=True)
+    assert lists == [{"dev": str(tmp_path / "out" / "candidates" / "NMT0+NMT1.dev.nbest.gz")}]
+    sources = source.read_text().splitlines()
+    found = translate_nbest([load_checkpoint(a), load_checkpoint(b)], sources, beam_size=2, name=str(source))
+    want = b"".join(b"".join(candidate_lines(i, c, 2, "ENS0")) for i, c in enumerate(found))
+    assert gzip.decompress(Path(lists[0]["dev"]).read_bytes()) == want and want
+    record = json.loads((tmp_path / "out" / "candidates" / "NMT0+NMT1.json").read_text())
+    assert record == {"model": f"{fingerprints['NMT0']} {fingerprints['NMT1']}", "candidates": 2}
+    said.clear()
+    assert network_lists(out, models, parts, size=2, fingerprints=fingerprints, say=said.append, ensemble=True) == lists
+    assert "kept" in said[0]
+    one_each = network_lists(out, models, parts, size=2, fingerprints=fingerprints, say=said.append)
+    assert [Path(p["dev"]).name for p in one_each] == ["NMT0.dev.nbest.gz", "NMT1.dev.nbest.gz"]
+    texts = [[line.split(" ||| ")[1] for line in read(Path(p["dev"]))] for p in [*lists, *one_each]]
+    assert texts[0] != texts[1]  # not the first network's (random weights: the second's dominates here)
+    twin = with_candidates(reranked(BASELINE, models.features()), ensemble=True)
+    assert twin.label == "+ NMT, with the networks' ensemble's candidates" and twin.key == "nmt-candidates"
+    assert made_with(2, ensemble=True) == {"network_candidates": "2", "constrained_decoding": "yes", "ensemble": "yes"}
+    assert "ensemble" not in made_with(2)  # records of lists made before the option stay as they were
