@@ -51,6 +51,13 @@ from .common import (
     help="The tokenized source text the n-best list translates (line i for sentence ID "
     "i, as given to the decoder); needed by translation networks.",
 )
+@click.option(
+    "--word-penalty",
+    is_flag=True,
+    help="Also append WordPenalty0= minus the hypothesis' words, as Moses' word penalty, after the models' "
+    "features: for a network's n-best list (translate --n-best-list), which lacks it, so that the reranker "
+    "can weigh length; a decoder's list has it already (refused).",
+)
 @max_tokens_option
 @device_option
 @threads_option
@@ -62,6 +69,7 @@ def nbest(
     model_paths: tuple[str, ...],
     names: tuple[str, ...],
     source_path: str | None,
+    word_penalty: bool,
     max_tokens: int,
     device: str,
 ) -> None:
@@ -82,6 +90,11 @@ def nbest(
     shortlist. A hypothesis or source sentence of more than --max-tokens tokens is refused before
     any line is scored (a list read from a pipe: before its window is scored).
 
+    With --word-penalty, WordPenalty0= minus the hypothesis' words follows them: a network's list
+    then has what the decoder's lists have for length (the networks alone, reranked: a network or
+    ensemble's n-best list scored by the networks and the word penalty, rerank-tune --init with
+    the list's own feature at 1).
+
     \b
     Example (then rerank-tune and rerank):
       moses -f moses.ini -i dev.en -n-best-list dev.nbest 200 distinct > /dev/null
@@ -89,7 +102,7 @@ def nbest(
     """
     from ..model.files import CheckpointError
     from ..moses.nbest import check_feature_name
-    from ..scoring.features import load_features, read_source_text
+    from ..scoring.features import WordPenaltyFeature, load_features, read_source_text
     from ..scoring.nbest import append_features
 
     if names and len(names) != len(model_paths):
@@ -105,11 +118,14 @@ def nbest(
     dev = str(resolve_device(device))
     sources = read_source_text(source_path, max_tokens) if source_path else None
     try:
-        features = load_features(model_paths, names, sources, dev, on_warning=warn)
+        models = load_features(model_paths, names, sources, dev, on_warning=warn)
     except ValueError as e:
         if isinstance(e, CheckpointError):
             raise
         raise UserError(str(e)) from e
+    if word_penalty and "WordPenalty0" in {f.name for f in models}:
+        raise UserError("--name WordPenalty0 with --word-penalty: the word penalty's feature is WordPenalty0")
+    features = [*models, *([WordPenaltyFeature()] if word_penalty else [])]
     with progress(ctx, "nbest", " lines") as bar:
         summary = append_features(
             in_path,
@@ -128,8 +144,7 @@ def nbest(
         f"{summary.seconds:.1f} s ({summary.lines / max(summary.seconds, 1e-9):,.0f} hypotheses/s); "
         f"feature{'s' if len(features) > 1 else ''} {', '.join(f.name for f in features)}; "
         + "; ".join(
-            f"{summary.unknown[f.name]:,} of {summary.words:,} words outside the shortlist of {f.name}"
-            for f in features
+            f"{summary.unknown[f.name]:,} of {summary.words:,} words outside the shortlist of {f.name}" for f in models
         ),
     )
 

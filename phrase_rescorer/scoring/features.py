@@ -10,6 +10,9 @@
   hypotheses' common prefixes are decoded once. Words outside the shortlists score p(<unk>),
   as the phrase column does; a subword network knows every word.
 
+Beside the models' features, :class:`WordPenaltyFeature` gives a list that lacks one (a network's
+n-best list, ``translate --n-best-list``) Moses' word penalty: minus the hypothesis' words.
+
 A phrase network (``train``) reads phrases, not sentences; it is accepted here, with a warning
 that says so, since its probabilities of whole sentences are still defined.
 
@@ -128,6 +131,17 @@ class TranslationFeature:
         if self.checkpoint.right_to_left:
             terms = [np.concatenate([t[-2::-1], t[-1:]]) for t in terms]
         return terms
+
+
+class WordPenaltyFeature:
+    """Minus the hypothesis' words (tokens between spaces), as Moses' ``WordPenalty0`` counts them
+    in its n-best lists; no model is read."""
+
+    def __init__(self, name: str = "WordPenalty0"):
+        self.name, self.path = name, ""
+
+    def score(self, lines: Sequence[Hypothesis]) -> tuple[np.ndarray, int]:
+        return np.fromiter((-len(line.tokens) for line in lines), dtype=np.float64, count=len(lines)), 0
 
 
 def read_source_text(path: str, max_tokens: int | None = None) -> list[str]:

@@ -127,7 +127,8 @@ def append_features(
                     raise NbestError(
                         in_path,
                         line.line_no,
-                        f"already has the feature {', '.join(sorted(there))}: give the new one another --name",
+                        f"already has the feature {', '.join(sorted(there))}: each feature is appended once (give a "
+                        "model's another --name; a decoder's list has its WordPenalty0)",
                     )
             if line.sentence != current:
                 if sources is not None and line.sentence >= len(sources):

@@ -71,6 +71,9 @@ def test_a_truncated_line_names_file_and_line(lm: Path, tmp_path: Path) -> None:
         (["--name", "CSLM_0"], 2, b"--name: feature name 'CSLM_0'"),
         (["-m", "MODEL_IS_PHRASE_NET"], 2, b"is a translation network: it scores a hypothesis given its source"),
         (["--name", "A", "-m", "LM", "--name", "A"], 2, b"--name A given twice: each -m's feature needs a name"),
+        (["--name", "WordPenalty0", "--word-penalty"], 2, b"--name WordPenalty0 with --word-penalty"),
+        # a decoder's list has its word penalty already
+        (["--word-penalty"], 3, b"in.nbest:1: already has the feature WordPenalty0: each feature is appended once"),
     ],
 )
 def test_refusals(lm: Path, tmp_path: Path, model: Path, args: list[str], code: int, message: bytes) -> None:
@@ -79,6 +82,21 @@ def test_refusals(lm: Path, tmp_path: Path, model: Path, args: list[str], code: 
     r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "out"), "-m", str(lm), *args)
     assert r.returncode == code, r.stderr
     assert message in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_the_word_penalty_of_a_networks_list(lm: Path, tmp_path: Path) -> None:
+    """--word-penalty: minus the hypothesis' words (tokens between spaces), after the models'
+    features, every byte of the line kept; nothing said of its shortlist."""
+    listed = (
+        b"0 ||| un homme .  ||| ENS0= -1.5 ||| -1.5\n0 |||  ||| ENS0= -4 ||| -4\n1 ||| une  femme ||| ENS0= -2 ||| -2\n"
+    )
+    (tmp_path / "in.nbest").write_bytes(listed)
+    r = run("nbest", str(tmp_path / "in.nbest"), "-", "-m", str(lm), "--word-penalty")
+    assert r.returncode == 0, r.stderr
+    values = [line.split(b" ||| ")[2].split(b" CSLM0= ")[1].split(b" ")[1:] for line in r.stdout.splitlines()]
+    assert values == [[b"WordPenalty0=", b"-3"], [b"WordPenalty0=", b"0"], [b"WordPenalty0=", b"-2"]]
+    assert _without_feature(_without_feature(r.stdout, b"WordPenalty0"), b"CSLM0") == listed
+    assert b"features CSLM0, WordPenalty0;" in r.stderr and b"shortlist of WordPenalty0" not in r.stderr
 
 
 def test_an_empty_list_is_refused(lm: Path, tmp_path: Path) -> None:
