@@ -66,7 +66,8 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     "--candidate-nbest",
     type=click.IntRange(1),
     default=None,
-    help="Each candidate network's candidates per sentence (translate --n-best-list FILE N)  [default: --beam-size].",
+    help="Each candidate network's (with --ensemble, the ensemble's) candidates per sentence (translate "
+    "--n-best-list FILE N)  [default: --beam-size].",
 )
 @click.option(
     "--beam-size",

@@ -65,7 +65,8 @@ from .systems import System
 
 #: The word of the twins' keys, and the directory of the candidates' lists (the experiment's, a run's).
 CANDIDATES = "candidates"
-#: The feature of an ensemble's candidates in its list (``translate --name``'s for an ensemble).
+#: The feature of an ensemble's candidates in its list (as docs/nmt.md names it, ``translate --name
+#: ENS0``; the merge drops it).
 ENSEMBLE_FEATURE = "ENS0"
 
 

@@ -241,6 +241,8 @@ def write_bundle(
             "name the KENLM feature of the ini (--lm-feature)"
         )
     layout = system_layout(decoder, candidates, names)
+    if candidates is not None and len(candidates.networks) > 1:
+        _check_ensemble_weights(weights_file, decoder, candidates, names)
     check_weights(weights_file, layout)
     if candidates is not None and lm is None and on_warning is not None:
         on_warning(
@@ -291,6 +293,33 @@ def write_bundle(
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return read_bundle(final, verify=False)
+
+
+def _check_ensemble_weights(weights: Weights, decoder: Layout, candidates: Candidates, names: Sequence[str]) -> None:
+    """Refuse, saying so, weights that fit the lists of the other choice of ``--ensemble`` (one
+    list of the networks' ensemble, or one per network) and not this one's."""
+    other = dataclasses.replace(candidates, ensemble=not candidates.ensemble)
+    if _fits(weights, system_layout(decoder, candidates, names)) or not _fits(
+        weights, system_layout(decoder, other, names)
+    ):
+        return  # fits, or fits neither: check_weights says what is missing
+    if candidates.ensemble:
+        raise BundleError(
+            f"{weights.path}: the weights name {added_indicator(1)}: tuned on a list per candidate network, not on "
+            "one ensemble's: leave out --ensemble"
+        )
+    raise BundleError(
+        f"{weights.path}: the weights name {added_indicator(0)} alone: tuned on one list of the candidate networks' "
+        "ensemble (translate -m A -m B): give --ensemble"
+    )
+
+
+def _fits(weights: Weights, layout: Layout) -> bool:
+    try:
+        check_weights(weights, layout)
+    except BundleError:
+        return False
+    return True
 
 
 def _umask() -> int:
@@ -348,6 +377,12 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
         raise BundleError(
             f"{where}: its candidates are to be those the decoder can produce, without constrained decoding: "
             "write the bundle again"
+        )
+    found = bundle.candidates
+    if found is not None and (record["version"] < found.version or (found.ensemble and len(found.networks) < 2)):
+        raise BundleError(
+            f"{where}: format version {record['version']} and its candidates' settings disagree (an ensemble needs "
+            f"version {ENSEMBLE_VERSION} and two networks or more): write the bundle again"
         )
     if [list(f) for f in bundle.layout] != record["features"]:
         raise BundleError(f"{where}: its features differ from those of its settings: write the bundle again")

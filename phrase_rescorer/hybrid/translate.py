@@ -71,6 +71,8 @@ from .bundle import Bundle, Candidates, check_weights
 DEFAULT_CHUNK_LINES = 500
 #: The name of the candidates' own feature in their lists (merge-nbest drops it).
 CANDIDATE_FEATURE = "NMT0"
+#: A chunk's list of the candidate networks' ensemble (``candidates{I}.nbest``: network I's).
+ENSEMBLE_LIST = "ensemble.nbest"
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ class HybridSystem:
         added = []
         beams: list[Checkpoint | list[Checkpoint]] = [self.candidates] if settings.ensemble else [*self.candidates]
         for i, networks in enumerate(beams):
-            path = os.path.join(work, f"candidates{i}.nbest")
+            path = os.path.join(work, ENSEMBLE_LIST if settings.ensemble else f"candidates{i}.nbest")
             with open(path, "wb") as out:
                 _write_candidates(out, networks, sources, settings, self.device, name, first_line)
             added.append(path)
@@ -239,6 +241,7 @@ def _write_candidates(
 #: What each of a chunk's lists is, in a message (``candidates{I}.nbest``: see :func:`_list_name`).
 _LISTS = {
     "moses.nbest": "the decoder's n-best list",
+    ENSEMBLE_LIST: "the candidate networks' ensemble's list",
     "merged.nbest": "the n-best list with the candidates merged in",
     "scored.nbest": "the n-best list with the networks' features",
 }

@@ -278,6 +278,35 @@ def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decod
             read_bundle(str(directory), verify=False)
 
 
+def test_weights_of_the_other_ensemble_choice_are_refused_with_the_option_to_give(
+    system, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Two --candidates: weights naming FromNet0 alone were tuned on one ensemble's list (give
+    --ensemble); naming FromNet1 too, on a list per network (leave it out). The ensemble bundle is
+    format version 3, and a record of an earlier version that says ensemble is refused."""
+    own = candidate_system(system, tmp_path)  # weights: FromMoses, FromNet0
+    directory = tmp_path / "hybrid"
+    twice = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--candidates", str(system["nmt"]))
+    code, err = run_cli(twice, monkeypatch, capsys)
+    assert code == EXIT_USAGE and one_line(err).endswith(
+        f"{own['weights']}: the weights name FromNet0 alone: tuned on one list of the candidate networks' ensemble "
+        "(translate -m A -m B): give --ensemble"
+    ), err
+    code, err = run_cli([*twice, "--ensemble"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "2 candidate network(s) as one ensemble of beam 5, 5 in all" in err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["version"] == 3 and record["candidates"]["ensemble"] is True
+    assert read_bundle(str(directory)).candidates.lists == 1  # type: ignore[union-attr]
+    (directory / "bundle.json").write_text(json.dumps({**record, "version": 1}))
+    with pytest.raises(BundleError, match="format version 1 and its candidates' settings disagree"):
+        read_bundle(str(directory), verify=False)
+    own["weights"].write_text(own["weights"].read_text() + "FromNet1= 1\n")
+    code, err = run_cli(bundle_args(own, tmp_path / "other", *twice[-4:], "--ensemble"), monkeypatch, capsys)
+    assert code == EXIT_USAGE and "the weights name FromNet1: tuned on a list per candidate network" in err, err
+    assert "leave out --ensemble" in one_line(err) and not (tmp_path / "other").exists()
+
+
 def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
     own = candidate_system(system, tmp_path)
     other = tmp_path / "other.arpa"

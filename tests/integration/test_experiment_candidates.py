@@ -141,6 +141,25 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     record = json.loads((out / "hybrid" / "bundle.json").read_text())
     assert (record["candidates"] or {}).get("ensemble", False) == (chosen_key(report) == "nmt-candidates")
     assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+    # the twin's bundle whatever dev chose: the ensemble's candidates, as its run reranked them
+    models = SentenceModels(nmt=(str(nmt), str(nmt2)))
+    (features,) = models.combinations()
+    plain = reranked(BASELINE, features)
+    made_up = json.loads(json.dumps(report))
+    for key in ("nmt", "nmt-candidates"):
+        made_up["systems"][key]["runs"][0]["dev_heldout"] = 50.0 if key == "nmt-candidates" else 10.0
+    twin_out = out.parent / "twin"
+    shutil.copytree(out, twin_out, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
+    rows = [(plain, features, False), (with_candidates(plain, ensemble=True), features, True)]
+    said: list[str] = []
+    written = write_chosen(
+        MosesToolkit(moses), str(twin_out), made_up, rows, models, nbest=10, candidates=3, ensemble=True,
+        say=said.append, warn=said.append,
+    )  # fmt: skip
+    assert written == str(twin_out / "hybrid"), said
+    assert json.loads((twin_out / "hybrid" / "bundle.json").read_text())["candidates"]["ensemble"] is True
+    expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
+    assert translated(twin_out / "hybrid", test_text, moses) == expected
 
 
 def chosen_key(report: dict) -> str:

@@ -88,11 +88,12 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert network_lists(out, models, parts, size=3, fingerprints=fingerprints, say=said.append) == networks
     assert Path(networks[0]["dev"]).stat().st_mtime_ns == stamp and "kept" in said[0]
 
-    def merge(size: int) -> list[str]:
+    def merge(size: int, ensemble: bool = False) -> list[str]:
         said.clear()
         merge_lists(
-            str(run), models, networks, DEV, TEST, toolkit=None, fingerprints=fingerprints, size=size, say=said.append
-        )
+            str(run), models, networks, DEV, TEST, toolkit=None, fingerprints=fingerprints, size=size, say=said.append,
+            ensemble=ensemble,
+        )  # fmt: skip
         return said
 
     merge(3)
@@ -113,11 +114,14 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert merge(3) == ["the lists joined by the networks' candidates kept"]  # a restart: kept
     assert (run / "rerank" / "candidates" / "dev.nbest.gz").stat().st_mtime_ns == stamp
     assert any("appending NMT0" in s for s in merge(2))  # another K: made again
+    assert any("appending NMT0" in s for s in merge(2, ensemble=True))  # the option alone: made again
+    record = json.loads((run / "rerank" / "candidates" / "features.json").read_text())
+    assert record["ensemble"] == "yes"
 
 
 def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> None:
     """--ensemble-candidates: the forward networks' ensemble translates each part into one list,
-    exactly as translate -m A -m B --n-best-list writes it, named by their features, kept while the
+    exactly as translate -m A -m B --n-best-list FILE K --name ENS0 writes it, named by their features, kept while the
     networks and K are the same; without it, a list per network. Its twin's label and record say so."""
     a = str(tiny_arch_checkpoint(tmp_path / "a.pt", arch="rnnsearch", seed=1))
     b = str(tiny_arch_checkpoint(tmp_path / "b.pt", arch="transformer", layers=2, seed=2))

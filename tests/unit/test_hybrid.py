@@ -25,7 +25,9 @@ def test_the_lists_features_in_order() -> None:
     # an ensemble's one list, one indicator; the format version its readers need
     ensemble = Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None, ensemble=True)
     assert system_layout(DECODER, ensemble, ["NMT0"]) == (*DECODER, ("FromMoses", 1), ("FromNet0", 1), ("NMT0", 1))
-    assert (two.version, ensemble.version, Candidates(("a.pt",), 3, 4, 0.6, None, True, True).version) == (1, 3, 2)
+    reached = Candidates(("a.pt",), 3, 4, 0.6, None, True, True)
+    both = Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None, True, True, ensemble=True)
+    assert (two.version, ensemble.version, reached.version, both.version) == (1, 3, 2, 3)
 
 
 def test_default_names_count_each_kind_on_its_own() -> None:
