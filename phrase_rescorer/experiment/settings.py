@@ -232,14 +232,14 @@ def check(settings: Settings) -> tuple[str, Models]:
     model files read."""
     check_out_dir(settings.out_dir)
     models = check_models(settings)
-    if settings.network_candidates and not any(m.kind[1] == "forward" for m in models.nmt):
+    forward = [m for m in models.nmt if m.kind[1] == "forward"]  # the networks that propose candidates
+    if settings.network_candidates and not forward:
         raise ExperimentError(
             f"--network-candidates: no --nmt network translates forward ({', '.join(settings.nmt) or 'none given'}); "
             "a network of --direction inverse translates the hypothesis into the source: give the forward one",
             EXIT_USAGE,
         )
     if settings.ensemble_candidates:
-        forward = [m for m in models.nmt if m.kind[1] == "forward"]
         if len(forward) < 2:
             raise ExperimentError(
                 f"--ensemble-candidates: {len(forward)} --nmt network translates forward; an ensemble needs two or "
