@@ -142,21 +142,7 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert (record["candidates"] or {}).get("ensemble", False) == (chosen_key(report) == "nmt-candidates")
     assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
     # the twin's bundle whatever dev chose: the ensemble's candidates, as its run reranked them
-    models = SentenceModels(nmt=(str(nmt), str(nmt2)))
-    (features,) = models.combinations()
-    plain = reranked(BASELINE, features)
-    made_up = json.loads(json.dumps(report))
-    for key in ("nmt", "nmt-candidates"):
-        made_up["systems"][key]["runs"][0]["dev_heldout"] = 50.0 if key == "nmt-candidates" else 10.0
-    twin_out = out.parent / "twin"
-    shutil.copytree(out, twin_out, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
-    rows = [(plain, features, False), (with_candidates(plain, ensemble=True), features, True)]
-    said: list[str] = []
-    written = write_chosen(
-        MosesToolkit(moses), str(twin_out), made_up, rows, models, nbest=10, candidates=3, ensemble=True,
-        say=said.append, warn=said.append,
-    )  # fmt: skip
-    assert written == str(twin_out / "hybrid"), said
+    twin_out, _, _ = bundle_of("nmt-candidates", report, out, out.parent / "twin", (nmt, nmt2), moses, ensemble=True)
     assert json.loads((twin_out / "hybrid" / "bundle.json").read_text())["candidates"]["ensemble"] is True
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
@@ -187,25 +173,34 @@ def chosen_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, s
     assert translated(out / "hybrid", str(TINY / "test.en"), moses) == (rerank / key / "test.best").read_bytes()
 
 
+def bundle_of(
+    key: str, report: dict, out: Path, elsewhere: Path, networks: tuple[Path, ...], moses: str, ensemble: bool = False
+) -> tuple[Path, dict, list]:
+    """A copy of the experiment ``out`` at ``elsewhere`` whose OUT/hybrid is the bundle of the row
+    ``key`` ("nmt" or its twin), written as the experiment writes the chosen one (the report's
+    held-out figures made to choose it); returns the copy, the made-up report and the rows."""
+    models = SentenceModels(nmt=tuple(map(str, networks)))
+    (features,) = models.combinations()
+    plain = reranked(BASELINE, features)
+    rows = [(plain, features, False), (with_candidates(plain, ensemble=ensemble), features, True)]
+    made_up = json.loads(json.dumps(report))
+    for row in ("nmt", "nmt-candidates"):
+        made_up["systems"][row]["runs"][0]["dev_heldout"] = 50.0 if row == key else 10.0
+    shutil.copytree(out, elsewhere, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
+    said: list[str] = []
+    written = write_chosen(
+        MosesToolkit(moses), str(elsewhere), made_up, rows, models, nbest=10, candidates=3, ensemble=ensemble,
+        say=said.append, warn=said.append,
+    )  # fmt: skip
+    assert written == str(elsewhere / "hybrid"), said
+    return elsewhere, made_up, rows
+
+
 def other_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, moses: str, nmt: Path) -> None:
     """The other row's bundle, written as the experiment writes the chosen one (the report's
     held-out figures made to choose it), translates as its run too: both kinds of bundle are right."""
-    models = SentenceModels(nmt=(str(nmt),))
-    (features,) = models.combinations()
-    plain = reranked(BASELINE, features)
-    rows = [(plain, features, False), (with_candidates(plain), features, True)]
     other = "nmt" if chosen_key(report) == "nmt-candidates" else "nmt-candidates"
-    made_up = json.loads(json.dumps(report))
-    for key in ("nmt", "nmt-candidates"):
-        made_up["systems"][key]["runs"][0]["dev_heldout"] = 50.0 if key == other else 10.0
-    elsewhere = out.parent / "other"
-    shutil.copytree(out, elsewhere, ignore=shutil.ignore_patterns("hybrid", ".experiment.lock"))
-    said: list[str] = []
-    toolkit = MosesToolkit(moses)
-    written = write_chosen(
-        toolkit, str(elsewhere), made_up, rows, models, nbest=10, candidates=3, say=said.append, warn=said.append
-    )
-    assert written == str(elsewhere / "hybrid"), said
+    elsewhere, made_up, rows = bundle_of(other, report, out, out.parent / "other", (nmt,), moses)
     record = json.loads((elsewhere / "hybrid" / "bundle.json").read_text())
     assert (record["candidates"] is not None) == (other == "nmt-candidates")
     run_rerank = elsewhere / "systems" / "baseline" / "run1" / "rerank"
@@ -214,8 +209,10 @@ def other_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, mo
 
     # a network file replaced since the experiment read it: no bundle, the earlier one removed
     read_then = dataclasses.replace(open_model(str(nmt)), sha256="0" * 64)
+    said: list[str] = []
     warned: list[str] = []
     changed = SentenceModels(nmt=(read_then,))
+    toolkit = MosesToolkit(moses)
     assert (
         write_chosen(
             toolkit, str(elsewhere), made_up, rows, changed, nbest=10, candidates=3, say=said.append, warn=warned.append
