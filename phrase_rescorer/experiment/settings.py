@@ -55,12 +55,12 @@ class Settings:
     baseline_from: str | None = None  # another experiment's --out whose baseline runs are taken (``borrowed``)
 
     def identity(self) -> dict:
-        """What a restart must share with the first start (not: runs, threads, scoring, and not
-        the sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only``
-        and ``ensemble_candidates``: a restart may add, replace or drop them, and the reranked rows follow,
-        built on the same decoder runs; ``reranked.score_lists``, ``candidates``).
-        ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and
-        the first start that gives one fixes it (``check_resume``)."""
+        """What a restart must share with the first start (not: runs, threads, scoring, and not the
+        sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only`` and
+        ``ensemble_candidates``: a restart may add, replace or drop them, and the reranked rows
+        follow, built on the same decoder runs; ``reranked.score_lists``, ``candidates``).
+        ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and the
+        first start that gives one fixes it (``check_resume``)."""
         return {
             "ini": os.path.abspath(self.ini),
             "dev": [os.path.abspath(p) for p in self.dev],

@@ -7,11 +7,11 @@ all of; :data:`ENSEMBLE_VERSION` for one whose candidate networks translate as o
 an earlier reader would run one by one; this code reads all three, :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
-  length normalisation and longest output, and whether they translate each on its own (a list
-  each) or as one ensemble (``translate -m A -m B``: one list), the feature networks in order with the names their
-  features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the candidates'
-  LM feature (``merge-nbest --lm``) and that feature's name: the ini's feature of that name (its
-  first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
+  length normalisation and longest output, and whether they translate each on its own (a list each)
+  or as one ensemble (``translate -m A -m B``: one list), the feature networks in order with the
+  names their features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the
+  candidates' LM feature (``merge-nbest --lm``) and that feature's name: the ini's feature of that
+  name (its first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
   (``reranking.merge``; an ensemble's list: ``FromNet0`` alone), and ``MosesReached`` where the
