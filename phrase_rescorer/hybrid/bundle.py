@@ -241,9 +241,16 @@ def write_bundle(
             "name the KENLM feature of the ini (--lm-feature)"
         )
     layout = system_layout(decoder, candidates, names)
-    if candidates is not None and len(candidates.networks) > 1:
-        _check_ensemble_weights(weights_file, decoder, candidates, names)
-    check_weights(weights_file, layout)
+    try:
+        check_weights(weights_file, layout)
+    except BundleError:
+        if candidates is not None and len(candidates.networks) > 1:
+            _check_ensemble_choice(
+                weights_file,
+                system_layout(decoder, dataclasses.replace(candidates, ensemble=not candidates.ensemble), names),
+                candidates,
+            )
+        raise
     if candidates is not None and lm is None and on_warning is not None:
         on_warning(
             f"{ini} has no KENLM feature: new candidates get the LM feature {lm_feature} 0 (Moses' lines keep theirs)"
@@ -295,14 +302,14 @@ def write_bundle(
     return read_bundle(final, verify=False)
 
 
-def _check_ensemble_weights(weights: Weights, decoder: Layout, candidates: Candidates, names: Sequence[str]) -> None:
-    """Refuse, saying so, weights that fit the lists of the other choice of ``--ensemble`` (one
-    list of the networks' ensemble, or one per network) and not this one's."""
-    other = dataclasses.replace(candidates, ensemble=not candidates.ensemble)
-    if _fits(weights, system_layout(decoder, candidates, names)) or not _fits(
-        weights, system_layout(decoder, other, names)
-    ):
-        return  # fits, or fits neither: check_weights says what is missing
+def _check_ensemble_choice(weights: Weights, other: Layout, candidates: Candidates) -> None:
+    """For weights that do not fit the lists of ``candidates``: refuse, saying so, those that fit
+    the lists of the other choice of ``--ensemble`` (their layout ``other``); else return (the
+    caller's refusal says what is missing)."""
+    try:
+        check_weights(weights, other)
+    except BundleError:
+        return
     if candidates.ensemble:
         raise BundleError(
             f"{weights.path}: the weights name {added_indicator(1)}: tuned on a list per candidate network, not on "
@@ -312,14 +319,6 @@ def _check_ensemble_weights(weights: Weights, decoder: Layout, candidates: Candi
         f"{weights.path}: the weights name {added_indicator(0)} alone: tuned on one list of the candidate networks' "
         "ensemble (translate -m A -m B): give --ensemble"
     )
-
-
-def _fits(weights: Weights, layout: Layout) -> bool:
-    try:
-        check_weights(weights, layout)
-    except BundleError:
-        return False
-    return True
 
 
 def _umask() -> int:

@@ -66,8 +66,7 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert set(report["comparisons"]) == {"nmt", "nmt-candidates"}
     rerank = out / "systems" / "baseline" / "run1" / "rerank"
     for part in ("dev", "test"):
-        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
-            joined = f.read().splitlines()
+        joined = joined_lines(rerank, part)
         assert joined and all(" FromMoses= " in line and " FromNet0= " in line and " NMT0= " in line for line in joined)
         new = [line for line in joined if " FromMoses= 0 " in line]
         # the network proposed translations Moses did not; their LM0 is the ini's LM's (bin/query), not 0
@@ -113,15 +112,9 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "it cannot produce left out" in only.stderr
     assert f"{TWIN} Moses can produce" in only.stdout and ", only those Moses can produce." in only.stdout
     for part in ("dev", "test"):
-        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
-            joined = f.read().splitlines()
+        joined = joined_lines(rerank, part)
         assert joined and all(" MosesReached= 1 " in line for line in joined)
-    report = json.loads((out / "experiment.json").read_text())
-    (run,) = report["systems"]["nmt-candidates"]["runs"]
-    assert run["models"]["reached_only"] == "yes"
-    record = json.loads((out / "hybrid" / "bundle.json").read_text())
-    assert (record["candidates"] or {}).get("reached_only", False) == (chosen_key(report) == "nmt-candidates")
-    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+    recorded(out, rerank, moses, "reached_only")
 
     # two networks, their ensemble's candidates: one list, FromNet0 alone; the bundle runs it so
     nmt2 = tiny_nmt(tmp_path / "nmt2.pt", steps=30)
@@ -132,20 +125,34 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "+ NMT, with the networks' ensemble's candidates" in ensemble.stdout
     assert "joined by the forward --nmt networks' ensemble's 3 best" in ensemble.stdout
     for part in ("dev", "test"):
-        with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
-            joined = f.read().splitlines()
-        assert all(" FromNet0= " in line and " FromNet1= " not in line and " NMT1= " in line for line in joined)
-    report = json.loads((out / "experiment.json").read_text())
-    (run,) = report["systems"]["nmt-candidates"]["runs"]
-    assert run["models"]["ensemble"] == "yes"
-    record = json.loads((out / "hybrid" / "bundle.json").read_text())
-    assert (record["candidates"] or {}).get("ensemble", False) == (chosen_key(report) == "nmt-candidates")
-    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+        joined = joined_lines(rerank, part)
+        assert joined and all(" FromNet0= " in line and " NMT1= " in line for line in joined)
+        assert not [line for line in joined if " FromNet1= " in line]
+    report = recorded(out, rerank, moses, "ensemble")
     # the twin's bundle whatever dev chose: the ensemble's candidates, as its run reranked them
     twin_out, _, _ = bundle_of("nmt-candidates", report, out, out.parent / "twin", (nmt, nmt2), moses, ensemble=True)
     assert json.loads((twin_out / "hybrid" / "bundle.json").read_text())["candidates"]["ensemble"] is True
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
+
+
+def joined_lines(rerank: Path, part: str) -> list[str]:
+    """The run's lists of ``part`` joined by the networks' candidates, line by line."""
+    with gzip.open(rerank / "candidates" / f"{part}.nbest.gz", "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def recorded(out: Path, rerank: Path, moses: str, setting: str) -> dict:
+    """The twin's run records ``setting`` (``reached_only``, ``ensemble``) as chosen, OUT/hybrid
+    records it where it is the twin's bundle, and translates as the chosen row's run; the report."""
+    report = json.loads((out / "experiment.json").read_text())
+    (run,) = report["systems"]["nmt-candidates"]["runs"]
+    assert run["models"][setting] == "yes"
+    record = json.loads((out / "hybrid" / "bundle.json").read_text())
+    assert (record["candidates"] or {}).get(setting, False) == (chosen_key(report) == "nmt-candidates")
+    test_text = str(TINY / "test.en")
+    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
+    return report
 
 
 def chosen_key(report: dict) -> str:
