@@ -66,6 +66,18 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
     return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
 
 
+def feature_names(given: tuple[str, ...]) -> list[str]:
+    """The features ``--leave-out`` names, each once, in order: the option repeated, or names
+    separated by commas or blanks (as mert-moses.pl's --activate-features takes them)."""
+    names: list[str] = []
+    for value in given:
+        words = value.replace(",", " ").split()
+        if not words:
+            raise UserError(f"--leave-out {value!r}: give a feature's name, e.g. --leave-out TranslationModel0")
+        names.extend(word for word in words if word not in names)
+    return names
+
+
 @cli.command("rerank-tune")
 @click.argument("nbest_path", metavar="NBEST", type=click.Path(allow_dash=True))
 @click.argument("reference", metavar="REF", type=InputPath(dir_okay=False))
@@ -100,6 +112,16 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="The optimiser's random seed (-r).")
 @click.option(
+    "--leave-out",
+    "leave_out",
+    metavar="FEATURE",
+    multiple=True,
+    help="Tune without FEATURE, a name of NBEST's first line (e.g. TranslationModel0; repeat the option "
+    "or separate names by commas, as mert-moses.pl's --activate-features lists them): the optimiser never "
+    "sees it and WEIGHTS gives it 0, as if the list had no such feature, so rerank and bundle take the "
+    "whole list unchanged. Compare with and without it by --held-out.",
+)
+@click.option(
     "--held-out",
     "heldout_out",
     type=click.Path(allow_dash=True),
@@ -123,6 +145,7 @@ def rerank_tune(
     restarts: int,
     optimizer: str,
     seed: int,
+    leave_out: tuple[str, ...],
     heldout_out: str | None,
     mbr: bool,
     mbr_size: int | None,
@@ -138,8 +161,9 @@ def rerank_tune(
     Start from the decoder's tuned weights (--init moses.ini), the new features at 0: the
     search then starts at the decoder's 1-best. Then apply WEIGHTS to other lists with
     phrase-rescorer rerank. To choose between feature sets on dev, compare their --held-out
-    BLEU (two-fold: every dev sentence chosen by weights that never saw its reference). With
-    --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out
+    BLEU (two-fold: every dev sentence chosen by weights that never saw its reference), e.g.
+    with and without --leave-out for Moses' own features on a list that the networks' candidates
+    joined. With --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out
     lines) are those of the MBR choice: give rerank the same MBR options.
 
     \b
@@ -155,6 +179,7 @@ def rerank_tune(
     from ..reranking.tune import HeldOutError, tune_on_dev
 
     rule = mbr_rule(mbr, mbr_size, mbr_scale)
+    left_out = feature_names(leave_out)
     inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
     check_output_path(weights_out)
     check_not_an_input(weights_out, inputs)
@@ -187,6 +212,8 @@ def rerank_tune(
             init=init_path,
             work_dir=work_dir,
             optimizer=optimizer,
+            leave_out=left_out,
+            leave_out_name="--leave-out",
             seed=seed,
             restarts=restarts,
             threads=threads,

@@ -74,12 +74,13 @@ def heldout_lines(
     restarts: int = RESTARTS,
     threads: int = 1,
     optimizer: str = "mert",
+    leave_out: Sequence[str] = (),
     mbr: Mbr | None = None,
 ) -> list[str] | None:
     """Each dev sentence's hypothesis chosen by the weights tuned on the other fold (module
     docstring), in order; None for a list of fewer sentences than folds. ``matrix`` is
     ``nbest`` read (``read_matrix``), ``references`` the dev reference's lines; ``restarts``,
-    ``threads`` and ``optimizer`` as ``mert.tune`` takes them; ``mbr``: chosen by that rule
+    ``threads``, ``optimizer`` and ``leave_out`` as ``mert.tune`` takes them; ``mbr``: chosen by that rule
     under those weights."""
     count = matrix.sentence_count
     if count < FOLDS:
@@ -100,6 +101,7 @@ def heldout_lines(
             restarts=restarts,
             threads=threads,
             optimizer=optimizer,
+            leave_out=leave_out,
         )
         other = (k + 1) % FOLDS
         held = fold_matrix(matrix, other)

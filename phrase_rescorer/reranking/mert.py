@@ -54,6 +54,8 @@ OPTIMIZERS = ("mert", "kbmira")
 _BEST = re.compile(r"^Best point:((?:\s+\S+)+?)\s+=>\s+(\S+)", re.M)
 _MIRA_BEST = re.compile(r"^Best BLEU = (\S+)", re.M)
 _MIRA_WEIGHT = re.compile(r"^F([0-9]+) (\S+)$")
+#: The metric extractor, mert and kbmira are given.
+_SCORER = ("--sctype", "BLEU", "--scconfig", "case:true")
 
 
 class RerankError(HostError):
@@ -160,6 +162,7 @@ def tune(
     restarts: int = RESTARTS,
     threads: int = 1,
     optimizer: str = "mert",
+    leave_out: Sequence[str] = (),
 ) -> TuneResult:
     """Run extractor and ``optimizer`` (one of :data:`OPTIMIZERS`; ``restarts`` and ``threads``
     are mert's) in ``work_dir`` (created, or emptied of a previous attempt's files).
@@ -167,11 +170,21 @@ def tune(
     writes such a copy of any list); ``references``: the lines of each reference (read by content,
     ``data.corpus.read_lines``), written plain for extractor (LF ends: a CRLF reference would
     give it tokens ending in ``\\r``). ``layout``: the list's dense features, checked against
-    the columns extractor found (:func:`check_header`)."""
+    the columns extractor found (:func:`check_header`). ``leave_out``: features of ``layout``
+    (and weights of ``start``) that ``nbest`` does not hold, taken out of it by the caller
+    (``nbest_features.read_matrix(copy_to=..., leave_out=...)``): the optimiser tunes the others
+    as on a list that never had them (extractor merges the hypotheses they alone told apart), and
+    their weights are 0 in the result."""
     if optimizer not in OPTIMIZERS:  # the arguments checked before the work directory is touched
         raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
     if optimizer == "kbmira" and layout is None:  # its start weights are named: "Name= value"
         raise ValueError("kbmira needs the list's layout (the names of its start weights)")
+    if leave_out and layout is None:
+        raise ValueError("leave_out needs the list's layout (the features it names)")
+    names = [name for name, count in layout or [] for _ in range(count)] or [""] * len(start)
+    kept = [column for column, name in enumerate(names) if name not in leave_out]
+    if not kept or len(names) != len(start):
+        raise ValueError(f"{len(start)} start weights for {len(names)} values, {len(kept)} of them tuned")
     os.makedirs(work_dir, exist_ok=True)
     for name in WORK_FILES:
         with_path = os.path.join(work_dir, name)
@@ -183,11 +196,10 @@ def tune(
         with AtomicOutput(name, compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
         reference_files.append(os.path.abspath(name))
-    scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
     _run(
         [
             toolkit.path("bin/extractor"),
-            *scorer,
+            *_SCORER,
             "--scfile",
             "scores.dat",
             "--ffile",
@@ -201,9 +213,30 @@ def tune(
         "extractor.log",
     )
     if layout is not None:
-        check_header(os.path.join(work_dir, "features.dat"), layout, nbest)
-    if optimizer == "kbmira" and layout is not None:  # a kbmira without one was refused above
-        return _kbmira(toolkit, start, work_dir, layout, seed)
+        held = [(name, count) for name, count in layout if name not in leave_out]
+        check_header(os.path.join(work_dir, "features.dat"), held, nbest)
+    kept_start = np.asarray(start, dtype=np.float64)[kept]
+    kept_names = [names[column] for column in kept]
+    result = _optimise(toolkit, kept_start, work_dir, kept_names, seed, restarts, threads, optimizer)
+    weights = np.zeros(len(start), dtype=np.float64)
+    weights[kept] = result.weights
+    return TuneResult(weights, result.dev_bleu)
+
+
+def _optimise(
+    toolkit: MosesToolkit,
+    start: np.ndarray,
+    work_dir: str,
+    names: Sequence[str],
+    seed: int,
+    restarts: int,
+    threads: int,
+    optimizer: str,
+) -> TuneResult:
+    """``optimizer`` on the features.dat and scores.dat in ``work_dir`` from ``start``; ``names``:
+    the feature of each weight (kbmira's start weights are named)."""
+    if optimizer == "kbmira":
+        return _kbmira(toolkit, start, work_dir, names, seed)
     dims = len(start)
     with open(os.path.join(work_dir, "init.opt"), "w", encoding="utf-8") as f:
         f.write(" ".join(repr(float(w)) for w in start) + "\n")
@@ -214,7 +247,7 @@ def tune(
             toolkit.path("bin/mert"),
             "-d",
             str(dims),
-            *scorer,
+            *_SCORER,
             "--ffile",
             "features.dat",
             "--scfile",
@@ -260,23 +293,19 @@ def dense_only(features_dat: str) -> None:
         out.write(b"\n".join(kept))
 
 
-def _kbmira(
-    toolkit: MosesToolkit, start: np.ndarray, work_dir: str, layout: Sequence[tuple[str, int]], seed: int
-) -> TuneResult:
+def _kbmira(toolkit: MosesToolkit, start: np.ndarray, work_dir: str, names: Sequence[str], seed: int) -> TuneResult:
     """kbmira on the features.dat and scores.dat extractor wrote in ``work_dir``, from ``start``.
     Its ``Best BLEU`` is its own evaluation of the averaged weights; on the en→fr dev lists the
     weights it writes chose hypotheses of 0.9 BLEU more than that figure (computed from the same
     scores.dat), so callers that report BLEU compute it from the chosen lines."""
     dims = len(start)
-    names = [name for name, count in layout for _ in range(count)]
     if len(names) != dims:
         raise RerankError(f"{dims} start weights for {len(names)} feature values")
     dense_only(os.path.join(work_dir, "features.dat"))
     with open(os.path.join(work_dir, "init.dense"), "w", encoding="utf-8") as f:
         f.write("".join(f"{name}= {float(w)!r}\n" for name, w in zip(names, start, strict=True)))
-    scorer = ["--sctype", "BLEU", "--scconfig", "case:true"]
     files = ["--ffile", "features.dat", "--scfile", "scores.dat"]
-    argv = [toolkit.path("bin/kbmira"), "--dense-init", "init.dense", *scorer, *files, "-r", str(seed)]
+    argv = [toolkit.path("bin/kbmira"), "--dense-init", "init.dense", *_SCORER, *files, "-r", str(seed)]
     log = _run([*argv, "-o", "kbmira.weights"], work_dir, "kbmira.log")
     found = _MIRA_BEST.findall(log)
     if not found:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..moses.nbest import Layout, NbestError, read_nbest
+from ..moses.nbest import Layout, NbestError, read_nbest, without_features
 from ..output import AtomicOutput
 
 
@@ -58,10 +59,10 @@ class NbestMatrix:
         return int(self.sentences[-1]) + 1 if len(self.sentences) else 0
 
 
-def read_matrix(path: str, copy_to: str | None = None) -> NbestMatrix:
+def read_matrix(path: str, copy_to: str | None = None, leave_out: Sequence[str] = ()) -> NbestMatrix:
     """The list at ``path`` as numbers; ``copy_to``: also write its lines there, plain (for
     Moses' programs, which read plain text, or gzip by its name, only), complete or not at all
-    (``output.AtomicOutput``)."""
+    (``output.AtomicOutput``), without the dense features ``leave_out`` (the numbers keep them)."""
     layout: Layout | None = None
     values_read = array("d")  # 8 bytes a value: a 1000-best list of thousands of sentences fits
     sentences = array("q")
@@ -70,7 +71,11 @@ def read_matrix(path: str, copy_to: str | None = None) -> NbestMatrix:
         copy = stack.enter_context(AtomicOutput(copy_to, compress=False)) if copy_to is not None else None
         for line in read_nbest(path):
             if copy is not None:
-                copy.write(line.raw + b"\n")
+                raw = line.raw
+                if leave_out:
+                    raw = without_features(line, list(leave_out))
+                    raw = raw[: len(raw) - len(line.terminator)]
+                copy.write(raw + b"\n")
             layout = line.layout
             values_read.extend(line.values)
             sentences.append(line.sentence)

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus import read_lines
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import heldout, mert
 from .choose import output_lines, weighted_sums
 from .mbr import Mbr
-from .nbest_features import read_matrix
+from .nbest_features import NbestMatrix, read_matrix
 from .origins import Origins, origins
 from .weights import Weights, read_weights_file, vector, write_weights_file
 
@@ -47,6 +47,26 @@ def described(rule: Mbr | None) -> str:
     return "" if rule is None else f", MBR of {rule.size} at scale {rule.scale:g}"
 
 
+def left_out_columns(matrix: NbestMatrix, names: Sequence[str], option: str = "leave_out") -> list[int]:
+    """The value columns (from 0) of ``matrix``'s features ``names``, every value of each; a name
+    the list does not have, or all of its features, refused (:class:`UsageError`, naming
+    ``option``, the list and its features)."""
+    missing = [name for name in names if name not in matrix.names]
+    if missing:
+        raise UsageError(
+            f"{option} {', '.join(missing)}: {matrix.path} has no such feature (its features: {' '.join(matrix.names)})"
+        )
+    if set(matrix.names) <= set(names):
+        raise UsageError(f"{option} names every feature of {matrix.path}: leave at least one to tune")
+    columns: list[int] = []
+    start = 0
+    for name, count in matrix.layout:
+        if name in names:
+            columns.extend(range(start, start + count))
+        start += count
+    return columns
+
+
 def tune_on_dev(
     toolkit: MosesToolkit,
     nbest: str,
@@ -57,6 +77,8 @@ def tune_on_dev(
     work_dir: str | None = None,
     remove_work: bool = False,
     optimizer: str = "mert",
+    leave_out: Sequence[str] = (),
+    leave_out_name: str = "leave_out",
     seed: int = 1,
     restarts: int = mert.RESTARTS,
     threads: int = 1,
@@ -71,8 +93,11 @@ def tune_on_dev(
     0) into ``weights_out``; with ``heldout_out``, the held-out lines there (fewer sentences than
     folds refused first, naming ``heldout_name``). The optimisers' files go to ``work_dir`` (None:
     a temporary directory), removed with ``remove_work`` unless a tuning fails (its message names
-    its log there). ``bleu``: tokenized BLEU, to say the start, tuned (also the weights file's
-    first line, after ``title``) and held-out figures."""
+    its log there). ``leave_out``: features (by name) the optimiser never sees (the list's copy
+    for Moses lacks them, ``mert.tune``), their weights 0 from the start; a name the list lacks,
+    or all of them, refused naming ``leave_out_name`` (:func:`left_out_columns`). ``bleu``:
+    tokenized BLEU, to say the start, tuned (also the weights file's first line, after
+    ``title``) and held-out figures."""
     refs = read_lines(reference)
     start_weights: Weights | dict[str, list[float]] = read_weights_file(init) if init else {}
     directory = work_dir if work_dir is not None else tempfile.mkdtemp(prefix="rerank-")
@@ -81,7 +106,7 @@ def tune_on_dev(
     options: dict[str, Any] = {"seed": seed, "restarts": restarts, "threads": threads, "optimizer": optimizer}
     try:
         copy = os.path.join(directory, mert.NBEST_COPY)
-        matrix = read_matrix(nbest, copy_to=copy)
+        matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out)
         count = matrix.sentence_count
         if len(refs) != count:
             raise InputError(
@@ -91,6 +116,8 @@ def tune_on_dev(
         if heldout_out is not None and count < heldout.FOLDS:
             raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
         start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
+        start[left_out_columns(matrix, leave_out, leave_out_name)] = 0.0
+        options["leave_out"] = list(leave_out)
         weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused before tuning
         mert.check_single_precision(matrix, start, init or "the start weights")  # and values beyond Moses' floats
         result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)
@@ -102,7 +129,8 @@ def tune_on_dev(
             comment = f"{title}: dev BLEU {tuned.start_bleu:.2f} -> {tuned.tuned_bleu:.2f}{described(mbr)}"
         write_weights_file(weights_out, matrix.layout, result.weights, comment=comment)
         if bleu is not None:
-            say(f"{nbest}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}")
+            left_out = f" ({' '.join(leave_out)} left out: weight 0)" if leave_out else ""
+            say(f"{nbest}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}{left_out}")
             say(
                 f"dev BLEU (tokenized, as MERT scores it{described(mbr)}): {tuned.start_bleu:.2f} with the start "
                 f"weights, {tuned.tuned_bleu:.2f} reranked; wrote {weights_out}"

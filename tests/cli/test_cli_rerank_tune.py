@@ -8,6 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
+from phrase_rescorer.reranking import heldout, mert
 from tests.helpers.cli_run import run_cli
 from tests.helpers.rerank_data import REFS, START, stand_in_optimizer, write_dev
 
@@ -43,5 +46,83 @@ def test_rerank_tune_prints_and_writes_as_before(tmp_path: Path, monkeypatch, ca
     chosen = [*REFS[:3], "il x", *REFS[4:]]  # the MBR choice of the odd sentences under the even ones' weights
     assert held.read_text() == "".join(line + "\n" for line in chosen)
     assert [c.pop("references") for c in calls] == [REFS, REFS[0::2], REFS[1::2]]
-    assert calls == [{"start": START, "seed": 7, "restarts": 3, "threads": 2, "optimizer": "kbmira"}] * 3
+    expected = {"start": START, "seed": 7, "restarts": 3, "threads": 2, "optimizer": "kbmira", "leave_out": []}
+    assert calls == [expected] * 3
     assert not os.listdir(tmp_path / "tmp")  # the temporary directory removed
+
+
+def fake_moses(directory: Path) -> Path:
+    """A Moses directory whose extractor and mert are found (never run: the optimiser is a stand-in)."""
+    for name in ("extractor", "mert"):
+        program = directory / "bin" / name
+        program.parent.mkdir(parents=True, exist_ok=True)
+        program.write_text("#!/bin/sh\nexit 1\n")
+        program.chmod(0o755)
+    return directory
+
+
+def test_leave_out_takes_the_features_out_of_the_optimisers_list(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--leave-out, repeated and comma-separated, each name once: the optimiser is given the list
+    without those features (their start weights 0, the names passed on), every tuning alike (the
+    held-out halves too), and the weights file gives them 0; the line that names the features
+    says which were left out."""
+    paths = write_dev(tmp_path)
+    calls = stand_in_optimizer(monkeypatch)
+    stand_in, headers = mert.tune, []
+
+    def tune(toolkit, nbest, references, start, work_dir, **options):  # type: ignore[no-untyped-def]
+        headers.append(Path(nbest).read_text().splitlines()[0].split(" ||| ")[2])
+        return stand_in(toolkit, nbest, references, start, work_dir, **options)
+
+    monkeypatch.setattr(mert, "tune", tune)
+    monkeypatch.setattr(heldout, "tune", tune)
+    weights = tmp_path / "w.txt"
+    args = [
+        "rerank-tune",
+        str(paths["dev.nbest"]),
+        str(paths["dev.fr"]),
+        str(weights),
+        "--init",
+        str(paths["moses.ini"]),
+    ]
+    args += ["--moses", str(fake_moses(tmp_path / "moses")), "--held-out", str(tmp_path / "held.fr")]
+    args += ["--leave-out", "TranslationModel0", "--leave-out", " TranslationModel0, WordPenalty0"]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 0, err
+    assert (
+        f"{paths['dev.nbest']}: 18 hypotheses, features LM0 WordPenalty0 TranslationModel0 CSLM0 "
+        "(TranslationModel0 WordPenalty0 left out: weight 0)"
+    ) in err.splitlines()
+    # the first line's features as each list given to the optimiser has them: the whole, each half's
+    assert headers == ["LM0= -2 CSLM0= -5", "LM0= -2 CSLM0= -5", "LM0= -2.1 CSLM0= -5"]
+    assert [call["start"] for call in calls] == [[0.5, 0.0, 0.0, 0.0, 0.0]] * 3
+    assert [call["leave_out"] for call in calls] == [["TranslationModel0", "WordPenalty0"]] * 3
+    text = weights.read_text()
+    assert "\nWordPenalty0= 0\nTranslationModel0= 0 0\n" in text and "\nCSLM0= 3\n" in text
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            ["X0"],
+            "--leave-out X0: {nbest} has no such feature (its features: LM0 WordPenalty0 TranslationModel0 CSLM0)",
+        ),
+        (["CSLM0,X0,Y0"], "--leave-out X0, Y0: {nbest} has no such feature"),
+        (["LM0,WordPenalty0", "TranslationModel0 CSLM0"], "--leave-out names every feature of {nbest}"),
+        ([" , "], "--leave-out ' , ': give a feature's name"),
+    ],
+)
+def test_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str], message: str) -> None:
+    """A name the list lacks, every feature, or no name: exit 2, one line, before any tuning,
+    no weights written."""
+    paths = write_dev(tmp_path)
+    calls = stand_in_optimizer(monkeypatch)
+    weights = tmp_path / "w.txt"
+    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"]), str(weights)]
+    args += ["--moses", str(fake_moses(tmp_path / "moses"))]
+    for value in given:
+        args += ["--leave-out", value]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 2 and not calls and not weights.exists()
+    assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err

@@ -468,3 +468,62 @@ def test_train_lm_reports_kenlm_on_the_same_texts(tmp_path: Path) -> None:
     )
     assert r.returncode == 6 and "--kenlm: " in r.stderr.decode() and "failed" in r.stderr.decode(), r.stderr
     assert not (tmp_path / "lm3.log").exists()
+
+
+def without_features(nbest: Path, names: tuple[str, ...], out: Path) -> None:
+    """``nbest`` written to ``out`` with the dense features ``names`` (each ``Name=`` and its
+    values) taken out of every line, the rest of each line as it was."""
+    import re
+
+    lines = []
+    for line in nbest.read_text().splitlines(keepends=True):
+        sentence, hypothesis, features, rest = line.split(" ||| ", 3)
+        for name in names:
+            features = re.sub(rf"(^| ){name}= \S+(?: (?![^ ]*= )\S+)*", "", features)
+        lines.append(" ||| ".join((sentence, hypothesis, features.strip(), rest)))
+    out.write_text("".join(lines))
+
+
+@pytest.mark.slow
+@pytest.mark.moses
+@pytest.mark.parametrize("optimizer", ["mert", "kbmira"])
+def test_leave_out_tunes_as_the_list_without_the_features(
+    lists: dict[str, Path], tmp_path: Path, optimizer: str
+) -> None:
+    """rerank-tune --leave-out: Moses' optimiser tunes the other weights exactly as on the list
+    without those features (the same weights, the same held-out lines, the same BLEU printed),
+    and the weights file gives the left-out features 0, so that rerank takes the whole list and
+    chooses what the weights of the shorter list choose there."""
+    left_out = ("TranslationModel0", "Distortion0")
+    header = lists["dev"].read_text().split(" ||| ")[2]
+    assert all(f"{name}= " in header for name in left_out)
+    for part in ("dev", "test"):
+        without_features(lists[part], left_out, tmp_path / f"{part}.short.nbest")
+    short = (tmp_path / "dev.short.nbest").read_text()
+    assert "TranslationModel0" not in short and "LM0= " in short and "PhrasePenalty0= " in short
+    ref = str(TINY_MOSES / "dev.fr")
+    common = ["--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--restarts", "2", "--seed", "3"]
+    common += ["--optimizer", optimizer]
+    runs = {}
+    for name, nbest, options in (
+        ("short", tmp_path / "dev.short.nbest", []),
+        ("left", lists["dev"], ["--leave-out", "TranslationModel0", "--leave-out", "Distortion0,TranslationModel0"]),
+    ):
+        held = tmp_path / f"{name}.heldout"
+        weights = str(tmp_path / f"{name}.weights")
+        r = run("rerank-tune", str(nbest), ref, weights, *common, *options, "--held-out", str(held))
+        assert r.returncode == 0, r.stderr
+        runs[name] = (r.stderr.decode().splitlines(), held.read_text(), (tmp_path / f"{name}.weights").read_text())
+    (short_err, short_held, short_weights), (left_err, left_held, left_weights) = runs["short"], runs["left"]
+    assert left_held == short_held and len(left_held.splitlines()) == len(Path(ref).read_text().splitlines())
+    assert left_err[0].endswith(" (TranslationModel0 Distortion0 left out: weight 0)")
+    figures = [[line.split("; wrote ")[0] for line in err[1:]] for err in (left_err, short_err)]
+    assert figures[0] == figures[1] and any(" reranked" in line for line in figures[0])
+    left_lines = left_weights.splitlines()
+    zeroed = [line for line in left_lines if line.split("= ")[0] in left_out]
+    assert sorted(zeroed) == ["Distortion0= 0", "TranslationModel0= 0 0 0 0"]
+    assert [line for line in left_lines[1:] if line not in zeroed] == short_weights.splitlines()[1:]
+    for name, nbest in (("short", tmp_path / "test.short.nbest"), ("left", lists["test"])):
+        r = run("rerank", str(nbest), str(tmp_path / f"{name}.weights"), str(tmp_path / f"{name}.test.fr"))
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "left.test.fr").read_text() == (tmp_path / "short.test.fr").read_text()
