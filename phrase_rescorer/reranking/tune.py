@@ -116,8 +116,9 @@ def tune_on_dev(
         if heldout_out is not None and count < heldout.FOLDS:
             raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
         start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
-        start[left_out_columns(matrix, leave_out, leave_out_name)] = 0.0
-        options["leave_out"] = list(leave_out)
+        if leave_out:
+            start[left_out_columns(matrix, leave_out, leave_out_name)] = 0.0
+            options["leave_out"] = list(leave_out)
         weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused before tuning
         mert.check_single_precision(matrix, start, init or "the start weights")  # and values beyond Moses' floats
         result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)

@@ -51,6 +51,8 @@ def stand_in_optimizer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def tune(toolkit, nbest, references, start, work_dir, *, layout=None, **options):  # type: ignore[no-untyped-def]
         refs = list(references[0])
+        if not options.get("leave_out", True):  # none left out: as a call without it
+            del options["leave_out"]
         calls.append({"references": refs, "start": [float(w) for w in start], **options})
         weights = np.array(start, dtype=np.float64)
         weights[-1] += len(refs) - 3 + 3 * (refs[0] == REFS[1])

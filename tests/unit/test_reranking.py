@@ -66,11 +66,29 @@ def test_weights_file_round_trip_and_ini(nbest: Path, tmp_path: Path) -> None:
         vector(read_weights_file(str(tmp_path / "odd")), m.layout)
 
 
-@pytest.mark.parametrize(("optimizer", "layout"), [("pro", [("LM0", 1)]), ("kbmira", None)])
+@pytest.mark.parametrize(
+    ("optimizer", "layout", "leave_out", "start", "message"),
+    [
+        ("pro", [("LM0", 1)], [], 1, "optimizer 'pro'"),
+        ("kbmira", None, [], 1, "kbmira needs the list's layout"),
+        ("mert", None, ["LM0"], 1, "leave_out needs the list's layout"),
+        ("mert", [("LM0", 1), ("TM0", 2)], ["LM0", "TM0"], 3, "3 start weights for 3 values, 0 of them tuned"),
+        ("mert", [("LM0", 1), ("TM0", 2)], ["LM0"], 2, "2 start weights for 3 values"),
+    ],
+)
 def test_tune_refuses_its_arguments_before_it_touches_the_work_directory(
-    tmp_path: Path, optimizer: str, layout: list[tuple[str, int]] | None
+    tmp_path: Path, optimizer: str, layout: list[tuple[str, int]] | None, leave_out: list[str], start: int, message: str
 ) -> None:
     work = tmp_path / "tune"
-    with pytest.raises(ValueError, match="optimizer 'pro'|kbmira needs the list's layout"):
-        mert.tune(None, "list.gz", [["a"]], np.zeros(1), str(work), layout=layout, optimizer=optimizer)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        mert.tune(
+            None,  # type: ignore[arg-type]
+            "list.gz",
+            [["a"]],
+            np.zeros(start),
+            str(work),
+            layout=layout,
+            optimizer=optimizer,
+            leave_out=leave_out,
+        )
     assert not work.exists()
