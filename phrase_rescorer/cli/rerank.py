@@ -162,9 +162,9 @@ def rerank_tune(
     search then starts at the decoder's 1-best. Then apply WEIGHTS to other lists with
     phrase-rescorer rerank. To choose between feature sets on dev, compare their --held-out
     BLEU (two-fold: every dev sentence chosen by weights that never saw its reference), e.g.
-    with and without --leave-out for Moses' own features on a list that the networks' candidates
-    joined. With --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out
-    lines) are those of the MBR choice: give rerank the same MBR options.
+    with and without --leave-out for Moses' own features on a list that the networks'
+    candidates joined. With --mbr the weights are tuned as without it, and the dev BLEU printed
+    (and the held-out lines) are those of the MBR choice: give rerank the same MBR options.
 
     \b
     Example:

@@ -80,8 +80,8 @@ def heldout_lines(
     """Each dev sentence's hypothesis chosen by the weights tuned on the other fold (module
     docstring), in order; None for a list of fewer sentences than folds. ``matrix`` is
     ``nbest`` read (``read_matrix``), ``references`` the dev reference's lines; ``restarts``,
-    ``threads``, ``optimizer`` and ``leave_out`` as ``mert.tune`` takes them; ``mbr``: chosen by that rule
-    under those weights."""
+    ``threads``, ``optimizer`` and ``leave_out`` as ``mert.tune`` takes them; ``mbr``: chosen by
+    that rule under those weights."""
     count = matrix.sentence_count
     if count < FOLDS:
         return None

@@ -68,11 +68,14 @@ class RerankError(HostError):
 SINGLE_MAX = float(np.finfo(np.float32).max)
 
 
-def check_single_precision(matrix: NbestMatrix, start: np.ndarray, source: str) -> None:
+def check_single_precision(matrix: NbestMatrix, start: np.ndarray, source: str, skip: Sequence[int] = ()) -> None:
     """Refuse, before any tuning, a value of the list (``NbestError``, naming its file and line)
     or a start weight (``WeightsError``, naming ``source``) beyond :data:`SINGLE_MAX`: finite
-    here, infinite for Moses' optimisers, whose weights would then be meaningless."""
+    here, infinite for Moses' optimisers, whose weights would then be meaningless. ``skip``: value
+    columns Moses is not given (left out of the tuning), not checked."""
     beyond = f"beyond what Moses' extractor and mert hold (single-precision floats, +-{SINGLE_MAX:.4g})"
+    large = np.abs(matrix.features) > SINGLE_MAX
+    large[:, list(skip)] = False
     columns = np.flatnonzero(np.abs(start) > SINGLE_MAX)
     if len(columns):
         column = int(columns[0])
@@ -80,7 +83,7 @@ def check_single_precision(matrix: NbestMatrix, start: np.ndarray, source: str) 
             f"{source}: the start weight {float(start[column]):g} of {matrix.column_name(column)} is {beyond}: "
             "give weights of a smaller magnitude"
         )
-    lines, columns = np.nonzero(np.abs(matrix.features) > SINGLE_MAX)
+    lines, columns = np.nonzero(large)
     if len(lines):
         line, column = int(lines[0]), int(columns[0])
         raise NbestError(

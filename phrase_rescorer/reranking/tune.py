@@ -116,11 +116,13 @@ def tune_on_dev(
         if heldout_out is not None and count < heldout.FOLDS:
             raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
         start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
+        left_out = left_out_columns(matrix, leave_out, leave_out_name) if leave_out else []
         if leave_out:
-            start[left_out_columns(matrix, leave_out, leave_out_name)] = 0.0
+            start[left_out] = 0.0
             options["leave_out"] = list(leave_out)
         weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused before tuning
-        mert.check_single_precision(matrix, start, init or "the start weights")  # and values beyond Moses' floats
+        # and values beyond Moses' floats, where Moses is given them
+        mert.check_single_precision(matrix, start, init or "the start weights", skip=left_out)
         result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)
         tuned = Tuned(result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr))
         tuned.origins = origins(matrix, tuned.lines)
@@ -130,8 +132,8 @@ def tune_on_dev(
             comment = f"{title}: dev BLEU {tuned.start_bleu:.2f} -> {tuned.tuned_bleu:.2f}{described(mbr)}"
         write_weights_file(weights_out, matrix.layout, result.weights, comment=comment)
         if bleu is not None:
-            left_out = f" ({' '.join(leave_out)} left out: weight 0)" if leave_out else ""
-            say(f"{nbest}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}{left_out}")
+            without = f" ({' '.join(leave_out)} left out: weight 0)" if leave_out else ""
+            say(f"{nbest}: {len(matrix.sentences):,} hypotheses, features {' '.join(matrix.names)}{without}")
             say(
                 f"dev BLEU (tokenized, as MERT scores it{described(mbr)}): {tuned.start_bleu:.2f} with the start "
                 f"weights, {tuned.tuned_bleu:.2f} reranked; wrote {weights_out}"

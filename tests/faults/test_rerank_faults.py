@@ -488,6 +488,27 @@ def test_rerank_tune_refuses_what_moses_single_precision_floats_cannot_hold(
     assert "started" not in err and not out.exists()
 
 
+@pytest.mark.parametrize(("value", "init_weight", "left_out"), [("-1e39", "0.5", "CSLM0"), ("-1", "-1e39", "LM0")])
+def test_rerank_tune_leaves_out_what_moses_could_not_hold(
+    inputs: dict[str, Path],
+    failing_moses: Path,
+    tmp_path: Path,
+    value: str,
+    init_weight: str,
+    left_out: str,
+    monkeypatch,
+    capsys,
+) -> None:
+    """The value or start weight that would be refused, of a feature --leave-out takes out of
+    what Moses is given: not refused, Moses' extractor started (here the failing one)."""
+    inputs["nbest"].write_text(NBEST.replace("CSLM0= -1 |||", f"CSLM0= {value} |||"))
+    init = tmp_path / "init.weights"
+    init.write_text(WEIGHTS.replace("LM0= 0.5", f"LM0= {init_weight}"))
+    args = _tune(inputs, failing_moses, str(tmp_path / "out.weights"), "--init", str(init), "--leave-out", left_out)
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 6 and "extractor failed (exit 1)" in err and "started" in err, err
+
+
 def test_rerank_mbr_of_a_huge_scale_warns_nothing(inputs: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
     """scale * (total - the highest) below the range is a weight of 0, as its exp would be: no warning."""
     import warnings
