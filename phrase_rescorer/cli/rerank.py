@@ -159,12 +159,13 @@ def rerank_tune(
     per feature.
 
     Start from the decoder's tuned weights (--init moses.ini), the new features at 0: the
-    search then starts at the decoder's 1-best. Then apply WEIGHTS to other lists with
-    phrase-rescorer rerank. To choose between feature sets on dev, compare their --held-out
-    BLEU (two-fold: every dev sentence chosen by weights that never saw its reference), e.g.
-    with and without --leave-out for Moses' own features on a list that the networks'
-    candidates joined. With --mbr the weights are tuned as without it, and the dev BLEU printed
-    (and the held-out lines) are those of the MBR choice: give rerank the same MBR options.
+    search then starts at the decoder's 1-best (with --leave-out, from those weights with the
+    features left out at 0). Then apply WEIGHTS to other lists with phrase-rescorer rerank. To
+    choose between feature sets on dev, compare their --held-out BLEU (two-fold: every dev
+    sentence chosen by weights that never saw its reference), e.g. with and without
+    --leave-out for Moses' own features on a list that the networks' candidates joined. With
+    --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out lines)
+    are those of the MBR choice: give rerank the same MBR options.
 
     \b
     Example:

@@ -182,8 +182,10 @@ def tune(
         raise ValueError(f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}")
     if optimizer == "kbmira" and layout is None:  # its start weights are named: "Name= value"
         raise ValueError("kbmira needs the list's layout (the names of its start weights)")
-    if leave_out and layout is None:
-        raise ValueError("leave_out needs the list's layout (the features it names)")
+    if leave_out and (layout is None or isinstance(leave_out, str)):
+        raise ValueError("leave_out: feature names of the list's layout, which it needs")
+    if layout is not None and set(leave_out) - {name for name, _ in layout}:
+        raise ValueError(f"leave_out {sorted(set(leave_out) - {name for name, _ in layout})}: not in the layout")
     names = [name for name, count in layout or [] for _ in range(count)] or [""] * len(start)
     kept = [column for column, name in enumerate(names) if name not in leave_out]
     if not kept or len(names) != len(start):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,10 +59,17 @@ class NbestMatrix:
         return int(self.sentences[-1]) + 1 if len(self.sentences) else 0
 
 
-def read_matrix(path: str, copy_to: str | None = None, leave_out: Sequence[str] = ()) -> NbestMatrix:
+def read_matrix(
+    path: str,
+    copy_to: str | None = None,
+    leave_out: Sequence[str] = (),
+    check_layout: Callable[[Layout], None] | None = None,
+) -> NbestMatrix:
     """The list at ``path`` as numbers; ``copy_to``: also write its lines there, plain (for
     Moses' programs, which read plain text, or gzip by its name, only), complete or not at all
-    (``output.AtomicOutput``), without the dense features ``leave_out`` (the numbers keep them)."""
+    (``output.AtomicOutput``), without the dense features ``leave_out`` (the numbers keep them).
+    ``check_layout`` is given the first line's features before anything else is read or written:
+    a refusal raised there comes before the rest of a long list, and leaves no copy."""
     layout: Layout | None = None
     values_read = array("d")  # 8 bytes a value: a 1000-best list of thousands of sentences fits
     sentences = array("q")
@@ -70,6 +77,8 @@ def read_matrix(path: str, copy_to: str | None = None, leave_out: Sequence[str] 
     with contextlib.ExitStack() as stack:
         copy = stack.enter_context(AtomicOutput(copy_to, compress=False)) if copy_to is not None else None
         for line in read_nbest(path):
+            if layout is None and check_layout is not None:
+                check_layout(line.layout)
             if copy is not None:
                 raw = line.raw
                 if leave_out:

@@ -16,12 +16,13 @@ import numpy as np
 
 from ..data.corpus import read_lines
 from ..errors import InputError, UsageError
+from ..moses.nbest import Layout
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import heldout, mert
 from .choose import output_lines, weighted_sums
 from .mbr import Mbr
-from .nbest_features import NbestMatrix, read_matrix
+from .nbest_features import read_matrix
 from .origins import Origins, origins
 from .weights import Weights, read_weights_file, vector, write_weights_file
 
@@ -47,20 +48,21 @@ def described(rule: Mbr | None) -> str:
     return "" if rule is None else f", MBR of {rule.size} at scale {rule.scale:g}"
 
 
-def left_out_columns(matrix: NbestMatrix, names: Sequence[str], option: str = "leave_out") -> list[int]:
-    """The value columns (from 0) of ``matrix``'s features ``names``, every value of each; a name
-    the list does not have, or all of its features, refused (:class:`UsageError`, naming
-    ``option``, the list and its features)."""
-    missing = [name for name in names if name not in matrix.names]
+def left_out_columns(path: str, layout: Layout, names: Sequence[str], option: str = "leave_out") -> list[int]:
+    """The value columns (from 0) of the features ``names`` in the list ``path`` of features
+    ``layout``, every value of each; a name the list does not have, or all of its features,
+    refused (:class:`UsageError`, naming ``option``, the list and its features)."""
+    features = [name for name, _ in layout]
+    missing = [name for name in names if name not in features]
     if missing:
         raise UsageError(
-            f"{option} {', '.join(missing)}: {matrix.path} has no such feature (its features: {' '.join(matrix.names)})"
+            f"{option} {', '.join(missing)}: {path} has no such feature (its features: {' '.join(features)})"
         )
-    if set(matrix.names) <= set(names):
-        raise UsageError(f"{option} names every feature of {matrix.path}: leave at least one to tune")
+    if set(features) <= set(names):
+        raise UsageError(f"{option} names every feature of {path}: leave at least one to tune")
     columns: list[int] = []
     start = 0
-    for name, count in matrix.layout:
+    for name, count in layout:
         if name in names:
             columns.extend(range(start, start + count))
         start += count
@@ -95,9 +97,9 @@ def tune_on_dev(
     a temporary directory), removed with ``remove_work`` unless a tuning fails (its message names
     its log there). ``leave_out``: features (by name) the optimiser never sees (the list's copy
     for Moses lacks them, ``mert.tune``), their weights 0 from the start; a name the list lacks,
-    or all of them, refused naming ``leave_out_name`` (:func:`left_out_columns`). ``bleu``:
-    tokenized BLEU, to say the start, tuned (also the weights file's first line, after
-    ``title``) and held-out figures."""
+    or all of them, refused at the list's first line, naming ``leave_out_name``
+    (:func:`left_out_columns`). ``bleu``: tokenized BLEU, to say the start, tuned (also the
+    weights file's first line, after ``title``) and held-out figures."""
     refs = read_lines(reference)
     start_weights: Weights | dict[str, list[float]] = read_weights_file(init) if init else {}
     directory = work_dir if work_dir is not None else tempfile.mkdtemp(prefix="rerank-")
@@ -106,7 +108,11 @@ def tune_on_dev(
     options: dict[str, Any] = {"seed": seed, "restarts": restarts, "threads": threads, "optimizer": optimizer}
     try:
         copy = os.path.join(directory, mert.NBEST_COPY)
-        matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out)
+
+        def check(layout: Layout) -> None:  # a name refused at the list's first line
+            left_out_columns(nbest, layout, leave_out, leave_out_name)
+
+        matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out, check_layout=check if leave_out else None)
         count = matrix.sentence_count
         if len(refs) != count:
             raise InputError(
@@ -116,7 +122,7 @@ def tune_on_dev(
         if heldout_out is not None and count < heldout.FOLDS:
             raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
         start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
-        left_out = left_out_columns(matrix, leave_out, leave_out_name) if leave_out else []
+        left_out = left_out_columns(nbest, matrix.layout, leave_out, leave_out_name) if leave_out else []
         if leave_out:
             start[left_out] = 0.0
             options["leave_out"] = list(leave_out)

@@ -113,15 +113,18 @@ def test_leave_out_takes_the_features_out_of_the_optimisers_list(tmp_path: Path,
     ],
 )
 def test_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str], message: str) -> None:
-    """A name the list lacks, every feature, or no name: exit 2, one line, before any tuning,
-    no weights written."""
+    """A name the list lacks, every feature, or no name: exit 2, one line, at the list's first
+    line (before the reference's length is held against the list: a short one here), before any
+    tuning; no weights written, no copy of the list left in --work-dir."""
     paths = write_dev(tmp_path)
+    paths["dev.fr"].write_text("one line\n")
     calls = stand_in_optimizer(monkeypatch)
-    weights = tmp_path / "w.txt"
-    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"]), str(weights)]
+    weights, work = tmp_path / "w.txt", tmp_path / "work"
+    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"]), str(weights), "--work-dir", str(work)]
     args += ["--moses", str(fake_moses(tmp_path / "moses"))]
     for value in given:
         args += ["--leave-out", value]
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 2 and not calls and not weights.exists()
+    assert not work.exists() or not os.listdir(work)
     assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err

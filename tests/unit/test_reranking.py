@@ -71,7 +71,9 @@ def test_weights_file_round_trip_and_ini(nbest: Path, tmp_path: Path) -> None:
     [
         ("pro", [("LM0", 1)], [], 1, "optimizer 'pro'"),
         ("kbmira", None, [], 1, "kbmira needs the list's layout"),
-        ("mert", None, ["LM0"], 1, "leave_out needs the list's layout"),
+        ("mert", None, ["LM0"], 1, "leave_out: feature names of the list's layout"),
+        ("mert", [("LM0", 1), ("TM0", 2)], "LM0", 3, "leave_out: feature names of the list's layout"),
+        ("mert", [("LM0", 1), ("TM0", 2)], ["LM"], 3, r"leave_out \['LM'\]: not in the layout"),
         ("mert", [("LM0", 1), ("TM0", 2)], ["LM0", "TM0"], 3, "3 start weights for 3 values, 0 of them tuned"),
         ("mert", [("LM0", 1), ("TM0", 2)], ["LM0"], 2, "2 start weights for 3 values"),
     ],
