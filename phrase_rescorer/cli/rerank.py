@@ -66,14 +66,14 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
     return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
 
 
-def feature_names(given: tuple[str, ...]) -> list[str]:
-    """The features ``--leave-out`` names, each once, in order: the option repeated, or names
+def feature_names(given: tuple[str, ...], option: str = "--leave-out") -> list[str]:
+    """The features ``option`` names, each once, in order: the option repeated, or names
     separated by commas or blanks (as mert-moses.pl's --activate-features takes them)."""
     names: list[str] = []
     for value in given:
         words = value.replace(",", " ").split()
         if not words:
-            raise UserError(f"--leave-out {value!r}: give a feature's name, e.g. --leave-out TranslationModel0")
+            raise UserError(f"{option} {value!r}: give a feature's name, e.g. {option} TranslationModel0")
         names.extend(word for word in words if word not in names)
     return names
 
@@ -122,6 +122,16 @@ def feature_names(given: tuple[str, ...]) -> list[str]:
     "whole list unchanged. Compare with and without it by --held-out.",
 )
 @click.option(
+    "--choose-leave-out",
+    "choose",
+    metavar="FEATURES",
+    multiple=True,
+    help="Let held-out dev BLEU choose whether to leave FEATURES out too (names as --leave-out takes "
+    "them, one set an option; repeat for more sets): every set's held-out lines are computed as --held-out "
+    "computes them (--leave-out's features alone first), and the set of the highest held-out BLEU, the first "
+    "of equal ones, is tuned into WEIGHTS. Costs two tunings on half the list a set.",
+)
+@click.option(
     "--held-out",
     "heldout_out",
     type=click.Path(allow_dash=True),
@@ -146,6 +156,7 @@ def rerank_tune(
     optimizer: str,
     seed: int,
     leave_out: tuple[str, ...],
+    choose: tuple[str, ...],
     heldout_out: str | None,
     mbr: bool,
     mbr_size: int | None,
@@ -163,7 +174,8 @@ def rerank_tune(
     features left out at 0). Then apply WEIGHTS to other lists with phrase-rescorer rerank. To
     choose between feature sets on dev, compare their --held-out BLEU (two-fold: every dev
     sentence chosen by weights that never saw its reference), e.g. with and without
-    --leave-out for Moses' own features on a list that the networks' candidates joined. With
+    --leave-out for Moses' own features on a list that the networks' candidates joined, or let
+    --choose-leave-out make that choice (the recipes' way: the same command on every pair). With
     --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out lines)
     are those of the MBR choice: give rerank the same MBR options.
 
@@ -175,12 +187,11 @@ def rerank_tune(
     from ..experiment.bleu import tokenized_bleu
     from ..moses.toolkit import find_moses
     from ..output import OutputError, check_not_an_input, check_output_path
-    from ..reranking.heldout import SUBDIR, WORK_PATHS
-    from ..reranking.mert import NBEST_COPY, WORK_FILES
-    from ..reranking.tune import HeldOutError, tune_on_dev
+    from ..reranking.tune import HeldOutError, tune_on_dev, work_paths
 
     rule = mbr_rule(mbr, mbr_size, mbr_scale)
     left_out = feature_names(leave_out)
+    choices = [feature_names((value,), "--choose-leave-out") for value in choose]
     inputs = (("n-best list", nbest_path), ("reference", reference), ("start weights (--init)", init_path))
     check_output_path(weights_out)
     check_not_an_input(weights_out, inputs)
@@ -188,15 +199,15 @@ def rerank_tune(
         check_output_path(heldout_out)
         check_not_an_input(heldout_out, (*inputs, ("weights", weights_out)))
     if work_dir is not None:  # what extractor and mert write there must not be an input
-        held_paths = [os.path.join(SUBDIR, p) for p in WORK_PATHS] if heldout_out is not None else []
-        for name in (NBEST_COPY, *WORK_FILES, *held_paths):
+        paths = work_paths(heldout_out is not None, len(choices))
+        for name in paths:
             try:
                 check_not_an_input(os.path.join(work_dir, name), inputs)
             except OutputError as e:
                 raise OutputError(
                     str(e.filename), f"{e.strerror} (rerank-tune writes {name} in --work-dir): give another --work-dir"
                 ) from None
-        for name in sorted({os.path.dirname(p) for p in held_paths}):  # heldout/, heldout/tune0/, ...
+        for name in sorted({os.path.dirname(p) for p in paths} - {""}):  # heldout/, heldout/tune0/, ...
             path = os.path.join(work_dir, name)
             if os.path.lexists(path) and not os.path.isdir(path):
                 raise OutputError(
@@ -215,6 +226,8 @@ def rerank_tune(
             optimizer=optimizer,
             leave_out=left_out,
             leave_out_name="--leave-out",
+            choices=choices,
+            choices_name="--choose-leave-out",
             seed=seed,
             restarts=restarts,
             threads=threads,

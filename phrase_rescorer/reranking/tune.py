@@ -1,7 +1,8 @@
 """The reranking weights tuned on the dev set's n-best list: the one sequence of ``rerank-tune`` and
 of ``experiment``'s reranked systems. The list is read (copied plain for Moses' extractor), checked
 against the reference, the start weights tuned (``mert``) and written; with a held-out file, each
-dev sentence is chosen by the weights tuned on the other half (``heldout``) with the same settings."""
+dev sentence is chosen by the weights tuned on the other half (``heldout``) with the same settings.
+Given sets of features to try leaving out, the held-out BLEU of each chooses which are tuned."""
 
 from __future__ import annotations
 
@@ -29,6 +30,23 @@ from .weights import Weights, read_weights_file, vector, write_weights_file
 
 class HeldOutError(mert.RerankError):
     """A held-out tuning failed (the tuned weights are written)."""
+
+
+#: The directory (in the work directory) of the list without the ``k``-th set of features tried
+#: (from 1; the 0-th, the features left out in any case, uses the work directory itself).
+CHOICE_DIR = "choice{k}"
+
+
+def work_paths(heldout_lines: bool, choices: int = 0) -> list[str]:
+    """What ``tune_on_dev`` may write in its work directory, relative to it: the list's copy and
+    the tuning's files; with held-out lines (or ``choices`` sets of features tried), the held-out
+    tunings' (``heldout.WORK_PATHS`` under ``heldout.SUBDIR``), for each set tried also under its
+    ``CHOICE_DIR``, with that list's copy."""
+    held = [os.path.join(heldout.SUBDIR, p) for p in heldout.WORK_PATHS] if heldout_lines or choices else []
+    paths = [mert.NBEST_COPY, *mert.WORK_FILES, *held]
+    for k in range(1, choices + 1):
+        paths += [os.path.join(CHOICE_DIR.format(k=k), p) for p in (mert.NBEST_COPY, *held)]
+    return paths
 
 
 @dataclass
@@ -69,6 +87,21 @@ def left_out_columns(path: str, layout: Layout, names: Sequence[str], option: st
     return columns
 
 
+def feature_sets(leave_out: Sequence[str], choices: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The sets of features to try leaving out: ``leave_out`` alone, then with each of
+    ``choices`` too, each set once (in the order given, a name once in each)."""
+    sets: list[list[str]] = [list(leave_out)]
+    for choice in choices:
+        names = list(dict.fromkeys([*leave_out, *choice]))
+        if not any(set(names) == set(known) for known in sets):
+            sets.append(names)
+    return sets
+
+
+def _left_out(names: Sequence[str]) -> str:
+    return f"{' '.join(names)} left out" if names else "every feature"
+
+
 def tune_on_dev(
     toolkit: MosesToolkit,
     nbest: str,
@@ -81,6 +114,8 @@ def tune_on_dev(
     optimizer: str = "mert",
     leave_out: Sequence[str] = (),
     leave_out_name: str = "leave_out",
+    choices: Sequence[Sequence[str]] = (),
+    choices_name: str = "choices",
     seed: int = 1,
     restarts: int = mert.RESTARTS,
     threads: int = 1,
@@ -94,42 +129,88 @@ def tune_on_dev(
     """Tune the dev list ``nbest``'s weights for BLEU against ``reference`` from ``init`` (None: all
     0) into ``weights_out``; with ``heldout_out``, the held-out lines there (fewer sentences than
     folds refused first, naming ``heldout_name``). The optimisers' files go to ``work_dir`` (None:
-    a temporary directory), removed with ``remove_work`` unless a tuning fails (its message names
-    its log there). ``leave_out``: features (by name) the optimiser never sees (the list's copy
-    for Moses lacks them, ``mert.tune``), their weights 0 from the start; a name the list lacks,
-    or all of them, refused at the list's first line, naming ``leave_out_name``
-    (:func:`left_out_columns`). ``bleu``: tokenized BLEU, to say the start, tuned (also the
-    weights file's first line, after ``title``) and held-out figures."""
+    a temporary directory; ``work_paths`` lists them), removed with ``remove_work`` unless a
+    tuning fails (its message names its log there). ``leave_out``: features (by name) the
+    optimiser never sees (the list's copy for Moses lacks them, ``mert.tune``), their weights 0
+    from the start; a name the list lacks, or all of them, refused at the list's first line,
+    naming ``leave_out_name`` (:func:`left_out_columns`). ``choices``: sets of features to try
+    leaving out as well (``feature_sets``; checked as ``leave_out`` is, naming
+    ``choices_name``): the held-out lines of each set are computed, and the set of the highest
+    held-out BLEU (the first of equal ones, ``leave_out`` alone first) is tuned on the whole list
+    (it needs ``bleu``). ``bleu``: tokenized BLEU, to say the start, tuned (also the weights
+    file's first line, after ``title``) and held-out figures."""
     refs = read_lines(reference)
     start_weights: Weights | dict[str, list[float]] = read_weights_file(init) if init else {}
     directory = work_dir if work_dir is not None else tempfile.mkdtemp(prefix="rerank-")
     os.makedirs(directory, exist_ok=True)
     remove = remove_work or work_dir is None
     options: dict[str, Any] = {"seed": seed, "restarts": restarts, "threads": threads, "optimizer": optimizer}
+    sets = feature_sets(leave_out, choices)
+    if len(sets) > 1 and bleu is None:
+        raise ValueError("choosing the features left out needs bleu")
     try:
         copy = os.path.join(directory, mert.NBEST_COPY)
 
         def check(layout: Layout) -> None:  # a name refused at the list's first line
             left_out_columns(nbest, layout, leave_out, leave_out_name)
+            for names in sets[1:]:
+                left_out_columns(nbest, layout, names, choices_name)
 
-        matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out, check_layout=check if leave_out else None)
+        matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out, check_layout=check if any(sets) else None)
         count = matrix.sentence_count
         if len(refs) != count:
             raise InputError(
                 f"{reference}: {len(refs):,} lines, but {nbest} lists {count:,} sentences (IDs 0 to {count - 1}): "
                 "give the reference of the sentences the list translates"
             )
-        if heldout_out is not None and count < heldout.FOLDS:
-            raise InputError(f"{nbest} lists {count:,} sentence(s): {heldout_name} needs at least {heldout.FOLDS}")
-        start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
-        left_out = left_out_columns(nbest, matrix.layout, leave_out, leave_out_name) if leave_out else []
-        if leave_out:
+        for name, needs in ((heldout_name, heldout_out is not None), (choices_name, len(sets) > 1)):
+            if needs and count < heldout.FOLDS:
+                raise InputError(f"{nbest} lists {count:,} sentence(s): {name} needs at least {heldout.FOLDS}")
+
+        def start_for(names: Sequence[str]) -> np.ndarray:
+            start = vector(start_weights, matrix.layout, missing=0.0, source=init or "start")
+            left_out = left_out_columns(nbest, matrix.layout, names, leave_out_name) if names else []
             start[left_out] = 0.0
-            options["leave_out"] = list(leave_out)
-        weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused before tuning
-        # and values beyond Moses' floats, where Moses is given them
-        mert.check_single_precision(matrix, start, init or "the start weights", skip=left_out)
-        result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **options)
+            weighted_sums(matrix, start, init or "the start weights")  # totals beyond the range: refused
+            # before tuning, and values beyond Moses' floats, where Moses is given them
+            mert.check_single_precision(matrix, start, init or "the start weights", skip=left_out)
+            return start
+
+        def with_names(names: Sequence[str]) -> dict[str, Any]:
+            return {**options, "leave_out": list(names)} if names else options
+
+        def held_out(names: Sequence[str], list_copy: str, held_dir: str) -> list[str]:
+            lines = heldout.heldout_lines(
+                toolkit, list_copy, matrix, refs, start_for(names), held_dir, mbr=mbr, **with_names(names)
+            )
+            assert lines is not None  # None for fewer sentences than folds, refused above
+            return lines
+
+        for names in sets:
+            start_for(names)  # every set's start checked before any tuning
+        held: list[str] | None = None
+        if len(sets) > 1:
+            assert bleu is not None
+            say(
+                f"choosing the features by held-out dev BLEU ({optimizer}; each half of the dev sentences "
+                f"chosen by the weights tuned on the other): {len(sets)} sets"
+            )
+            best_score, best = -1.0, 0
+            for k, names in enumerate(sets):
+                set_dir = directory if k == 0 else os.path.join(directory, CHOICE_DIR.format(k=k))
+                set_copy = os.path.join(set_dir, mert.NBEST_COPY)
+                if k:
+                    os.makedirs(set_dir, exist_ok=True)
+                    read_matrix(nbest, copy_to=set_copy, leave_out=names)
+                lines = held_out(names, set_copy, os.path.join(set_dir, heldout.SUBDIR))
+                score = bleu(lines, refs)
+                say(f"  {score:.2f} {_left_out(names)}")
+                if score > best_score:  # the first of equal ones
+                    best_score, best, held, copy = score, k, lines, set_copy
+            leave_out = sets[best]
+            say(f"features chosen: {_left_out(leave_out)} (held-out dev BLEU {best_score:.2f})")
+        start = start_for(leave_out)
+        result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **with_names(leave_out))
         tuned = Tuned(result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr))
         tuned.origins = origins(matrix, tuned.lines)
         comment = ""
@@ -148,18 +229,19 @@ def tune_on_dev(
             say(f"chosen on dev: {tuned.origins.summary()}")
         if heldout_out is None:
             return tuned
-        say(f"held-out dev BLEU: the weights tuned on each half of the dev sentences choose the other's ({optimizer})")
-        held_dir = os.path.join(directory, heldout.SUBDIR)
-        try:
-            tuned.heldout = heldout.heldout_lines(toolkit, copy, matrix, refs, start, held_dir, mbr=mbr, **options)
-        except mert.RerankError as e:
-            raise HeldOutError(str(e)) from e
-        assert tuned.heldout is not None  # None for fewer sentences than folds, refused above
+        if held is None:
+            halves = "the weights tuned on each half of the dev sentences choose the other's"
+            say(f"held-out dev BLEU: {halves} ({optimizer})")
+            try:
+                held = held_out(leave_out, copy, os.path.join(directory, heldout.SUBDIR))
+            except mert.RerankError as e:
+                raise HeldOutError(str(e)) from e
+        tuned.heldout = held
         with AtomicOutput(heldout_out) as out:
-            out.write("".join(line + "\n" for line in tuned.heldout).encode("utf-8"))
+            out.write("".join(line + "\n" for line in held).encode("utf-8"))
         if bleu is not None:
-            say(f"dev BLEU held out{described(mbr)}: {bleu(tuned.heldout, refs):.2f}; wrote {heldout_out}")
-        tuned.heldout_origins = origins(matrix, tuned.heldout)
+            say(f"dev BLEU held out{described(mbr)}: {bleu(held, refs):.2f}; wrote {heldout_out}")
+        tuned.heldout_origins = origins(matrix, held)
         if tuned.heldout_origins is not None:
             say(f"chosen held out: {tuned.heldout_origins.summary()}")
         return tuned

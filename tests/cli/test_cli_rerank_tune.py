@@ -8,6 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from phrase_rescorer.reranking import heldout, mert
@@ -127,4 +128,88 @@ def test_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 2 and not calls and not weights.exists()
     assert not work.exists() or not os.listdir(work)
+    assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err
+
+
+def test_choose_leave_out_tunes_the_set_of_the_highest_held_out_bleu(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--choose-leave-out: each set's held-out lines computed on a list without its features (and
+    --leave-out's), every set's figure printed, the highest chosen (not the first here), tuned on
+    the whole list, its held-out lines written, not computed again."""
+    paths = write_dev(tmp_path)
+    calls: list[tuple[str, list[str], list[str]]] = []
+
+    def tune(toolkit, nbest, references, start, work_dir, *, layout=None, leave_out=(), **options):  # type: ignore[no-untyped-def]
+        header = Path(nbest).read_text().splitlines()[0].split(" ||| ")[2]
+        calls.append((header, list(leave_out), list(references[0])))
+        weights = np.array(start, dtype=np.float64)
+        if "LM0" in leave_out:  # CSLM0 alone prefers the reference: held out, BLEU 100
+            weights[-1] = 1.0
+        return mert.TuneResult(weights, 50.0)
+
+    monkeypatch.setattr(mert, "tune", tune)
+    monkeypatch.setattr(heldout, "tune", tune)
+    weights, held, work = tmp_path / "w.txt", tmp_path / "held.fr", tmp_path / "work"
+    args = [
+        "rerank-tune",
+        str(paths["dev.nbest"]),
+        str(paths["dev.fr"]),
+        str(weights),
+        "--init",
+        str(paths["moses.ini"]),
+    ]
+    args += ["--moses", str(fake_moses(tmp_path / "moses")), "--held-out", str(held), "--work-dir", str(work)]
+    args += ["--leave-out", "WordPenalty0", "--choose-leave-out", "TranslationModel0"]
+    args += ["--choose-leave-out", "LM0,TranslationModel0", "--choose-leave-out", "WordPenalty0"]  # the last: none more
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert lines[0].endswith(": 3 sets")
+    assert [line.split(" ", 3)[3] for line in lines[1:4]] == [
+        "WordPenalty0 left out",
+        "WordPenalty0 TranslationModel0 left out",
+        "WordPenalty0 LM0 TranslationModel0 left out",
+    ]
+    figures = [float(line.split()[0]) for line in lines[1:4]]
+    assert figures[2] == 100.0 and max(figures[:2]) < 100.0
+    assert lines[4] == "features chosen: WordPenalty0 LM0 TranslationModel0 left out (held-out dev BLEU 100.00)"
+    assert lines[-1] == f"dev BLEU held out: 100.00; wrote {held}"
+    assert held.read_text() == "".join(line + "\n" for line in REFS)
+    assert [(header, left) for header, left, _ in calls] == [
+        ("LM0= -2 TranslationModel0= -1 -1 CSLM0= -5", ["WordPenalty0"]),
+        ("LM0= -2.1 TranslationModel0= -1 -1 CSLM0= -5", ["WordPenalty0"]),
+        ("LM0= -2 CSLM0= -5", ["WordPenalty0", "TranslationModel0"]),
+        ("LM0= -2.1 CSLM0= -5", ["WordPenalty0", "TranslationModel0"]),
+        ("CSLM0= -5", ["WordPenalty0", "LM0", "TranslationModel0"]),
+        ("CSLM0= -5", ["WordPenalty0", "LM0", "TranslationModel0"]),
+        ("CSLM0= -5", ["WordPenalty0", "LM0", "TranslationModel0"]),  # the whole list: the chosen set's copy
+    ]
+    assert [refs for _, _, refs in calls][-3:] == [REFS[0::2], REFS[1::2], REFS]
+    text = weights.read_text()
+    assert "\nLM0= 0\nWordPenalty0= 0\nTranslationModel0= 0 0\nCSLM0= 1\n" in text
+    assert {"choice1", "choice2", "heldout", "nbest.txt"} <= set(os.listdir(work))  # each set's list and folds
+    assert sorted(os.listdir(work / "choice2")) == ["heldout", "nbest.txt"]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (["--choose-leave-out", "X0"], "--choose-leave-out X0: {nbest} has no such feature"),
+        (["--choose-leave-out", " ,"], "--choose-leave-out ' ,': give a feature's name"),
+        (
+            ["--leave-out", "LM0,WordPenalty0", "--choose-leave-out", "TranslationModel0,CSLM0"],
+            "--choose-leave-out names every feature of {nbest}",
+        ),
+    ],
+)
+def test_choose_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str], message: str) -> None:
+    """A name the list lacks, an empty set, or a set that with --leave-out's is every feature: exit
+    2, one line, at the list's first line, before any tuning."""
+    paths = write_dev(tmp_path)
+    paths["dev.fr"].write_text("one line\n")
+    calls = stand_in_optimizer(monkeypatch)
+    weights = tmp_path / "w.txt"
+    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"]), str(weights)]
+    args += ["--moses", str(fake_moses(tmp_path / "moses")), *given]
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 2 and not calls and not weights.exists()
     assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err

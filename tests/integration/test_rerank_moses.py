@@ -527,3 +527,32 @@ def test_leave_out_tunes_as_the_list_without_the_features(
         r = run("rerank", str(nbest), str(tmp_path / f"{name}.weights"), str(tmp_path / f"{name}.test.fr"))
         assert r.returncode == 0, r.stderr
     assert (tmp_path / "left.test.fr").read_text() == (tmp_path / "short.test.fr").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.moses
+def test_choose_leave_out_is_the_separate_runs_best(lists: dict[str, Path], tmp_path: Path) -> None:
+    """rerank-tune --choose-leave-out with the real Moses (kbmira): each set's printed held-out
+    BLEU is what rerank-tune --held-out prints for that set alone (with --leave-out), and the
+    weights and held-out lines written are those of the separate run of the highest (the first
+    of equal ones)."""
+    sets = ["", "TranslationModel0,Distortion0", "LM0"]
+    ref = str(TINY_MOSES / "dev.fr")
+    common = ["--init", str(lists["ini"]), "--moses", str(lists["moses"]), "--seed", "2", "--optimizer", "kbmira"]
+    alone = []
+    for k, names in enumerate(sets):
+        held, weights = tmp_path / f"{k}.heldout", tmp_path / f"{k}.weights"
+        options = ["--leave-out", names] if names else []
+        r = run("rerank-tune", str(lists["dev"]), ref, str(weights), *common, *options, "--held-out", str(held))
+        assert r.returncode == 0, r.stderr
+        figure = [line for line in r.stderr.decode().splitlines() if line.startswith("dev BLEU held out: ")]
+        alone.append((float(figure[0].split()[4].rstrip(";")), held.read_text(), weights.read_text()))
+    held, weights = tmp_path / "chosen.heldout", tmp_path / "chosen.weights"
+    options = [option for names in sets[1:] for option in ("--choose-leave-out", names)]
+    r = run("rerank-tune", str(lists["dev"]), ref, str(weights), *common, *options, "--held-out", str(held))
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode().splitlines()
+    assert err[0].endswith(": 3 sets")
+    assert [float(line.split()[0]) for line in err[1:4]] == [figure for figure, _, _ in alone]
+    best = max(range(len(sets)), key=lambda k: (alone[k][0], -k))
+    assert held.read_text() == alone[best][1] and weights.read_text() == alone[best][2]
