@@ -175,7 +175,7 @@ def rerank_tune(
     choose between feature sets on dev, compare their --held-out BLEU (two-fold: every dev
     sentence chosen by weights that never saw its reference), e.g. with and without
     --leave-out for Moses' own features on a list that the networks' candidates joined, or let
-    --choose-leave-out make that choice (the recipes' way: the same command on every pair). With
+    --choose-leave-out make that choice (one command for every pair). With
     --mbr the weights are tuned as without it, and the dev BLEU printed (and the held-out lines)
     are those of the MBR choice: give rerank the same MBR options.
 
