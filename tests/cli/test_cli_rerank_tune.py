@@ -61,6 +61,12 @@ def fake_moses(directory: Path) -> Path:
     return directory
 
 
+def tuning_args(tmp_path: Path, paths: dict[str, Path], weights: Path) -> list[str]:
+    """rerank-tune of ``write_dev``'s list into ``weights`` from its moses.ini, with ``fake_moses``."""
+    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"]), str(weights)]
+    return [*args, "--init", str(paths["moses.ini"]), "--moses", str(fake_moses(tmp_path / "moses"))]
+
+
 def test_leave_out_takes_the_features_out_of_the_optimisers_list(tmp_path: Path, monkeypatch, capsys) -> None:
     """--leave-out, repeated and comma-separated, each name once: the optimiser is given the list
     without those features (their start weights 0, the names passed on), every tuning alike (the
@@ -77,15 +83,7 @@ def test_leave_out_takes_the_features_out_of_the_optimisers_list(tmp_path: Path,
     monkeypatch.setattr(mert, "tune", tune)
     monkeypatch.setattr(heldout, "tune", tune)
     weights = tmp_path / "w.txt"
-    args = [
-        "rerank-tune",
-        str(paths["dev.nbest"]),
-        str(paths["dev.fr"]),
-        str(weights),
-        "--init",
-        str(paths["moses.ini"]),
-    ]
-    args += ["--moses", str(fake_moses(tmp_path / "moses")), "--held-out", str(tmp_path / "held.fr")]
+    args = [*tuning_args(tmp_path, paths, weights), "--held-out", str(tmp_path / "held.fr")]
     args += ["--leave-out", "TranslationModel0", "--leave-out", " TranslationModel0, WordPenalty0"]
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 0, err
@@ -149,15 +147,7 @@ def test_choose_leave_out_tunes_the_set_of_the_highest_held_out_bleu(tmp_path: P
     monkeypatch.setattr(mert, "tune", tune)
     monkeypatch.setattr(heldout, "tune", tune)
     weights, held, work = tmp_path / "w.txt", tmp_path / "held.fr", tmp_path / "work"
-    args = [
-        "rerank-tune",
-        str(paths["dev.nbest"]),
-        str(paths["dev.fr"]),
-        str(weights),
-        "--init",
-        str(paths["moses.ini"]),
-    ]
-    args += ["--moses", str(fake_moses(tmp_path / "moses")), "--held-out", str(held), "--work-dir", str(work)]
+    args = [*tuning_args(tmp_path, paths, weights), "--held-out", str(held), "--work-dir", str(work)]
     args += ["--leave-out", "WordPenalty0", "--choose-leave-out", "TranslationModel0"]
     args += ["--choose-leave-out", "LM0,TranslationModel0", "--choose-leave-out", "WordPenalty0"]  # the last: none more
     code, err = run_cli(args, monkeypatch, capsys)
