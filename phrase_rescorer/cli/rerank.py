@@ -139,7 +139,8 @@ def feature_names(given: tuple[str, ...], option: str = "--leave-out") -> list[s
     "chosen by weights tuned without it (the even and the odd sentences, each half chosen by the weights "
     "tuned on the other: the same optimiser, start weights, seed, restarts and threads) and print their "
     "BLEU: a dev figure that can compare feature sets, as the tuned list's own cannot (it is the tuning "
-    "set's). Costs two more tunings on half the list, after WEIGHTS is written.",
+    "set's). Costs two more tunings on half the list, after WEIGHTS is written (none more with "
+    "--choose-leave-out, which computes them first).",
 )
 @mbr_options
 @threads_value_option("mert's --threads: a number or 'all'  [default: 1, or OMP_NUM_THREADS when set].")

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..data.corpus import read_lines
 from ..errors import InputError, UsageError
-from ..moses.nbest import Layout
+from ..moses.nbest import Layout, read_nbest, without_features
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import heldout, mert
@@ -87,11 +87,16 @@ def left_out_columns(path: str, layout: Layout, names: Sequence[str], option: st
     return columns
 
 
-def feature_sets(leave_out: Sequence[str], choices: Sequence[Sequence[str]]) -> list[list[str]]:
+def feature_sets(
+    leave_out: Sequence[str], choices: Sequence[Sequence[str]], option: str = "choices"
+) -> list[list[str]]:
     """The sets of features to try leaving out: ``leave_out`` alone, then with each of
-    ``choices`` too, each set once (in the order given, a name once in each)."""
+    ``choices`` too, each set once (in the order given, a name once in each); a choice that
+    leaves out nothing more than ``leave_out`` refused (:class:`UsageError`, naming ``option``)."""
     sets: list[list[str]] = [list(leave_out)]
     for choice in choices:
+        if set(choice) <= set(leave_out):
+            raise UsageError(f"{option} {' '.join(choice)}: left out in any case; give features to try leaving out")
         names = list(dict.fromkeys([*leave_out, *choice]))
         if not any(set(names) == set(known) for known in sets):
             sets.append(names)
@@ -99,7 +104,14 @@ def feature_sets(leave_out: Sequence[str], choices: Sequence[Sequence[str]]) -> 
 
 
 def _left_out(names: Sequence[str]) -> str:
-    return f"{' '.join(names)} left out" if names else "every feature"
+    return f"{' '.join(names)} left out" if names else "no feature left out"
+
+
+def _copy_without(nbest: str, names: Sequence[str], out_path: str) -> None:
+    """``nbest`` (a plain list this module wrote) copied to ``out_path`` without the features ``names``."""
+    with AtomicOutput(out_path, compress=False) as out:
+        for line in read_nbest(nbest):
+            out.write(without_features(line, list(names)))
 
 
 def tune_on_dev(
@@ -139,22 +151,24 @@ def tune_on_dev(
     held-out BLEU (the first of equal ones, ``leave_out`` alone first) is tuned on the whole list
     (it needs ``bleu``). ``bleu``: tokenized BLEU, to say the start, tuned (also the weights
     file's first line, after ``title``) and held-out figures."""
+    sets = feature_sets(leave_out, choices, choices_name)
+    if len(sets) > 1 and bleu is None:
+        raise ValueError("choosing the features left out needs bleu")
     refs = read_lines(reference)
     start_weights: Weights | dict[str, list[float]] = read_weights_file(init) if init else {}
     directory = work_dir if work_dir is not None else tempfile.mkdtemp(prefix="rerank-")
     os.makedirs(directory, exist_ok=True)
     remove = remove_work or work_dir is None
     options: dict[str, Any] = {"seed": seed, "restarts": restarts, "threads": threads, "optimizer": optimizer}
-    sets = feature_sets(leave_out, choices)
-    if len(sets) > 1 and bleu is None:
-        raise ValueError("choosing the features left out needs bleu")
     try:
-        copy = os.path.join(directory, mert.NBEST_COPY)
+        copy = first_copy = os.path.join(directory, mert.NBEST_COPY)
 
         def check(layout: Layout) -> None:  # a name refused at the list's first line
             left_out_columns(nbest, layout, leave_out, leave_out_name)
-            for names in sets[1:]:
-                left_out_columns(nbest, layout, names, choices_name)
+            for choice in choices:
+                left_out_columns(nbest, layout, choice, choices_name)
+                both = f"{leave_out_name} with {choices_name} {' '.join(choice)}"
+                left_out_columns(nbest, layout, [*leave_out, *choice], both)
 
         matrix = read_matrix(nbest, copy_to=copy, leave_out=leave_out, check_layout=check if any(sets) else None)
         count = matrix.sentence_count
@@ -199,9 +213,9 @@ def tune_on_dev(
             for k, names in enumerate(sets):
                 set_dir = directory if k == 0 else os.path.join(directory, CHOICE_DIR.format(k=k))
                 set_copy = os.path.join(set_dir, mert.NBEST_COPY)
-                if k:
+                if k:  # from the first copy, a plain file (the list may have come through a pipe)
                     os.makedirs(set_dir, exist_ok=True)
-                    read_matrix(nbest, copy_to=set_copy, leave_out=names)
+                    _copy_without(first_copy, [name for name in names if name not in leave_out], set_copy)
                 lines = held_out(names, set_copy, os.path.join(set_dir, heldout.SUBDIR))
                 score = bleu(lines, refs)
                 say(f"  {score:.2f} {_left_out(names)}")

@@ -4,7 +4,9 @@ stand-in for Moses' optimiser (``helpers.rerank_data``; tests/integration runs t
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -129,27 +131,37 @@ def test_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str
     assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err
 
 
-def test_choose_leave_out_tunes_the_set_of_the_highest_held_out_bleu(tmp_path: Path, monkeypatch, capsys) -> None:
-    """--choose-leave-out: each set's held-out lines computed on a list without its features (and
-    --leave-out's), every set's figure printed, the highest chosen (not the first here), tuned on
-    the whole list, its held-out lines written, not computed again."""
-    paths = write_dev(tmp_path)
+def choosing_optimizer(monkeypatch, fail_on: str | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """``mert.tune`` replaced: the start weights, and CSLM0's weight 1 where LM0 is left out (CSLM0
+    then prefers the reference: held out, BLEU 100); raises ``RerankError`` where ``fail_on`` is
+    left out. The list records each call's list header, features left out and references."""
     calls: list[tuple[str, list[str], list[str]]] = []
 
     def tune(toolkit, nbest, references, start, work_dir, *, layout=None, leave_out=(), **options):  # type: ignore[no-untyped-def]
         header = Path(nbest).read_text().splitlines()[0].split(" ||| ")[2]
         calls.append((header, list(leave_out), list(references[0])))
+        if fail_on in leave_out:
+            raise mert.RerankError(f"kbmira failed (exit 1); see {os.path.join(work_dir, 'kbmira.log')}:\nboom")
         weights = np.array(start, dtype=np.float64)
-        if "LM0" in leave_out:  # CSLM0 alone prefers the reference: held out, BLEU 100
+        if "LM0" in leave_out:
             weights[-1] = 1.0
         return mert.TuneResult(weights, 50.0)
 
     monkeypatch.setattr(mert, "tune", tune)
     monkeypatch.setattr(heldout, "tune", tune)
+    return calls
+
+
+def test_choose_leave_out_tunes_the_set_of_the_highest_held_out_bleu(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--choose-leave-out: each set's held-out lines computed on a list without its features (and
+    --leave-out's), every set's figure printed, the highest chosen (not the first here), tuned on
+    the whole list, its held-out lines written, not computed again; a set given twice tried once."""
+    paths = write_dev(tmp_path)
+    calls = choosing_optimizer(monkeypatch)
     weights, held, work = tmp_path / "w.txt", tmp_path / "held.fr", tmp_path / "work"
     args = [*tuning_args(tmp_path, paths, weights), "--held-out", str(held), "--work-dir", str(work)]
     args += ["--leave-out", "WordPenalty0", "--choose-leave-out", "TranslationModel0"]
-    args += ["--choose-leave-out", "LM0,TranslationModel0", "--choose-leave-out", "WordPenalty0"]  # the last: none more
+    args += ["--choose-leave-out", "LM0,TranslationModel0", "--choose-leave-out", "TranslationModel0 LM0"]
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 0, err
     lines = err.splitlines()
@@ -187,13 +199,17 @@ def test_choose_leave_out_tunes_the_set_of_the_highest_held_out_bleu(tmp_path: P
         (["--choose-leave-out", " ,"], "--choose-leave-out ' ,': give a feature's name"),
         (
             ["--leave-out", "LM0,WordPenalty0", "--choose-leave-out", "TranslationModel0,CSLM0"],
-            "--choose-leave-out names every feature of {nbest}",
+            "--leave-out with --choose-leave-out TranslationModel0 CSLM0 names every feature of {nbest}",
+        ),
+        (
+            ["--leave-out", "LM0,WordPenalty0", "--choose-leave-out", "WordPenalty0"],
+            "--choose-leave-out WordPenalty0: left out in any case",
         ),
     ],
 )
 def test_choose_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: list[str], message: str) -> None:
-    """A name the list lacks, an empty set, or a set that with --leave-out's is every feature: exit
-    2, one line, at the list's first line, before any tuning."""
+    """A name the list lacks, an empty set, a set that with --leave-out's is every feature, or one
+    that adds nothing to them: exit 2, one line, before any tuning."""
     paths = write_dev(tmp_path)
     paths["dev.fr"].write_text("one line\n")
     calls = stand_in_optimizer(monkeypatch)
@@ -203,3 +219,41 @@ def test_choose_leave_out_refusals(tmp_path: Path, monkeypatch, capsys, given: l
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 2 and not calls and not weights.exists()
     assert err.count("\n") == 1 and message.format(nbest=paths["dev.nbest"]) in err
+
+
+def test_choose_leave_out_reads_the_list_once_from_stdin(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The list read from stdin (it cannot be read twice): each set's list is made from the first
+    copy; without --held-out and --work-dir, the chosen set tuned and the temporary directory
+    removed."""
+    paths = write_dev(tmp_path)
+    calls = choosing_optimizer(monkeypatch)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(paths["dev.nbest"].read_bytes())))
+    weights = tmp_path / "w.txt"
+    args = tuning_args(tmp_path, paths, weights)
+    args[1] = "-"
+    code, err = run_cli([*args, "--choose-leave-out", "LM0", "--choose-leave-out", "CSLM0"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "features chosen: LM0 left out (held-out dev BLEU 100.00)" in err.splitlines()
+    names = [" ".join(word for word in header.split() if word.endswith("=")) for header, _, _ in calls]
+    assert names == [
+        *["LM0= WordPenalty0= TranslationModel0= CSLM0="] * 2,  # every feature, each half
+        *["WordPenalty0= TranslationModel0= CSLM0="] * 2,
+        *["LM0= WordPenalty0= TranslationModel0="] * 2,
+        "WordPenalty0= TranslationModel0= CSLM0=",  # the whole list, the chosen set's
+    ]
+    assert "\nLM0= 0\n" in weights.read_text() and not os.listdir(tmp_path / "tmp")
+
+
+def test_choose_leave_out_failing_writes_no_weights_and_names_the_log(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A tuning that fails while the sets are tried: exit 6, one line naming its log (kept), no
+    WEIGHTS and no held-out file, and no word of a held-out tuning after WEIGHTS."""
+    paths = write_dev(tmp_path)
+    choosing_optimizer(monkeypatch, fail_on="CSLM0")
+    weights, held, work = tmp_path / "w.txt", tmp_path / "held.fr", tmp_path / "work"
+    args = [*tuning_args(tmp_path, paths, weights), "--held-out", str(held), "--work-dir", str(work)]
+    code, err = run_cli([*args, "--choose-leave-out", "LM0", "--choose-leave-out", "CSLM0"], monkeypatch, capsys)
+    assert code == 6, err
+    assert f"kbmira failed (exit 1); see {work / 'choice2' / 'heldout' / 'tune0' / 'kbmira.log'}" in err
+    assert "is written" not in err and not weights.exists() and not held.exists()

@@ -318,6 +318,22 @@ def test_rerank_tune_never_writes_over_an_input_in_its_held_out_work_dir(
     assert code == 6 and "started" in err  # the stand-in extractor ran: no refusal
 
 
+@pytest.mark.parametrize("name", ["choice1/nbest.txt", "choice1/heldout/fold0.nbest", "heldout/tune0/reference.0.txt"])
+def test_rerank_tune_never_writes_over_an_input_where_it_tries_a_feature_set(
+    inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, name: str, monkeypatch, capsys
+) -> None:
+    """With --choose-leave-out each set tried has its list and folds in --work-dir/choice<k> (the
+    first set's folds in heldout/, without --held-out too): an input there is refused."""
+    victim = tmp_path / "work" / name
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(inputs["ref"].read_bytes())
+    args = _tune(inputs, failing_moses, str(tmp_path / "w"), "--work-dir", str(tmp_path / "work"), ref=victim)
+    code, err = run_cli([*args, "--choose-leave-out", "LM0"], monkeypatch, capsys)
+    assert code == 6, err
+    assert f"rerank-tune writes {name} in --work-dir" in err and "started" not in err
+    assert victim.read_bytes() == inputs["ref"].read_bytes() and not (tmp_path / "w").exists()
+
+
 @pytest.mark.parametrize("name", ["heldout", "heldout/tune0"])
 def test_rerank_tune_refuses_a_file_where_its_held_out_directory_goes(
     inputs: dict[str, Path], failing_moses: Path, tmp_path: Path, name: str, monkeypatch, capsys
