@@ -54,10 +54,10 @@ from ..model.checkpoint import load_checkpoint
 from ..model.kinds import ModelFile, open_model
 from ..moses.constrained import ConstrainedDecoder
 from ..moses.ini_paths import ngram_lm
-from ..moses.nbest import read_nbest, without_features
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from ..reranking.merge import merge_nbest
+from ..reranking.nbest_features import write_without_features
 from ..scoring.features import read_source_text
 from ..scoring.nbest import append_features
 from .reranked import NMT, SentenceModels, appended_features, load_features, recorded_features, rerank_dir
@@ -213,9 +213,7 @@ def merge_lists(
         moses = os.path.join(work, f"{part}.moses.gz")
         joined = os.path.join(work, f"{part}.joined.gz")
         ours = appended_features(scored)
-        with AtomicOutput(moses) as out:  # Moses' own lines, byte for byte
-            for line in read_nbest(scored):
-                out.write(without_features(line, ours))
+        write_without_features(scored, ours, moses)  # Moses' own lines, byte for byte
         sources = read_source_text(source)
         with contextlib.ExitStack() as stack:
             sentences = stack.enter_context(KenLMSentences(query, lm[1])) if query is not None and lm else None

@@ -54,13 +54,13 @@ from ..errors import EXIT_OS
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import ModelFile, path_of
-from ..moses.nbest import read_nbest, without_features
+from ..moses.nbest import read_nbest
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from ..reranking.choose import output_lines
 from ..reranking.heldout import FOLDS
 from ..reranking.mert import RerankError
-from ..reranking.nbest_features import read_matrix
+from ..reranking.nbest_features import read_matrix, write_without_features
 from ..reranking.origins import origins
 from ..reranking.tune import tune_on_dev
 from ..scoring.features import CSLMFeature, TranslationFeature, read_source_text
@@ -195,9 +195,7 @@ def score_lists(
             say(f"{part}: the scored lists kept; features {', '.join(redo) or 'none'} computed again")
             plain = os.path.join(work, f"{part}.plain.gz")
             drop = [name for name in appended_features(scored[part]) if name not in wanted or name in redo]
-            with AtomicOutput(plain) as out:
-                for line in read_nbest(scored[part]):
-                    out.write(without_features(line, drop))
+            write_without_features(scored[part], drop, plain)
             names = redo
         else:
             plain = os.path.join(work, f"{part}.{nbest}best")
@@ -273,9 +271,7 @@ def rerank_run(
         lists[part] = os.path.join(lists_dir or rerank_dir(run_dir), f"{part}.nbest.gz")
         if drop:
             own = os.path.join(work, f"{part}.nbest.gz")
-            with AtomicOutput(own) as out:
-                for line in read_nbest(lists[part]):
-                    out.write(without_features(line, drop))
+            write_without_features(lists[part], drop, own)
             lists[part] = own
     test_list, count = read_matrix(lists["test"]), len(read_lines(test[0]))
     if test_list.sentence_count != count:

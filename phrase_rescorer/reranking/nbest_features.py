@@ -59,6 +59,14 @@ class NbestMatrix:
         return int(self.sentences[-1]) + 1 if len(self.sentences) else 0
 
 
+def write_without_features(path: str, names: Sequence[str], out_path: str) -> None:
+    """The list at ``path`` written to ``out_path`` (compressed as its name says) without the dense
+    features ``names``, every other byte of each line kept (``moses.nbest.without_features``)."""
+    with AtomicOutput(out_path) as out:
+        for line in read_nbest(path):
+            out.write(without_features(line, list(names)))
+
+
 def read_matrix(
     path: str,
     copy_to: str | None = None,

@@ -17,13 +17,13 @@ import numpy as np
 
 from ..data.corpus import read_lines
 from ..errors import InputError, UsageError
-from ..moses.nbest import Layout, read_nbest, without_features
+from ..moses.nbest import Layout
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
 from . import heldout, mert
 from .choose import output_lines, weighted_sums
 from .mbr import Mbr
-from .nbest_features import read_matrix
+from .nbest_features import read_matrix, write_without_features
 from .origins import Origins, origins
 from .weights import Weights, read_weights_file, vector, write_weights_file
 
@@ -105,13 +105,6 @@ def feature_sets(
 
 def _left_out(names: Sequence[str]) -> str:
     return f"{' '.join(names)} left out" if names else "no feature left out"
-
-
-def _copy_without(nbest: str, names: Sequence[str], out_path: str) -> None:
-    """``nbest`` (a plain list this module wrote) copied to ``out_path`` without the features ``names``."""
-    with AtomicOutput(out_path, compress=False) as out:
-        for line in read_nbest(nbest):
-            out.write(without_features(line, list(names)))
 
 
 def tune_on_dev(
@@ -215,7 +208,7 @@ def tune_on_dev(
                 set_copy = os.path.join(set_dir, mert.NBEST_COPY)
                 if k:  # from the first copy, a plain file (the list may have come through a pipe)
                     os.makedirs(set_dir, exist_ok=True)
-                    _copy_without(first_copy, [name for name in names if name not in leave_out], set_copy)
+                    write_without_features(first_copy, [name for name in names if name not in leave_out], set_copy)
                 lines = held_out(names, set_copy, os.path.join(set_dir, heldout.SUBDIR))
                 score = bleu(lines, refs)
                 say(f"  {score:.2f} {_left_out(names)}")
