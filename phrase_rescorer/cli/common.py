@@ -319,3 +319,15 @@ def model_option(
     """``-m/--model``: the trained network, the same option in every command (``multiple``: the
     networks, one per -m, in the order given)."""
     return click.option("-m", "--model", dest, required=required, multiple=multiple, type=NamedPath(), help=help)
+
+
+def feature_names(given: tuple[str, ...], option: str = "--leave-out") -> list[str]:
+    """The features ``option`` names, each once, in order: the option repeated, or names
+    separated by commas or blanks (as mert-moses.pl's --activate-features takes them)."""
+    names: list[str] = []
+    for value in given:
+        words = value.replace(",", " ").split()
+        if not words:
+            raise UserError(f"{option} {value!r}: give a feature's name, e.g. {option} TranslationModel0")
+        names.extend(word for word in words if word not in names)
+    return names

@@ -15,7 +15,16 @@ from ..moses.ini_weights import DEFAULT_WEIGHTS
 from ..moses.toolkit import EXPERIMENT_NEEDS, MosesNotFound, find_moses
 from ..reranking.mert import OPTIMIZERS
 from . import cli
-from .common import InputPath, UserError, device_option, is_quiet, model_option, threads_value_option, warn
+from .common import (
+    InputPath,
+    UserError,
+    device_option,
+    feature_names,
+    is_quiet,
+    model_option,
+    threads_value_option,
+    warn,
+)
 
 _FILE = InputPath(dir_okay=False)
 
@@ -119,6 +128,18 @@ _FILE = InputPath(dir_okay=False)
     "(bundle --ensemble). May be added or dropped when an experiment is continued.",
 )
 @click.option(
+    "--rerank-choose-leave-out",
+    "rerank_choose_leave_out",
+    multiple=True,
+    metavar="FEATURES",
+    help="With --lm or --nmt: a set of features (names separated by commas) each reranked run also tries "
+    "leaving out; repeat for more sets. Every run computes the held-out dev BLEU of its list without "
+    "each set (the set's features its list has) and with every feature, and tunes the highest (rerank-tune "
+    "--choose-leave-out; the weights give the left-out features 0). E.g. --rerank-choose-leave-out "
+    "TranslationModel0,LexicalReordering0,Distortion0,PhrasePenalty0. May be added, changed or dropped "
+    "when an experiment is continued: the reranked runs are tuned again, nothing else.",
+)
+@click.option(
     "--rerank-optimizer",
     type=click.Choice(OPTIMIZERS),
     default=OPTIMIZERS[0],
@@ -218,6 +239,7 @@ def experiment(
     network_candidates: int | None,
     reached_only: bool,
     ensemble_candidates: bool,
+    rerank_choose_leave_out: tuple[str, ...],
     rerank_optimizer: str,
     unk_feature: bool,
     runs: int,
@@ -262,6 +284,10 @@ def experiment(
         raise UserError("--reached-only needs --network-candidates (it keeps the candidates Moses can produce)")
     if ensemble_candidates and not network_candidates:
         raise UserError("--ensemble-candidates needs --network-candidates (the ensemble's K best join Moses' lists)")
+    if rerank_choose_leave_out and not (nmt or lm):
+        raise UserError("--rerank-choose-leave-out needs --lm or --nmt (the reranked runs that choose)")
+    option = "--rerank-choose-leave-out"
+    choices = tuple(tuple(feature_names((value,), option)) for value in rerank_choose_leave_out)
     try:
         query = ("bin/query",) if network_candidates else ()
         toolkit = find_moses(moses_dir, needs=(*EXPERIMENT_NEEDS, f"bin/{rerank_optimizer}", *query))
@@ -287,6 +313,7 @@ def experiment(
         network_candidates=network_candidates or 0,
         reached_only=reached_only,
         ensemble_candidates=ensemble_candidates,
+        rerank_choose_leave_out=choices,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,
         runs=runs,

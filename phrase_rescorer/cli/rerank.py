@@ -13,7 +13,7 @@ import click
 from ..errors import EXIT_INPUT
 from ..reranking.mert import OPTIMIZERS
 from . import cli
-from .common import InputPath, UserError, say, threads_value_option
+from .common import InputPath, UserError, feature_names, say, threads_value_option
 
 if TYPE_CHECKING:
     from ..reranking.mbr import Mbr
@@ -64,18 +64,6 @@ def mbr_rule(mbr: bool, size: int | None, scale: float | None) -> Mbr | None:
     if scale is not None and not math.isfinite(scale):
         raise UserError(f"--mbr-scale {scale}: give a finite number >= 0")
     return Mbr(DEFAULT_SCALE if scale is None else scale, DEFAULT_SIZE if size is None else size)
-
-
-def feature_names(given: tuple[str, ...], option: str = "--leave-out") -> list[str]:
-    """The features ``option`` names, each once, in order: the option repeated, or names
-    separated by commas or blanks (as mert-moses.pl's --activate-features takes them)."""
-    names: list[str] = []
-    for value in given:
-        words = value.replace(",", " ").split()
-        if not words:
-            raise UserError(f"{option} {value!r}: give a feature's name, e.g. {option} TranslationModel0")
-        names.extend(word for word in words if word not in names)
-    return names
 
 
 @cli.command("rerank-tune")

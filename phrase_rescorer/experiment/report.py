@@ -192,6 +192,11 @@ def format_table(report: dict) -> str:
                 "dev (held out): each dev sentence chosen by weights tuned on the other half (2 folds):"
                 " compare reranked rows by it."
             )
+        for names in settings.get("rerank_choose_leave_out") or []:
+            lines.append(
+                f"each reranked run tried leaving out {' '.join(names)} and kept the set of the highest held-out"
+                " dev BLEU (which also reads high by that choice)."
+            )
     if signatures:
         lines.append(f"tokenized: {signatures['tokenized']}")
         lines.append(f"detokenized: {signatures['detokenized']} ({signatures['detokenized_reference']})")

@@ -29,11 +29,15 @@ With ``--network-candidates`` every reranked system with the NMT features also g
 reranked the same way on the lists joined by the networks' own candidates (``candidates``: its
 lists in ``rerank/candidates``, its files in ``rerank/KEY-candidates``).
 
+With ``--rerank-choose-leave-out`` each reranked run also tries its list without each set of
+features given (those of the set its list has; ``own_choices``) and tunes the set of the highest
+held-out dev BLEU (``reranking.tune``); its ``result.json`` records the set left out.
+
 A restarted experiment keeps a finished reranked run and redoes an unfinished one. The models
 may change between two starts (``--lm`` or ``--nmt`` added, replaced by another file, or left
 out): the decoder runs are kept, the lists are not decoded again, the features of models that
 changed or went are removed from them and those of new or changed models appended, and a
-reranked run is redone when a model of its features changed, or the optimizer.
+reranked run is redone when a model of its features changed, or the optimizer, or the sets it chooses among.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ CSLM = ("CSLM0", "cslm", "CSLM")
 NMT = ("NMT0", "nmt", "NMT")
 #: The names of the features the experiment appends (any other feature of a list is the decoder's).
 OURS = re.compile(r"(?:CSLM|NMT)[0-9]+")
+#: What a reranked run's models record of the sets of features it chose among (``own_choices``).
+CHOICES = "choose_leave_out"
 
 
 def nmt_feature(index: int) -> tuple[str, str, str]:
@@ -142,11 +148,33 @@ def load_features(models: SentenceModels, names: Sequence[str], sources: Sequenc
     return out
 
 
+def list_features(path: str) -> list[str]:
+    """The names of the dense features of the list ``path`` (its first line's)."""
+    for line in read_nbest(path):
+        return [name for name, _ in line.layout]
+    return []
+
+
 def appended_features(path: str) -> list[str]:
     """The names of the experiment's features in the list ``path`` (its first line's)."""
-    for line in read_nbest(path):
-        return [name for name, _ in line.layout if OURS.fullmatch(name)]
-    return []
+    return [name for name in list_features(path) if OURS.fullmatch(name)]
+
+
+def own_choices(choices: Sequence[Sequence[str]], names: Sequence[str]) -> list[list[str]]:
+    """The sets of features a reranked system tries leaving out (``--rerank-choose-leave-out``):
+    each of ``choices`` cut to the features ``names`` of its list; a set left empty, naming every
+    feature, or the same as an earlier one, dropped."""
+    sets: list[list[str]] = []
+    for choice in choices:
+        kept = [name for name in choice if name in names]
+        if kept and not set(names) <= set(kept) and all(set(kept) != set(earlier) for earlier in sets):
+            sets.append(kept)
+    return sets
+
+
+def described_choices(sets: Sequence[Sequence[str]]) -> str:
+    """How a reranked run records the sets it chose among: ``A B | C``."""
+    return " | ".join(" ".join(names) for names in sets)
 
 
 def recorded_features(path: str) -> dict[str, str]:
@@ -250,25 +278,34 @@ def rerank_run(
     say: Callable[[str], None],
     lists_dir: str | None = None,
     made_with: Mapping[str, str] | None = None,
+    choose: Sequence[Sequence[str]] = (),
+    choose_bleu: Callable[[Sequence[str], Sequence[str]], float] | None = None,
 ) -> None:
     """The reranked ``system`` (its ``features``) on the scored lists of the decoder run ``run_dir``
     (or those in ``lists_dir``, made with ``made_with`` besides the models: ``candidates``), its
     weights tuned by ``optimizer`` (``reranking.mert.OPTIMIZERS``); a finished one is kept while
-    its features' models (``fingerprints``), ``made_with`` and the optimizer are those it was
-    tuned with."""
+    its features' models (``fingerprints``), ``made_with``, the optimizer and the sets it chose
+    among are those it was tuned with. ``choose``: sets of features to try leaving out
+    (``own_choices`` of its list; the set of the highest held-out dev BLEU by ``choose_bleu``,
+    or none, is tuned: ``tune.tune_on_dev``)."""
     work = os.path.join(rerank_dir(run_dir), system.key)
     names = [f[0] for f in features]
-    models = {**{name: fingerprints[name] for name in names}, **(made_with or {})}
+    drop = [f[0] for f in all_features if f not in features]
+    lists = {part: os.path.join(lists_dir or rerank_dir(run_dir), f"{part}.nbest.gz") for part in ("dev", "test")}
+    held = len(read_lines(dev[1])) >= FOLDS  # held-out lines (and a choice by them) need two halves
+    choices = own_choices(choose, [n for n in list_features(lists["dev"]) if n not in drop]) if choose and held else []
+    models = {
+        **{name: fingerprints[name] for name in names},
+        **(made_with or {}),
+        **({CHOICES: described_choices(choices)} if choices else {}),
+    }
     if _finished_with(os.path.join(work, "result.json"), models, optimizer):
         say("finished earlier, kept")
         return
     shutil.rmtree(work, ignore_errors=True)  # no earlier result beside the files written now
     os.makedirs(work, exist_ok=True)
     t1 = time.time()
-    drop = [f[0] for f in all_features if f not in features]
-    lists = {}
     for part in ("dev", "test"):
-        lists[part] = os.path.join(lists_dir or rerank_dir(run_dir), f"{part}.nbest.gz")
         if drop:
             own = os.path.join(work, f"{part}.nbest.gz")
             write_without_features(lists[part], drop, own)
@@ -289,7 +326,10 @@ def rerank_run(
             optimizer=optimizer,
             seed=seed,
             threads=threads,
-            heldout_out=os.path.join(work, "dev.heldout") if len(read_lines(dev[1])) >= FOLDS else None,
+            heldout_out=os.path.join(work, "dev.heldout") if held else None,
+            choices=choices,
+            choices_name="--rerank-choose-leave-out",
+            bleu=choose_bleu if choices else None,
             say=say,
         )
     except RerankError as e:
@@ -299,12 +339,13 @@ def rerank_run(
         with AtomicOutput(os.path.join(work, f"{part}.best"), compress=False) as out:
             out.write("".join(line + "\n" for line in lines).encode("utf-8"))
     with AtomicOutput(os.path.join(work, "result.json"), compress=False) as out:
-        meta = {
+        meta: dict[str, object] = {
             "seed": seed,
             "nbest": nbest,
             "features": names,
             "models": models,
             "optimizer": optimizer,
+            **({"left_out": tuned.left_out} if choices else {}),
             "heldout_folds": FOLDS if tuned.heldout is not None else 0,
             f"{optimizer}_dev_bleu": round(tuned.optimizer_bleu, 2),  # the optimiser's own figure
             "decode_and_score_seconds": round(score_seconds, 1),

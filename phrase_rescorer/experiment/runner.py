@@ -224,6 +224,8 @@ def _run_locked(
         optimizer=settings.rerank_optimizer,
         threads=settings.threads,
         fingerprints=fingerprints,
+        choose=settings.rerank_choose_leave_out,
+        choose_bleu=lambda lines, refs: bleu.tokenized_bleu(lines, refs, lowercase=settings.lowercase).score,
     )
     for run in range(1, settings.runs + 1):
         for index, system in enumerate(decoders):

@@ -18,6 +18,9 @@ from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, ModelFile, check_kind
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
+from ..reranking.merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
+from ..reranking.weights import read_weights_file
+from .reranked import CSLM, nmt_feature
 from .systems import ExperimentError, check_ini, check_parallel
 from .workdir import changed_files, check_out_dir, fingerprints, retimed, with_contents
 
@@ -39,6 +42,7 @@ class Settings:
     network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
     reached_only: bool = False  # ... only those the run's moses.ini can produce (``merge-nbest --reached-only``)
     ensemble_candidates: bool = False  # ... the forward networks' ensemble's K best instead, one list
+    rerank_choose_leave_out: tuple[tuple[str, ...], ...] = ()  # sets of features each reranked run tries without
     test_raw_reference: str | None = None
     unk_feature: bool = False
     runs: int = 3
@@ -56,9 +60,10 @@ class Settings:
 
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not the
-        sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only`` and
-        ``ensemble_candidates``: a restart may add, replace or drop them, and the reranked rows
-        follow, built on the same decoder runs; ``reranked.score_lists``, ``candidates``).
+        sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only``,
+        ``ensemble_candidates`` and ``rerank_choose_leave_out``: a restart may add, replace or drop
+        them, and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``,
+        ``candidates``).
         ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and the
         first start that gives one fixes it (``check_resume``)."""
         return {
@@ -227,6 +232,28 @@ def check_models(settings: Settings) -> Models:
     return Models(**opened)
 
 
+def choosable_features(settings: Settings) -> list[str]:
+    """The features ``--rerank-choose-leave-out`` may name: the ini's, the sentence-level models'
+    (``CSLM0``, ``NMT0``, ...) and, with --network-candidates, the joined lists' indicators."""
+    names = list(read_weights_file(settings.ini).by_name)
+    names += [CSLM[0]] * bool(settings.lm) + [nmt_feature(i)[0] for i in range(len(settings.nmt))]
+    if settings.network_candidates:
+        names += [MOSES_INDICATOR, REACHED_INDICATOR, *map(added_indicator, range(len(settings.nmt)))]
+    return names
+
+
+def check_choices(settings: Settings) -> None:
+    """Every name of --rerank-choose-leave-out one of ``choosable_features`` (exit 2)."""
+    known = choosable_features(settings)
+    unknown = [name for names in settings.rerank_choose_leave_out for name in names if name not in known]
+    if unknown:
+        raise ExperimentError(
+            f"--rerank-choose-leave-out {', '.join(dict.fromkeys(unknown))}: no reranked list of this experiment has "
+            f"such a feature (its features: {' '.join(known)})",
+            EXIT_USAGE,
+        )
+
+
 def check(settings: Settings) -> tuple[str, Models]:
     """Every refusal that can be made before tuning; returns the phrase table to rescore and the
     model files read."""
@@ -248,6 +275,7 @@ def check(settings: Settings) -> tuple[str, Models]:
             )
         ensemble_members([load_checkpoint(m) for m in forward])  # one vocabulary, units, order (else exit 2)
     table = check_ini(settings.ini)
+    check_choices(settings)
     check_parallel("dev", *settings.dev)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
     if settings.runs < 1:

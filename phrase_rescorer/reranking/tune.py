@@ -59,6 +59,7 @@ class Tuned:
     heldout: list[str] | None = None  # with ``heldout_out``: the lines written there
     origins: Origins | None = None  # a merged list's: where ``lines`` come from
     heldout_origins: Origins | None = None  # ... and the held-out lines
+    left_out: list[str] | None = None  # the features tuned without (the chosen set, given ``choices``)
 
 
 def described(rule: Mbr | None) -> str:
@@ -218,7 +219,9 @@ def tune_on_dev(
             say(f"features chosen: {_left_out(leave_out)} (held-out dev BLEU {best_score:.2f})")
         start = start_for(leave_out)
         result = mert.tune(toolkit, copy, [refs], start, directory, layout=matrix.layout, **with_names(leave_out))
-        tuned = Tuned(result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr))
+        tuned = Tuned(
+            result.weights, result.dev_bleu, output_lines(matrix, result.weights, mbr), left_out=list(leave_out)
+        )
         tuned.origins = origins(matrix, tuned.lines)
         comment = ""
         if bleu is not None:

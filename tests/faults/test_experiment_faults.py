@@ -27,6 +27,7 @@ from tests.faults.conftest import TINY
 from tests.helpers.moses import moses_root
 from tests.helpers.moses import stand_in_moses as stand_in
 from tests.helpers.nmt import SIZES as NMT_SIZES
+from tests.helpers.nmt import tiny_nmt
 from tests.helpers.paths import PYTHON, cli_env
 from tests.helpers.rescore_data import tiny_checkpoint
 
@@ -204,6 +205,33 @@ def test_network_candidates_without_a_forward_network_are_refused(files: dict[st
         "an ensemble needs two or more"
     )
     assert not (out / "settings.json").exists()
+
+
+def test_rerank_choose_leave_out_names_are_checked_before_any_work(files: dict[str, Path], tmp_path: Path) -> None:
+    """--rerank-choose-leave-out names features of the reranked lists: without --lm or --nmt, an
+    empty set, or a name no list of the experiment has (an indicator of the joined lists without
+    --network-candidates) is refused before any work, naming the features it may name."""
+    out, moses = tmp_path / "out", stand_in(tmp_path / "moses")
+    code, err = experiment(moses, files, str(out), "--rerank-choose-leave-out", "LM0")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --rerank-choose-leave-out needs --lm or --nmt (the reranked runs that choose)"
+    )
+    nmt = tiny_nmt(tmp_path / "nmt.pt", steps=2)
+    code, err = experiment(moses, files, str(out), "--nmt", str(nmt), "--rerank-choose-leave-out", " , ")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --rerank-choose-leave-out ' , ': give a feature's name, e.g. "
+        "--rerank-choose-leave-out TranslationModel0"
+    )
+    sets = ["--rerank-choose-leave-out", "LM0,Nope", "--rerank-choose-leave-out", "FromMoses,NMT0"]
+    code, err = experiment(moses, files, str(out), "--nmt", str(nmt), *sets)
+    message = one_error(err)
+    assert code == 2 and message.startswith(
+        "phrase-rescorer: error: --rerank-choose-leave-out Nope, FromMoses: no reranked list of this experiment "
+        "has such a feature (its features: "
+    )
+    named = message.split("(its features: ")[1].rstrip(")").split()
+    assert {"LM0", "TranslationModel0", "NMT0"} <= set(named) and "FromMoses" not in named
+    assert not out.exists()
 
 
 def test_mert_moses_runs_the_decoder_in_its_working_directory() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -106,6 +107,8 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     test_text = str(TINY / "test.en")
     assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
 
+    chose_features(args, out, rerank)
+
     only = experiment(*args, "--reached-only")  # the joined lists made again, without the unreached candidates
     assert only.returncode == 0, only.stderr
     assert "NMT0: its candidates of an earlier start kept" in only.stderr
@@ -134,6 +137,41 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert json.loads((twin_out / "hybrid" / "bundle.json").read_text())["candidates"]["ensemble"] is True
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
+
+
+MOSES_MODEL = "TranslationModel0 Distortion0 PhrasePenalty0"  # the tiny system has no reordering table
+
+
+def chose_features(args: list[str], out: Path, rerank: Path) -> None:
+    """--rerank-choose-leave-out added on a restart: the decoder runs and lists kept, each reranked
+    run tuned again on the set (of those its list has) of the highest held-out dev BLEU, which is
+    the run's held-out figure; the set recorded, its features weighed 0."""
+    sets = ["--rerank-choose-leave-out", MOSES_MODEL.replace(" ", ","), "--rerank-choose-leave-out", "FromMoses"]
+    chose = experiment(*args, *sets)
+    assert chose.returncode == 0, chose.stderr
+    assert "baseline run 1: finished earlier, kept" in chose.stderr
+    assert "the lists joined by the networks' candidates kept" in chose.stderr
+    assert "tried leaving out FromMoses and kept the set of the highest held-out dev BLEU" in chose.stdout
+    report = json.loads((out / "experiment.json").read_text())
+    for key, tried in (("nmt", [MOSES_MODEL]), ("nmt-candidates", [MOSES_MODEL, "FromMoses"])):
+        assert f"{key} run 1: finished earlier, kept" not in chose.stderr
+        (run,) = report["systems"][key]["runs"]
+        assert run["models"]["choose_leave_out"] == " | ".join(tried)
+        figures = re.findall(rf"{key} run 1:   (\d+\.\d+) (.*)$", chose.stderr, re.M)
+        assert [name for _, name in figures] == ["no feature left out", *(f"{t} left out" for t in tried)]
+        best = max(figures, key=lambda f: float(f[0]))  # the first of equal ones
+        assert abs(run["dev_heldout"] - float(best[0])) <= 0.0051  # printed to the hundredth
+        result = json.loads((rerank / key / "result.json").read_text())
+        left_out = result["left_out"]
+        assert " ".join(left_out) == ("" if best[1] == "no feature left out" else best[1].removesuffix(" left out"))
+        weights = (rerank / key / "weights").read_text().splitlines()
+        for name in left_out:
+            (line,) = [line for line in weights if line.startswith(f"{name}= ")]
+            assert all(float(v) == 0 for v in line.split()[1:]), line
+    kept = experiment(*args, *sets)  # the same sets on a restart: every reranked run kept
+    assert kept.returncode == 0, kept.stderr
+    assert all(f"{key} run 1: finished earlier, kept" in kept.stderr for key in ("nmt", "nmt-candidates"))
+    assert kept.stdout == chose.stdout
 
 
 def joined_lines(rerank: Path, part: str) -> list[str]:

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment.reranked import CSLM, SentenceModels, _finished_with, reranked, score_lists
+from phrase_rescorer.experiment.reranked import (
+    CSLM,
+    SentenceModels,
+    _finished_with,
+    described_choices,
+    own_choices,
+    reranked,
+    score_lists,
+)
 from phrase_rescorer.experiment.systems import BASELINE
 from phrase_rescorer.model.kinds import open_model
 from tests.helpers.cslm import TINY_MOSES, tiny_lm
@@ -150,3 +158,21 @@ def test_a_model_read_is_fingerprinted_by_the_bytes_read(tmp_path: Path) -> None
     want = hashlib.sha256(read_bytes).hexdigest()
     assert opened.sha256 == want
     assert SentenceModels(nmt=(opened,)).fingerprints() == {"NMT0": want}
+
+
+@pytest.mark.parametrize(
+    ("choices", "names", "expected"),
+    [
+        # each set cut to the list's features, in the order given
+        ([["TranslationModel0", "FromMoses"], ["Distortion0"]], ["LM0", "Distortion0", "TranslationModel0", "NMT0"],
+         [["TranslationModel0"], ["Distortion0"]]),
+        # a set the list has nothing of, one naming every feature, one the same as an earlier: dropped
+        ([["FromMoses"], ["LM0", "NMT0"], ["NMT0"], ["NMT0", "FromNet0"]], ["LM0", "NMT0"], [["NMT0"]]),
+        ([], ["LM0"], []),
+    ],
+)  # fmt: skip
+def test_each_reranked_run_tries_the_sets_its_list_has(
+    choices: list[list[str]], names: list[str], expected: list[list[str]]
+) -> None:
+    assert own_choices(choices, names) == expected
+    assert described_choices(expected) == " | ".join(" ".join(s) for s in expected)
