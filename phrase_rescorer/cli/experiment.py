@@ -137,7 +137,7 @@ _FILE = InputPath(dir_okay=False)
     "each set (the set's features its list has) and with every feature, and tunes the highest (rerank-tune "
     "--choose-leave-out; the weights give the left-out features 0). E.g. --rerank-choose-leave-out "
     "TranslationModel0,LexicalReordering0,Distortion0,PhrasePenalty0. May be added, changed or dropped "
-    "when an experiment is continued: the reranked runs are tuned again, nothing else.",
+    "when an experiment is continued: the reranked runs whose sets changed are tuned again, nothing else.",
 )
 @click.option(
     "--rerank-optimizer",

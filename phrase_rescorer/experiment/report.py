@@ -194,8 +194,8 @@ def format_table(report: dict) -> str:
             )
         for names in settings.get("rerank_choose_leave_out") or []:
             lines.append(
-                f"each reranked run tried leaving out {' '.join(names)} and kept the set of the highest held-out"
-                " dev BLEU (which also reads high by that choice)."
+                f"each reranked run tried leaving out those of {' '.join(names)} its list has, and kept the set of"
+                " the highest held-out dev BLEU (which also reads high by that choice)."
             )
     if signatures:
         lines.append(f"tokenized: {signatures['tokenized']}")

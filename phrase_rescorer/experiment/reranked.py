@@ -37,7 +37,8 @@ A restarted experiment keeps a finished reranked run and redoes an unfinished on
 may change between two starts (``--lm`` or ``--nmt`` added, replaced by another file, or left
 out): the decoder runs are kept, the lists are not decoded again, the features of models that
 changed or went are removed from them and those of new or changed models appended, and a
-reranked run is redone when a model of its features changed, or the optimizer, or the sets it chooses among.
+reranked run is redone when a model of its features changed, or the optimizer, or the sets it chooses
+among (as cut to its list: adding ``FromMoses`` retunes the twins only).
 """
 
 from __future__ import annotations
@@ -173,8 +174,9 @@ def own_choices(choices: Sequence[Sequence[str]], names: Sequence[str]) -> list[
 
 
 def described_choices(sets: Sequence[Sequence[str]]) -> str:
-    """How a reranked run records the sets it chose among: ``A B | C``."""
-    return " | ".join(" ".join(names) for names in sets)
+    """How a reranked run records the sets it chose among, in order, each set's names sorted
+    (their order changes nothing): ``A B | C``."""
+    return " | ".join(" ".join(sorted(names)) for names in sets)
 
 
 def recorded_features(path: str) -> dict[str, str]:

@@ -16,10 +16,11 @@ from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
 from ..model.kinds import TAKES, ModelFile, check_kind
+from ..moses.ini_weights import features as ini_features
 from ..moses.tokenizer import check_language
 from ..output import AtomicOutput
+from ..reranking.heldout import FOLDS
 from ..reranking.merge import MOSES_INDICATOR, REACHED_INDICATOR, added_indicator
-from ..reranking.weights import read_weights_file
 from .reranked import CSLM, nmt_feature
 from .systems import ExperimentError, check_ini, check_parallel
 from .workdir import changed_files, check_out_dir, fingerprints, retimed, with_contents
@@ -232,24 +233,39 @@ def check_models(settings: Settings) -> Models:
     return Models(**opened)
 
 
-def choosable_features(settings: Settings) -> list[str]:
-    """The features ``--rerank-choose-leave-out`` may name: the ini's, the sentence-level models'
-    (``CSLM0``, ``NMT0``, ...) and, with --network-candidates, the joined lists' indicators."""
-    names = list(read_weights_file(settings.ini).by_name)
+def choosable_features(settings: Settings, forward: int) -> list[str]:
+    """The features ``--rerank-choose-leave-out`` may name: those the decoder writes into n-best
+    lists (the ini's ``[feature]`` lines but the untuneable ones, ``moses.decoder``: an
+    UnknownWordPenalty, or one with ``tuneable=false``), the sentence-level models' (``CSLM0``,
+    ``NMT0``, ...) and, with --network-candidates, the joined lists' indicators (``FromNetI`` for
+    each of the ``forward`` networks, one for their ensemble)."""
+    with open(settings.ini, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    names = [
+        f.name for f in ini_features(lines) if f.type != "UnknownWordPenalty" and f.args.get("tuneable") != "false"
+    ]
     names += [CSLM[0]] * bool(settings.lm) + [nmt_feature(i)[0] for i in range(len(settings.nmt))]
     if settings.network_candidates:
-        names += [MOSES_INDICATOR, REACHED_INDICATOR, *map(added_indicator, range(len(settings.nmt)))]
+        lists = 1 if settings.ensemble_candidates else forward
+        names += [MOSES_INDICATOR, REACHED_INDICATOR, *map(added_indicator, range(lists))]
     return names
 
 
-def check_choices(settings: Settings) -> None:
-    """Every name of --rerank-choose-leave-out one of ``choosable_features`` (exit 2)."""
-    known = choosable_features(settings)
+def check_choices(settings: Settings, forward: int, dev_lines: int) -> None:
+    """Every name of --rerank-choose-leave-out one of ``choosable_features``, and a dev set of
+    two sentences or more (the held-out halves that choose), else exit 2."""
+    known = choosable_features(settings, forward)
     unknown = [name for names in settings.rerank_choose_leave_out for name in names if name not in known]
     if unknown:
         raise ExperimentError(
             f"--rerank-choose-leave-out {', '.join(dict.fromkeys(unknown))}: no reranked list of this experiment has "
             f"such a feature (its features: {' '.join(known)})",
+            EXIT_USAGE,
+        )
+    if dev_lines < FOLDS:
+        raise ExperimentError(
+            f"--rerank-choose-leave-out: the dev set has {dev_lines:,} sentence; the held-out dev BLEU that chooses "
+            f"needs at least {FOLDS}",
             EXIT_USAGE,
         )
 
@@ -275,8 +291,9 @@ def check(settings: Settings) -> tuple[str, Models]:
             )
         ensemble_members([load_checkpoint(m) for m in forward])  # one vocabulary, units, order (else exit 2)
     table = check_ini(settings.ini)
-    check_choices(settings)
-    check_parallel("dev", *settings.dev)
+    dev_lines = check_parallel("dev", *settings.dev)
+    if settings.rerank_choose_leave_out:
+        check_choices(settings, len(forward), dev_lines)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
     if settings.runs < 1:
         raise ExperimentError("--runs must be at least 1", EXIT_USAGE)

@@ -231,6 +231,7 @@ def test_rerank_choose_leave_out_names_are_checked_before_any_work(files: dict[s
     )
     named = message.split("(its features: ")[1].rstrip(")").split()
     assert {"LM0", "TranslationModel0", "NMT0"} <= set(named) and "FromMoses" not in named
+    assert "UnknownWordPenalty0" not in named  # weighed in the ini, never written into n-best lists
     assert not out.exists()
 
 

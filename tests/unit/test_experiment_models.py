@@ -175,4 +175,13 @@ def test_each_reranked_run_tries_the_sets_its_list_has(
     choices: list[list[str]], names: list[str], expected: list[list[str]]
 ) -> None:
     assert own_choices(choices, names) == expected
-    assert described_choices(expected) == " | ".join(" ".join(s) for s in expected)
+
+
+def test_a_run_records_its_sets_in_order_each_sorted() -> None:
+    """The order of names within a set changes nothing (no retuning), that of the sets the tie-break."""
+    assert described_choices([["TranslationModel0", "Distortion0"], ["FromMoses"]]) == (
+        "Distortion0 TranslationModel0 | FromMoses"
+    )
+    assert described_choices([["FromMoses"], ["Distortion0", "TranslationModel0"]]) == (
+        "FromMoses | Distortion0 TranslationModel0"
+    )
