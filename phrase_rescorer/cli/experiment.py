@@ -128,6 +128,16 @@ _FILE = InputPath(dir_okay=False)
     "(bundle --ensemble). May be added or dropped when an experiment is continued.",
 )
 @click.option(
+    "--candidates-moses-nbest",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --network-candidates: the candidates join only the first N distinct hypotheses of each sentence "
+    "of Moses' --rerank-nbest lists (as merge-nbest --moses-nbest): the twin reranks Moses' N best and the "
+    "candidates, the row it twins Moses' --rerank-nbest; OUT/hybrid records it (bundle --moses-nbest) "
+    "[default: all]. May be added, changed or dropped when an experiment is continued.",
+)
+@click.option(
     "--rerank-choose-leave-out",
     "rerank_choose_leave_out",
     multiple=True,
@@ -239,6 +249,7 @@ def experiment(
     network_candidates: int | None,
     reached_only: bool,
     ensemble_candidates: bool,
+    candidates_moses_nbest: int | None,
     rerank_choose_leave_out: tuple[str, ...],
     rerank_optimizer: str,
     unk_feature: bool,
@@ -284,6 +295,15 @@ def experiment(
         raise UserError("--reached-only needs --network-candidates (it keeps the candidates Moses can produce)")
     if ensemble_candidates and not network_candidates:
         raise UserError("--ensemble-candidates needs --network-candidates (the ensemble's K best join Moses' lists)")
+    if candidates_moses_nbest is not None and not network_candidates:
+        raise UserError(
+            "--candidates-moses-nbest needs --network-candidates (it says how many of Moses' hypotheses they join)"
+        )
+    if candidates_moses_nbest is not None and candidates_moses_nbest > rerank_nbest:
+        raise UserError(
+            f"--candidates-moses-nbest {candidates_moses_nbest}: Moses' lists hold --rerank-nbest {rerank_nbest}: "
+            "give at most that"
+        )
     if rerank_choose_leave_out and not (nmt or lm):
         raise UserError("--rerank-choose-leave-out needs --lm or --nmt (the reranked runs that choose)")
     option = "--rerank-choose-leave-out"
@@ -313,6 +333,7 @@ def experiment(
         network_candidates=network_candidates or 0,
         reached_only=reached_only,
         ensemble_candidates=ensemble_candidates,
+        candidates_moses_nbest=candidates_moses_nbest,
         rerank_choose_leave_out=choices,
         test_raw_reference=test_raw_ref,
         unk_feature=unk_feature,

@@ -99,6 +99,12 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     "made the lists the weights were tuned on (they name MosesReached).",
 )
 @click.option(
+    "--moses-nbest",
+    type=click.IntRange(1),
+    help="With --candidates: join only the decoder's first N distinct hypotheses of each sentence, as "
+    "merge-nbest --moses-nbest made the lists the weights were tuned on (at most --nbest)  [default: all].",
+)
+@click.option(
     "--nbest",
     "nbest",
     type=click.IntRange(1),
@@ -135,6 +141,7 @@ def bundle(
     alpha: float,
     max_length: int | None,
     reached_only: bool,
+    moses_nbest: int | None,
     nbest: int,
     lm_path: str | None,
     lm_feature: str | None,
@@ -153,10 +160,10 @@ def bundle(
     cannot translate as one (another vocabulary, units or order) (exit 2); weights that do not name
     exactly the features the system's lists will have: the decoder's (moses -show-weights),
     FromMoses and FromNet0, ... with --candidates (FromNet0 alone with --ensemble), then one per
-    -m, or --reached-only with weights that name no MosesReached (exit 2). The candidates' LM
-    feature is that of the ini's --lm-feature line, its path= the n-gram LM (said on stderr; no
-    KENLM feature: 0, with a warning); --lm, if given, must be that file. DIR appears complete or
-    not at all.
+    -m, or --reached-only with weights that name no MosesReached, or --moses-nbest above --nbest
+    (exit 2). The candidates' LM feature is that of the ini's --lm-feature line, its path= the
+    n-gram LM (said on stderr; no KENLM feature: 0, with a warning); --lm, if given, must be that
+    file. DIR appears complete or not at all.
 
     \b
     Example (the README's system: the CSLM and the network as features):
@@ -180,6 +187,8 @@ def bundle(
         raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
     if not candidates and reached_only:
         raise UserError("--reached-only without --candidates: it keeps the candidates the decoder can produce")
+    if not candidates and moses_nbest is not None:
+        raise UserError("--moses-nbest without --candidates: it says how many of the decoder's hypotheses they join")
     if len(candidates) < 2 and ensemble:
         raise UserError("--ensemble needs two --candidates or more: they translate as one ensemble")
     if not candidates and lm_path is not None:
@@ -198,7 +207,14 @@ def bundle(
         weights=weights,
         models=models,
         candidates=Candidates(
-            tuple(candidates), size, beam_size, alpha, max_length, reached_only=reached_only, ensemble=ensemble
+            tuple(candidates),
+            size,
+            beam_size,
+            alpha,
+            max_length,
+            reached_only=reached_only,
+            ensemble=ensemble,
+            moses_nbest=moses_nbest,
         )
         if candidates
         else None,
@@ -212,6 +228,7 @@ def bundle(
         ctx,
         f"{directory}: a bundle of {len(made.layout)} features ({', '.join(name for name, _ in made.layout)}); "
         f"the decoder's {nbest}-best lists"
+        + (f" (the first {moses_nbest} of a sentence joined by the candidates)" if moses_nbest is not None else "")
         + (
             f", {len(candidates)} candidate network(s)"
             + (" as one ensemble" if ensemble else "")

@@ -195,6 +195,12 @@ def nbest(
     "then MosesReached= 1): the reranker chooses among the decoder's derivations, some proposed by "
     "the other systems (--lm is then not needed: every line written has the decoder's own LM value).",
 )
+@click.option(
+    "--moses-nbest",
+    type=click.IntRange(min=1),
+    help="Keep only Moses' first N distinct hypotheses of each sentence (its N best of a longer "
+    "list; an added candidate among the rest is then new) [default: all].",
+)
 @threads_value_option("With --ini: the decoder's threads, a number or 'all' (Moses' -threads)  [default: 1].")
 @click.option("--moses", "moses_dir", type=click.Path(file_okay=False), help="Moses directory [default: $MOSES].")
 @click.pass_context
@@ -208,6 +214,7 @@ def merge_nbest(
     ini_path: str | None,
     source_path: str | None,
     reached_only: bool,
+    moses_nbest: int | None,
     threads: int,
     moses_dir: str | None,
 ) -> None:
@@ -217,7 +224,7 @@ def merge_nbest(
 
     \b
     Moses' lines    kept byte for byte, in order (a hypothesis listed twice: its first line),
-                    with FromMoses= 1
+                    with FromMoses= 1; with --moses-nbest N only each sentence's first N
     new hypotheses  each added list's candidates Moses did not list, after Moses' lines of their
                     sentence, with FromMoses= 0 and Moses' features: WordPenalty0 minus the number
                     of words, the LM feature (--lm-feature) ln 10 x KenLM's log10 p with --lm, as
@@ -291,9 +298,12 @@ def merge_nbest(
             lm_feature=lm_feature,
             reach=reach,
             reached_only=reached_only,
+            moses_nbest=moses_nbest,
             on_warning=warn,
         )
     repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
+    if moses_nbest is not None:
+        repeats += f" ({summary.moses_cut:,} after the first {moses_nbest:,} of a sentence left out)"
     say(
         ctx,
         f"{moses_path}: {summary.sentences:,} sentences, {summary.moses:,} Moses hypotheses{repeats}; "

@@ -17,7 +17,10 @@ experiment's features are merged with them (``reranking.merge``, as ``merge-nbes
 through Moses' ``bin/query``) computed for new lines, Moses' other features 0), and every feature
 of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
 exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
-lists with its own features and the indicators. New lines get Moses' own features where the run's
+lists with its own features and the indicators. With ``--candidates-moses-nbest N`` the candidates
+join only the first N distinct hypotheses of each sentence of the run's lists (``merge-nbest
+--moses-nbest``): the twin reranks Moses' N best and the candidates, its reranked system Moses'
+``--rerank-nbest``. New lines get Moses' own features where the run's
 moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``);
 with ``--reached-only`` those it cannot produce are left out (``merge-nbest --reached-only``), and
 the twin is "+ NMT, with the networks' candidates Moses can produce".
@@ -34,8 +37,9 @@ Files::
                                               written last
     systems/KEY/runN/rerank/KEY-candidates/   the twin's reranked run (``reranked``'s files)
 
-A restart keeps a network's lists, a run's merged lists and a finished twin while the models and
-K are those they were made with, and makes again what they are not.
+A restart keeps a network's lists, a run's merged lists and a finished twin while the models, K
+and the other settings of the candidates are those they were made with, and makes again what they
+are not.
 """
 
 from __future__ import annotations
@@ -75,11 +79,15 @@ def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
     return any(f[1] == NMT[1] for f in features)
 
 
-def with_candidates(system: System, reached_only: bool = False, ensemble: bool = False) -> System:
+def with_candidates(
+    system: System, reached_only: bool = False, ensemble: bool = False, moses_nbest: int | None = None
+) -> System:
     """The twin of the reranked ``system``: its features, on the lists joined by the networks'
-    candidates (``reached_only``: those Moses can produce; ``ensemble``: their ensemble's)."""
+    candidates (``reached_only``: those Moses can produce; ``ensemble``: their ensemble's;
+    ``moses_nbest``: beside Moses' first N of each sentence only)."""
     whose = "the networks' ensemble's" if ensemble else "the networks'"
     label = f"{system.label}, with {whose} candidates" + (" Moses can produce" if reached_only else "")
+    label += f" beside Moses' {moses_nbest} best" if moses_nbest is not None else ""
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
@@ -93,14 +101,21 @@ def proposes_candidates(kind: str, source: str | ModelFile) -> ModelFile | None:
 
 
 def made_with(
-    size: int, constrained: bool = True, reached_only: bool = False, ensemble: bool = False
+    size: int,
+    constrained: bool = True,
+    reached_only: bool = False,
+    ensemble: bool = False,
+    moses_nbest: int | None = None,
 ) -> dict[str, str]:
     """What, beside the models, the merged lists and the twins' runs are recorded as made with:
     K, whether new lines got Moses' features by constrained decoding, and (each named only when
     chosen, so that records of lists made without them stay as they were) whether those Moses
-    cannot produce were left out, and whether the candidates are the networks' ensemble's."""
+    cannot produce were left out, whether the candidates are the networks' ensemble's, and how many
+    of Moses' hypotheses of a sentence they join."""
     made = {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
-    return made | ({"reached_only": "yes"} if reached_only else {}) | ({"ensemble": "yes"} if ensemble else {})
+    made |= {"reached_only": "yes"} if reached_only else {}
+    made |= {"ensemble": "yes"} if ensemble else {}
+    return made | ({"moses_nbest": str(moses_nbest)} if moses_nbest is not None else {})
 
 
 def network_lists(
@@ -183,6 +198,7 @@ def merge_lists(
     threads: int = 1,
     reached_only: bool = False,
     ensemble: bool = False,
+    moses_nbest: int | None = None,
 ) -> float:
     """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
     :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
@@ -191,11 +207,12 @@ def merge_lists(
     features by constrained decoding with the run's moses.ini (``threads``), and where it cannot
     produce them, the ini's LM feature through ``bin/query`` (None: those features 0);
     ``reached_only``: those it cannot produce left out (needs the ``toolkit``); ``ensemble``:
-    ``networks`` is the ensemble's one list. Returns the seconds it took."""
+    ``networks`` is the ensemble's one list; ``moses_nbest``: joined to the first N of Moses'
+    hypotheses of each sentence only. Returns the seconds it took."""
     t0 = time.time()
     work = merged_dir(run_dir)
     os.makedirs(work, exist_ok=True)
-    wanted = {**fingerprints, **made_with(size, toolkit is not None, reached_only, ensemble)}
+    wanted = {**fingerprints, **made_with(size, toolkit is not None, reached_only, ensemble, moses_nbest)}
     record = os.path.join(work, "features.json")
     merged = {part: os.path.join(work, f"{part}.nbest.gz") for part in ("dev", "test")}
     if all(map(os.path.exists, merged.values())) and recorded_features(record) == wanted:
@@ -226,14 +243,16 @@ def merge_lists(
                 lm_feature=lm[0] if lm else "LM0",
                 reach=reach,
                 reached_only=reached_only,
+                moses_nbest=moses_nbest,
                 on_warning=say,
             )
         os.remove(moses)
         reached = f" ({summary.reached:,} produced by Moses constrained)" if summary.reached is not None else ""
         if reached_only:
             reached += f", {summary.unreached_left_out:,} it cannot produce left out"
+        first = f" (the first {moses_nbest} of each sentence)" if moses_nbest is not None else ""
         say(
-            f"{part}: {summary.moses:,} Moses hypotheses joined by "
+            f"{part}: {summary.moses:,} Moses hypotheses{first} joined by "
             + ", ".join(f"{n:,} new ones of FromNet{i}" for i, n in enumerate(summary.new))
             + f"{reached}; appending {', '.join(names)}"
         )

@@ -9,8 +9,8 @@ weights, the system's networks in the order of their features (``CSLM0``, ``NMT0
 decoder's ``--rerank-nbest`` distinct lists, and, for a row "with the networks' candidates", every
 forward ``--nmt`` network as a candidate network with the experiment's beam and list size
 (``--network-candidates K``: K best of a beam of K, ``translate``'s other defaults) merged as the
-experiment merged them (constrained decoding, the ini's n-gram LM). ``translate-hybrid OUT/hybrid
-test.en -`` writes what that run's ``rerank/KEY/test.best`` holds.
+experiment merged them (constrained decoding, the ini's n-gram LM, ``--candidates-moses-nbest``).
+``translate-hybrid OUT/hybrid test.en -`` writes what that run's ``rerank/KEY/test.best`` holds.
 
 Every finished start writes it again from the runs finished by then (the old bundle replaced once
 the new one is complete). Where none can be written (a moses.ini ``path=`` that is relative, a
@@ -93,6 +93,7 @@ def write_chosen(
     warn: Callable[[str], None],
     reached_only: bool = False,
     ensemble: bool = False,
+    moses_nbest: int | None = None,
 ) -> str | None:
     """Write ``out_dir/hybrid`` for the choice among the ``reranked`` systems (each with its
     features and whether it reranks the lists joined by the networks' candidates) and return its
@@ -125,6 +126,7 @@ def write_chosen(
                 None,
                 reached_only=reached_only,
                 ensemble=ensemble,
+                moses_nbest=moses_nbest,
             )
             if with_candidates
             else None,

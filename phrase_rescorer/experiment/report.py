@@ -183,8 +183,10 @@ def format_table(report: dict) -> str:
                 if settings.get("ensemble_candidates")
                 else "each forward --nmt network's"
             )
+            first = settings.get("candidates_moses_nbest")
+            moses = f"Moses' {first} best" if first else "Moses' lists"
             lines.append(
-                f"with the networks' candidates: Moses' lists joined by {whose} {size} best"
+                f"with the networks' candidates: {moses} joined by {whose} {size} best"
                 f" (beam {size})" + (", only those Moses can produce." if settings.get("reached_only") else ".")
             )
         if heldout:

@@ -152,7 +152,12 @@ def _run_locked(
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     # --network-candidates: a twin of each reranked system with the networks' features (``candidates``)
     hybrid = [i for i, f in enumerate(combinations) if settings.network_candidates and takes_candidates(f)]
-    twin = functools.partial(with_candidates, reached_only=settings.reached_only, ensemble=settings.ensemble_candidates)
+    twin = functools.partial(
+        with_candidates,
+        reached_only=settings.reached_only,
+        ensemble=settings.ensemble_candidates,
+        moses_nbest=settings.candidates_moses_nbest,
+    )
     systems += [twin(group[i]) for i in hybrid for group in rerankers]
 
     def start_ini(system: System) -> str:
@@ -283,6 +288,7 @@ def _run_locked(
                 threads=settings.threads,
                 reached_only=settings.reached_only,
                 ensemble=settings.ensemble_candidates,
+                moses_nbest=settings.candidates_moses_nbest,
             )
             for i in hybrid:
                 paired = twin(rerankers[index][i])
@@ -302,6 +308,7 @@ def _run_locked(
                         settings.network_candidates,
                         reached_only=settings.reached_only,
                         ensemble=settings.ensemble_candidates,
+                        moses_nbest=settings.candidates_moses_nbest,
                     ),
                 )
                 scores[paired.key].append(
@@ -322,6 +329,7 @@ def _run_locked(
         candidates=settings.network_candidates,
         reached_only=settings.reached_only,
         ensemble=settings.ensemble_candidates,
+        moses_nbest=settings.candidates_moses_nbest,
         say=say,
         warn=warn,
     )

@@ -43,6 +43,7 @@ class Settings:
     network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
     reached_only: bool = False  # ... only those the run's moses.ini can produce (``merge-nbest --reached-only``)
     ensemble_candidates: bool = False  # ... the forward networks' ensemble's K best instead, one list
+    candidates_moses_nbest: int | None = None  # ... beside Moses' first N of each sentence only (None: all)
     rerank_choose_leave_out: tuple[tuple[str, ...], ...] = ()  # sets of features each reranked run tries without
     test_raw_reference: str | None = None
     unk_feature: bool = False
@@ -62,9 +63,9 @@ class Settings:
     def identity(self) -> dict:
         """What a restart must share with the first start (not: runs, threads, scoring, and not the
         sentence-level models ``lm`` and ``nmt``, nor ``network_candidates``, ``reached_only``,
-        ``ensemble_candidates`` and ``rerank_choose_leave_out``: a restart may add, replace or drop
-        them, and the reranked rows follow, built on the same decoder runs; ``reranked.score_lists``,
-        ``candidates``).
+        ``ensemble_candidates``, ``candidates_moses_nbest`` and ``rerank_choose_leave_out``: a
+        restart may add, replace or drop them, and the reranked rows follow, built on the same
+        decoder runs; ``reranked.score_lists``, ``candidates``).
         ``rerank_nbest`` is None while no sentence-level model is given: no list is decoded, and the
         first start that gives one fixes it (``check_resume``)."""
         return {

@@ -4,14 +4,18 @@ step-by-step pipeline does (decode, the networks' candidates, merge, features, r
 ``bundle.json`` records, in format version :data:`VERSION` (:data:`REACHED_ONLY_VERSION` for a
 bundle whose candidates are those the decoder can produce, which a reader of version 1 would merge
 all of; :data:`ENSEMBLE_VERSION` for one whose candidate networks translate as one ensemble, which
-an earlier reader would run one by one; this code reads all three, :data:`READ_VERSIONS`):
+an earlier reader would run one by one; :data:`MOSES_NBEST_VERSION` for one whose candidates join
+only the decoder's first N hypotheses of each sentence, which an earlier reader would join to all;
+this code reads all four, :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
   length normalisation and longest output, and whether they translate each on its own (a list each)
-  or as one ensemble (``translate -m A -m B``: one list), the feature networks in order with the
-  names their features get (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the
-  candidates' LM feature (``merge-nbest --lm``) and that feature's name: the ini's feature of that
-  name (its first KENLM feature by default) and its ``path=`` (:func:`candidate_lm`);
+  or as one ensemble (``translate -m A -m B``: one list), how many of the decoder's distinct
+  hypotheses of each sentence they join (``merge-nbest --moses-nbest``; all by default), the
+  feature networks in order with the names their features get (``nbest``'s: ``CSLM0``,
+  ``NMT0``, ...), the n-gram LM that gives the candidates' LM feature (``merge-nbest --lm``) and
+  that feature's name: the ini's feature of that name (its first KENLM feature by default) and
+  its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
   (``reranking.merge``; an ensemble's list: ``FromNet0`` alone), and ``MosesReached`` where the
@@ -75,7 +79,8 @@ FORMAT = "phrase-rescorer hybrid bundle"
 VERSION = 1
 REACHED_ONLY_VERSION = 2
 ENSEMBLE_VERSION = 3
-READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION)
+MOSES_NBEST_VERSION = 4
+READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION, MOSES_NBEST_VERSION)
 RECORD = "bundle.json"
 #: The copies' names in the directory.
 INI_COPY = "moses.ini"
@@ -98,6 +103,7 @@ class Candidates:
     constrained: bool = False  # new candidates decoded by Moses constrained to them (``MosesReached``)
     reached_only: bool = False  # ... and those it cannot produce left out (``merge-nbest --reached-only``)
     ensemble: bool = False  # the networks translate as one ensemble: one beam, one list (``FromNet0``)
+    moses_nbest: int | None = None  # the decoder's first N hypotheses of a sentence joined (None: all)
 
     @property
     def lists(self) -> int:
@@ -107,6 +113,8 @@ class Candidates:
     @property
     def version(self) -> int:
         """The oldest format version whose readers run these candidates as they were tuned."""
+        if self.moses_nbest is not None:
+            return MOSES_NBEST_VERSION
         return ENSEMBLE_VERSION if self.ensemble else REACHED_ONLY_VERSION if self.reached_only else VERSION
 
 
@@ -228,6 +236,11 @@ def write_bundle(
         candidates is not None and REACHED_INDICATOR in weights_file.by_name
     ):  # tuned on lists made with merge-nbest --ini
         candidates = dataclasses.replace(candidates, constrained=True)
+    if candidates is not None and candidates.moses_nbest is not None and candidates.moses_nbest > nbest:
+        raise BundleError(
+            f"the candidates join the decoder's first {candidates.moses_nbest} hypotheses of a sentence, but its "
+            f"lists hold {nbest}: give a smaller number, or decode more (--nbest)"
+        )
     if candidates is not None and candidates.reached_only and not candidates.constrained:
         raise BundleError(
             f"{weights}: the weights name no {REACHED_INDICATOR}, but the candidates are to be those the decoder "
@@ -280,6 +293,7 @@ def write_bundle(
             "constrained": candidates.constrained,
             "reached_only": candidates.reached_only,
             "ensemble": candidates.ensemble,
+            "moses_nbest": candidates.moses_nbest,
         },
         "ngram_lm": None if ngram_lm is None else recorded_files.read_by_decoder(ngram_lm),
         "lm_feature": lm_feature,
@@ -378,10 +392,15 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
             "write the bundle again"
         )
     found = bundle.candidates
-    if found is not None and (record["version"] < found.version or (found.ensemble and len(found.networks) < 2)):
+    if found is not None and (
+        record["version"] < found.version
+        or (found.ensemble and len(found.networks) < 2)
+        or (found.moses_nbest is not None and not 1 <= found.moses_nbest <= bundle.nbest)
+    ):
         raise BundleError(
             f"{where}: format version {record['version']} and its candidates' settings disagree (an ensemble needs "
-            f"version {ENSEMBLE_VERSION} and two networks or more): write the bundle again"
+            f"version {ENSEMBLE_VERSION} and two networks or more, the decoder's first N hypotheses joined version "
+            f"{MOSES_NBEST_VERSION} and N from 1 to its n-best size): write the bundle again"
         )
     if [list(f) for f in bundle.layout] != record["features"]:
         raise BundleError(f"{where}: its features differ from those of its settings: write the bundle again")
@@ -402,6 +421,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             bool(found.get("constrained", False)),
             bool(found.get("reached_only", False)),
             bool(found.get("ensemble", False)),
+            found.get("moses_nbest"),
         )
     )
     return Bundle(

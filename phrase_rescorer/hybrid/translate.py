@@ -209,6 +209,7 @@ class HybridSystem:
             lm_feature=self.bundle.lm_feature,
             reach=reach,
             reached_only=settings.reached_only,
+            moses_nbest=settings.moses_nbest,
         )
         return merged
 

@@ -7,7 +7,9 @@ the output holds:
 
 * Moses' hypotheses, in Moses' order, each line byte for byte as the decoder wrote it (a
   hypothesis Moses listed twice, in a list written without ``distinct``: its first line, the
-  best derivation, as ``distinct`` keeps it);
+  best derivation, as ``distinct`` keeps it); with ``moses_nbest`` N, only the first N distinct
+  hypotheses of each sentence (Moses' N best of a longer list: a candidate among the rest is
+  then new, as it would be beside a list of N);
 * then each added list's candidates that neither Moses nor an earlier added list proposed, in
   that list's order, as new lines with Moses' features (:func:`new_features`).
 
@@ -111,6 +113,7 @@ class MergeSummary:
     sentences: int = 0
     moses: int = 0  # Moses' distinct hypotheses (its lines written)
     moses_repeats: int = 0  # Moses' lines of a hypothesis it had listed already (left out)
+    moses_cut: int = 0  # Moses' distinct hypotheses after the first ``moses_nbest`` (left out)
     added: list[int] = field(default_factory=list)  # each added list's candidates
     shared: list[int] = field(default_factory=list)  # ... that Moses had proposed
     new: list[int] = field(default_factory=list)  # ... new to the list (written unless left out)
@@ -151,15 +154,19 @@ def merge_nbest(
     lm_feature: str = "LM0",
     reach: Reach | None = None,
     reached_only: bool = False,
+    moses_nbest: int | None = None,
     on_warning: Callable[[str], None] | None = None,
 ) -> MergeSummary:
     """Write to ``out_path`` Moses' n-best list ``moses_path`` merged with the lists
     ``added_paths`` (module docstring). ``lm``: the n-gram LM of Moses' feature ``lm_feature``,
     whose value new lines then get (else 0); ``reach``: Moses' own features of the new lines it
     can produce (constrained decoding), with the indicator ``MosesReached``; ``reached_only``
-    (with ``reach``): the new hypotheses it cannot produce left out."""
+    (with ``reach``): the new hypotheses it cannot produce left out; ``moses_nbest``: Moses' first
+    N distinct hypotheses of each sentence kept, the rest left out (None: all)."""
     if reached_only and reach is None:
         raise ValueError("reached_only needs reach: which hypotheses the decoder can produce")
+    if moses_nbest is not None and moses_nbest < 1:
+        raise ValueError(f"moses_nbest must be at least 1, not {moses_nbest}")
     for path in (moses_path, *added_paths):
         check_distinct_paths(path, out_path)
     started = time.monotonic()
@@ -241,11 +248,16 @@ def merge_nbest(
                     )
             summary.sentences += 1
             kept: dict[str, list[int]] = {}
+            cut: set[str] = set()
             moses_lines: list[tuple[NbestLine, list[int]]] = []
             for line in group:
                 key = " ".join(line.tokens)
-                if key in kept:
+                if key in kept or key in cut:
                     summary.moses_repeats += 1
+                    continue
+                if moses_nbest is not None and len(moses_lines) == moses_nbest:
+                    summary.moses_cut += 1
+                    cut.add(key)  # a candidate of an added list with these words is new
                     continue
                 kept[key] = flags = [1] + [0] * len(added_paths)
                 moses_lines.append((line, flags))

@@ -270,7 +270,7 @@ def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decod
     assert record["version"] == 2  # a reader of version 1 would merge every candidate: it refuses the bundle
     assert read_bundle(str(directory)).candidates.reached_only  # type: ignore[union-attr]
     for change, message in (
-        ({"version": 4}, "format version 4, this program reads versions 1, 2, 3"),
+        ({"version": 5}, "format version 5, this program reads versions 1, 2, 3, 4"),
         ({"candidates": {**record["candidates"], "constrained": False}}, "without constrained decoding"),
     ):
         (directory / "bundle.json").write_text(json.dumps({**record, **change}))
@@ -307,6 +307,32 @@ def test_weights_of_the_other_ensemble_choice_are_refused_with_the_option_to_giv
     assert "leave out --ensemble" in one_line(err) and not (tmp_path / "other").exists()
 
 
+def test_the_decoder_s_first_n_joined_is_recorded_as_version_4_and_at_most_its_nbest(
+    system, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """--moses-nbest N: refused above --nbest (before anything is written); recorded, in format
+    version 4 (an earlier reader would join the candidates to the whole list), and a record that
+    disagrees (an earlier version, N above the n-best size) is refused."""
+    own = candidate_system(system, tmp_path)
+    directory = tmp_path / "hybrid"
+    args = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--nbest", "20", "--moses-nbest")
+    code, err = run_cli([*args, "21"], monkeypatch, capsys)
+    assert code == EXIT_USAGE and "the decoder's first 21 hypotheses of a sentence, but its lists hold 20" in one_line(
+        err
+    ), err
+    assert not directory.exists()
+    code, err = run_cli([*args, "10"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "the decoder's 20-best lists (the first 10 of a sentence joined by the candidates)" in err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["version"] == 4 and record["candidates"]["moses_nbest"] == 10
+    assert read_bundle(str(directory)).candidates.moses_nbest == 10  # type: ignore[union-attr]
+    for change in ({"version": 3}, {"nbest": 5}):
+        (directory / "bundle.json").write_text(json.dumps({**record, **change}))
+        with pytest.raises(BundleError, match=r"format version \d and its candidates' settings disagree"):
+            read_bundle(str(directory), verify=False)
+
+
 def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatch, capsys) -> None:
     own = candidate_system(system, tmp_path)
     other = tmp_path / "other.arpa"
@@ -330,6 +356,7 @@ def test_an_lm_not_that_of_the_ini_is_refused(system, tmp_path: Path, monkeypatc
         (["--beam-size", "3"], "--beam-size without --candidates"),
         (["--length-alpha", "1"], "--length-alpha without --candidates"),
         (["--reached-only"], "--reached-only without --candidates"),
+        (["--moses-nbest", "10"], "--moses-nbest without --candidates"),
         (["--candidates", "x.pt", "--ensemble"], "--ensemble needs two --candidates or more"),
     ],
 )

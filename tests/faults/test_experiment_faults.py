@@ -166,7 +166,8 @@ def test_ini_with_a_relative_path_is_refused_before_any_work(
 def test_network_candidates_without_a_forward_network_are_refused(files: dict[str, Path], tmp_path: Path) -> None:
     """--network-candidates takes the candidates of the --nmt networks that translate forward:
     without --nmt, or with an inverse network only, it is refused before any work (and
-    --reached-only without it)."""
+    --reached-only, --ensemble-candidates and --candidates-moses-nbest without it, the last also
+    above --rerank-nbest)."""
     out, moses = tmp_path / "out", stand_in(tmp_path / "moses")
     code, err = experiment(moses, files, str(out), "--network-candidates", "3")
     assert code == 2 and one_error(err) == (
@@ -193,6 +194,16 @@ def test_network_candidates_without_a_forward_network_are_refused(files: dict[st
     assert code == 2 and one_error(err) == (
         "phrase-rescorer: error: --ensemble-candidates needs --network-candidates (the ensemble's K best join Moses' "
         "lists)"
+    )
+    code, err = experiment(moses, files, str(out), "--candidates-moses-nbest", "10")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --candidates-moses-nbest needs --network-candidates (it says how many of Moses' "
+        "hypotheses they join)"
+    )
+    more = ["--nmt", str(inverse), "--network-candidates", "3", "--rerank-nbest", "20", "--candidates-moses-nbest"]
+    code, err = experiment(moses, files, str(out), *more, "21")
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --candidates-moses-nbest 21: Moses' lists hold --rerank-nbest 20: give at most that"
     )
     forward = tmp_path / "forward.pt"
     argv[argv.index(str(inverse))] = str(forward)

@@ -4,7 +4,8 @@ Moses' lists joined by the network's own candidates (``experiment.candidates``);
 bundle of the row held-out dev chose (``experiment.chosen``), and the other row's, each translating
 with translate-hybrid as its run did; then a restart that keeps everything, and one with
 --reached-only that keeps the networks' lists and leaves out of the joined lists the candidates
-Moses cannot produce; then two networks with --ensemble-candidates, their ensemble's one list.
+Moses cannot produce; then two networks with --ensemble-candidates, their ensemble's one list,
+and --candidates-moses-nbest 2, the candidates beside Moses' first 2 hypotheses of a sentence.
 Skipped, with the reason, when no Moses is found."""
 
 from __future__ import annotations
@@ -138,6 +139,29 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
 
+    # the candidates beside Moses' first 2 of its 10 best: the joined lists and the twin made again, the row kept
+    first2 = experiment(*both, "--candidates-moses-nbest", "2")
+    assert first2.returncode == 0, first2.stderr
+    assert "NMT0+NMT1: its candidates of an earlier start kept" in first2.stderr
+    assert "nmt run 1: finished earlier, kept" in first2.stderr
+    assert "nmt-candidates run 1: finished earlier, kept" not in first2.stderr
+    assert "Moses hypotheses (the first 2 of each sentence) joined by" in first2.stderr
+    assert "+ NMT, with the networks' ensemble's candidates beside Moses' 2 best" in first2.stdout
+    assert "Moses' 2 best joined by the forward --nmt networks' ensemble's 3 best" in first2.stdout
+    for part in ("dev", "test"):
+        ids = [line.split(" ")[0] for line in joined_lines(rerank, part) if " FromMoses= 1 " in line]
+        sentences = len((TINY / f"{part}.en").read_text().splitlines())
+        assert max(map(ids.count, ids)) == 2 and len(set(ids)) == sentences  # each sentence's first 2 or fewer
+    report = json.loads((out / "experiment.json").read_text())
+    assert report["systems"]["nmt-candidates"]["runs"][0]["models"]["moses_nbest"] == "2"
+    twin_out, _, _ = bundle_of(
+        "nmt-candidates", report, out, out.parent / "first2", (nmt, nmt2), moses, ensemble=True, moses_nbest=2
+    )
+    record = json.loads((twin_out / "hybrid" / "bundle.json").read_text())
+    assert record["candidates"]["moses_nbest"] == 2 and record["version"] == 4 and record["nbest"] == 10
+    expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
+    assert translated(twin_out / "hybrid", test_text, moses) == expected
+
 
 MOSES_MODEL = "TranslationModel0 Distortion0 PhrasePenalty0"  # the tiny system has no reordering table
 
@@ -219,7 +243,14 @@ def chosen_bundle_translates_as_its_run(report: dict, out: Path, rerank: Path, s
 
 
 def bundle_of(
-    key: str, report: dict, out: Path, elsewhere: Path, networks: tuple[Path, ...], moses: str, ensemble: bool = False
+    key: str,
+    report: dict,
+    out: Path,
+    elsewhere: Path,
+    networks: tuple[Path, ...],
+    moses: str,
+    ensemble: bool = False,
+    moses_nbest: int | None = None,
 ) -> tuple[Path, dict, list]:
     """A copy of the experiment ``out`` at ``elsewhere`` whose OUT/hybrid is the bundle of the row
     ``key`` ("nmt" or its twin), written as the experiment writes the chosen one (the report's
@@ -227,7 +258,8 @@ def bundle_of(
     models = SentenceModels(nmt=tuple(map(str, networks)))
     (features,) = models.combinations()
     plain = reranked(BASELINE, features)
-    rows = [(plain, features, False), (with_candidates(plain, ensemble=ensemble), features, True)]
+    twin = with_candidates(plain, ensemble=ensemble, moses_nbest=moses_nbest)
+    rows = [(plain, features, False), (twin, features, True)]
     made_up = json.loads(json.dumps(report))
     for row in ("nmt", "nmt-candidates"):
         made_up["systems"][row]["runs"][0]["dev_heldout"] = 50.0 if row == key else 10.0
@@ -235,7 +267,7 @@ def bundle_of(
     said: list[str] = []
     written = write_chosen(
         MosesToolkit(moses), str(elsewhere), made_up, rows, models, nbest=10, candidates=3, ensemble=ensemble,
-        say=said.append, warn=said.append,
+        moses_nbest=moses_nbest, say=said.append, warn=said.append,
     )  # fmt: skip
     assert written == str(elsewhere / "hybrid"), said
     return elsewhere, made_up, rows

@@ -26,6 +26,11 @@ DECODER_WEIGHTS = (
 )
 NETWORK_WEIGHTS = "CSLM0= 0.3\nNMT0= -0.4\n"
 CANDIDATE_WEIGHTS = "FromMoses= -100\nFromNet0= 2\n"
+#: ... and weights that prefer Moses' own lines, its lowest scored first: the choice depends on how many join.
+LOWEST_MOSES_WEIGHTS = (
+    "Distortion0= -0.3\nLM0= -0.5\nWordPenalty0= 1\nPhrasePenalty0= -0.2\nTranslationModel0= -0.2 -0.2 -0.2 -0.2\n"
+    "FromMoses= 100\nFromNet0= 2\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +68,11 @@ def by_hand(
     constrained: bool = False,
     reached_only: bool = False,
     ensemble: bool = False,
+    moses_nbest: int | None = None,
 ) -> bytes:
     """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini,
-    ``reached_only``: and --reached-only; ``ensemble``: the candidates of the two networks' ensemble)."""
+    ``reached_only``: and --reached-only; ``ensemble``: the candidates of the two networks' ensemble;
+    ``moses_nbest``: joined to Moses' first N only, merge-nbest --moses-nbest)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
@@ -87,6 +94,7 @@ def by_hand(
             str(system["moses"]),
             *(["--ini", str(system["ini"]), "--source", str(system["source"])] if constrained else []),
             *(["--reached-only"] if reached_only else []),
+            *(["--moses-nbest", str(moses_nbest)] if moses_nbest else []),
         )
         listed = merged
     scored = work / "source.scored.nbest"
@@ -104,29 +112,40 @@ def chosen_line(stderr: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("candidates", "constrained", "reached_only", "ensemble"),
+    ("candidates", "constrained", "reached_only", "ensemble", "moses_nbest"),
     [
-        (False, False, False, False),
-        (True, False, False, False),
-        (True, True, False, False),
-        (True, True, True, False),
-        (True, False, False, True),
+        (False, False, False, False, None),
+        (True, False, False, False, None),
+        (True, True, False, False, None),
+        (True, True, True, False, None),
+        (True, False, False, True, None),
+        (True, True, False, False, 2),
     ],
-    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble"],
+    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble", "moses-first-2"],
 )
 def test_one_command_writes_what_the_five_steps_write(
-    system: dict[str, Path], tmp_path: Path, candidates: bool, constrained: bool, reached_only: bool, ensemble: bool
+    system: dict[str, Path],
+    tmp_path: Path,
+    candidates: bool,
+    constrained: bool,
+    reached_only: bool,
+    ensemble: bool,
+    moses_nbest: int | None,
 ) -> None:
     """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
     the candidates so too; with --reached-only it leaves out those the decoder cannot produce, as
     merge-nbest --reached-only does (which changes the choice here: the weights prefer them); with
-    --ensemble the two networks' candidates are their ensemble's one list (which changes them here)."""
+    --ensemble the two networks' candidates are their ensemble's one list (which changes them here);
+    with --moses-nbest 2 they join the decoder's first 2 hypotheses of a sentence only (which
+    changes the choice here: the weights prefer Moses' lowest lines, which are then left out)."""
     weights = tmp_path / "rerank.weights"
     marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
     weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble)
+    if moses_nbest:
+        weights.write_text("[weight]\n" + LOWEST_MOSES_WEIGHTS + "MosesReached= 3\n" + NETWORK_WEIGHTS)
+    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble, moses_nbest)
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
-    if reached_only or ensemble:
+    if reached_only or ensemble or moses_nbest:
         (tmp_path / "every").mkdir()
         assert expected != by_hand(system, tmp_path / "every", weights, candidates, constrained)
 
@@ -136,10 +155,11 @@ def test_one_command_writes_what_the_five_steps_write(
     if candidates:
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
         args += ["--candidates", str(system["nmt2"]), "--ensemble"] if ensemble else []
-    ok(*args, *(["--reached-only"] if reached_only else []))
+    ok(*args, *(["--reached-only"] if reached_only else []), *(["--moses-nbest", "2"] if moses_nbest else []))
     assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
     assert ('"reached_only": true' in (bundle / "bundle.json").read_text()) == reached_only
     assert ('"ensemble": true' in (bundle / "bundle.json").read_text()) == ensemble
+    assert ('"moses_nbest": 2' in (bundle / "bundle.json").read_text()) == bool(moses_nbest)
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip

@@ -88,11 +88,11 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert network_lists(out, models, parts, size=3, fingerprints=fingerprints, say=said.append) == networks
     assert Path(networks[0]["dev"]).stat().st_mtime_ns == stamp and "kept" in said[0]
 
-    def merge(size: int, ensemble: bool = False) -> list[str]:
+    def merge(size: int, ensemble: bool = False, moses_nbest: int | None = None) -> list[str]:
         said.clear()
         merge_lists(
             str(run), models, networks, DEV, TEST, toolkit=None, fingerprints=fingerprints, size=size, say=said.append,
-            ensemble=ensemble,
+            ensemble=ensemble, moses_nbest=moses_nbest,
         )  # fmt: skip
         return said
 
@@ -117,6 +117,21 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert any("appending NMT0" in s for s in merge(2, ensemble=True))  # the option alone: made again
     record = json.loads((run / "rerank" / "candidates" / "features.json").read_text())
     assert record["ensemble"] == "yes"
+
+    # beside Moses' first hypothesis of each sentence only: made again, recorded; the twin says so
+    assert any("Moses hypotheses (the first 1 of each sentence) joined by" in s for s in merge(2, moses_nbest=1))
+    for part in parts:
+        lines = read(run / "rerank" / "candidates" / f"{part}.nbest.gz")
+        moses = [line.split(" FromMoses= ")[0] + " ||| -3.5\n" for line in lines if " FromMoses= 1 " in line]
+        first: dict[str, str] = {}  # the decoder's first line of each sentence
+        for line in raw[part].decode().splitlines(keepends=True):
+            first.setdefault(line.split(" ||| ")[0], line)
+        assert moses == list(first.values())
+    record = json.loads((run / "rerank" / "candidates" / "features.json").read_text())
+    assert record["moses_nbest"] == "1" and "moses_nbest" not in made_with(2)
+    assert any("appending NMT0" in s for s in merge(2))  # dropped again: made again
+    twin = with_candidates(reranked(BASELINE, models.features()), moses_nbest=10)
+    assert twin.label == "+ NMT, with the networks' candidates beside Moses' 10 best" and twin.key == "nmt-candidates"
 
 
 def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> None:

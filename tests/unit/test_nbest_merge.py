@@ -205,6 +205,44 @@ def test_reached_only_leaves_out_exactly_the_hypotheses_the_decoder_cannot_produ
     assert not (tmp_path / "out.nbest").exists()
 
 
+def first_distinct(text: str, n: int) -> str:
+    """Moses' list ``text`` cut by hand to the first ``n`` distinct hypotheses of each sentence."""
+    out: list[str] = []
+    seen: dict[str, list[str]] = {}
+    for line in text.splitlines(keepends=True):
+        sentence, hypothesis = line.split(" ||| ")[:2]
+        words = seen.setdefault(sentence, [])
+        key = " ".join(hypothesis.split())
+        if key not in words and len(words) < n:
+            words.append(key)
+            out.append(line)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("constrained", [False, True])
+def test_moses_nbest_merges_as_beside_a_list_of_moses_first_n(tmp_path: Path, n: int, constrained: bool) -> None:
+    """With moses_nbest N the output is, byte for byte, the merge beside Moses' first N distinct
+    hypotheses of each sentence: a candidate among the rest is new (its indicator FromMoses= 0,
+    Moses' features by constrained decoding where given, else 0), the rest's repeats repeats."""
+    moses, net0, net1 = lists(tmp_path)
+    (tmp_path / "first.nbest").write_text(first_distinct(MOSES, n))
+    given = {"lm": StubLM(), "reach": StubReach(produces=("le chien", "un chat noir"))} if constrained else {}
+    expected = merge_nbest(str(tmp_path / "first.nbest"), str(tmp_path / "by_hand.nbest"), [net0, net1], **given)
+    given = {"lm": StubLM(), "reach": StubReach(produces=("le chien", "un chat noir"))} if constrained else {}
+    summary = merge_nbest(moses, str(tmp_path / "cut.nbest"), [net0, net1], moses_nbest=n, **given)
+    assert (tmp_path / "cut.nbest").read_bytes() == (tmp_path / "by_hand.nbest").read_bytes()
+    assert (summary.moses, summary.new, summary.lines) == (expected.moses, expected.new, expected.lines)
+    assert summary.moses_cut == {1: 1, 2: 0, 3: 0}[n] and summary.moses_repeats == 1
+    if n == 1:  # "le chien", Moses' second, proposed by both networks: a new line of both
+        chien = {h: f for _, h, f in merged(tmp_path / "cut.nbest")}["le chien"]
+        assert (chien["FromMoses"], chien["FromNet0"], chien["FromNet1"]) == ([0.0], [1.0], [1.0])
+        assert (chien[REACHED_INDICATOR] == [1.0]) if constrained else (chien["Distortion0"] == [0.0])
+    with pytest.raises(ValueError, match="moses_nbest must be at least 1"):
+        merge_nbest(moses, str(tmp_path / "none.nbest"), [net0], moses_nbest=0)
+    assert not (tmp_path / "none.nbest").exists()
+
+
 def test_constrained_decoding_with_other_features_than_the_list_is_refused(tmp_path: Path) -> None:
     moses, net0, _ = lists(tmp_path)
     with pytest.raises(NbestError, match="in constrained decoding differ from the list's"):
