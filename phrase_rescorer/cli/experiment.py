@@ -299,11 +299,6 @@ def experiment(
         raise UserError(
             "--candidates-moses-nbest needs --network-candidates (it says how many of Moses' hypotheses they join)"
         )
-    if candidates_moses_nbest is not None and candidates_moses_nbest > rerank_nbest:
-        raise UserError(
-            f"--candidates-moses-nbest {candidates_moses_nbest}: Moses' lists hold --rerank-nbest {rerank_nbest}: "
-            "give at most that"
-        )
     if rerank_choose_leave_out and not (nmt or lm):
         raise UserError("--rerank-choose-leave-out needs --lm or --nmt (the reranked runs that choose)")
     option = "--rerank-choose-leave-out"

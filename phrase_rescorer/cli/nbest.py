@@ -225,7 +225,7 @@ def merge_nbest(
     \b
     Moses' lines    kept byte for byte, in order (a hypothesis listed twice: its first line),
                     with FromMoses= 1; with --moses-nbest N only each sentence's first N
-    new hypotheses  each added list's candidates Moses did not list, after Moses' lines of their
+    new hypotheses  each added list's candidates not among Moses' lines kept, after them in their
                     sentence, with FromMoses= 0 and Moses' features: WordPenalty0 minus the number
                     of words, the LM feature (--lm-feature) ln 10 x KenLM's log10 p with --lm, as
                     the decoder computes both; every other value 0 (the decoder's phrase pairs,
@@ -301,9 +301,10 @@ def merge_nbest(
             moses_nbest=moses_nbest,
             on_warning=warn,
         )
-    repeats = f" ({summary.moses_repeats:,} repeated lines left out)" if summary.moses_repeats else ""
+    left_out = [f"{summary.moses_repeats:,} repeated lines"] if summary.moses_repeats else []
     if moses_nbest is not None:
-        repeats += f" ({summary.moses_cut:,} after the first {moses_nbest:,} of a sentence left out)"
+        left_out.append(f"{summary.moses_cut:,} after the first {moses_nbest:,} of a sentence")
+    repeats = f" ({' and '.join(left_out)} left out)" if left_out else ""
     say(
         ctx,
         f"{moses_path}: {summary.sentences:,} sentences, {summary.moses:,} Moses hypotheses{repeats}; "

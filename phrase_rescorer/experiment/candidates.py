@@ -33,8 +33,8 @@ Files::
                                               the run's lists joined by the candidates, with every
                                               feature
     systems/KEY/runN/rerank/candidates/features.json
-                                              the models (SHA-256) and K they were made with,
-                                              written last
+                                              the models (SHA-256), K and the candidates' other
+                                              settings they were made with, written last
     systems/KEY/runN/rerank/KEY-candidates/   the twin's reranked run (``reranked``'s files)
 
 A restart keeps a network's lists, a run's merged lists and a finished twin while the models, K
@@ -87,7 +87,7 @@ def with_candidates(
     ``moses_nbest``: beside Moses' first N of each sentence only)."""
     whose = "the networks' ensemble's" if ensemble else "the networks'"
     label = f"{system.label}, with {whose} candidates" + (" Moses can produce" if reached_only else "")
-    label += f" beside Moses' {moses_nbest} best" if moses_nbest is not None else ""
+    label += f", beside Moses' {moses_nbest} best" if moses_nbest is not None else ""
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
 
 
@@ -202,8 +202,8 @@ def merge_lists(
 ) -> float:
     """The decoder run's dev and test lists joined by the networks' candidates (``networks``,
     :func:`network_lists`), with every feature of ``models``: made from the run's scored lists
-    (``reranked.score_lists``, made first), or kept while the models and ``size`` are those they
-    were made with, in ``merged_dir(run_dir)``. With the Moses ``toolkit``, new lines get Moses'
+    (``reranked.score_lists``, made first), or kept while the models, ``size`` and the settings
+    below are those they were made with, in ``merged_dir(run_dir)``. With the Moses ``toolkit``, new lines get Moses'
     features by constrained decoding with the run's moses.ini (``threads``), and where it cannot
     produce them, the ini's LM feature through ``bin/query`` (None: those features 0);
     ``reached_only``: those it cannot produce left out (needs the ``toolkit``); ``ensemble``:

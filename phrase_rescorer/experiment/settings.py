@@ -277,6 +277,13 @@ def check(settings: Settings) -> tuple[str, Models]:
     check_out_dir(settings.out_dir)
     models = check_models(settings)
     forward = [m for m in models.nmt if m.kind[1] == "forward"]  # the networks that propose candidates
+    first = settings.candidates_moses_nbest
+    if first is not None and first > settings.rerank_nbest:
+        raise ExperimentError(
+            f"--candidates-moses-nbest {first}: Moses' lists hold --rerank-nbest {settings.rerank_nbest}: give at most "
+            "that",
+            EXIT_USAGE,
+        )
     if settings.network_candidates and not forward:
         raise ExperimentError(
             f"--network-candidates: no --nmt network translates forward ({', '.join(settings.nmt) or 'none given'}); "

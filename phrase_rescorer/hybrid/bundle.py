@@ -392,19 +392,27 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
             "write the bundle again"
         )
     found = bundle.candidates
-    if found is not None and (
-        record["version"] < found.version
-        or (found.ensemble and len(found.networks) < 2)
-        or (found.moses_nbest is not None and not 1 <= found.moses_nbest <= bundle.nbest)
-    ):
+    if found is not None and (record["version"] < found.version or (found.ensemble and len(found.networks) < 2)):
         raise BundleError(
             f"{where}: format version {record['version']} and its candidates' settings disagree (an ensemble needs "
             f"version {ENSEMBLE_VERSION} and two networks or more, the decoder's first N hypotheses joined version "
-            f"{MOSES_NBEST_VERSION} and N from 1 to its n-best size): write the bundle again"
+            f"{MOSES_NBEST_VERSION}): write the bundle again"
+        )
+    if found is not None and found.moses_nbest is not None and not 1 <= found.moses_nbest <= bundle.nbest:
+        raise BundleError(
+            f"{where}: its candidates join the decoder's first {found.moses_nbest} hypotheses of a sentence, its lists "
+            f"hold {bundle.nbest}: write the bundle again"
         )
     if [list(f) for f in bundle.layout] != record["features"]:
         raise BundleError(f"{where}: its features differ from those of its settings: write the bundle again")
     return bundle
+
+
+def _count_or_none(value: Any, name: str) -> int | None:
+    """A record's whole number (not a bool, which JSON keeps apart), or None."""
+    if value is not None and type(value) is not int:
+        raise ValueError(f"{name} is {value!r}, not a whole number")
+    return value
 
 
 def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
@@ -421,7 +429,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             bool(found.get("constrained", False)),
             bool(found.get("reached_only", False)),
             bool(found.get("ensemble", False)),
-            found.get("moses_nbest"),
+            _count_or_none(found.get("moses_nbest"), "moses_nbest"),
         )
     )
     return Bundle(

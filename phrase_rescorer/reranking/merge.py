@@ -8,8 +8,9 @@ the output holds:
 * Moses' hypotheses, in Moses' order, each line byte for byte as the decoder wrote it (a
   hypothesis Moses listed twice, in a list written without ``distinct``: its first line, the
   best derivation, as ``distinct`` keeps it); with ``moses_nbest`` N, only the first N distinct
-  hypotheses of each sentence (Moses' N best of a longer list: a candidate among the rest is
-  then new, as it would be beside a list of N);
+  hypotheses of each sentence of the list (a candidate among the rest is then new, as beside
+  the list cut by hand; a list Moses decodes with N can hold fewer, as its distinct n-best stops
+  after N times its n-best-factor derivations);
 * then each added list's candidates that neither Moses nor an earlier added list proposed, in
   that list's order, as new lines with Moses' features (:func:`new_features`).
 
@@ -257,7 +258,7 @@ def merge_nbest(
                     continue
                 if moses_nbest is not None and len(moses_lines) == moses_nbest:
                     summary.moses_cut += 1
-                    cut.add(key)  # a candidate of an added list with these words is new
+                    cut.add(key)  # a later line of these words: a repeat, not cut again
                     continue
                 kept[key] = flags = [1] + [0] * len(added_paths)
                 moses_lines.append((line, flags))

@@ -312,7 +312,7 @@ def test_the_decoder_s_first_n_joined_is_recorded_as_version_4_and_at_most_its_n
 ) -> None:
     """--moses-nbest N: refused above --nbest (before anything is written); recorded, in format
     version 4 (an earlier reader would join the candidates to the whole list), and a record that
-    disagrees (an earlier version, N above the n-best size) is refused."""
+    disagrees (an earlier version, N above the n-best size, N no whole number) is refused."""
     own = candidate_system(system, tmp_path)
     directory = tmp_path / "hybrid"
     args = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--nbest", "20", "--moses-nbest")
@@ -327,9 +327,14 @@ def test_the_decoder_s_first_n_joined_is_recorded_as_version_4_and_at_most_its_n
     record = json.loads((directory / "bundle.json").read_text())
     assert record["version"] == 4 and record["candidates"]["moses_nbest"] == 10
     assert read_bundle(str(directory)).candidates.moses_nbest == 10  # type: ignore[union-attr]
-    for change in ({"version": 3}, {"nbest": 5}):
+    for change, message in (
+        ({"version": 3}, "format version 3 and its candidates' settings disagree"),
+        ({"nbest": 5}, "its candidates join the decoder's first 10 hypotheses of a sentence, its lists hold 5"),
+        ({"candidates": {**record["candidates"], "moses_nbest": "10"}}, "not a complete bundle record"),
+        ({"candidates": {**record["candidates"], "moses_nbest": True}}, "moses_nbest is True, not a whole number"),
+    ):
         (directory / "bundle.json").write_text(json.dumps({**record, **change}))
-        with pytest.raises(BundleError, match=r"format version \d and its candidates' settings disagree"):
+        with pytest.raises(BundleError, match=message):
             read_bundle(str(directory), verify=False)
 
 

@@ -146,7 +146,7 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "nmt run 1: finished earlier, kept" in first2.stderr
     assert "nmt-candidates run 1: finished earlier, kept" not in first2.stderr
     assert "Moses hypotheses (the first 2 of each sentence) joined by" in first2.stderr
-    assert "+ NMT, with the networks' ensemble's candidates beside Moses' 2 best" in first2.stdout
+    assert "+ NMT, with the networks' ensemble's candidates, beside Moses' 2 best" in first2.stdout
     assert "Moses' 2 best joined by the forward --nmt networks' ensemble's 3 best" in first2.stdout
     for part in ("dev", "test"):
         ids = [line.split(" ")[0] for line in joined_lines(rerank, part) if " FromMoses= 1 " in line]
@@ -154,6 +154,9 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
         assert max(map(ids.count, ids)) == 2 and len(set(ids)) == sentences  # each sentence's first 2 or fewer
     report = json.loads((out / "experiment.json").read_text())
     assert report["systems"]["nmt-candidates"]["runs"][0]["models"]["moses_nbest"] == "2"
+    chosen = json.loads((out / "hybrid" / "bundle.json").read_text())["candidates"]  # the experiment's own
+    assert (chosen or {}).get("moses_nbest") == (2 if chosen_key(report) == "nmt-candidates" else None)
+    assert translated(out / "hybrid", test_text, moses) == (rerank / chosen_key(report) / "test.best").read_bytes()
     twin_out, _, _ = bundle_of(
         "nmt-candidates", report, out, out.parent / "first2", (nmt, nmt2), moses, ensemble=True, moses_nbest=2
     )

@@ -131,7 +131,7 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
     assert record["moses_nbest"] == "1" and "moses_nbest" not in made_with(2)
     assert any("appending NMT0" in s for s in merge(2))  # dropped again: made again
     twin = with_candidates(reranked(BASELINE, models.features()), moses_nbest=10)
-    assert twin.label == "+ NMT, with the networks' candidates beside Moses' 10 best" and twin.key == "nmt-candidates"
+    assert twin.label == "+ NMT, with the networks' candidates, beside Moses' 10 best" and twin.key == "nmt-candidates"
 
 
 def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> None:

@@ -28,6 +28,8 @@ def test_the_lists_features_in_order() -> None:
     reached = Candidates(("a.pt",), 3, 4, 0.6, None, True, True)
     both = Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None, True, True, ensemble=True)
     assert (two.version, ensemble.version, reached.version, both.version) == (1, 3, 2, 3)
+    first = [Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None, True, True, ensemble, moses_nbest=5) for ensemble in (0, 1)]
+    assert [c.version for c in first] == [4, 4]  # an earlier reader would join the candidates to the whole list
 
 
 def test_default_names_count_each_kind_on_its_own() -> None:

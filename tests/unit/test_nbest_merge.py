@@ -225,15 +225,22 @@ def test_moses_nbest_merges_as_beside_a_list_of_moses_first_n(tmp_path: Path, n:
     """With moses_nbest N the output is, byte for byte, the merge beside Moses' first N distinct
     hypotheses of each sentence: a candidate among the rest is new (its indicator FromMoses= 0,
     Moses' features by constrained decoding where given, else 0), the rest's repeats repeats."""
-    moses, net0, net1 = lists(tmp_path)
-    (tmp_path / "first.nbest").write_text(first_distinct(MOSES, n))
+    _, net0, net1 = lists(tmp_path)
+    longer = MOSES.splitlines(keepends=True)  # sentence 0 with a repeat of its second and a third
+    longer[3:3] = [
+        "0 ||| le  chien ||| Distortion0= -3 LM0= -6.5 WordPenalty0= -2 TranslationModel0= -3 -3 ||| -6\n",
+        "0 ||| un chien ||| Distortion0= -1 LM0= -7 WordPenalty0= -2 TranslationModel0= -3 -4 ||| -7\n",
+    ]
+    moses = str(tmp_path / "longer.nbest")
+    Path(moses).write_text("".join(longer))
+    (tmp_path / "first.nbest").write_text(first_distinct("".join(longer), n))
     given = {"lm": StubLM(), "reach": StubReach(produces=("le chien", "un chat noir"))} if constrained else {}
     expected = merge_nbest(str(tmp_path / "first.nbest"), str(tmp_path / "by_hand.nbest"), [net0, net1], **given)
     given = {"lm": StubLM(), "reach": StubReach(produces=("le chien", "un chat noir"))} if constrained else {}
     summary = merge_nbest(moses, str(tmp_path / "cut.nbest"), [net0, net1], moses_nbest=n, **given)
     assert (tmp_path / "cut.nbest").read_bytes() == (tmp_path / "by_hand.nbest").read_bytes()
     assert (summary.moses, summary.new, summary.lines) == (expected.moses, expected.new, expected.lines)
-    assert summary.moses_cut == {1: 1, 2: 0, 3: 0}[n] and summary.moses_repeats == 1
+    assert summary.moses_cut == {1: 2, 2: 1, 3: 0}[n] and summary.moses_repeats == 2
     if n == 1:  # "le chien", Moses' second, proposed by both networks: a new line of both
         chien = {h: f for _, h, f in merged(tmp_path / "cut.nbest")}["le chien"]
         assert (chien["FromMoses"], chien["FromNet0"], chien["FromNet1"]) == ([0.0], [1.0], [1.0])
