@@ -309,6 +309,11 @@ def _ms(by_library: dict[str, float]) -> str:
 @click.option("--warmup", type=click.IntRange(min=1), default=10, show_default=True, help="Steps run before them.")
 @click.option("--bf16", is_flag=True, help="Profile bf16 autocast training.")
 @click.option(
+    "--bf16-steps",
+    is_flag=True,
+    help="Profile train-nmt --bf16-steps (rnnsearch: the decoder steps' products in bf16).",
+)
+@click.option(
     "--ceiling/--no-ceiling",
     default=True,
     show_default=True,
@@ -326,6 +331,7 @@ def main(
     steps: int,
     warmup: int,
     bf16: bool,
+    bf16_steps: bool,
     ceiling: bool,
     threads: int | None,
     json_path: str | None,
@@ -345,7 +351,7 @@ def main(
     )
     cpu = torch.device("cpu")
     dtypes = {"fp32": torch.float32}
-    if bf16 or cpu_features().bf16_units:
+    if bf16 or bf16_steps or cpu_features().bf16_units:
         dtypes["bf16"] = torch.bfloat16
     rate_2048 = {
         name: {lib: parts.matmul_gflops(cpu, dtype, library=lib) for lib in parts.product_libraries(cpu, dtype)}
@@ -353,7 +359,7 @@ def main(
     }
     recipe = RECIPES[network]
     sizes: dict[str, int | None] = dict(parts.QUICK_SIZES if preset == "quick" else recipe["sizes"])
-    cfg = replace(NMT_DEFAULTS, bf16=bf16, **recipe["train"])
+    cfg = replace(NMT_DEFAULTS, bf16=bf16, bf16_steps=bf16_steps, **recipe["train"])
     if batch_tokens:
         cfg = replace(cfg, batch_tokens=batch_tokens)
     arch = arch_config(network, **recipe["arch"])
@@ -395,7 +401,8 @@ def main(
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), dropout {arch.dropout}, label smoothing "
             f"{cfg.label_smoothing}, batches of "
             f"at most {cfg.batch_tokens:,} padded target tokens, {type(task.optimizer).__name__}; "
-            f"{'bf16 autocast' if bf16 else 'float32'}; {steps} steps after {warmup}"
+            f"{'bf16 autocast' if bf16 else 'bf16 decoder steps' if bf16_steps else 'float32'}; "
+            f"{steps} steps after {warmup}"
         )
         say("machine 2048^3 product (best of 5): " + "; ".join(f"{d} {_rates(r)}" for d, r in rate_2048.items()))
         encoded = task.data.encoded
@@ -430,6 +437,7 @@ def main(
         network=network,
         preset=preset,
         bf16=bf16,
+        bf16_steps=bf16_steps,
         corpus=read,
         machine=machine,
         rate_2048=rate_2048,

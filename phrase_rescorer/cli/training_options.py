@@ -262,6 +262,15 @@ def training_options(
             "slower than float32 (a warning says so).",
         ),
         click.option(
+            "--bf16-steps",
+            is_flag=True,
+            help="The products each decoder step applies (rnnsearch, gnmt: the cells' input "
+            "projections and recurrent matrices, the attention's query projection) with bfloat16 "
+            "operands; everything else float32, the weights' gradients too. Opt-in: an approximation "
+            "of the float32 step, faster only on CPUs with AVX512-BF16 or AMX-BF16 (a warning "
+            "elsewhere); its measured speed and held-out curve: docs/training-speed.md.",
+        ),
+        click.option(
             "--direction",
             type=click.Choice(DIRECTIONS),
             default="forward",

@@ -32,6 +32,7 @@ from ..training.phrase_task import DIRECTION_SAYS, phrase_task
 from ..training.run_files import companion_path
 from ..training.run_record import recorded_units
 from ..training.run_settings import TrainConfig, preset_sizes
+from ..training.stacked_log_probs import BF16_STEPS_NETWORKS
 from ..training.task_interface import LoopConfig, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
 from .loop_options import loop_config
@@ -172,13 +173,15 @@ def run_training(
     problem = sizes_problem(preset_sizes(preset, **sizes)[1]["embed_dim"], arch_options)
     if problem:
         raise UserError(problem)
+    if options.get("bf16_steps") and (arch_options is None or arch_options.heads):
+        raise UserError(BF16_STEPS_NETWORKS)  # before the data is read
     loop = loop_config(options)
     cfg = TrainConfig(loop=loop, **options)
     group, dev = join_group(ctx, device)
-    if cfg.bf16 and dev.type == "cpu":
+    if (cfg.bf16 or cfg.bf16_steps) and dev.type == "cpu":
         warning = cpu_features().bf16_warning()
         if warning:
-            warn(f"--bf16: {warning}")
+            warn(f"{'--bf16' if cfg.bf16 else '--bf16-steps'}: {warning}")
     if cfg.optimizer == "adadelta" and cfg.optimizer_kernel == "compiled" and dev.type == "cpu":
         problem = adadelta_loop.problem()  # builds the loop (under a second, once per machine)
         if problem:
@@ -243,7 +246,7 @@ def run_training(
         + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES if k not in unused_sizes(arch_options))
         + _network_says(arch, arch_options, cell)
         + f"; {optimizer}, device {dev}"
-        + (" (bf16)" if cfg.bf16 else ""),
+        + (" (bf16)" if cfg.bf16 else " (bf16 decoder steps)" if cfg.bf16_steps else ""),
     )
     if group.distributed:
         say(

@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .cho2014 import Project
+
 ATTENTIONS = ("none", "additive", "dot", "general")
 
 
@@ -52,11 +54,18 @@ class Attention(nn.Module):
         return memory
 
     def forward(
-        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, real: torch.Tensor
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        real: torch.Tensor,
+        project: Project | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(ctx (B, D), a (B, S)) for query (B, Q), keys, memory (B, S, D), real (B, S) bool."""
+        """(ctx (B, D), a (B, S)) for query (B, Q), keys, memory (B, S, D), real (B, S) bool;
+        ``project``: the additive score's W_a q computed another way (``Project``)."""
         if self.kind == "additive":
-            e = self.v_a(torch.tanh(self.W_a(query).unsqueeze(1) + keys)).squeeze(2)
+            wq = self.W_a(query) if project is None else project(self.W_a, query)
+            e = self.v_a(torch.tanh(wq.unsqueeze(1) + keys)).squeeze(2)
         else:
             e = torch.bmm(keys, query.unsqueeze(2)).squeeze(2)
         a = torch.softmax(e.masked_fill(~real, float("-inf")), dim=1)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cho2014 import GRU, _orthogonal
+from .cho2014 import GRU, Project, _orthogonal
 
 CELL_TYPES = ("gru", "lstm")
 
@@ -62,11 +62,12 @@ class LSTMCell(nn.Module):
         self.W = nn.Linear(input_dim, 4 * hidden_dim)  # [W_i; W_f; W_o; W_g] and biases
         self.U = nn.Linear(hidden_dim, 4 * hidden_dim, bias=False)  # [U_i; U_f; U_o; U_g]
 
-    def step(self, x_proj: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """[h_t; c_t] from x_proj = W x_t + b (B, 4H) and [h_{t-1}; c_{t-1}] (B, 2H)."""
+    def step(self, x_proj: torch.Tensor, state: torch.Tensor, project: Project | None = None) -> torch.Tensor:
+        """[h_t; c_t] from x_proj = W x_t + b (B, 4H) and [h_{t-1}; c_{t-1}] (B, 2H); ``project``:
+        the product with U computed another way (``Project``)."""
         H = self.hidden_dim
         h, c = state[:, :H], state[:, H:]
-        gates = x_proj + self.U(h)
+        gates = x_proj + (self.U(h) if project is None else project(self.U, h))
         i, f, o = (torch.sigmoid(gates[:, k * H : (k + 1) * H]) for k in range(3))
         g = torch.tanh(gates[:, 3 * H :])
         c = f * c + i * g

@@ -90,6 +90,16 @@ PRESETS: dict[str, dict[str, int]] = {
 }
 
 
+#: ``layer(x)`` computed another way: (layer, x) -> the same values, to rounding (training's
+#: ``deferred_weights``: ``Decoder.step``, ``GRU.step``, ``Attention``).
+Project = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
+
+
+def _apply(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)``: the ``Project`` of the model's own computation."""
+    return layer(x)
+
+
 class GRU(nn.Module):
     """The paper's gated recurrent unit, one step at a time over pre-projected inputs.
 
@@ -105,16 +115,18 @@ class GRU(nn.Module):
         self.U_rz = nn.Linear(hidden_dim, 2 * hidden_dim, bias=False)  # [U_r; U_z]
         self.U = nn.Linear(hidden_dim, hidden_dim, bias=False)  # U
 
-    def step(self, x_proj: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """h_t from x_proj = W.. x_t (+ context terms) (B, 3H) and h_{t-1} (B, H)."""
+    def step(self, x_proj: torch.Tensor, h: torch.Tensor, project: Project | None = None) -> torch.Tensor:
+        """h_t from x_proj = W.. x_t (+ context terms) (B, 3H) and h_{t-1} (B, H); ``project``:
+        the products with U_rz and U computed another way (``Project``)."""
         H = self.hidden_dim
-        rz = self.U_rz(h)  # (B, 2H)
+        apply = _apply if project is None else project
+        rz = apply(self.U_rz, h)  # (B, 2H)
         r = torch.sigmoid(x_proj[:, :H] + rz[:, :H])
         z = torch.sigmoid(x_proj[:, H : 2 * H] + rz[:, H:])
         if self.cell == "reset_before":
-            h_tilde = torch.tanh(x_proj[:, 2 * H :] + self.U(r * h))
+            h_tilde = torch.tanh(x_proj[:, 2 * H :] + apply(self.U, r * h))
         else:
-            h_tilde = torch.tanh(x_proj[:, 2 * H :] + r * self.U(h))
+            h_tilde = torch.tanh(x_proj[:, 2 * H :] + r * apply(self.U, h))
         return z * h + (1.0 - z) * h_tilde
 
     def recurrent_matrices(self) -> list[torch.Tensor]:

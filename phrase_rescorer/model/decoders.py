@@ -34,7 +34,7 @@ A decoder's state after step i depends only on the source and y_1 .. y_i.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -44,12 +44,10 @@ from torch import nn
 
 from .attention import Attention
 from .cells import Cell, make_cell
+from .cho2014 import Project
 from .encoders import dropout
 
 ATTENTION_FROM = ("top", "bottom")
-
-#: ``layer(x)`` computed another way: (layer, x) -> the same values (``Decoder.step``).
-Project = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -147,11 +145,18 @@ class Decoder(nn.Module):
         return list(state.split(self.state_size, dim=1))
 
     def step(
-        self, y_prev: torch.Tensor, state: torch.Tensor, enc: Encoded, project: Project | None = None
+        self,
+        y_prev: torch.Tensor,
+        state: torch.Tensor,
+        enc: Encoded,
+        project: Project | None = None,
+        recurrent: Project | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(new state, top output x^L_i (B, H), ctx_i (B, D), attention weights (B, S) or None)
         from e(y_{i-1}) (B, E) and the previous state. ``project(layer, x)``: ``layer(x)`` for the
-        cells' input projections, computed another way (training's ``deferred_weights``)."""
+        cells' input projections, computed another way (training's ``deferred_weights``);
+        ``recurrent``: the same for the products with the previous state (the cells' recurrent
+        matrices, the attention's query projection)."""
         states = self.layer_states(state)
         weights = None
         if self.attention is None:
@@ -159,13 +164,13 @@ class Decoder(nn.Module):
         else:
             k = -1 if self.attention_from == "top" else 0
             q = self.layer(k).output(states[k])
-            ctx, weights = self.attention(q, enc.keys, enc.memory, enc.real)
+            ctx, weights = self.attention(q, enc.keys, enc.memory, enc.real, recurrent)
         ctx = self.dropout(ctx)
         new_states, x = [], y_prev
         for layer in range(1, self.layers + 1):
             cell = self.layer(layer - 1)
             inp = torch.cat([x, ctx], 1) if layer > 1 or self.feeds_bottom else x
-            s = cell.step(cell.W(inp) if project is None else project(cell.W, inp), states[layer - 1])
+            s = cell.step(cell.W(inp) if project is None else project(cell.W, inp), states[layer - 1], recurrent)
             out = cell.output(s)
             out = self.dropout(out)
             x = out + x if self.residual_from and layer >= self.residual_from else out

@@ -100,15 +100,15 @@ class StackedEncoderDecoder(nn.Module):
         return F.pad(self.embed_dropout(self.tgt_embed(tgt[:, :-1])), (0, 0, 1, 0))
 
     def decode_outputs(
-        self, enc: Encoded, tgt: torch.Tensor, project: Project | None = None
+        self, enc: Encoded, tgt: torch.Tensor, project: Project | None = None, recurrent: Project | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: (x^L (B, T, H), e(y_{i-1}) (B, T, E), ctx (B, T, D), attention
-        weights (B, T, S) or None) for targets (B, T); ``project``: ``Decoder.step``'s."""
+        weights (B, T, S) or None) for targets (B, T); ``project``, ``recurrent``: ``Decoder.step``'s."""
         y_prev = self.previous_word_embeddings(tgt)
         state = self.decoder.start(enc)
         tops, ctxs, weights = [], [], []
         for i in range(tgt.shape[1]):
-            state, top, ctx, a = self.decoder.step(y_prev[:, i], state, enc, project)
+            state, top, ctx, a = self.decoder.step(y_prev[:, i], state, enc, project, recurrent)
             tops.append(top)
             ctxs.append(ctx)
             if a is not None:

@@ -11,6 +11,12 @@ whose backward pass autograd runs after those of all its uses. The inputs' gradi
 per step: the recurrence needs them in order. The same gradient to float rounding (the order of
 the sum over the steps): ``tests/unit/test_deferred_weights.py``. Each graph can be
 backpropagated once (no double backward), as training does.
+
+``DeferredWeights(torch.bfloat16)`` (``train-nmt --bf16-steps``) computes each step's products,
+x wᵀ forward and g w backward, with bfloat16 operands: the weight rounded once per forward pass,
+x and g at each step, the product's result (rounded to bfloat16 by torch's CPU product) back in
+the input's float32. The weights' gradients Gᵀ X stay float32, from the steps' float32 inputs and
+output gradients. Faster only where the CPU multiplies bfloat16 in hardware (AVX512-BF16, AMX).
 """
 
 from __future__ import annotations
@@ -26,17 +32,20 @@ class _Steps:
     """One weight's record over the steps of one forward pass: each step's input and output
     gradient, appended by the backward passes of its products."""
 
-    def __init__(self) -> None:
+    def __init__(self, operand: torch.Tensor | None = None) -> None:
         self.inputs: list[torch.Tensor] = []
         self.grads: list[torch.Tensor] = []
+        self.operand = operand  # the weight in the products' reduced precision; None: as it is
 
 
 class DeferredWeights:
     """For one forward pass: ``linear(layer, x)`` is ``layer(x)``, its weight's gradient taken once
     over every call on that layer (module text)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: torch.dtype | None = None) -> None:
+        """``dtype``: the products' operands (module text); None: the inputs' own."""
         self._weights: dict[int, tuple[torch.Tensor, _Steps]] = {}
+        self.dtype = dtype
 
     def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         """``layer(x)`` for x (B, in); the bias's gradient as autograd takes it."""
@@ -45,7 +54,7 @@ class DeferredWeights:
             return layer(x)  # autocast: its casts belong to the operators it wraps
         entry = self._weights.get(id(w))
         if entry is None:
-            steps = _Steps()
+            steps = _Steps(None if self.dtype in (None, w.dtype) else w.detach().to(self.dtype))
             entry = self._weights[id(w)] = (_Gather.apply(w, steps), steps)
         y = _StepProduct.apply(x, entry[0], entry[1])
         return y if layer.bias is None else y + layer.bias
@@ -78,12 +87,19 @@ class _StepProduct(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, steps: _Steps) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.steps = steps
+        if steps.operand is not None:
+            return x.to(steps.operand.dtype).mm(steps.operand.t()).to(x.dtype)
         return x.mm(w.t())
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         x, w = ctx.saved_tensors
-        ctx.steps.grads.append(g)
-        ctx.steps.inputs.append(x)
-        return (g.mm(w) if ctx.needs_input_grad[0] else None), None, None
+        steps: _Steps = ctx.steps
+        steps.grads.append(g)
+        steps.inputs.append(x)
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        if steps.operand is not None:
+            return g.to(steps.operand.dtype).mm(steps.operand).to(g.dtype), None, None
+        return g.mm(w), None, None

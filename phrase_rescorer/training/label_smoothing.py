@@ -30,9 +30,10 @@ from torch import nn
 from ..data.vocab import PAD_ID
 from ..model.cho2014 import token_log_probs
 from ..model.network import Network
+from .loop import TrainingError
 from .packed_log_probs import training_log_probs
 from .smoothed_output import PairObjective, check_smoothing
-from .stacked_log_probs import StackedLogProbs, is_stacked_network
+from .stacked_log_probs import BF16_STEPS_NETWORKS, StackedLogProbs, is_stacked_network
 from .transformer_log_probs import TransformerLogProbs, is_transformer
 
 
@@ -63,11 +64,15 @@ class SmoothedLogProbs(PairObjective):
         return smoothed_log_probs(self.model(src, src_len, tgt), tgt, tgt_len, self.eps)
 
 
-def training_objective(model: Network, eps: float = 0.0) -> nn.Module:
+def training_objective(model: Network, eps: float = 0.0, bf16_steps: bool = False) -> nn.Module:
     """What a training step maximises, per pair: log p(target|source) (eps 0: the training
-    computation of ``packed_log_probs``, unchanged) or its label-smoothed form."""
+    computation of ``packed_log_probs``, unchanged) or its label-smoothed form. ``bf16_steps``:
+    the decoder steps' products with bfloat16 operands (``stacked_log_probs``; stacked networks
+    only, else a ``TrainingError``)."""
     if is_stacked_network(model):  # the same function, computed faster (stacked_log_probs)
-        return StackedLogProbs(model, eps)
+        return StackedLogProbs(model, eps, bf16_steps)
+    if bf16_steps:
+        raise TrainingError(BF16_STEPS_NETWORKS)
     if is_transformer(model):  # likewise, its output layer over the real positions only
         return TransformerLogProbs(model, eps)
     return SmoothedLogProbs(model, eps) if eps > 0.0 else training_log_probs(model)

@@ -12,6 +12,7 @@ from ..model.cho2014 import ModelConfig
 from ..model.kinds import ModelFile
 from .evaluate import UnigramBaseline, heldout_coverage
 from .run_settings import RUN_KEYS, TrainConfig, TrainingData
+from .stacked_log_probs import BF16_STEPS_PRECISION
 
 
 def run_record(
@@ -43,6 +44,8 @@ def run_record(
         run["subwords"] = [len(m.units) for m in data.subwords]
     if cfg.bf16:  # float32 runs stay as they were
         run["precision"] = "bfloat16"
+    elif cfg.bf16_steps:
+        run["precision"] = BF16_STEPS_PRECISION
     return run
 
 

@@ -15,6 +15,13 @@ The model's function, log p(target|source) per pair or its label-smoothed form
 The parameters and the random numbers drawn are the model's; only the order of the arithmetic
 differs: ``tests/unit/test_stacked_log_probs.py`` checks values and gradients against
 ``label_smoothing.smoothed_log_probs`` over the model's teacher-forced logits.
+
+``bf16_steps`` (``train-nmt --bf16-steps``): the products each decoder step applies, the cells'
+input projections and recurrent matrices and the attention's query projection, with bfloat16
+operands (``DeferredWeights(torch.bfloat16)``: their weights' gradients stay float32); all else,
+the encoder, the readout, the output layer and every element-wise operation, float32 as above.
+An approximation, opt-in: the same function to bfloat16's rounding of those products' operands
+and results (``tests/unit/test_stacked_log_probs.py`` states the tolerance).
 """
 
 from __future__ import annotations
@@ -43,14 +50,28 @@ def is_stacked_network(model: object) -> TypeGuard[Any]:
     )
 
 
+#: A run's record of ``bf16_steps`` (its ``precision``): a run resumes only with the same.
+BF16_STEPS_PRECISION = "bfloat16 decoder steps"
+#: Why ``bf16_steps`` is refused for another network.
+BF16_STEPS_NETWORKS = "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt) have decoder steps"
+
+
 class StackedLogProbs(PairObjective):
     """The stacked networks' objective (``PairObjective``), computed as the module text says."""
+
+    def __init__(self, model: Any, eps: float = 0.0, bf16_steps: bool = False):
+        super().__init__(model, eps)
+        self.bf16_steps = bf16_steps
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
     ) -> torch.Tensor:
         m = self.model
         enc = m.encoded(*packed_encoder(m.encoder, m.source_embeddings(src), src_len), src_len)
-        tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
+        if self.bf16_steps:
+            steps = DeferredWeights(torch.bfloat16)
+            tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, steps.linear, steps.linear)
+        else:
+            tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
         u = m.decoder.readout_features(tops, y_prev, ctxs)  # (B, T, R)
         return pair_log_probs(u, m.decoder.G_l, tgt, tgt_len, self.eps)

@@ -15,6 +15,7 @@ from phrase_rescorer.cli import cli
 from phrase_rescorer.cpu_features import cpu_features
 from phrase_rescorer.model.checkpoint import load_checkpoint
 from phrase_rescorer.training.log import read_log
+from tests.helpers.cli_run import run_cli
 from tests.helpers.paths import SAMPLE
 from tests.helpers.rescore_data import appended_columns, log_column, read_lines, tiny_checkpoint
 from tests.helpers.synthetic import mapping_table
@@ -133,7 +134,7 @@ def test_a_run_resumes_in_the_precision_it_started_in(tmp_path: Path) -> None:
         r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *other, "--max-steps", "6", "--resume"])
         was, now = ("float32", "bfloat16") if name == "fp32" else ("bfloat16", "float32")
         assert r.exit_code == 2, r.output
-        assert f"the precision of the products (--bf16) was {was}, now {now}" in r.output
+        assert f"the precision of the products (--bf16, --bf16-steps) was {was}, now {now}" in r.output
         assert read_log(str(tmp_path / f"{name}.log")) == log  # nothing trained
         r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *started, "--max-steps", "6", "--resume"])
         assert r.exit_code == 0, r.output
@@ -147,3 +148,55 @@ def test_a_run_resumes_in_the_precision_it_started_in(tmp_path: Path) -> None:
             cli, ["train", str(table), str(tmp_path / "bf16.pt"), *args, *extra, "--max-steps", "9", "--resume"]
         )
         assert r.exit_code == code, r.output
+
+
+def _nmt_args(tmp_path: Path) -> list[str]:
+    from tests.helpers.nmt import SIZES, TINY_MOSES
+
+    corpus = [str(TINY_MOSES / "dev.en"), str(TINY_MOSES / "dev.fr")]
+    return [*corpus, *SIZES, "--valid-fraction", "0.1", "--seed", "3", "--log-every", "1", "--threads", "1"]
+
+
+def test_train_nmt_bf16_steps(tmp_path: Path) -> None:
+    """``train-nmt --bf16-steps``: the summary line and the run's record say so, the warning where
+    the CPU lacks bf16 units; the losses of the first steps within 2 % of float32's, not equal."""
+    args = _nmt_args(tmp_path)
+    losses = {}
+    for name, extra in (("fp32", []), ("steps", ["--bf16-steps"])):
+        out = tmp_path / f"{name}.pt"
+        r = CliRunner().invoke(cli, ["train-nmt", *args[:2], str(out), *args[2:], "--max-steps", "6", *extra])
+        assert r.exit_code == 0, r.output
+        assert ("(bf16 decoder steps)" in r.stderr) == (name == "steps")
+        assert (EMULATED in r.stderr) == (name == "steps" and _warns_here())
+        run = torch.load(tmp_path / f"{name}.last.pt", weights_only=True)["training_state"]["run"]
+        assert run.get("precision") == (None if name == "fp32" else "bfloat16 decoder steps")
+        losses[name] = np.array([e["loss"] for e in read_log(str(tmp_path / f"{name}.log")) if e["event"] == "train"])
+    assert len(losses["steps"]) == 6 and np.all(np.isfinite(losses["steps"]))
+    np.testing.assert_allclose(losses["steps"], losses["fp32"], rtol=0.02)
+    assert not np.array_equal(losses["steps"], losses["fp32"])
+    # A run resumes only in the precision it started in.
+    r = CliRunner().invoke(
+        cli,
+        ["train-nmt", *args[:2], str(tmp_path / "fp32.pt"), *args[2:], "--max-steps", "9", "--bf16-steps", "--resume"],
+    )
+    assert r.exit_code == 2, r.output
+    assert "the precision of the products (--bf16, --bf16-steps) was float32, now bfloat16 decoder steps" in r.output
+
+
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        (["--arch", "transformer"], "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)"),
+        (["--arch", "cho2014"], "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)"),
+        (["--bf16"], "--bf16 and --bf16-steps: give one"),
+    ],
+)
+def test_train_nmt_bf16_steps_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    """Refused with exit 2 before the corpus is read (here it does not exist), nothing written."""
+    missing = [str(tmp_path / "absent.en"), str(tmp_path / "absent.fr")]
+    code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), "--bf16-steps", *extra], monkeypatch, capsys)
+    assert code == 2, err
+    assert says in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []

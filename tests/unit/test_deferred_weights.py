@@ -58,3 +58,41 @@ def test_equals_autograd(dtype: torch.dtype) -> None:
     assert len(got) == len(want) == 7
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+def test_bfloat16_operands() -> None:
+    """``DeferredWeights(torch.bfloat16)``: each step's product and its input's gradient are the
+    product of the operands rounded to bfloat16, bit for bit; the weights' gradients the float32
+    sum over the steps of gᵀ x (within float32 rounding); a frozen layer runs as it is."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(8, 5), nn.Linear(10, 5, bias=False), nn.Linear(8, 5)]
+    layers[2].weight.requires_grad_(False)
+    x, h0, weigh = torch.randn(4, 6, 3), torch.randn(4, 5), torch.randn(4, 6, 5)
+
+    def rounded(layer: nn.Linear, inp: torch.Tensor) -> torch.Tensor:
+        """The bfloat16 product's value and input gradient, and a float32 weight gradient (the
+        product with w - w, zero, contributes it and nothing else)."""
+        w = layer.weight
+        if not w.requires_grad:
+            return layer(inp)
+        y = inp.to(torch.bfloat16).mm(w.detach().to(torch.bfloat16).t()).float() + inp.mm((w - w.detach()).t())
+        return y if layer.bias is None else y + layer.bias
+
+    def run(linear: Linear) -> list[torch.Tensor]:
+        inputs = [x.clone().requires_grad_(), h0.clone().requires_grad_()]
+        for layer in layers:
+            layer.zero_grad()
+        out = _recurrence(layers, inputs[0], inputs[1], linear)
+        (out * weigh).sum().backward()
+        params = [p.grad for layer in layers for p in layer.parameters() if p.requires_grad]
+        return [out.detach(), *(t.grad for t in inputs), *params]  # type: ignore[misc]
+
+    want = run(rounded)
+    got = run(DeferredWeights(torch.bfloat16).linear)
+    plain = run(DeferredWeights().linear)
+    for g, w in zip(got[:3], want[:3], strict=True):  # the outputs and the inputs' gradients
+        assert torch.equal(g, w)
+    for g, w in zip(got[3:], want[3:], strict=True):  # weights and biases
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(got[0], plain[0])  # not the float32 path under another name
+    torch.testing.assert_close(got[0], plain[0], rtol=0.05, atol=0.05)

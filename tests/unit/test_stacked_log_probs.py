@@ -15,7 +15,9 @@ from torch import nn
 
 from phrase_rescorer.model.architectures import arch_config, build_model
 from phrase_rescorer.model.cho2014 import ModelConfig
+from phrase_rescorer.training.deferred_weights import DeferredWeights
 from phrase_rescorer.training.label_smoothing import SmoothedLogProbs, training_objective
+from phrase_rescorer.training.loop import TrainingError
 from phrase_rescorer.training.packed_log_probs import PlainLogProbs
 from phrase_rescorer.training.stacked_log_probs import StackedLogProbs, is_stacked_network
 from phrase_rescorer.training.transformer_log_probs import TransformerLogProbs
@@ -109,6 +111,64 @@ def test_under_bf16_autocast_equals_the_models_objective(arch: str, eps: float) 
     for g, w in zip(got, want, strict=True):
         assert torch.isfinite(g).all()
         assert float((g.float() - w.float()).norm()) <= 0.05 * float(w.float().norm()) + 1e-6
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "gnmt"])
+def test_the_decoder_steps_products_computed_another_way(arch: str) -> None:
+    """``decode_outputs(..., project, recurrent)`` applies ``recurrent`` to every product with the
+    previous state (GRU and LSTM cells, the attention's query), ``project`` to the cells' inputs:
+    in float64 with ``DeferredWeights`` for both, the model's decoder and gradients to 1e-12."""
+    torch.manual_seed(0)
+    options: dict[str, Any] = {"layers": 2} if arch == "gnmt" else {}
+    model = build_model(SIZES, arch_config(arch, **options)).double()
+    model.reset_parameters(0.5)
+    src, src_len, tgt, _ = _batch()
+    calls: list[str] = []
+
+    def outputs(project: Any, recurrent: Any) -> list[torch.Tensor]:
+        model.zero_grad()
+        tops, _, ctxs, _ = model.decode_outputs(model.encode(src, src_len), tgt, project, recurrent)
+        (tops.sum() + ctxs.square().sum()).backward()
+        return [tops.detach(), ctxs.detach(), *(p.grad for p in model.parameters() if p.grad is not None)]
+
+    def counted(steps: DeferredWeights) -> Any:
+        def linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+            calls.append(next(name for name, m in model.named_modules() if m is layer))
+            return steps.linear(layer, x)
+
+        return linear
+
+    want = outputs(None, None)
+    steps = DeferredWeights()
+    got = outputs(counted(steps), counted(steps))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    recurrent = {name.rsplit(".", 1)[-1] for name in calls}
+    assert recurrent == ({"W", "U", "W_a"} if arch == "gnmt" else {"W", "U_rz", "U", "W_a"})  # LSTM: U only
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "gnmt"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_bf16_steps_approximates_the_objective(arch: str, eps: float) -> None:
+    """``--bf16-steps``: values and every gradient within 5 % of the float32 objective's norm
+    (bfloat16 keeps 8 bits of mantissa), finite, and not the float32 computation."""
+    torch.manual_seed(0)
+    options: dict[str, Any] = {"dropout": 0.3} if arch == "rnnsearch" else {"dropout": 0.3, "layers": 2}
+    model = build_model(SIZES, arch_config(arch, **options))
+    model.reset_parameters(0.5)
+    want = _run(StackedLogProbs(model, eps), model, _batch())
+    got = _run(training_objective(model, eps, bf16_steps=True), model, _batch())
+    assert not torch.equal(got[0], want[0])
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.float32 and torch.isfinite(g).all()
+        assert float((g - w).norm()) <= 0.05 * float(w.norm()) + 1e-6
+
+
+def test_bf16_steps_needs_decoder_steps() -> None:
+    for arch in ("cho2014", "transformer"):
+        with pytest.raises(TrainingError, match="--bf16-steps: only the recurrent attention networks"):
+            training_objective(build_model(SIZES, arch_config(arch)), 0.0, bf16_steps=True)
 
 
 def test_an_empty_source_row_is_the_models_encoder() -> None:
