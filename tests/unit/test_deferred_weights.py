@@ -30,6 +30,21 @@ def _recurrence(layers: list[nn.Linear], x: torch.Tensor, h0: torch.Tensor, line
     return torch.stack(out, 1)
 
 
+def _outputs_and_gradients(
+    layers: list[nn.Linear], x: torch.Tensor, h0: torch.Tensor, weigh: torch.Tensor, linear: Linear
+) -> list[torch.Tensor]:
+    """The recurrence's outputs, then the gradients of x, h0 and every trained weight and bias."""
+    inputs = [x.clone().requires_grad_(), h0.clone().requires_grad_()]
+    for layer in layers:
+        layer.zero_grad()
+    out = _recurrence(layers, inputs[0], inputs[1], linear)
+    (out * weigh).sum().backward()
+    params = [p for layer in layers for p in layer.parameters() if p.requires_grad]
+    grads = [t.grad for t in [*inputs, *params]]
+    assert all(g is not None for g in grads)
+    return [out.detach(), *(g for g in grads if g is not None)]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_equals_autograd(dtype: torch.dtype) -> None:
     torch.manual_seed(0)
@@ -41,19 +56,8 @@ def test_equals_autograd(dtype: torch.dtype) -> None:
     h0 = torch.randn(4, 5, dtype=dtype)
     weigh = torch.randn(4, 6, 5, dtype=dtype)
 
-    def run(linear: Linear) -> list[torch.Tensor]:
-        inputs = [x.clone().requires_grad_(), h0.clone().requires_grad_()]
-        for layer in layers:
-            layer.zero_grad()
-        out = _recurrence(layers, inputs[0], inputs[1], linear)
-        (out * weigh).sum().backward()
-        params = [p for layer in layers for p in layer.parameters() if p.requires_grad]
-        grads = [t.grad for t in [*inputs, *params]]
-        assert all(g is not None for g in grads)
-        return [out.detach(), *(g for g in grads if g is not None)]
-
-    want = run(lambda layer, inp: layer(inp))
-    got = run(DeferredWeights().linear)
+    want = _outputs_and_gradients(layers, x, h0, weigh, lambda layer, inp: layer(inp))
+    got = _outputs_and_gradients(layers, x, h0, weigh, DeferredWeights().linear)
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     assert len(got) == len(want) == 7
     for g, w in zip(got, want, strict=True):
@@ -78,18 +82,9 @@ def test_bfloat16_operands() -> None:
         y = inp.to(torch.bfloat16).mm(w.detach().to(torch.bfloat16).t()).float() + inp.mm((w - w.detach()).t())
         return y if layer.bias is None else y + layer.bias
 
-    def run(linear: Linear) -> list[torch.Tensor]:
-        inputs = [x.clone().requires_grad_(), h0.clone().requires_grad_()]
-        for layer in layers:
-            layer.zero_grad()
-        out = _recurrence(layers, inputs[0], inputs[1], linear)
-        (out * weigh).sum().backward()
-        params = [p.grad for layer in layers for p in layer.parameters() if p.requires_grad]
-        return [out.detach(), *(t.grad for t in inputs), *params]  # type: ignore[misc]
-
-    want = run(rounded)
-    got = run(DeferredWeights(torch.bfloat16).linear)
-    plain = run(DeferredWeights().linear)
+    want = _outputs_and_gradients(layers, x, h0, weigh, rounded)
+    got = _outputs_and_gradients(layers, x, h0, weigh, DeferredWeights(torch.bfloat16).linear)
+    plain = _outputs_and_gradients(layers, x, h0, weigh, DeferredWeights().linear)
     for g, w in zip(got[:3], want[:3], strict=True):  # the outputs and the inputs' gradients
         assert torch.equal(g, w)
     for g, w in zip(got[3:], want[3:], strict=True):  # weights and biases
