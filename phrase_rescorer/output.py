@@ -40,7 +40,14 @@ from types import TracebackType
 from typing import BinaryIO
 
 from .compression import format_of_name, open_writer
-from .output_paths import OutputError, ReaderGone, check_distinct_paths, check_not_an_input, check_output_path
+from .output_paths import (
+    OutputError,
+    ReaderGone,
+    check_distinct_outputs,
+    check_distinct_paths,
+    check_not_an_input,
+    check_output_path,
+)
 from .output_targets import fd_of_link, fsync_directory, is_special, mode_for, stale_temporaries, temporary_stem
 from .signals import stop_signals_held
 
@@ -48,6 +55,7 @@ __all__ = [
     "AtomicOutput",
     "OutputError",
     "ReaderGone",
+    "check_distinct_outputs",
     "check_distinct_paths",
     "check_not_an_input",
     "check_output_path",

@@ -1,7 +1,8 @@
 """What every output path is checked for before any long work, and the error of an output that
 cannot be written: :class:`OutputError` (an ``OSError`` naming the path), for ``output`` and
 the callers that check their outputs up front (``check_output_path``, ``check_distinct_paths``,
-``check_not_an_input`` for a command with several inputs)."""
+``check_not_an_input`` for a command with several inputs, ``check_distinct_outputs`` for one with
+several outputs)."""
 
 from __future__ import annotations
 
@@ -148,6 +149,35 @@ def check_not_an_input(output_path: str, inputs: Iterable[tuple[str, str | None]
     for what, path in inputs:
         if path is not None and _same_file(path, output_path):
             raise OutputError(output_path, f"output is the same file as the {what} {path!r}", errno.EINVAL)
+
+
+def check_distinct_outputs(output_path: str, others: Iterable[tuple[str, str | None]]) -> None:
+    """Raise OutputError if ``output_path`` and one of ``others``, the command's other outputs given
+    as (what it is, path) pairs (a None path skipped), write to one place, each over the other or
+    interleaved: one file (symlinks, relative spellings, hard links), one descriptor (``-`` is
+    standard output, as are ``/dev/stdout`` and ``/dev/fd/1``), or one pipe or FIFO. A terminal
+    or device opened twice (``/dev/null``, standard output and error on one terminal) is not
+    refused. Nothing is opened."""
+    for what, path in others:
+        if path is not None and _same_output(path, output_path):
+            raise OutputError(
+                output_path, f"output goes to the same place as the {what} {path!r}: give each its own", errno.EINVAL
+            )
+
+
+def _same_output(a: str, b: str) -> bool:
+    if "" in (a, b):
+        return False
+    fds = [1 if path == "-" else fd_of_link(path) for path in (a, b)]
+    if fds[0] is not None and fds[0] == fds[1]:
+        return True
+    try:
+        infos = [os.fstat(fd) if fd is not None else os.stat(path) for fd, path in zip(fds, (a, b), strict=True)]
+    except OSError:  # closed, or not there yet: one only if both name it
+        return fds == [None, None] and os.path.realpath(a) == os.path.realpath(b)
+    mode = infos[0].st_mode
+    one = (infos[0].st_dev, infos[0].st_ino) == (infos[1].st_dev, infos[1].st_ino)
+    return one and (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode))
 
 
 def _same_file(path: str, output_path: str) -> bool:

@@ -91,8 +91,10 @@ def temporary_stem(name: str) -> str:
 
 
 def stale_temporaries(directory: str, stem: str) -> list[str]:
-    """Temporaries for ``stem`` whose run is over: no lock held, and no process of that PID here."""
-    pattern = re.compile(re.escape(f".{stem}.tmp-") + r"(\d+)(?:-[A-Za-z0-9_]{8})?")
+    """Temporaries for ``stem`` whose run is over: no lock held, and no process of that PID here.
+    Only names as ``output`` makes them (``.NAME.tmp-PID-`` and mkstemp's 8 characters): a user's
+    ``.NAME.tmp-PID`` is not one."""
+    pattern = re.compile(re.escape(f".{stem}.tmp-") + r"(\d+)-[A-Za-z0-9_]{8}")
     stale = []
     try:
         names = os.listdir(directory)

@@ -102,6 +102,7 @@ def nbest(
     """
     from ..model.files import CheckpointError
     from ..moses.nbest import check_feature_name
+    from ..output import check_distinct_paths, check_output_path
     from ..scoring.features import WordPenaltyFeature, load_features, read_source_text
     from ..scoring.nbest import append_features
 
@@ -115,6 +116,11 @@ def nbest(
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise UserError(f"--name {twice[0]} given twice: each -m's feature needs a name of its own")
+    check_output_path(out_path)  # before the networks are loaded and the list read
+    for model_path in model_paths:
+        check_distinct_paths(in_path, out_path, model=model_path)
+    if source_path:
+        check_distinct_paths(source_path, out_path)
     dev = str(resolve_device(device))
     sources = read_source_text(source_path, max_tokens) if source_path else None
     try:

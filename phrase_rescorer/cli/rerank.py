@@ -175,7 +175,7 @@ def rerank_tune(
     """
     from ..experiment.bleu import tokenized_bleu
     from ..moses.toolkit import find_moses
-    from ..output import OutputError, check_not_an_input, check_output_path
+    from ..output import OutputError, check_distinct_outputs, check_not_an_input, check_output_path
     from ..reranking.tune import HeldOutError, tune_on_dev, work_paths
 
     rule = mbr_rule(mbr, mbr_size, mbr_scale)
@@ -186,7 +186,8 @@ def rerank_tune(
     check_not_an_input(weights_out, inputs)
     if heldout_out is not None:
         check_output_path(heldout_out)
-        check_not_an_input(heldout_out, (*inputs, ("weights", weights_out)))
+        check_not_an_input(heldout_out, inputs)
+        check_distinct_outputs(heldout_out, (("weights", weights_out),))
     if work_dir is not None:  # what extractor and mert write there must not be an input
         paths = work_paths(heldout_out is not None, len(choices))
         for name in paths:

@@ -112,7 +112,7 @@ def translate(
     from ..model.checkpoint import load_checkpoint
     from ..model.kinds import phrase_network_warning
     from ..moses.nbest import check_feature_name
-    from ..output import AtomicOutput, check_distinct_paths, check_not_an_input, check_output_path
+    from ..output import AtomicOutput, check_distinct_outputs, check_distinct_paths, check_output_path
 
     check_output_path(out_path)
     for model in models:
@@ -133,7 +133,7 @@ def translate(
         check_output_path(nbest_path)
         for model in models:
             check_distinct_paths(in_path, nbest_path, model=model)
-        check_not_an_input(nbest_path, (("output", out_path),))
+        check_distinct_outputs(nbest_path, (("output", out_path),))
     checkpoints = ensemble_members([load_checkpoint(model, "phrase-rescorer translate -m") for model in models])
     # read whole: a bad line, or one longer than --max-tokens, refused first
     texts = [" ".join(tokens) for tokens in within_limit(in_path, read_sentences(in_path), max_tokens)]

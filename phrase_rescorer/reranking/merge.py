@@ -210,9 +210,11 @@ def merge_nbest(
         reached = [] if reach is None else [1.0]
         at = 0
         for kept, new in pending:
+            unterminated = False  # the list's last line without its newline: one before a new line
             for line, flags in kept:
                 marks = [(name, float(f)) for name, f in zip(indicators, flags, strict=True)]
                 out.write(with_features(line, marks + [(REACHED_INDICATOR, v) for v in reached]))
+                unterminated = not line.terminator
             for sentence, words, flags in new:
                 moses_line = derived[at]
                 if moses_line is not None:
@@ -230,6 +232,9 @@ def merge_nbest(
                 features += [(name, [float(f)]) for name, f in zip(indicators, flags, strict=True)]
                 if reach is not None:
                     features.append((REACHED_INDICATOR, [float(moses_line is not None)]))
+                if unterminated:
+                    out.write(b"\n")
+                    unterminated = False
                 out.write(nbest_line(sentence, words, features, total))
                 at += 1
         pending.clear()

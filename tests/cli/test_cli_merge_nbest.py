@@ -78,6 +78,8 @@ def test_translate_refuses_more_candidates_than_the_beam_holds(
     assert code == 2 and "give --beam-size 5 or more" in err
     code, err = run_cli([*args[:2], "-", *args[3:], "--n-best-list", "-", "4"], monkeypatch, capsys)
     assert code == 2 and "both '-'" in err
+    code, err = run_cli([*args[:2], "-", *args[3:], "--n-best-list", "/dev/stdout", "4"], monkeypatch, capsys)
+    assert code == 6 and "/dev/stdout: output goes to the same place as the output '-'" in err
     code, err = run_cli(
         [*args, "--n-best-list", str(tmp_path / "n.nbest"), "4", "--name", "NMT_0"], monkeypatch, capsys
     )

@@ -113,6 +113,15 @@ def test_output_onto_its_input_is_refused(lm: Path, tmp_path: Path) -> None:
     assert r.returncode == 6 and (tmp_path / "in.nbest").read_bytes() == NBEST
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_the_networks_are_read(tmp_path: Path) -> None:
+    """OUT in a directory that does not exist: exit 6 naming it, before -m (not a network here)
+    is loaded or the list read."""
+    (tmp_path / "in.nbest").write_bytes(NBEST)
+    (tmp_path / "bad.pt").write_bytes(b"not a network")
+    r = run("nbest", str(tmp_path / "in.nbest"), str(tmp_path / "none" / "out.nbest"), "-m", str(tmp_path / "bad.pt"))
+    assert r.returncode == 6 and b"output directory does not exist" in r.stderr, r.stderr
+
+
 def test_the_model_as_output_and_the_text_as_model_are_refused(lm: Path, tmp_path: Path) -> None:
     (tmp_path / "in.nbest").write_bytes(NBEST)
     before = lm.read_bytes()

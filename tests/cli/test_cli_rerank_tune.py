@@ -101,6 +101,18 @@ def test_leave_out_takes_the_features_out_of_the_optimisers_list(tmp_path: Path,
     assert "\nWordPenalty0= 0\nTranslationModel0= 0 0\n" in text and "\nCSLM0= 3\n" in text
 
 
+def test_weights_and_held_out_lines_to_one_place_are_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    """WEIGHTS and --held-out both on standard output (``-``, ``/dev/stdout``), or one file by two
+    spellings: exit 6 before any tuning, nothing written."""
+    paths = write_dev(tmp_path)
+    calls = stand_in_optimizer(monkeypatch)
+    args = ["rerank-tune", str(paths["dev.nbest"]), str(paths["dev.fr"])]
+    for weights, held in (("-", "/dev/stdout"), (str(tmp_path / "w.txt"), f"{tmp_path}/./w.txt")):
+        code, err = run_cli([*args, weights, "--held-out", held], monkeypatch, capsys)
+        assert code == 6 and f"{held}: output goes to the same place as the weights" in err, err
+    assert not calls and not (tmp_path / "w.txt").exists()
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [

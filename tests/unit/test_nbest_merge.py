@@ -89,6 +89,21 @@ def test_every_candidate_once_with_every_feature(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "LM0 of the hypotheses Moses did not produce is 0" in warnings[0]
 
 
+def test_moses_last_line_without_its_newline_stays_one_line(tmp_path: Path) -> None:
+    """Moses' last line without a newline: a new hypothesis after it gets a line of its own (a
+    newline between them, nothing else added); none after it, the output ends as the list did."""
+    moses, net0, net1 = lists(tmp_path)
+    Path(moses).write_text(MOSES.rstrip("\n"))
+    merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1])
+    lines = merged(tmp_path / "out.nbest")
+    assert [(s, h) for s, h, _ in lines][-2:] == [(2, ""), (2, "rien")]
+    raw = (tmp_path / "out.nbest").read_bytes().split(b"\n")
+    assert raw[-3] == MOSES.splitlines()[-1].replace(" ||| 0", " FromMoses= 1 FromNet0= 0 FromNet1= 1 ||| 0").encode()
+    assert raw[-2].startswith(b"2 ||| rien  ||| ") and raw[-1] == b""
+    merge_nbest(moses, str(tmp_path / "out.nbest"), [net1])  # its sentence 2: Moses' hypothesis
+    assert (tmp_path / "out.nbest").read_bytes().endswith(b"TranslationModel0= 0 0 FromMoses= 1 FromNet0= 1 ||| 0")
+
+
 def test_a_hypothesis_moses_did_not_produce_has_its_indicator_and_no_moses_score(tmp_path: Path) -> None:
     moses, net0, net1 = lists(tmp_path)
     merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1])

@@ -20,7 +20,13 @@ from hypothesis import strategies as st
 
 from phrase_rescorer import output
 from phrase_rescorer.model.checkpoint import load_checkpoint
-from phrase_rescorer.output import AtomicOutput, OutputError, check_distinct_paths, check_output_path
+from phrase_rescorer.output import (
+    AtomicOutput,
+    OutputError,
+    check_distinct_outputs,
+    check_distinct_paths,
+    check_output_path,
+)
 from phrase_rescorer.rescoring.engine import TableRescorer
 from phrase_rescorer.rescoring.options import RescoreOptions
 from tests.helpers.paths import SAMPLE
@@ -203,6 +209,36 @@ def test_check_distinct_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     check_distinct_paths(str(table), "-")
 
 
+def test_check_distinct_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outputs of one command to one place are refused: one file by any spelling, one
+    descriptor (``-`` and ``/dev/stdout``), one pipe through two descriptors; two files, or a
+    device opened twice, are not."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    out = tmp_path / "sub" / "out.txt"
+    out.write_bytes(b"")
+    (tmp_path / "link.txt").symlink_to(out)
+    os.link(out, tmp_path / "hard.txt")
+    for spelling in ["sub/out.txt", "./sub/../sub/out.txt", "link.txt", "hard.txt"]:
+        with pytest.raises(OutputError, match="same place as the output"):
+            check_distinct_outputs(str(out), [("output", spelling)])
+    with pytest.raises(OutputError, match="same place"):
+        check_distinct_outputs("new.txt", [("output", "./sub/../new.txt")])  # not there yet
+    for a, b in (("-", "-"), ("-", "/dev/stdout"), ("/dev/fd/1", "-")):
+        with pytest.raises(OutputError, match="same place"):
+            check_distinct_outputs(a, [("n-best list", b)])
+    read, write = os.pipe()
+    again = os.dup(write)
+    try:
+        with pytest.raises(OutputError, match="same place"):
+            check_distinct_outputs(f"/dev/fd/{write}", [("output", f"/dev/fd/{again}")])
+    finally:
+        for fd in (read, write, again):
+            os.close(fd)
+    check_distinct_outputs(str(out), [("output", "sub/other.txt"), ("log", None)])
+    check_distinct_outputs(os.devnull, [("output", os.devnull)])
+
+
 # --- temporaries -------------------------------------------------------------------------------
 
 
@@ -273,6 +309,18 @@ def test_stale_temporary_of_a_killed_run_is_removed_with_a_warning(tmp_path: Pat
         assert living.temporary is not None and os.path.exists(living.temporary)  # alive: kept
     assert not stale.exists()
     assert warnings == [f"removed {stale}: the temporary of an earlier run that was killed before it could clean up"]
+
+
+def test_a_users_file_named_like_an_old_temporary_is_not_removed(tmp_path: Path) -> None:
+    """Only the temporaries this program makes (``.NAME.tmp-PID-`` and 8 characters) are taken
+    for a killed run's: a file ``.NAME.tmp-PID`` of a dead PID is someone else's, and stays."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    kept = tmp_path / f".out.txt.tmp-{int(dead.stdout)}"
+    kept.write_bytes(b"notes")
+    warnings: list[str] = []
+    with AtomicOutput(str(tmp_path / "out.txt"), on_warning=warnings.append) as out:
+        out.write(GOOD)
+    assert kept.read_bytes() == b"notes" and warnings == []
 
 
 def test_a_thread_never_takes_anothers_new_temporary_for_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
