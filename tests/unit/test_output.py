@@ -192,14 +192,21 @@ def test_the_file_a_standard_stream_is_redirected_to_is_refused(tmp_path: Path, 
     assert shared.read_bytes() == b""
 
 
-def test_check_distinct_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def one_file_by_its_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> tuple[Path, list[str]]:
+    """A file ``sub/f.SUFFIX`` under ``tmp_path`` (the working directory now) and its names:
+    its path, relative spellings, a symbolic link and a hard link."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
-    table = tmp_path / "sub" / "pt.gz"
-    table.write_bytes(b"")
-    (tmp_path / "link.gz").symlink_to(table)
-    os.link(table, tmp_path / "hard.gz")
-    for spelling in [str(table), "sub/pt.gz", "./sub/../sub/pt.gz", "link.gz", "hard.gz"]:
+    path = tmp_path / "sub" / f"f{suffix}"
+    path.write_bytes(b"")
+    (tmp_path / f"link{suffix}").symlink_to(path)
+    os.link(path, tmp_path / f"hard{suffix}")
+    return path, [str(path), f"sub/f{suffix}", f"./sub/../sub/f{suffix}", f"link{suffix}", f"hard{suffix}"]
+
+
+def test_check_distinct_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table, names = one_file_by_its_names(tmp_path, monkeypatch, ".gz")
+    for spelling in names:
         with pytest.raises(OutputError, match="same file"):
             check_distinct_paths(str(table), spelling)
     with pytest.raises(OutputError, match="same file"):
@@ -213,13 +220,8 @@ def test_check_distinct_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     """Two outputs of one command to one place are refused: one file by any spelling, one
     descriptor (``-`` and ``/dev/stdout``), one pipe through two descriptors; two files, or a
     device opened twice, are not."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "sub").mkdir()
-    out = tmp_path / "sub" / "out.txt"
-    out.write_bytes(b"")
-    (tmp_path / "link.txt").symlink_to(out)
-    os.link(out, tmp_path / "hard.txt")
-    for spelling in ["sub/out.txt", "./sub/../sub/out.txt", "link.txt", "hard.txt"]:
+    out, names = one_file_by_its_names(tmp_path, monkeypatch, ".txt")
+    for spelling in names:
         with pytest.raises(OutputError, match="same place as the output"):
             check_distinct_outputs(str(out), [("output", spelling)])
     with pytest.raises(OutputError, match="same place"):
