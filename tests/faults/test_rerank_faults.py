@@ -272,15 +272,15 @@ def test_rerank_tune_held_out_naming_an_input_or_the_weights_is_refused(
     before = _snapshot(inputs)
     weights = tmp_path / "tuned.weights"
     if victim == "weights-out":  # not written yet: only its own spelling can name it
-        held, named = weights, f"weights '{weights}'"
+        held, refusal = weights, f"output goes to the same place as the weights '{weights}'"
     else:
         held = _link(kind, inputs[victim], tmp_path / "held.fr")
         what = {"nbest": "n-best list", "ref": "reference", "ini": "start weights (--init)"}[victim]
-        named = f"{what} '{inputs[victim]}'"
+        refusal = f"output is the same file as the {what} '{inputs[victim]}'"
     args = _tune(inputs, failing_moses, str(weights), "--init", str(inputs["ini"]), "--held-out", str(held))
     code, err = run_cli(args, monkeypatch, capsys)
     assert code == 6, err
-    assert f"output is the same file as the {named}" in err
+    assert refusal in err
     assert len(err.strip().splitlines()) == 1 and "started" not in err
     assert _snapshot(inputs) == before and not weights.exists() and not left_behind(tmp_path)
 
