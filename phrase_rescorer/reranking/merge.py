@@ -51,7 +51,10 @@ own), and the reranker computes totals from its weights.
 Every sentence of Moses' list is kept, with lines in the same order of IDs; an added list must
 list the same sentences (a sentence ID beyond Moses' is refused with its file and line, a list of
 fewer sentences at its end; both before any line is written when the lists can be read twice).
-The output is written through ``output.AtomicOutput`` (complete or absent).
+New lines end as Moses' lines do (``\\r\\n`` after a list of them, else ``\\n``); where Moses'
+last line has no terminator and new lines follow it, that line ending goes between them (``\\n``
+after a line cut between its ``\\r`` and ``\\n``). The output is written
+through ``output.AtomicOutput`` (complete or absent).
 """
 
 from __future__ import annotations
@@ -188,9 +191,10 @@ def merge_nbest(
     layout: Layout | None = None
     pending: list[tuple[list[tuple[NbestLine, list[int]]], list[tuple[int, list[str], list[int]]]]] = []
     waiting = 0  # lines in pending
+    eol = b"\n"  # the line ending of Moses' list (its last terminated line's), which new lines take
 
     def flush(out: BinaryIO) -> None:
-        nonlocal waiting
+        nonlocal waiting, eol
         assert layout is not None
         news = [(sentence, words) for _, new in pending for sentence, words, _ in new]
         totals: list[float | None] = [None] * len(news)
@@ -215,6 +219,7 @@ def merge_nbest(
                 marks = [(name, float(f)) for name, f in zip(indicators, flags, strict=True)]
                 out.write(with_features(line, marks + [(REACHED_INDICATOR, v) for v in reached]))
                 unterminated = not line.terminator
+                eol = line.terminator or eol
             for sentence, words, flags in new:
                 moses_line = derived[at]
                 if moses_line is not None:
@@ -232,10 +237,11 @@ def merge_nbest(
                 features += [(name, [float(f)]) for name, f in zip(indicators, flags, strict=True)]
                 if reach is not None:
                     features.append((REACHED_INDICATOR, [float(moses_line is not None)]))
-                if unterminated:
-                    out.write(b"\n")
+                if unterminated:  # Moses' last line, written without its terminator
+                    out.write(b"\n" if kept[-1][0].raw.endswith(b"\r") else eol)
                     unterminated = False
-                out.write(nbest_line(sentence, words, features, total))
+                text = nbest_line(sentence, words, features, total)
+                out.write(text if eol == b"\n" else text[:-1] + eol)
                 at += 1
         pending.clear()
         waiting = 0

@@ -104,6 +104,23 @@ def test_moses_last_line_without_its_newline_stays_one_line(tmp_path: Path) -> N
     assert (tmp_path / "out.nbest").read_bytes().endswith(b"TranslationModel0= 0 0 FromMoses= 1 FromNet0= 1 ||| 0")
 
 
+@pytest.mark.parametrize("cut", [0, 1, 2])
+def test_new_lines_end_as_moses_lines_do(tmp_path: Path, cut: int) -> None:
+    """A list of CRLF lines: its own lines keep their bytes and every new line ends in CRLF too,
+    also after a last line without its terminator (``cut`` bytes of it gone: a CRLF between it and
+    the new line after it, or the LF after its CR); the lines read as from the LF list."""
+    moses, net0, net1 = lists(tmp_path)
+    crlf = MOSES.replace("\n", "\r\n").encode()
+    Path(moses).write_bytes(crlf[: len(crlf) - cut])
+    merge_nbest(moses, str(tmp_path / "crlf.nbest"), [net0, net1])
+    Path(moses).write_text(MOSES)
+    merge_nbest(moses, str(tmp_path / "lf.nbest"), [net0, net1])
+    out, lf = (tmp_path / "crlf.nbest").read_bytes(), (tmp_path / "lf.nbest").read_bytes()
+    assert out == lf.replace(b"\n", b"\r\n")
+    assert out.count(b"\n") == out.count(b"\r\n") == out.count(b"\r") == 7
+    assert merged(tmp_path / "crlf.nbest") == merged(tmp_path / "lf.nbest")
+
+
 def test_a_hypothesis_moses_did_not_produce_has_its_indicator_and_no_moses_score(tmp_path: Path) -> None:
     moses, net0, net1 = lists(tmp_path)
     merge_nbest(moses, str(tmp_path / "out.nbest"), [net0, net1])
