@@ -88,6 +88,14 @@ PARTS = (
 )
 
 
+def _precision(bf16: bool, bf16_steps: bool, bf16_output: bool) -> str:
+    """The header's name of the products' precision."""
+    if bf16:
+        return "bf16 autocast"
+    reduced = ["bf16 decoder steps"] * bf16_steps + ["bf16 output layer"] * bf16_output
+    return " and ".join(reduced) or "float32"
+
+
 def synthetic_corpus(pairs: int, out: Path, seed: int = 1) -> tuple[Path, Path]:
     """Two line-aligned files of ``pairs`` random sentences with the corpus's lengths (English
     13 +- 4.5 tokens, French 14 +- 5, at least 1) over Zipf-distributed vocabularies of 10,000
@@ -314,6 +322,11 @@ def _ms(by_library: dict[str, float]) -> str:
     help="Profile train-nmt --bf16-steps (rnnsearch: the decoder steps' products in bf16).",
 )
 @click.option(
+    "--bf16-output",
+    is_flag=True,
+    help="Profile train-nmt --bf16-output (the output layer's products in bf16; with --bf16-steps or alone).",
+)
+@click.option(
     "--ceiling/--no-ceiling",
     default=True,
     show_default=True,
@@ -332,6 +345,7 @@ def main(
     warmup: int,
     bf16: bool,
     bf16_steps: bool,
+    bf16_output: bool,
     ceiling: bool,
     threads: int | None,
     json_path: str | None,
@@ -351,7 +365,7 @@ def main(
     )
     cpu = torch.device("cpu")
     dtypes = {"fp32": torch.float32}
-    if bf16 or bf16_steps or cpu_features().bf16_units:
+    if bf16 or bf16_steps or bf16_output or cpu_features().bf16_units:
         dtypes["bf16"] = torch.bfloat16
     rate_2048 = {
         name: {lib: parts.matmul_gflops(cpu, dtype, library=lib) for lib in parts.product_libraries(cpu, dtype)}
@@ -359,7 +373,7 @@ def main(
     }
     recipe = RECIPES[network]
     sizes: dict[str, int | None] = dict(parts.QUICK_SIZES if preset == "quick" else recipe["sizes"])
-    cfg = replace(NMT_DEFAULTS, bf16=bf16, bf16_steps=bf16_steps, **recipe["train"])
+    cfg = replace(NMT_DEFAULTS, bf16=bf16, bf16_steps=bf16_steps, bf16_output=bf16_output, **recipe["train"])
     if batch_tokens:
         cfg = replace(cfg, batch_tokens=batch_tokens)
     arch = arch_config(network, **recipe["arch"])
@@ -401,7 +415,7 @@ def main(
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), dropout {arch.dropout}, label smoothing "
             f"{cfg.label_smoothing}, batches of "
             f"at most {cfg.batch_tokens:,} padded target tokens, {type(task.optimizer).__name__}; "
-            f"{'bf16 autocast' if bf16 else 'bf16 decoder steps' if bf16_steps else 'float32'}; "
+            f"{_precision(bf16, bf16_steps, bf16_output)}; "
             f"{steps} steps after {warmup}"
         )
         say("machine 2048^3 product (best of 5): " + "; ".join(f"{d} {_rates(r)}" for d, r in rate_2048.items()))
@@ -438,6 +452,7 @@ def main(
         preset=preset,
         bf16=bf16,
         bf16_steps=bf16_steps,
+        bf16_output=bf16_output,
         corpus=read,
         machine=machine,
         rate_2048=rate_2048,

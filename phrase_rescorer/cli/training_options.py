@@ -271,6 +271,15 @@ def training_options(
             "elsewhere); its measured speed and held-out curve: docs/training-speed.md.",
         ),
         click.option(
+            "--bf16-output",
+            is_flag=True,
+            help="The output layer's products (rnnsearch, gnmt, transformer: the logits over the "
+            "shortlist and their two gradients) with bfloat16 operands and results; the softmax, "
+            "the loss and everything else float32. Opt-in: an approximation, faster only on CPUs "
+            "with AVX512-BF16 or AMX-BF16 (a warning elsewhere); with --bf16-steps or alone; "
+            "measured: docs/training-speed.md.",
+        ),
+        click.option(
             "--direction",
             type=click.Choice(DIRECTIONS),
             default="forward",

@@ -32,6 +32,7 @@ from ..training.phrase_task import DIRECTION_SAYS, phrase_task
 from ..training.run_files import companion_path
 from ..training.run_record import recorded_units
 from ..training.run_settings import TrainConfig, preset_sizes
+from ..training.smoothed_output import BF16_OUTPUT_NETWORKS
 from ..training.stacked_log_probs import BF16_STEPS_NETWORKS
 from ..training.task_interface import LoopConfig, RunState, Task
 from .common import Terminated, UserError, progress, resolve_device, say, warn
@@ -117,6 +118,18 @@ def run_loop(
         ) from e
 
 
+#: The options that lower the products' precision, and the settings they set.
+_REDUCED_PRECISION = {"--bf16": "bf16", "--bf16-steps": "bf16_steps", "--bf16-output": "bf16_output"}
+
+
+def _precision_says(cfg: TrainConfig) -> str:
+    """The summary line's note of the products' precision: "" for float32."""
+    if cfg.bf16:
+        return " (bf16)"
+    parts = ["bf16 decoder steps"] * cfg.bf16_steps + ["bf16 output layer"] * cfg.bf16_output
+    return f" ({' and '.join(parts)})" if parts else ""
+
+
 def _bleu_says(event: dict[str, Any]) -> str:
     return f", greedy BLEU {event['valid_bleu']:.2f} ({event['valid_bleu_pairs']:,} pairs)"
 
@@ -175,13 +188,16 @@ def run_training(
         raise UserError(problem)
     if options.get("bf16_steps") and (arch_options is None or arch_options.heads):
         raise UserError(BF16_STEPS_NETWORKS)  # before the data is read
+    if options.get("bf16_output") and arch_options is None:
+        raise UserError(BF16_OUTPUT_NETWORKS)
     loop = loop_config(options)
     cfg = TrainConfig(loop=loop, **options)
     group, dev = join_group(ctx, device)
-    if (cfg.bf16 or cfg.bf16_steps) and dev.type == "cpu":
+    reduced = [flag for flag, on in _REDUCED_PRECISION.items() if getattr(cfg, on)]
+    if reduced and dev.type == "cpu":
         warning = cpu_features().bf16_warning()
         if warning:
-            warn(f"{'--bf16' if cfg.bf16 else '--bf16-steps'}: {warning}")
+            warn(f"{' and '.join(reduced)}: {warning}")
     if cfg.optimizer == "adadelta" and cfg.optimizer_kernel == "compiled" and dev.type == "cpu":
         problem = adadelta_loop.problem()  # builds the loop (under a second, once per machine)
         if problem:
@@ -246,7 +262,7 @@ def run_training(
         + ", ".join(f"{k} {getattr(config, k)}" for k in _SIZES if k not in unused_sizes(arch_options))
         + _network_says(arch, arch_options, cell)
         + f"; {optimizer}, device {dev}"
-        + (" (bf16)" if cfg.bf16 else " (bf16 decoder steps)" if cfg.bf16_steps else ""),
+        + _precision_says(cfg),
     )
     if group.distributed:
         say(

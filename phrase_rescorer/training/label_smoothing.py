@@ -32,7 +32,7 @@ from ..model.cho2014 import token_log_probs
 from ..model.network import Network
 from .loop import TrainingError
 from .packed_log_probs import training_log_probs
-from .smoothed_output import PairObjective, check_smoothing
+from .smoothed_output import BF16_OUTPUT_NETWORKS, PairObjective, check_smoothing
 from .stacked_log_probs import BF16_STEPS_NETWORKS, StackedLogProbs, is_stacked_network
 from .transformer_log_probs import TransformerLogProbs, is_transformer
 
@@ -64,15 +64,20 @@ class SmoothedLogProbs(PairObjective):
         return smoothed_log_probs(self.model(src, src_len, tgt), tgt, tgt_len, self.eps)
 
 
-def training_objective(model: Network, eps: float = 0.0, bf16_steps: bool = False) -> nn.Module:
+def training_objective(
+    model: Network, eps: float = 0.0, bf16_steps: bool = False, bf16_output: bool = False
+) -> nn.Module:
     """What a training step maximises, per pair: log p(target|source) (eps 0: the training
     computation of ``packed_log_probs``, unchanged) or its label-smoothed form. ``bf16_steps``:
     the decoder steps' products with bfloat16 operands (``stacked_log_probs``; stacked networks
-    only, else a ``TrainingError``)."""
+    only); ``bf16_output``: the output layer's (``target_log_probs``; stacked networks and the
+    transformer); else a ``TrainingError``."""
     if is_stacked_network(model):  # the same function, computed faster (stacked_log_probs)
-        return StackedLogProbs(model, eps, bf16_steps)
+        return StackedLogProbs(model, eps, bf16_steps, bf16_output)
     if bf16_steps:
         raise TrainingError(BF16_STEPS_NETWORKS)
     if is_transformer(model):  # likewise, its output layer over the real positions only
-        return TransformerLogProbs(model, eps)
+        return TransformerLogProbs(model, eps, bf16_output)
+    if bf16_output:
+        raise TrainingError(BF16_OUTPUT_NETWORKS)
     return SmoothedLogProbs(model, eps) if eps > 0.0 else training_log_probs(model)

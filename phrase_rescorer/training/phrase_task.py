@@ -76,7 +76,8 @@ class PhraseTask:
             counter_dropout(self.network)  # the masks drawn by a C loop (dropout_masks), not by bernoulli_
         # What training steps call: log p(target|source) per pair, for cho2014 without the padding work
         # (``packed_log_probs``), under torchrun in its DDP wrapper (same call).
-        self.net = self.group.wrap(training_objective(self.network, cfg.label_smoothing, cfg.bf16_steps))
+        objective = training_objective(self.network, cfg.label_smoothing, cfg.bf16_steps, cfg.bf16_output)
+        self.net = self.group.wrap(objective)
         # The paper's Adadelta, one compiled loop over all parameters or torch's bit for bit in cache-sized
         # pieces; or Adam, the optimizer of sentence-level NMT toolkits (``train-nmt``'s default).
         self.optimizer = make_optimizer(

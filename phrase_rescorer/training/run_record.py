@@ -12,6 +12,7 @@ from ..model.cho2014 import ModelConfig
 from ..model.kinds import ModelFile
 from .evaluate import UnigramBaseline, heldout_coverage
 from .run_settings import RUN_KEYS, TrainConfig, TrainingData
+from .smoothed_output import BF16_OUTPUT_PRECISION
 from .stacked_log_probs import BF16_STEPS_PRECISION
 
 
@@ -44,8 +45,9 @@ def run_record(
         run["subwords"] = [len(m.units) for m in data.subwords]
     if cfg.bf16:  # float32 runs stay as they were
         run["precision"] = "bfloat16"
-    elif cfg.bf16_steps:
-        run["precision"] = BF16_STEPS_PRECISION
+    elif cfg.bf16_steps or cfg.bf16_output:
+        parts = [BF16_STEPS_PRECISION] * cfg.bf16_steps + [BF16_OUTPUT_PRECISION] * cfg.bf16_output
+        run["precision"] = " and ".join(parts)
     return run
 
 

@@ -39,6 +39,7 @@ class TrainConfig:
     valid_batch_size: int = 256
     bf16: bool = False  # bf16 autocast (weights and optimizer stay float32)
     bf16_steps: bool = False  # the decoder steps' products with bfloat16 operands (deferred_weights)
+    bf16_output: bool = False  # the output layer's products with bfloat16 operands (target_log_probs)
     label_smoothing: float = 0.0  # the training loss's smoothing (label_smoothing.py); 0: log p
     loop: LoopConfig = LoopConfig()  # the loop's (seed, lr, limits, validations, schedule)
 
@@ -47,6 +48,8 @@ class TrainConfig:
             raise TrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
         if self.bf16 and self.bf16_steps:
             raise TrainingError("--bf16 and --bf16-steps: give one (autocast, or the decoder steps' products only)")
+        if self.bf16 and self.bf16_output:
+            raise TrainingError("--bf16 and --bf16-output: give one (autocast, or the output layer's products only)")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise TrainingError(f"label smoothing must be at least 0 and below 1, not {self.label_smoothing}")
         if self.optimizer_kernel not in KERNELS:
@@ -70,7 +73,8 @@ class TrainConfig:
 _SAVED_ORDER = (
     "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
     "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 label_smoothing "
-    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time dropout_kernel bf16_steps"
+    "keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time dropout_kernel bf16_steps "
+    "bf16_output"
 )
 
 #: The optimizers a run may use: the paper's Adadelta (rho, eps apply), or Adam.

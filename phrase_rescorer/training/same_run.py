@@ -36,7 +36,7 @@ _NAMED = {
     "direction": ("direction", "forward"),
     "subwords": ("the number of subword units per side", "none"),
     "target_order": ("the order the target is written in", "left-to-right"),
-    "precision": ("the precision of the products (--bf16, --bf16-steps)", "float32"),
+    "precision": ("the precision of the products (--bf16, --bf16-steps, --bf16-output)", "float32"),
 }
 
 

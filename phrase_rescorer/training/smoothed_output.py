@@ -31,7 +31,14 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ..data.vocab import PAD_ID
-from .target_log_probs import OutputLayer, compiled, compiled_smoothed, target_log_probs
+from .target_log_probs import OutputLayer, compiled, compiled_smoothed, layer_logits, target_log_probs
+
+#: A run's record of ``--bf16-output`` (its ``precision``, after the decoder steps' where both).
+BF16_OUTPUT_PRECISION = "bfloat16 output layer"
+#: Why ``--bf16-output`` is refused for another network.
+BF16_OUTPUT_NETWORKS = (
+    "--bf16-output: only the sentence networks (rnnsearch, gnmt, transformer) compute their output layer this way"
+)
 
 
 def check_smoothing(eps: float) -> None:
@@ -52,28 +59,36 @@ class PairObjective(nn.Module):
 
 
 def pair_log_probs(
-    u: torch.Tensor, layer: OutputLayer, tgt: torch.Tensor, tgt_len: torch.Tensor, eps: float
+    u: torch.Tensor,
+    layer: OutputLayer,
+    tgt: torch.Tensor,
+    tgt_len: torch.Tensor,
+    eps: float,
+    operands: torch.dtype | None = None,
 ) -> torch.Tensor:
     """The (smoothed) log-likelihood of each pair (B,) from the output layer's padded input u
     (B, T, R) of targets (B, T) of ``tgt_len`` positions: :func:`smoothed_target_log_probs` over
     the real positions only, summed per pair."""
     real = torch.arange(tgt.shape[1], device=tgt.device).unsqueeze(0) < tgt_len.unsqueeze(1)
     rows = real.nonzero()[:, 0]  # the batch row of each real position
-    terms = smoothed_target_log_probs(u[real], layer, tgt[real], eps)
+    terms = smoothed_target_log_probs(u[real], layer, tgt[real], eps, operands)
     return terms.new_zeros(tgt.shape[0]).index_add(0, rows, terms)
 
 
-def smoothed_target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, eps: float) -> torch.Tensor:
+def smoothed_target_log_probs(
+    u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, eps: float, operands: torch.dtype | None = None
+) -> torch.Tensor:
     """The smoothed log-likelihood term (N,) of each position from the output layer's input
-    u (N, R) and the targets (N,) (module text); for eps 0, log p(target) itself."""
+    u (N, R) and the targets (N,) (module text); for eps 0, log p(target) itself. ``operands``:
+    the layer's products' (``target_log_probs``, ``--bf16-output``); None: the tensors' own."""
     check_smoothing(eps)
     if eps == 0.0 and u.dtype == torch.float32:
-        return target_log_probs(u, layer, targets)
+        return target_log_probs(u, layer, targets, operands)
     lib = compiled(u, layer)
     if lib is not None:
-        return compiled_smoothed(u, layer, targets, lib, eps, PAD_ID)
-    if layer.bias is None or torch.is_autocast_enabled(u.device.type):  # the torch operators
-        logp = torch.log_softmax(layer(u).float(), dim=1)
+        return compiled_smoothed(u, layer, targets, lib, eps, PAD_ID, operands)
+    if layer.bias is None or operands is not None or torch.is_autocast_enabled(u.device.type):  # torch's operators
+        logp = torch.log_softmax(layer_logits(u, layer, operands).float(), dim=1)
         uniform = (logp.sum(1) - logp[:, PAD_ID]) / (logp.shape[1] - 1)
         return (1.0 - eps) * logp.gather(1, targets.unsqueeze(1)).squeeze(1) + eps * uniform
     return _SmoothedOutput.apply(u, layer.weight, layer.bias, targets, eps)

@@ -21,7 +21,9 @@ input projections and recurrent matrices and the attention's query projection, w
 operands (``DeferredWeights(torch.bfloat16)``: their weights' gradients stay float32); all else,
 the encoder, the readout, the output layer and every element-wise operation, float32 as above.
 An approximation, opt-in: the same function to bfloat16's rounding of those products' operands
-and results (``tests/unit/test_stacked_log_probs.py`` states the tolerance).
+and results (``tests/unit/test_stacked_log_probs.py`` states the tolerance). ``bf16_output``
+(``train-nmt --bf16-output``, with or without it): the output layer's products likewise
+(``target_log_probs``).
 """
 
 from __future__ import annotations
@@ -59,9 +61,9 @@ BF16_STEPS_NETWORKS = "--bf16-steps: only the recurrent attention networks (rnns
 class StackedLogProbs(PairObjective):
     """The stacked networks' objective (``PairObjective``), computed as the module text says."""
 
-    def __init__(self, model: Any, eps: float = 0.0, bf16_steps: bool = False):
+    def __init__(self, model: Any, eps: float = 0.0, bf16_steps: bool = False, bf16_output: bool = False):
         super().__init__(model, eps)
-        self.bf16_steps = bf16_steps
+        self.bf16_steps, self.output_operands = bf16_steps, torch.bfloat16 if bf16_output else None
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
@@ -74,4 +76,4 @@ class StackedLogProbs(PairObjective):
         else:
             tops, y_prev, ctxs, _ = m.decode_outputs(enc, tgt, DeferredWeights().linear)
         u = m.decoder.readout_features(tops, y_prev, ctxs)  # (B, T, R)
-        return pair_log_probs(u, m.decoder.G_l, tgt, tgt_len, self.eps)
+        return pair_log_probs(u, m.decoder.G_l, tgt, tgt_len, self.eps, self.output_operands)

@@ -26,6 +26,13 @@ Two paths compute it:
   logits and the backward loop adds the smoothing's terms as it writes the gradient; without it
   the loops run as before.
 
+``operands=torch.bfloat16`` (``train-nmt --bf16-output``): the layer's three products, the
+logits u Wᵀ forward, the input's gradient d W and the weight's dᵀ u backward, with bfloat16
+operands (u, W and the logits' gradient d rounded at each product), each result rounded to
+bfloat16 by torch's CPU product and taken back in float32; the log-softmax, the pick, the
+smoothing and the bias's gradient stay float32. An approximation of the float32 layer, opt-in:
+faster only where the CPU multiplies bfloat16 in hardware (AVX512-BF16, AMX).
+
 Each graph can be backpropagated once (no double backward), as training does.
 """
 
@@ -70,14 +77,27 @@ class OutputLayer(Protocol):
     def __call__(self, u: torch.Tensor) -> torch.Tensor: ...
 
 
-def target_log_probs(u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor) -> torch.Tensor:
+def target_log_probs(
+    u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, operands: torch.dtype | None = None
+) -> torch.Tensor:
     """log softmax(layer(u))[i, targets[i]] (N,) for u (N, R): the C loops where they apply
     (float32 CPU tensors outside autocast, a layer with a bias, the library built), else
-    ``picked_log_probs(layer(u), targets)``."""
+    ``picked_log_probs(layer(u), targets)``. ``operands``: the layer's products' (module text);
+    None: the tensors' own."""
     lib = compiled(u, layer)
     if lib is None:
-        return picked_log_probs(layer(u).float(), targets)
-    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, 0.0, 0)
+        return picked_log_probs(layer_logits(u, layer, operands).float(), targets)
+    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, 0.0, 0, operands)
+
+
+def layer_logits(u: torch.Tensor, layer: OutputLayer, operands: torch.dtype | None) -> torch.Tensor:
+    """``layer(u)``; where ``operands`` is given, its product's operands in that dtype, the
+    product back in u's and the bias added there (autograd through the casts, as the C loops'
+    path computes it)."""
+    if operands is None:
+        return layer(u)
+    y = torch.nn.functional.linear(u.to(operands), layer.weight.to(operands)).to(u.dtype)
+    return y if layer.bias is None else y + layer.bias
 
 
 def compiled(u: torch.Tensor, layer: OutputLayer) -> ctypes.CDLL | None:
@@ -94,13 +114,27 @@ def compiled(u: torch.Tensor, layer: OutputLayer) -> ctypes.CDLL | None:
 
 
 def compiled_smoothed(
-    u: torch.Tensor, layer: OutputLayer, targets: torch.Tensor, lib: ctypes.CDLL, eps: float, pad: int
+    u: torch.Tensor,
+    layer: OutputLayer,
+    targets: torch.Tensor,
+    lib: ctypes.CDLL,
+    eps: float,
+    pad: int,
+    operands: torch.dtype | None = None,
 ) -> torch.Tensor:
     """With the library of ``compiled``: the label-smoothed term of each position (N,),
     (1 - eps) log p(target) + eps mean of log p over the outputs but ``pad``
     (``smoothed_output``'s function), the loops also summing each row's logits forward and
-    adding the smoothing's terms to the gradient as they write it."""
-    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, eps, pad)
+    adding the smoothing's terms to the gradient as they write it. ``operands``: as for
+    :func:`target_log_probs`."""
+    return _CompiledTargetLogProbs.apply(u, layer.weight, layer.bias, targets, lib, eps, pad, operands)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, operands: torch.dtype | None) -> torch.Tensor:
+    """a b in float32, its operands in ``operands`` where given (module text)."""
+    if operands is None:
+        return a.mm(b)
+    return a.to(operands).mm(b.to(operands)).to(torch.float32)
 
 
 def _threads(rows: int) -> int:
@@ -118,18 +152,21 @@ class _CompiledTargetLogProbs(torch.autograd.Function):
         lib: ctypes.CDLL,
         eps: float,
         pad: int,
+        operands: torch.dtype | None,
     ) -> torch.Tensor:
         n, V = u.shape[0], w.shape[0]
-        logits = torch.mm(u, w.t())  # (N, V), the bias added by the loop
+        if operands is not None:  # rounded once: the forward product's operands, kept for the backward's
+            u, w = u.to(operands), w.to(operands)
+        logits = _product(u, w.t(), operands)  # (N, V), the bias added by the loop
         b = b.contiguous()
         targets = targets.contiguous().to(torch.long)
         if n and (targets.min() < 0 or targets.max() >= V):
             raise IndexError(f"target_log_probs: a target outside the {V} outputs")
-        mx, ls, picked = u.new_empty(n), u.new_empty(n), u.new_empty(n)
-        zsum = u.new_empty(n) if eps else None
+        mx, ls, picked = logits.new_empty(n), logits.new_empty(n), logits.new_empty(n)
+        zsum = logits.new_empty(n) if eps else None
         pointers = (logits, b, targets, mx, ls, picked)
         lib.out_forward(n, V, *(t.data_ptr() for t in pointers), None if zsum is None else zsum.data_ptr(), _threads(n))
-        ctx.lib, ctx.eps, ctx.pad = lib, eps, pad
+        ctx.lib, ctx.eps, ctx.pad, ctx.operands = lib, eps, pad, operands
         ctx.save_for_backward(u, w, b, targets, logits, mx, ls)
         if zsum is None:
             return picked
@@ -149,9 +186,11 @@ class _CompiledTargetLogProbs(torch.autograd.Function):
         pointers = (logits, b, targets, mx, ls, g, sums, db)
         spread, keep = ctx.eps / (V - 1), 1.0 - ctx.eps
         ctx.lib.out_backward(n, V, *(t.data_ptr() for t in pointers), spread, keep, ctx.pad, threads)
-        du = logits.mm(w) if ctx.needs_input_grad[0] else None
-        dw = logits.t().mm(u) if ctx.needs_input_grad[1] else None
-        return du, dw, db if ctx.needs_input_grad[2] else None, None, None, None, None
+        if ctx.operands is not None and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            logits = logits.to(ctx.operands)  # the gradient, rounded once for both products
+        du = _product(logits, w, ctx.operands) if ctx.needs_input_grad[0] else None
+        dw = _product(logits.t(), u, ctx.operands) if ctx.needs_input_grad[1] else None
+        return du, dw, db if ctx.needs_input_grad[2] else None, None, None, None, None, None
 
 
 def picked_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

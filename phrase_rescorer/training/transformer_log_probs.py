@@ -10,7 +10,8 @@ only the output layer (the target embedding as its matrix, ``output_bias``), the
 the (smoothed) pick, in one (N, V) buffer that becomes the logits' gradient in place
 (``smoothed_output``; on the CPU in float32 its C loops). The parameters are the model's; only the
 order of the arithmetic differs: ``tests/unit/test_stacked_log_probs.py`` checks values and
-gradients against the model's own objective.
+gradients against the model's own objective. ``bf16_output`` (``train-nmt --bf16-output``): the
+output layer's products with bfloat16 operands (``target_log_probs``), an approximation, opt-in.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ class _TiedOutput:
 class TransformerLogProbs(PairObjective):
     """The transformer's objective (``PairObjective``), computed as the module text says."""
 
-    def __init__(self, model: TransformerEncoderDecoder, eps: float = 0.0):
+    def __init__(self, model: TransformerEncoderDecoder, eps: float = 0.0, bf16_output: bool = False):
         super().__init__(model, eps)
+        self.output_operands = torch.bfloat16 if bf16_output else None
 
     def forward(
         self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor
     ) -> torch.Tensor:
         m: Any = self.model
         tops, _, _, _ = m.decode_outputs(m.encode(src, src_len), tgt, weights=False)
-        return pair_log_probs(m.decoder_norm(tops), _TiedOutput(m), tgt, tgt_len, self.eps)
+        return pair_log_probs(m.decoder_norm(tops), _TiedOutput(m), tgt, tgt_len, self.eps, self.output_operands)

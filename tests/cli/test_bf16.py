@@ -134,7 +134,7 @@ def test_a_run_resumes_in_the_precision_it_started_in(tmp_path: Path) -> None:
         r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *other, "--max-steps", "6", "--resume"])
         was, now = ("float32", "bfloat16") if name == "fp32" else ("bfloat16", "float32")
         assert r.exit_code == 2, r.output
-        assert f"the precision of the products (--bf16, --bf16-steps) was {was}, now {now}" in r.output
+        assert f"the precision of the products (--bf16, --bf16-steps, --bf16-output) was {was}, now {now}" in r.output
         assert read_log(str(tmp_path / f"{name}.log")) == log  # nothing trained
         r = CliRunner().invoke(cli, ["train", str(table), str(out), *args, *started, "--max-steps", "6", "--resume"])
         assert r.exit_code == 0, r.output
@@ -180,7 +180,49 @@ def test_train_nmt_bf16_steps(tmp_path: Path) -> None:
         ["train-nmt", *args[:2], str(tmp_path / "fp32.pt"), *args[2:], "--max-steps", "9", "--bf16-steps", "--resume"],
     )
     assert r.exit_code == 2, r.output
-    assert "the precision of the products (--bf16, --bf16-steps) was float32, now bfloat16 decoder steps" in r.output
+    was = "the precision of the products (--bf16, --bf16-steps, --bf16-output) was float32"
+    assert f"{was}, now bfloat16 decoder steps" in r.output
+
+
+def test_train_nmt_bf16_output(tmp_path: Path) -> None:
+    """``train-nmt --bf16-output``: the transformer's summary line and run record say so, and with
+    ``--bf16-steps`` the rnnsearch network's name both; the first steps' losses within 2 % of
+    float32's, not equal; the warning where the CPU lacks bf16 units."""
+    from tests.helpers.nmt import SIZES
+
+    args = _nmt_args(tmp_path)
+    transformer = ["--arch", "transformer", "--embed-dim", "16", "--hidden-dim", "16", "--layers", "1", "--heads", "2"]
+    no_sizes = args[2 + len(SIZES) :]
+    runs = {
+        "t32": ([*no_sizes, *transformer], None, None),
+        "tout": ([*no_sizes, *transformer, "--bf16-output"], "bf16 output layer", "bfloat16 output layer"),
+        "both": (
+            [*args[2:], "--bf16-steps", "--bf16-output"],
+            "bf16 decoder steps and bf16 output layer",
+            "bfloat16 decoder steps and bfloat16 output layer",
+        ),
+    }
+    losses = {}
+    for name, (rest, says, precision) in runs.items():
+        r = CliRunner().invoke(cli, ["train-nmt", *args[:2], str(tmp_path / f"{name}.pt"), *rest, "--max-steps", "5"])
+        assert r.exit_code == 0, r.output
+        assert (f"({says})" in r.stderr) if says else "(bf16" not in r.stderr
+        assert (EMULATED in r.stderr) == (says is not None and _warns_here())
+        run = torch.load(tmp_path / f"{name}.last.pt", weights_only=True)["training_state"]["run"]
+        assert run.get("precision") == precision
+        losses[name] = np.array([e["loss"] for e in read_log(str(tmp_path / f"{name}.log")) if e["event"] == "train"])
+    assert len(losses["tout"]) == 5 and np.all(np.isfinite(losses["tout"]))
+    np.testing.assert_allclose(losses["tout"], losses["t32"], rtol=0.02)
+    assert not np.array_equal(losses["tout"], losses["t32"])
+    # A run resumes only in the precision it started in: each flag left out is refused.
+    was = "the precision of the products (--bf16, --bf16-steps, --bf16-output) was"
+    for name, rest, says in (
+        ("tout", [*no_sizes, *transformer], f"{was} bfloat16 output layer, now float32"),
+        ("both", [*args[2:], "--bf16-steps"], f"{was} bfloat16 decoder steps and bfloat16 output layer, now bfloat16 "),
+    ):
+        out = str(tmp_path / f"{name}.pt")
+        r = CliRunner().invoke(cli, ["train-nmt", *args[:2], out, *rest, "--max-steps", "7", "--resume"])
+        assert r.exit_code == 2 and says in r.output, r.output
 
 
 @pytest.mark.parametrize(
@@ -197,6 +239,24 @@ def test_train_nmt_bf16_steps_refused(
     """Refused with exit 2 before the corpus is read (here it does not exist), nothing written."""
     missing = [str(tmp_path / "absent.en"), str(tmp_path / "absent.fr")]
     code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), "--bf16-steps", *extra], monkeypatch, capsys)
+    assert code == 2, err
+    assert says in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        (["--arch", "cho2014"], "--bf16-output: only the sentence networks (rnnsearch, gnmt, transformer)"),
+        (["--bf16"], "--bf16 and --bf16-output: give one"),
+    ],
+)
+def test_train_nmt_bf16_output_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    """Refused with exit 2 before the corpus is read (here it does not exist), nothing written."""
+    missing = [str(tmp_path / "absent.en"), str(tmp_path / "absent.fr")]
+    code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), "--bf16-output", *extra], monkeypatch, capsys)
     assert code == 2, err
     assert says in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []

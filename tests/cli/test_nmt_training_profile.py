@@ -25,15 +25,23 @@ TARGETS = [[5, 6, 7, 8], [9], [10, 11]]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("network,bf16_steps", [("rnnsearch", False), ("transformer", False), ("rnnsearch", True)])
-def test_nmt_training_profile_accounts_for_the_step(tmp_path: Path, network: str, bf16_steps: bool) -> None:
+@pytest.mark.parametrize(
+    "network,reduced",
+    [
+        ("rnnsearch", []),
+        ("transformer", []),
+        ("rnnsearch", ["--bf16-steps", "--bf16-output"]),
+        ("transformer", ["--bf16-output"]),
+    ],
+)
+def test_nmt_training_profile_accounts_for_the_step(tmp_path: Path, network: str, reduced: list[str]) -> None:
     """Every part of the network is found, forward and backward, and the parts add up to the
     profiled step; the FLOPs, the padding and (rnnsearch) the products' ceiling are reported;
-    ``--bf16-steps`` profiles that step and adds the bf16 product's rate."""
+    ``--bf16-steps --bf16-output`` profiles that step and adds the bf16 product's rate."""
     out = tmp_path / "profile.json"
     args = ["--network", network, "--preset", "quick", "--synthetic", "300", "--batch-tokens", "300"]
     args += ["--steps", "2", "--warmup", "2", "--threads", "1", "--json", str(out)]
-    args += ["--bf16-steps"] if bf16_steps else []
+    args += reduced
     if network == "transformer":
         args.append("--no-ceiling")
     r = subprocess.run(
@@ -66,8 +74,10 @@ def test_nmt_training_profile_accounts_for_the_step(tmp_path: Path, network: str
     assert 0 < f["useful_gflop"] <= f["padded_gflop"]
     assert 0 <= f["padding"]["source"] < 1 and 0 <= f["padding"]["target"] < 1
     assert "fp32" in f["rate_2048"] and f["beside_fraction"] > 0
-    assert f["bf16_steps"] == bf16_steps and ("bf16" in f["rate_2048"]) >= bf16_steps
-    assert ("bf16 decoder steps;" in r.stdout) == bf16_steps
+    assert (f["bf16_steps"], f["bf16_output"]) == ("--bf16-steps" in reduced, "--bf16-output" in reduced)
+    assert ("bf16" in f["rate_2048"]) >= bool(reduced)
+    says = {0: "float32;", 1: "bf16 output layer;", 2: "bf16 decoder steps and bf16 output layer;"}[len(reduced)]
+    assert f"{says} 2 steps after 2" in r.stdout
     assert "FLOPs of a step from the shapes" in r.stdout and "where the time goes" in r.stdout
     assert "softmax and loss" in r.stdout and "Python between the phases" in r.stdout
     if network == "rnnsearch":

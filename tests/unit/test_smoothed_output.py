@@ -60,3 +60,53 @@ def test_equals_the_smoothed_log_likelihood(
 def test_refuses_a_smoothing_outside_0_to_1() -> None:
     with pytest.raises(ValueError, match="below 1"):
         smoothed_target_log_probs(torch.zeros(1, 2), nn.Linear(2, 3), torch.zeros(1, dtype=torch.long), 1.0)
+
+
+def _bf16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.bfloat16).to(torch.float64)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("loops", [True, False])
+def test_bf16_operands_are_the_rounded_products(eps: float, loops: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``operands=torch.bfloat16`` (``--bf16-output``): the terms and the three gradients are the
+    float64 computation of the same function with each product's operands and result rounded to
+    bfloat16 (u, W and the logits' gradient d; z = bf16(u Wᵀ) + b, du = bf16(d W), dW = bf16(dᵀ u),
+    db = Σ d), within two bfloat16 units (2⁻⁷) of each tensor's norm (the products accumulate
+    in float32 before their rounding); du and dW bfloat16 numbers, every one (the backward
+    products' results, not float32's); not the float32 layer's figures."""
+    if loops and target_log_probs.LIBRARY.load() is None:
+        pytest.skip(f"the C loops cannot be built here: {target_log_probs.LIBRARY.problem()}")
+    if not loops:
+        monkeypatch.setattr(smoothed_output, "compiled", lambda u, layer: None)
+        monkeypatch.setattr(target_log_probs, "compiled", lambda u, layer: None)
+    torch.manual_seed(0)
+    layer = nn.Linear(16, 40)
+    with torch.no_grad():
+        layer.weight.normal_(0.0, 1.0)
+        layer.bias.normal_(0.0, 1.0)
+    u = torch.randn(9, 16)
+    targets = torch.tensor([3, 39, 1, 2, 17, 3, 25, 2, 1 + PAD_ID])
+    weights = torch.linspace(-1.0, 2.0, len(targets), dtype=torch.float64)
+    layer.zero_grad()
+    uu = u.detach().requires_grad_()
+    terms = smoothed_target_log_probs(uu, layer, targets, eps, torch.bfloat16)
+    (terms * weights.float()).sum().backward()
+    assert uu.grad is not None and layer.weight.grad is not None and layer.bias.grad is not None
+    got = [terms.detach(), uu.grad, layer.weight.grad, layer.bias.grad]
+    # The reference: float64, the rounding written out.
+    w, b = layer.weight.detach(), layer.bias.detach().double()
+    z = _bf16(_bf16(u).mm(_bf16(w).t())).requires_grad_()
+    ones = torch.ones_like(targets)
+    ref_terms = smoothed_log_probs((z + b).unsqueeze(1), targets.unsqueeze(1), ones, eps)
+    (ref_terms * weights).sum().backward()
+    assert z.grad is not None
+    d = z.grad
+    want = [ref_terms.detach(), _bf16(_bf16(d).mm(_bf16(w))), _bf16(_bf16(d).t().mm(_bf16(u))), d.sum(0)]
+    for g, r in zip(got, want, strict=True):
+        assert g.dtype == torch.float32
+        assert float((g.double() - r).norm()) <= 2**-7 * float(r.norm())
+    for g in got[1:3]:
+        assert torch.equal(g, g.to(torch.bfloat16).float())
+    plain = _run("fused", layer, u, targets, eps)
+    assert not torch.equal(got[0], plain[0]) and not torch.equal(got[2], plain[2])

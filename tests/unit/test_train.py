@@ -317,7 +317,7 @@ def test_the_model_file_records_every_setting_in_one_level_in_its_order(phrase_s
         "batch_size batch_tokens max_length seed optimizer optimizer_kernel lr rho eps clip_norm init_std max_steps "
         "max_time epochs valid_fraction valid_max valid_every valid_batch_size patience log_every bf16 "
         "label_smoothing keep_checkpoints lr_decay_steps warmup_steps lr_decay_start lr_decay_time dropout_kernel "
-        "bf16_steps"
+        "bf16_steps bf16_output"
     )
     assert (recorded["seed"], recorded["valid_every"], recorded["patience"]) == (3, 8, 0)
 
