@@ -89,7 +89,7 @@ def test_both_builds_give_the_same_target_log_probs_bit_for_bit_on_three_threads
         torch.set_num_threads(3)
         for lib in (openmp, pthreads):
             u, w, b = (t.clone().requires_grad_() for t in (u0, w0, b0))
-            out = tlp._CompiledTargetLogProbs.apply(u, w, b, targets, lib, eps, 0)
+            out = tlp._CompiledTargetLogProbs.apply(u, w, b, targets, lib, eps, 0, None)
             out.sum().backward()
             results.append((out.detach(), u.grad, w.grad, b.grad))
     finally:
