@@ -226,37 +226,31 @@ def test_train_nmt_bf16_output(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "extra,says",
+    "given,says",
     [
-        (["--arch", "transformer"], "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)"),
-        (["--arch", "cho2014"], "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)"),
-        (["--bf16"], "--bf16 and --bf16-steps: give one"),
+        (
+            ["--bf16-steps", "--arch", "transformer"],
+            "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)",
+        ),
+        (
+            ["--bf16-steps", "--arch", "cho2014"],
+            "--bf16-steps: only the recurrent attention networks (rnnsearch, gnmt)",
+        ),
+        (["--bf16-steps", "--bf16"], "--bf16 and --bf16-steps: give one"),
+        (
+            ["--bf16-output", "--arch", "cho2014"],
+            "--bf16-output: only the sentence networks (rnnsearch, gnmt, transformer)",
+        ),
+        (["--bf16-output", "--bf16"], "--bf16 and --bf16-output: give one"),
     ],
 )
-def test_train_nmt_bf16_steps_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+def test_train_nmt_reduced_precision_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: list[str], says: str
 ) -> None:
-    """Refused with exit 2 before the corpus is read (here it does not exist), nothing written."""
+    """``--bf16-steps`` and ``--bf16-output`` where they do not apply: refused with exit 2 before
+    the corpus is read (here it does not exist), nothing written."""
     missing = [str(tmp_path / "absent.en"), str(tmp_path / "absent.fr")]
-    code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), "--bf16-steps", *extra], monkeypatch, capsys)
-    assert code == 2, err
-    assert says in err and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.parametrize(
-    "extra,says",
-    [
-        (["--arch", "cho2014"], "--bf16-output: only the sentence networks (rnnsearch, gnmt, transformer)"),
-        (["--bf16"], "--bf16 and --bf16-output: give one"),
-    ],
-)
-def test_train_nmt_bf16_output_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
-) -> None:
-    """Refused with exit 2 before the corpus is read (here it does not exist), nothing written."""
-    missing = [str(tmp_path / "absent.en"), str(tmp_path / "absent.fr")]
-    code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), "--bf16-output", *extra], monkeypatch, capsys)
+    code, err = run_cli(["train-nmt", *missing, str(tmp_path / "m.pt"), *given], monkeypatch, capsys)
     assert code == 2, err
     assert says in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
