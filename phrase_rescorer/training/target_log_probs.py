@@ -28,7 +28,8 @@ Two paths compute it:
 
 ``operands=torch.bfloat16`` (``train-nmt --bf16-output``): the layer's three products, the
 logits u Wᵀ forward, the input's gradient d W and the weight's dᵀ u backward, with bfloat16
-operands (u, W and the logits' gradient d rounded at each product), each result rounded to
+operands (u and W rounded once in the forward pass and kept for the backward's products, the
+logits' gradient d once for both), each result rounded to
 bfloat16 by torch's CPU product and taken back in float32; the log-softmax, the pick, the
 smoothing and the bias's gradient stay float32. An approximation of the float32 layer, opt-in:
 faster only where the CPU multiplies bfloat16 in hardware (AVX512-BF16, AMX).
