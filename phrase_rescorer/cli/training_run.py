@@ -124,10 +124,7 @@ _REDUCED_PRECISION = {"--bf16": "bf16", "--bf16-steps": "bf16_steps", "--bf16-ou
 
 def _precision_says(cfg: TrainConfig) -> str:
     """The summary line's note of the products' precision: "" for float32."""
-    if cfg.bf16:
-        return " (bf16)"
-    parts = ["bf16 decoder steps"] * cfg.bf16_steps + ["bf16 output layer"] * cfg.bf16_output
-    return f" ({' and '.join(parts)})" if parts else ""
+    return "" if cfg.precision == "float32" else f" ({cfg.precision})"
 
 
 def _bleu_says(event: dict[str, Any]) -> str:

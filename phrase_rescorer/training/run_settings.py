@@ -61,6 +61,15 @@ class TrainConfig:
                 f"unknown dropout kernel {self.dropout_kernel!r}; expected one of {', '.join(DROPOUT_KERNELS)}"
             )
 
+    @property
+    def precision(self) -> str:
+        """The products' precision as the summary line and the profiles name it: "float32", "bf16"
+        (autocast), or the products given bfloat16 operands ("bf16 decoder steps and bf16 output layer")."""
+        if self.bf16:
+            return "bf16"
+        reduced = ["bf16 decoder steps"] * self.bf16_steps + ["bf16 output layer"] * self.bf16_output
+        return " and ".join(reduced) or "float32"
+
     def to_dict(self) -> dict[str, Any]:
         """Every setting, the loop's among them, in one level: a model file's ``train_config``."""
         flat = {**asdict(self), **asdict(self.loop)}
