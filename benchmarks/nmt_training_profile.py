@@ -88,12 +88,30 @@ PARTS = (
 )
 
 
-def _precision(bf16: bool, bf16_steps: bool, bf16_output: bool) -> str:
-    """The header's name of the products' precision."""
-    if bf16:
-        return "bf16 autocast"
-    reduced = ["bf16 decoder steps"] * bf16_steps + ["bf16 output layer"] * bf16_output
-    return " and ".join(reduced) or "float32"
+def recipe_run(
+    pairs: Any, cfg: Any, arch: ArchConfig, preset: str, sizes: dict[str, int | None], checkpoint: Path
+) -> tuple[Any, Loop]:
+    """The training run ``train-nmt`` builds for ``pairs`` (``phrase_task`` and its ``Loop``), on the CPU,
+    one process; the network's weights drawn from ``cfg``'s seed."""
+    cpu = torch.device("cpu")
+    task = phrase_task(
+        pairs,
+        cfg,
+        cpu,
+        Group(),
+        preset="small" if preset == "quick" else preset,
+        sizes=sizes,
+        subwords=None,
+        cell=ModelConfig.cell,
+        summary=ModelConfig.summary,
+        arch=arch,
+        direction="forward",
+        languages=(None, None),
+        argv=[],
+        trained_on="sentence pairs",
+    )
+    keep_freed_memory()  # as the training commands do
+    return task, Loop(task, cfg.loop, str(checkpoint), cpu, Group())
 
 
 def synthetic_corpus(pairs: int, out: Path, seed: int = 1) -> tuple[Path, Path]:
@@ -390,32 +408,15 @@ def main(
             tgt_path = Path(target or CORPUS / "train.tok.lc.fr")
             read = f"{src_path} + {tgt_path.name}"
         pairs = load_sentence_pairs(str(src_path), str(tgt_path)).pairs
-        task = phrase_task(
-            pairs,
-            cfg,
-            cpu,
-            Group(),
-            preset="small" if preset == "quick" else preset,
-            sizes=sizes,
-            subwords=None,
-            cell=ModelConfig.cell,
-            summary=ModelConfig.summary,
-            arch=arch,
-            direction="forward",
-            languages=(None, None),
-            argv=[],
-            trained_on="sentence pairs",
-        )
+        task, trainer = recipe_run(pairs, cfg, arch, preset, sizes, work / "nmt.pt")
         config = task.config
-        keep_freed_memory()  # as the training commands do
-        trainer = Loop(task, cfg.loop, str(work / "nmt.pt"), cpu, Group())
         plan = task.plan(0)
         say(
             f"corpus: {read}: {len(pairs):,} unique pairs; network: {network}, {preset} ({_sizes(config, arch)}, "
             f"V={config.src_vocab_size:,}/{config.tgt_vocab_size:,}), dropout {arch.dropout}, label smoothing "
             f"{cfg.label_smoothing}, batches of "
             f"at most {cfg.batch_tokens:,} padded target tokens, {type(task.optimizer).__name__}; "
-            f"{_precision(bf16, bf16_steps, bf16_output)}; "
+            f"{cfg.precision}; "
             f"{steps} steps after {warmup}"
         )
         say("machine 2048^3 product (best of 5): " + "; ".join(f"{d} {_rates(r)}" for d, r in rate_2048.items()))

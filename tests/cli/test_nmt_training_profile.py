@@ -172,3 +172,21 @@ def test_the_named_ranges_leave_the_network_as_it_was(network: str) -> None:
     assert transformer.attend is attend
     assert (stacked_log_probs.packed_encoder, smoothed_output.smoothed_target_log_probs) == functions
     assert torch.equal(before, inside) and torch.equal(before, net.model(b.src, b.src_len, b.tgt))
+
+
+@pytest.mark.slow
+def test_nmt_step_ab_alternates_two_precisions(tmp_path: Path) -> None:
+    """``python -m benchmarks.nmt_step_ab`` builds the recipe twice, names each side's precision
+    and prints the per-batch ratio; an unknown precision is refused before any work."""
+    args = ["--preset", "quick", "--synthetic", "300", "--batch-tokens", "300", "--batches", "3", "--warmup", "1"]
+    args += ["--threads", "1", "--b", "bf16_steps,bf16_output"]
+    r = subprocess.run(
+        [PYTHON, "-m", "benchmarks.nmt_step_ab", *args], env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "A: float32, B: bf16 decoder steps and bf16 output layer; 3 batches after 1" in r.stdout
+    assert "A/B per batch: median" in r.stdout and "(quartiles" in r.stdout and ", 3 batches)" in r.stdout
+    bad = subprocess.run(
+        [PYTHON, "-m", "benchmarks.nmt_step_ab", "--b", "bf8"], env=cli_env(), capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "unknown precision bf8" in bad.stderr
