@@ -32,18 +32,25 @@ from benchmarks.nmt_training_profile import CORPUS, RECIPES, recipe_run, synthet
 from phrase_rescorer.cli.train_nmt import NMT_DEFAULTS
 from phrase_rescorer.data.corpus import load_sentence_pairs
 from phrase_rescorer.model.architectures import arch_config
+from phrase_rescorer.training.loop import TrainingError
+from phrase_rescorer.training.run_settings import TrainConfig
 
-#: The names a precision may hold, and ``TrainConfig``'s field each sets.
-FLAGS = {"bf16": "bf16", "bf16_steps": "bf16_steps", "bf16_output": "bf16_output"}
+#: The names a precision may hold: ``TrainConfig``'s fields of train-nmt's precision options.
+FLAGS = ("bf16", "bf16_steps", "bf16_output")
 
 
-def precision_flags(text: str) -> dict[str, Any]:
-    """``"bf16_steps,bf16_output"`` as ``TrainConfig`` fields; ``"fp32"`` (or nothing) for none."""
+def precision_config(base: TrainConfig, text: str) -> TrainConfig:
+    """``base`` with the precision ``text``: ``"bf16_steps,bf16_output"`` sets those fields, ``"fp32"``
+    (or nothing) none; an unknown name, or names train-nmt refuses together, is a usage error."""
     names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "fp32"]
     unknown = [n for n in names if n not in FLAGS]
     if unknown:
         raise click.BadParameter(f"unknown precision {', '.join(unknown)}; expected fp32 or {', '.join(FLAGS)}")
-    return {FLAGS[n]: True for n in names}
+    try:
+        fields: dict[str, Any] = dict.fromkeys(names, True)
+        return replace(base, **fields)
+    except TrainingError as e:
+        raise click.BadParameter(str(e)) from e
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -87,8 +94,8 @@ def main(
     base = replace(NMT_DEFAULTS, **recipe["train"])
     if batch_tokens:
         base = replace(base, batch_tokens=batch_tokens)
-    a_cfg = replace(base, **precision_flags(a_text))
-    b_cfg = replace(base, **precision_flags(b_text))
+    a_cfg = precision_config(base, a_text)
+    b_cfg = precision_config(base, b_text)
     arch = arch_config(network, **recipe["arch"])
     assert arch is not None
     say(f"phrase_rescorer training step A/B, {time.strftime('%Y-%m-%d %H:%M %Z')}")

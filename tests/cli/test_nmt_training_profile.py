@@ -186,7 +186,8 @@ def test_nmt_step_ab_alternates_two_precisions(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "A: float32, B: bf16 decoder steps and bf16 output layer; 3 batches after 1" in r.stdout
     assert "A/B per batch: median" in r.stdout and "(quartiles" in r.stdout and ", 3 batches)" in r.stdout
-    bad = subprocess.run(
-        [PYTHON, "-m", "benchmarks.nmt_step_ab", "--b", "bf8"], env=cli_env(), capture_output=True, text=True
-    )
-    assert bad.returncode == 2 and "unknown precision bf8" in bad.stderr
+    for b, says in (("bf8", "unknown precision bf8"), ("bf16,bf16_steps", "--bf16 and --bf16-steps: give one")):
+        bad = subprocess.run(
+            [PYTHON, "-m", "benchmarks.nmt_step_ab", "--b", b], env=cli_env(), capture_output=True, text=True
+        )
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
