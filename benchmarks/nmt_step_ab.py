@@ -28,9 +28,8 @@ import click
 import torch
 
 from benchmarks import parts
-from benchmarks.nmt_training_profile import CORPUS, RECIPES, recipe_run, synthetic_corpus
+from benchmarks.nmt_training_profile import RECIPES, machine_line, recipe_pairs, recipe_run
 from phrase_rescorer.cli.train_nmt import NMT_DEFAULTS
-from phrase_rescorer.data.corpus import load_sentence_pairs
 from phrase_rescorer.model.architectures import arch_config
 from phrase_rescorer.training.loop import TrainingError
 from phrase_rescorer.training.run_settings import TrainConfig
@@ -99,22 +98,10 @@ def main(
     arch = arch_config(network, **recipe["arch"])
     assert arch is not None
     say(f"phrase_rescorer training step A/B, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-    say(
-        f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
-        f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
-        f"{machine['load_average']:.1f}"
-    )
+    say(machine_line(machine))
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-ab-") as tmp:
         work = Path(tmp)
-        if synthetic is None and not (CORPUS / "train.tok.lc.en").exists():
-            synthetic = 29_000
-        if synthetic:
-            src_path, tgt_path = synthetic_corpus(synthetic, work)
-            read = f"{synthetic:,} synthetic sentence pairs"
-        else:
-            src_path, tgt_path = CORPUS / "train.tok.lc.en", CORPUS / "train.tok.lc.fr"
-            read = f"{src_path} + {tgt_path.name}"
-        pairs = load_sentence_pairs(str(src_path), str(tgt_path)).pairs
+        pairs, read = recipe_pairs(work, synthetic)
         runs = [
             recipe_run(pairs, cfg, arch, preset, sizes, work / f"{side}.pt")
             for side, cfg in (("a", a_cfg), ("b", b_cfg))

@@ -114,6 +114,32 @@ def recipe_run(
     return task, Loop(task, cfg.loop, str(checkpoint), cpu, Group())
 
 
+def machine_line(machine: dict[str, Any]) -> str:
+    """The header's line on the machine (``parts.machine()``) and the threads torch uses."""
+    return (
+        f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
+        f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
+        f"{machine['load_average']:.1f}"
+    )
+
+
+def recipe_pairs(
+    work: Path, synthetic: int | None, source: str | None = None, target: str | None = None
+) -> tuple[Any, str]:
+    """The sentence pairs to train on and what they are: ``synthetic`` pairs written under ``work``,
+    else SOURCE and TARGET, else the recipes' corpus, else (no corpus here) 29,000 synthetic pairs."""
+    if source is None and target is None and synthetic is None and not (CORPUS / "train.tok.lc.en").exists():
+        synthetic = 29_000
+    if synthetic:
+        src_path, tgt_path = synthetic_corpus(synthetic, work)
+        read = f"{synthetic:,} synthetic sentence pairs"
+    else:
+        src_path = Path(source or CORPUS / "train.tok.lc.en")
+        tgt_path = Path(target or CORPUS / "train.tok.lc.fr")
+        read = f"{src_path} + {tgt_path.name}"
+    return load_sentence_pairs(str(src_path), str(tgt_path)).pairs, read
+
+
 def synthetic_corpus(pairs: int, out: Path, seed: int = 1) -> tuple[Path, Path]:
     """Two line-aligned files of ``pairs`` random sentences with the corpus's lengths (English
     13 +- 4.5 tokens, French 14 +- 5, at least 1) over Zipf-distributed vocabularies of 10,000
@@ -376,11 +402,7 @@ def main(
     machine = parts.machine()
     say = click.echo
     say(f"phrase_rescorer training profile of the sentence networks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-    say(
-        f"machine: {machine['cpu']}, {machine['logical_cpus']} logical CPUs, torch {machine['torch']}, "
-        f"{torch.get_num_threads()} threads, CPU features: {machine['cpu_features']}, load average "
-        f"{machine['load_average']:.1f}"
-    )
+    say(machine_line(machine))
     cpu = torch.device("cpu")
     dtypes = {"fp32": torch.float32}
     if bf16 or bf16_steps or bf16_output or cpu_features().bf16_units:
@@ -398,16 +420,7 @@ def main(
     assert arch is not None
     with tempfile.TemporaryDirectory(prefix="phrase-rescorer-profile-") as tmp:
         work = Path(tmp)
-        if source is None and target is None and synthetic is None and not (CORPUS / "train.tok.lc.en").exists():
-            synthetic = 29_000
-        if synthetic:
-            src_path, tgt_path = synthetic_corpus(synthetic, work)
-            read = f"{synthetic:,} synthetic sentence pairs"
-        else:
-            src_path = Path(source or CORPUS / "train.tok.lc.en")
-            tgt_path = Path(target or CORPUS / "train.tok.lc.fr")
-            read = f"{src_path} + {tgt_path.name}"
-        pairs = load_sentence_pairs(str(src_path), str(tgt_path)).pairs
+        pairs, read = recipe_pairs(work, synthetic, source, target)
         task, trainer = recipe_run(pairs, cfg, arch, preset, sizes, work / "nmt.pt")
         config = task.config
         plan = task.plan(0)
