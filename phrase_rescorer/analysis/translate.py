@@ -8,7 +8,8 @@ back into tokens. Inputs and outputs are tokenized text, one sentence a line, in
 
 :func:`translate_nbest` takes several networks as well: their ensemble (``stepping.Ensemble``: at
 every step the log of their averaged probabilities), refused unless they read and write the same
-units in the same order (:func:`ensemble_members`).
+units in the same order (:func:`ensemble_members`); :func:`order_ensembles` groups networks of
+both orders into one ensemble per order.
 
 :func:`translate_nbest` gives each sentence's finished candidates instead, in the beam's final
 ranking (log p, or GNMT's s(Y, X) with ``alpha``), each translation once (a subword network's
@@ -71,6 +72,18 @@ def ensemble_members(checkpoints: Checkpoint | Sequence[Checkpoint]) -> list[Che
                 "an ensemble's networks read and write the same units in one order"
             )
     return members
+
+
+def order_ensembles(checkpoints: Sequence[Checkpoint]) -> list[list[int]]:
+    """The indices of ``checkpoints`` grouped by the order their networks write the target (left to
+    right, right to left), the groups in the order of their first network: each group one ensemble,
+    checked by :func:`ensemble_members` (else UsageError, exit 2)."""
+    groups: dict[bool, list[int]] = {}
+    for i, checkpoint in enumerate(checkpoints):
+        groups.setdefault(checkpoint.right_to_left, []).append(i)
+    for group in groups.values():
+        ensemble_members([checkpoints[i] for i in group])
+    return list(groups.values())
 
 
 def _units(checkpoint: Checkpoint) -> tuple[bytes, bytes] | None:

@@ -122,10 +122,12 @@ _FILE = InputPath(dir_okay=False)
 @click.option(
     "--ensemble-candidates",
     is_flag=True,
-    help="With --network-candidates: the --nmt networks that translate forward (two or more, of one vocabulary, "
-    "units and order) translate as one ensemble (translate -m A -m B), and its K best join Moses' lists as one "
-    "list (FromNet0): the twin is \"+ NMT, with the networks' ensemble's candidates\"; OUT/hybrid records it "
-    "(bundle --ensemble). May be added or dropped when an experiment is continued.",
+    help="With --network-candidates: the --nmt networks that translate forward (two or more, of one vocabulary "
+    "and units) translate as one ensemble (translate -m A -m B), and its K best join Moses' lists as one "
+    "list (FromNet0): the twin is \"+ NMT, with the networks' ensemble's candidates\"; networks of both target "
+    'orders (train-nmt --right-to-left): one ensemble per order, a list each (FromNet0, FromNet1), "... with each '
+    "target order's ensemble's candidates\". OUT/hybrid records it (bundle --ensemble). May be added or dropped "
+    "when an experiment is continued.",
 )
 @click.option(
     "--candidates-moses-nbest",

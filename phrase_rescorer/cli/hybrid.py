@@ -60,7 +60,9 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     "--ensemble",
     is_flag=True,
     help="With several --candidates: they translate as one ensemble (translate -m A -m B --n-best-list), one beam "
-    "and one list (FromNet0), as the weights were tuned on; networks of one vocabulary, units and order.",
+    "and one list (FromNet0), as the weights were tuned on; networks of one vocabulary and units. Networks of both "
+    "target orders (--right-to-left): one ensemble per order, a list each (FromNet0, FromNet1 in the order of each "
+    "order's first network).",
 )
 @click.option(
     "--candidate-nbest",
@@ -224,6 +226,7 @@ def bundle(
         on_note=lambda message: say(ctx, message),
         on_warning=warn,
     )
+    lists = made.candidates.lists if made.candidates is not None else 0
     say(
         ctx,
         f"{directory}: a bundle of {len(made.layout)} features ({', '.join(name for name, _ in made.layout)}); "
@@ -231,8 +234,8 @@ def bundle(
         + (f" (the first {moses_nbest} of a sentence joined by the candidates)" if moses_nbest is not None else "")
         + (
             f", {len(candidates)} candidate network(s)"
-            + (" as one ensemble" if ensemble else "")
-            + f" of beam {beam_size}, {size} {'in all' if ensemble else 'each'}"
+            + ("" if not ensemble else " as one ensemble" if lists == 1 else " as an ensemble per target order")
+            + f" of beam {beam_size}, {size} {'in all' if ensemble and lists == 1 else 'each'}"
             if candidates
             else ""
         ),

@@ -7,21 +7,22 @@ Each ``--nmt`` network that translates forward (one of ``--direction inverse`` t
 other way: it proposes no candidate, and scores as a feature only) translates the dev and test
 sets once per experiment with its own beam search (``analysis.translate``: beam K, ``translate``'s
 defaults otherwise) into an n-best list of its K best distinct candidates, as ``translate
---n-best-list FILE K`` writes it; with ``--ensemble-candidates`` those networks translate as one
-ensemble (``translate -m A -m B``) into one list, named by their features (``NMT0+NMT1``). The
+--n-best-list FILE K`` writes it; with ``--ensemble-candidates`` those networks of each target
+order translate as one ensemble (``translate -m A -m B``) into one list, named by their features
+(``NMT0+NMT1``; left-to-right and right-to-left networks: a list per order). The
 lists are kept in the experiment's directory while the network files (SHA-256) and K are the
 same. For every decoder run, its scored Moses lists (``reranked.score_lists``) without the
 experiment's features are merged with them (``reranking.merge``, as ``merge-nbest``:
-``FromMoses`` and ``FromNetI`` for the I-th network that translates forward (the ensemble's list:
-``FromNet0``), ``WordPenalty0`` and the ini's n-gram LM (its first KENLM feature,
-through Moses' ``bin/query``) computed for new lines, Moses' other features 0), and every feature
-of the experiment is appended to the merged lists (``nbest``). The twin then tunes and chooses
-exactly as its reranked system (``reranked.rerank_run``, held-out dev BLEU too) on the merged
-lists with its own features and the indicators. With ``--candidates-moses-nbest N`` the candidates
-join only the first N distinct hypotheses of each sentence of the run's lists (``merge-nbest
---moses-nbest``): the twin reranks Moses' N best and the candidates, its reranked system Moses'
-``--rerank-nbest``. New lines get Moses' own features where the run's
-moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``);
+``FromMoses`` and ``FromNetI`` for the I-th network that translates forward (with
+``--ensemble-candidates`` the I-th order's ensemble), ``WordPenalty0`` and the ini's n-gram LM
+(its first KENLM feature, through Moses' ``bin/query``) computed for new lines, Moses' other
+features 0), and every feature of the experiment is appended to the merged lists (``nbest``). The
+twin then tunes and chooses exactly as its reranked system (``reranked.rerank_run``, held-out dev
+BLEU too) on the merged lists with its own features and the indicators. With
+``--candidates-moses-nbest N`` the candidates join only the first N distinct hypotheses of each
+sentence of the run's lists (``merge-nbest --moses-nbest``): the twin reranks Moses' N best and
+the candidates, its reranked system Moses' ``--rerank-nbest``. New lines get Moses' own features
+where the run's moses.ini can produce them (``moses.constrained``, ``MosesReached``; as ``merge-nbest --ini``);
 with ``--reached-only`` those it cannot produce are left out (``merge-nbest --reached-only``), and
 the twin is "+ NMT, with the networks' candidates Moses can produce".
 Files::
@@ -52,9 +53,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..analysis.translate import candidate_lines, translate_nbest
+from ..analysis.translate import candidate_lines, order_ensembles, translate_nbest
 from ..lm.kenlm import KenLMSentences
-from ..model.checkpoint import load_checkpoint
+from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.kinds import ModelFile, open_model
 from ..moses.constrained import ConstrainedDecoder
 from ..moses.ini_paths import ngram_lm
@@ -80,12 +81,15 @@ def takes_candidates(features: Sequence[tuple[str, str, str]]) -> bool:
 
 
 def with_candidates(
-    system: System, reached_only: bool = False, ensemble: bool = False, moses_nbest: int | None = None
+    system: System, reached_only: bool = False, ensemble: bool = False, moses_nbest: int | None = None, orders: int = 1
 ) -> System:
     """The twin of the reranked ``system``: its features, on the lists joined by the networks'
-    candidates (``reached_only``: those Moses can produce; ``ensemble``: their ensemble's;
-    ``moses_nbest``: beside Moses' first N of each sentence only)."""
-    whose = "the networks' ensemble's" if ensemble else "the networks'"
+    candidates (``reached_only``: those Moses can produce; ``ensemble``: their ensemble's, one
+    per target order, of ``orders`` orders; ``moses_nbest``: beside Moses' first N of each
+    sentence only)."""
+    whose = "the networks'"
+    if ensemble:
+        whose = "the networks' ensemble's" if orders == 1 else "each target order's ensemble's"
     label = f"{system.label}, with {whose} candidates" + (" Moses can produce" if reached_only else "")
     label += f", beside Moses' {moses_nbest} best" if moses_nbest is not None else ""
     return System(f"{system.key}-{CANDIDATES}", label, system.columns, reranks=system.reranks)
@@ -98,6 +102,20 @@ def proposes_candidates(kind: str, source: str | ModelFile) -> ModelFile | None:
         return None
     opened = open_model(source)
     return opened if opened.kind[1] == "forward" else None
+
+
+def proposing(models: SentenceModels, ensemble: bool = False) -> list[list[tuple[str, Checkpoint]]]:
+    """The forward translation networks of ``models`` (feature name, network read), grouped as
+    their candidates come: a list each, in the order of their features, or with ``ensemble`` a list
+    per target order, that order's networks translating as one ensemble (``order_ensembles``)."""
+    found = [
+        (name, load_checkpoint(opened))
+        for (name, kind, _), source in models.named()
+        if (opened := proposes_candidates(kind, source)) is not None
+    ]
+    if not ensemble:
+        return [[one] for one in found]
+    return [[found[i] for i in group] for group in order_ensembles([checkpoint for _, checkpoint in found])]
 
 
 def made_with(
@@ -129,21 +147,15 @@ def network_lists(
     ensemble: bool = False,
 ) -> list[dict[str, str]]:
     """The n-best lists of each forward translation network of ``models`` (its ``size`` best of a
-    beam of ``size``), or of their one ensemble (``ensemble``), of every part's source (``parts``:
-    name -> source file), in the order of the networks: decoded into ``out_dir/candidates``, or
-    kept from an earlier start while the networks' files (their SHA-256 in ``fingerprints``) and
-    ``size`` are the same."""
+    beam of ``size``), or of their ensembles (``ensemble``: one per target order, :func:`proposing`),
+    of every part's source (``parts``: name -> source file), in the order of the networks: decoded
+    into ``out_dir/candidates``, or kept from an earlier start while the networks' files (their
+    SHA-256 in ``fingerprints``) and ``size`` are the same."""
     work = os.path.join(out_dir, CANDIDATES)
     os.makedirs(work, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    proposing = [
-        (name, opened)
-        for (name, kind, _), source in models.named()
-        if (opened := proposes_candidates(kind, source)) is not None
-    ]
-    groups = [proposing] if ensemble else [[one] for one in proposing]
     found: list[dict[str, str]] = []
-    for group in groups:
+    for group in proposing(models, ensemble):
         name = "+".join(member for member, _ in group)
         feature = group[0][0] if len(group) == 1 else ENSEMBLE_FEATURE  # dropped by the merge
         lists = {part: os.path.join(work, f"{name}.{part}.nbest.gz") for part in parts}
@@ -157,8 +169,8 @@ def network_lists(
             continue
         with contextlib.suppress(FileNotFoundError):  # interrupted from here on: decoded again
             os.remove(record)
-        checkpoints = [load_checkpoint(opened) for _, opened in group]
-        files = ", ".join(opened.path for _, opened in group)
+        checkpoints = [checkpoint for _, checkpoint in group]
+        files = ", ".join(str(checkpoint.path) for checkpoint in checkpoints)
         for part, path in parts.items():
             sources = read_source_text(path)
             say(f"{name}: translating the {part} set, its {size} best of a beam of {size} ({files})")

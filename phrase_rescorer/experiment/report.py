@@ -179,15 +179,15 @@ def format_table(report: dict) -> str:
         if settings.get("network_candidates"):
             size = settings["network_candidates"]
             whose = (
-                "the forward --nmt networks' ensemble's"
+                f"the {size} best (beam {size}) of each target order's ensemble of the forward --nmt networks"
                 if settings.get("ensemble_candidates")
-                else "each forward --nmt network's"
+                else f"each forward --nmt network's {size} best (beam {size})"
             )
             first = settings.get("candidates_moses_nbest")
             moses = f"Moses' {first} best" if first else "Moses' lists"
             lines.append(
-                f"with the networks' candidates: {moses} joined by {whose} {size} best"
-                f" (beam {size})" + (", only those Moses can produce." if settings.get("reached_only") else ".")
+                f"with the networks' candidates: {moses} joined by {whose}"
+                + (", only those Moses can produce." if settings.get("reached_only") else ".")
             )
         if heldout:
             lines.append(

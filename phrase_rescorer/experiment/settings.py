@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.translate import ensemble_members
+from ..analysis.translate import order_ensembles
 from ..errors import EXIT_USAGE
 from ..lm.lm_file import load_lm
 from ..model.checkpoint import load_checkpoint
@@ -42,7 +42,7 @@ class Settings:
     rerank_optimizer: str = "mert"  # or "kbmira"; may change between starts (the reranked runs redone)
     network_candidates: int = 0  # K: each forward --nmt network's K best join Moses' lists (``candidates``)
     reached_only: bool = False  # ... only those the run's moses.ini can produce (``merge-nbest --reached-only``)
-    ensemble_candidates: bool = False  # ... the forward networks' ensemble's K best instead, one list
+    ensemble_candidates: bool = False  # ... each target order's ensemble's K best instead, a list each
     candidates_moses_nbest: int | None = None  # ... beside Moses' first N of each sentence only (None: all)
     rerank_choose_leave_out: tuple[tuple[str, ...], ...] = ()  # sets of features each reranked run tries without
     test_raw_reference: str | None = None
@@ -234,12 +234,12 @@ def check_models(settings: Settings) -> Models:
     return Models(**opened)
 
 
-def choosable_features(settings: Settings, forward: int) -> list[str]:
+def choosable_features(settings: Settings, lists: int) -> list[str]:
     """The features ``--rerank-choose-leave-out`` may name: those the decoder writes into n-best
     lists (the ini's ``[feature]`` lines but the untuneable ones, ``moses.decoder``: an
     UnknownWordPenalty, or one with ``tuneable=false``), the sentence-level models' (``CSLM0``,
     ``NMT0``, ...) and, with --network-candidates, the joined lists' indicators (``FromNetI`` for
-    each of the ``forward`` networks, one for their ensemble)."""
+    each of the ``lists`` of candidates: a forward network's, or an order's ensemble's)."""
     with open(settings.ini, encoding="utf-8") as f:
         lines = f.read().splitlines()
     names = [
@@ -247,15 +247,14 @@ def choosable_features(settings: Settings, forward: int) -> list[str]:
     ]
     names += [CSLM[0]] * bool(settings.lm) + [nmt_feature(i)[0] for i in range(len(settings.nmt))]
     if settings.network_candidates:
-        lists = 1 if settings.ensemble_candidates else forward
         names += [MOSES_INDICATOR, REACHED_INDICATOR, *map(added_indicator, range(lists))]
     return names
 
 
-def check_choices(settings: Settings, forward: int, dev_lines: int) -> None:
+def check_choices(settings: Settings, lists: int, dev_lines: int) -> None:
     """Every name of --rerank-choose-leave-out one of ``choosable_features``, and a dev set of
     two sentences or more (the held-out halves that choose), else exit 2."""
-    known = choosable_features(settings, forward)
+    known = choosable_features(settings, lists)
     unknown = [name for names in settings.rerank_choose_leave_out for name in names if name not in known]
     if unknown:
         raise ExperimentError(
@@ -290,6 +289,7 @@ def check(settings: Settings) -> tuple[str, Models]:
             "a network of --direction inverse translates the hypothesis into the source: give the forward one",
             EXIT_USAGE,
         )
+    lists = len(forward)  # of candidates: one per forward network, or per order's ensemble
     if settings.ensemble_candidates:
         if len(forward) < 2:
             raise ExperimentError(
@@ -297,11 +297,18 @@ def check(settings: Settings) -> tuple[str, Models]:
                 "more",
                 EXIT_USAGE,
             )
-        ensemble_members([load_checkpoint(m) for m in forward])  # one vocabulary, units, order (else exit 2)
+        groups = order_ensembles([load_checkpoint(m) for m in forward])  # each one vocabulary, units (else exit 2)
+        if len(groups) == len(forward):
+            raise ExperimentError(
+                "--ensemble-candidates: no two --nmt networks that translate forward write their target in one "
+                "order; an ensemble needs two or more of one order",
+                EXIT_USAGE,
+            )
+        lists = len(groups)
     table = check_ini(settings.ini)
     dev_lines = check_parallel("dev", *settings.dev)
     if settings.rerank_choose_leave_out:
-        check_choices(settings, len(forward), dev_lines)
+        check_choices(settings, lists, dev_lines)
     check_parallel("test", *settings.test, *([settings.test_raw_reference] if settings.test_raw_reference else []))
     if settings.runs < 1:
         raise ExperimentError("--runs must be at least 1", EXIT_USAGE)

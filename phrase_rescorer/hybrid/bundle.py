@@ -6,23 +6,27 @@ bundle whose candidates are those the decoder can produce, which a reader of ver
 all of; :data:`ENSEMBLE_VERSION` for one whose candidate networks translate as one ensemble, which
 an earlier reader would run one by one; :data:`MOSES_NBEST_VERSION` for one whose candidates join
 only the decoder's first N hypotheses of each sentence, which an earlier reader would join to all;
-this code reads all four, :data:`READ_VERSIONS`):
+:data:`ORDERS_VERSION` for one whose candidate networks write in both orders and translate as one
+ensemble per order, which an earlier reader would try to run as one; this code reads all five,
+:data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
   length normalisation and longest output, and whether they translate each on its own (a list each)
-  or as one ensemble (``translate -m A -m B``: one list), how many of the decoder's distinct
-  hypotheses of each sentence they join (``merge-nbest --moses-nbest``; all by default), the
+  or as one ensemble (``translate -m A -m B``: one list; networks of both target orders: one
+  ensemble per order, ``analysis.translate.order_ensembles``, a list each), how many of the
+  decoder's distinct hypotheses of each sentence they join (``merge-nbest --moses-nbest``; all by default), the
   feature networks in order with the names their features get (``nbest``'s: ``CSLM0``,
   ``NMT0``, ...), the n-gram LM that gives the candidates' LM feature (``merge-nbest --lm``) and
   that feature's name: the ini's feature of that name (its first KENLM feature by default) and
   its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
-  (``reranking.merge``; an ensemble's list: ``FromNet0`` alone), and ``MosesReached`` where the
-  weights name it (they were tuned on lists merged with constrained decoding, ``merge-nbest --ini``:
-  the candidates are decoded so too), then the networks' (``scoring.nbest``); ``reached_only``: the
-  candidates the decoder cannot produce are left out, as ``merge-nbest --reached-only`` leaves them
-  out of the lists the weights were tuned on (``MosesReached`` is then 1 on every line);
+  (``reranking.merge``; an ensemble's list: ``FromNet0`` alone; one per order: ``FromNet0`` and
+  ``FromNet1``), and ``MosesReached`` where the weights name it (they were tuned on lists merged with
+  constrained decoding, ``merge-nbest --ini``: the candidates are decoded so too), then the
+  networks' (``scoring.nbest``); ``reached_only``: the candidates the decoder cannot produce are
+  left out, as ``merge-nbest --reached-only`` leaves them out of the lists the weights were tuned
+  on (``MosesReached`` is then 1 on every line);
 * every file (``recorded_files``): the tuned moses.ini and the reranking weights as copies in the
   directory, the networks by absolute path, size and SHA-256, and the n-gram LM and every file
   the ini's ``path=`` stand for (tables, LMs: ``moses.ini_paths.path_files``, each file under a
@@ -38,8 +42,8 @@ empty, or whose parent is no writable directory (before any model is read); a mo
 that is relative (the decoder reads it from the directory it runs in) or stands for no file; a
 model file that its option does not take (``kinds.TAKES``: ``-m`` any model ``nbest -m`` takes,
 ``--candidates`` a forward translation network; an ensemble's networks that cannot translate as
-one: ``analysis.translate.ensemble_members``); an ``--lm`` that is not the file of the ini's LM
-feature; weights that do not name exactly the features the system's lists will have
+one, ``analysis.translate.ensemble_members``, or no two of one target order); an ``--lm`` that
+is not the file of the ini's LM feature; weights that do not name exactly the features the system's lists will have
 (``reranking.weights.vector``'s check). The directory is written as a temporary beside it, renamed
 into place once complete. :func:`read_bundle` checks every recorded file before anything runs: a
 missing or changed one is refused with one line naming it (:class:`BundleError`, exit 2), one
@@ -49,6 +53,7 @@ alone changed is told to ``on_note``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -59,9 +64,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.translate import ensemble_members
+from ..analysis.translate import order_ensembles
 from ..errors import HostError, UsageError
-from ..model.checkpoint import load_checkpoint
+from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.kinds import TAKES, check_kind
 from ..moses.decoder import nbest_layout
 from ..moses.ini_paths import decoder_files
@@ -80,7 +85,8 @@ VERSION = 1
 REACHED_ONLY_VERSION = 2
 ENSEMBLE_VERSION = 3
 MOSES_NBEST_VERSION = 4
-READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION, MOSES_NBEST_VERSION)
+ORDERS_VERSION = 5
+READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION, MOSES_NBEST_VERSION, ORDERS_VERSION)
 RECORD = "bundle.json"
 #: The copies' names in the directory.
 INI_COPY = "moses.ini"
@@ -104,15 +110,28 @@ class Candidates:
     reached_only: bool = False  # ... and those it cannot produce left out (``merge-nbest --reached-only``)
     ensemble: bool = False  # the networks translate as one ensemble: one beam, one list (``FromNet0``)
     moses_nbest: int | None = None  # the decoder's first N hypotheses of a sentence joined (None: all)
+    # with ``ensemble``: the networks (their indices) of each ensemble, one per target order, when
+    # they write in both orders (``analysis.translate.order_ensembles``; None: one ensemble of all)
+    groups: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def beams(self) -> tuple[tuple[int, ...], ...]:
+        """The networks (their indices) of each list that joins the decoder's, in order: one network
+        each, or an ensemble's."""
+        if not self.ensemble:
+            return tuple((i,) for i in range(len(self.networks)))
+        return self.groups if self.groups is not None else (tuple(range(len(self.networks))),)
 
     @property
     def lists(self) -> int:
-        """How many lists join the decoder's: one per network, one for an ensemble."""
-        return 1 if self.ensemble else len(self.networks)
+        """How many lists join the decoder's: one per network, one per ensemble."""
+        return len(self.beams)
 
     @property
     def version(self) -> int:
         """The oldest format version whose readers run these candidates as they were tuned."""
+        if self.groups is not None:
+            return ORDERS_VERSION
         if self.moses_nbest is not None:
             return MOSES_NBEST_VERSION
         return ENSEMBLE_VERSION if self.ensemble else REACHED_ONLY_VERSION if self.reached_only else VERSION
@@ -227,7 +246,7 @@ def write_bundle(
         for path in (candidates.networks if candidates is not None else ())
     ]
     if candidates is not None and candidates.ensemble:
-        ensemble_members(proposing)
+        candidates = _ensembled(candidates, proposing)
     lm = candidate_lm(ini, ngram_lm, lm_feature) if candidates is not None else None
     from_ini = lm is not None and ngram_lm is None
     lm_feature, ngram_lm = lm if lm is not None else (lm_feature or "LM0", None)
@@ -257,12 +276,14 @@ def write_bundle(
     try:
         check_weights(weights_file, layout)
     except BundleError:
-        if candidates is not None and len(candidates.networks) > 1:
-            _check_ensemble_choice(
-                weights_file,
-                system_layout(decoder, dataclasses.replace(candidates, ensemble=not candidates.ensemble), names),
-                candidates,
-            )
+        other = None  # the other choice of --ensemble, where there is one
+        if candidates is not None and candidates.ensemble:
+            other = dataclasses.replace(candidates, ensemble=False, groups=None)
+        elif candidates is not None and len(candidates.networks) > 1:
+            with contextlib.suppress(UsageError):  # none: the refusal says what is missing
+                other = _ensembled(candidates, proposing)
+        if candidates is not None and other is not None:
+            _check_ensemble_choice(weights_file, system_layout(decoder, other, names), candidates, other)
         raise
     if candidates is not None and lm is None and on_warning is not None:
         on_warning(
@@ -294,6 +315,7 @@ def write_bundle(
             "reached_only": candidates.reached_only,
             "ensemble": candidates.ensemble,
             "moses_nbest": candidates.moses_nbest,
+            **({} if candidates.groups is None else {"ensembles": [list(group) for group in candidates.groups]}),
         },
         "ngram_lm": None if ngram_lm is None else recorded_files.read_by_decoder(ngram_lm),
         "lm_feature": lm_feature,
@@ -316,22 +338,37 @@ def write_bundle(
     return read_bundle(final, verify=False)
 
 
-def _check_ensemble_choice(weights: Weights, other: Layout, candidates: Candidates) -> None:
+def _ensembled(candidates: Candidates, proposing: Sequence[Checkpoint]) -> Candidates:
+    """``candidates`` as ensembles, one per target order of the networks ``proposing``
+    (``order_ensembles``; each of one vocabulary and units, else UsageError, exit 2); refused where
+    no two networks write in one order (an ensemble of one is the network itself)."""
+    groups = order_ensembles(proposing)
+    if len(groups) == len(proposing):
+        raise BundleError(
+            "--ensemble: no two --candidates write their target in one order; an ensemble needs two or more of one "
+            "order (left to right, or right to left)"
+        )
+    return dataclasses.replace(candidates, ensemble=True, groups=tuple(map(tuple, groups)) if len(groups) > 1 else None)
+
+
+def _check_ensemble_choice(weights: Weights, layout: Layout, candidates: Candidates, other: Candidates) -> None:
     """For weights that do not fit the lists of ``candidates``: refuse, saying so, those that fit
-    the lists of the other choice of ``--ensemble`` (their layout ``other``); else return (the
+    the lists of ``other``, the other choice of ``--ensemble`` (their ``layout``); else return (the
     caller's refusal says what is missing)."""
     try:
-        check_weights(weights, other)
+        check_weights(weights, layout)
     except BundleError:
         return
     if candidates.ensemble:
+        whose = "one ensemble's" if candidates.lists == 1 else "the ensembles' of each target order"
         raise BundleError(
-            f"{weights.path}: the weights name {added_indicator(1)}: tuned on a list per candidate network, not on "
-            "one ensemble's: leave out --ensemble"
+            f"{weights.path}: the weights name {added_indicator(candidates.lists)}: tuned on a list per candidate "
+            f"network, not on {whose}: leave out --ensemble"
         )
+    named = added_indicator(0) if other.lists == 1 else f"{added_indicator(0)} to {added_indicator(other.lists - 1)}"
+    whose = "one list of the candidate networks' ensemble" if other.lists == 1 else "a list per target order's ensemble"
     raise BundleError(
-        f"{weights.path}: the weights name {added_indicator(0)} alone: tuned on one list of the candidate networks' "
-        "ensemble (translate -m A -m B): give --ensemble"
+        f"{weights.path}: the weights name {named} alone: tuned on {whose} (translate -m A -m B): give --ensemble"
     )
 
 
@@ -392,11 +429,15 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
             "write the bundle again"
         )
     found = bundle.candidates
-    if found is not None and (record["version"] < found.version or (found.ensemble and len(found.networks) < 2)):
+    if found is not None and (
+        record["version"] < found.version
+        or (found.ensemble and len(found.networks) < 2)
+        or (found.groups is not None and not found.ensemble)
+    ):
         raise BundleError(
             f"{where}: format version {record['version']} and its candidates' settings disagree (an ensemble needs "
             f"version {ENSEMBLE_VERSION} and two networks or more, the decoder's first N hypotheses joined version "
-            f"{MOSES_NBEST_VERSION}): write the bundle again"
+            f"{MOSES_NBEST_VERSION}, an ensemble per target order version {ORDERS_VERSION}): write the bundle again"
         )
     if found is not None and found.moses_nbest is not None and not 1 <= found.moses_nbest <= bundle.nbest:
         raise BundleError(
@@ -415,6 +456,17 @@ def _count_or_none(value: Any, name: str) -> int | None:
     return value
 
 
+def _groups_or_none(value: Any, networks: int) -> tuple[tuple[int, ...], ...] | None:
+    """A record's ensembles (the networks' indices of each, two ensembles or more that hold every
+    network once), or None."""
+    if value is None:
+        return None
+    groups = tuple(tuple(i for i in group if type(i) is int) for group in value)
+    if len(groups) < 2 or sorted(i for group in groups for i in group) != list(range(networks)):
+        raise ValueError(f"ensembles is {value!r}, not two ensembles or more that hold each of the {networks} networks")
+    return groups
+
+
 def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
     found = record.get("candidates")
     candidates = (
@@ -430,6 +482,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             bool(found.get("reached_only", False)),
             bool(found.get("ensemble", False)),
             _count_or_none(found.get("moses_nbest"), "moses_nbest"),
+            _groups_or_none(found.get("ensembles"), len(found["networks"])),
         )
     )
     return Bundle(

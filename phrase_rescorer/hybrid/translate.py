@@ -4,10 +4,10 @@ through the same functions as the step-by-step pipeline, so that each line gets 
 1. the decoder's distinct n-best list of the chunk (``moses.decoder.decode_nbest``, the bundle's
    moses.ini);
 2. with candidate networks, each network's beam as an n-best list, or one list of their ensemble's
-   beam (``analysis.translate``: ``translate_nbest``, ``candidate_lines``), merged into the
-   decoder's (``reranking.merge``, the n-gram LM through Moses' ``bin/query`` for the new lines' LM
-   feature, and with a bundle tuned on such lists, Moses' own features by constrained decoding:
-   ``moses.constrained``);
+   beam (of each target order's ensemble's: ``Candidates.beams``) (``analysis.translate``:
+   ``translate_nbest``, ``candidate_lines``), merged into the decoder's (``reranking.merge``, the
+   n-gram LM through Moses' ``bin/query`` for the new lines' LM feature, and with a bundle tuned
+   on such lists, Moses' own features by constrained decoding: ``moses.constrained``);
 3. the feature networks' values appended (``scoring.nbest.append_features``);
 4. each sentence's best hypothesis under the bundle's weights (``reranking.choose``).
 
@@ -71,7 +71,8 @@ from .bundle import Bundle, Candidates, check_weights
 DEFAULT_CHUNK_LINES = 500
 #: The name of the candidates' own feature in their lists (merge-nbest drops it).
 CANDIDATE_FEATURE = "NMT0"
-#: A chunk's list of the candidate networks' ensemble (``candidates{I}.nbest``: network I's).
+#: A chunk's list of the candidate networks' ensemble (``candidates{I}.nbest``: network I's;
+#: ``ensemble{I}.nbest``: the I-th target order's ensemble's).
 ENSEMBLE_LIST = "ensemble.nbest"
 
 
@@ -191,9 +192,12 @@ class HybridSystem:
         settings = self.bundle.candidates
         assert settings is not None
         added = []
-        beams: list[Checkpoint | list[Checkpoint]] = [self.candidates] if settings.ensemble else [*self.candidates]
+        beams: list[Checkpoint | list[Checkpoint]] = [
+            [self.candidates[i] for i in group] if settings.ensemble else self.candidates[group[0]]
+            for group in settings.beams
+        ]
         for i, networks in enumerate(beams):
-            path = os.path.join(work, ENSEMBLE_LIST if settings.ensemble else f"candidates{i}.nbest")
+            path = os.path.join(work, _beam_list(settings, i))
             with open(path, "wb") as out:
                 _write_candidates(out, networks, sources, settings, self.device, name, first_line)
             added.append(path)
@@ -248,10 +252,19 @@ _LISTS = {
 }
 
 
+def _beam_list(settings: Candidates, i: int) -> str:
+    """The name of a chunk's I-th list of candidates: network I's, the ensemble's, or the I-th
+    order's ensemble's."""
+    if not settings.ensemble:
+        return f"candidates{i}.nbest"
+    return ENSEMBLE_LIST if settings.lists == 1 else f"ensemble{i}.nbest"
+
+
 def _list_name(path: str) -> str:
     base = os.path.basename(path)
-    if base.startswith("candidates") and base.endswith(".nbest"):
-        return f"candidate network {base[len('candidates') : -len('.nbest')]}'s list"
+    for prefix, what in (("candidates", "candidate network {}'s list"), ("ensemble", "the ensemble {}'s list")):
+        if base.startswith(prefix) and base.endswith(".nbest") and base[len(prefix) : -len(".nbest")].isdigit():
+            return what.format(base[len(prefix) : -len(".nbest")])
     return _LISTS.get(base, "a list")
 
 

@@ -270,7 +270,7 @@ def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decod
     assert record["version"] == 2  # a reader of version 1 would merge every candidate: it refuses the bundle
     assert read_bundle(str(directory)).candidates.reached_only  # type: ignore[union-attr]
     for change, message in (
-        ({"version": 5}, "format version 5, this program reads versions 1, 2, 3, 4"),
+        ({"version": 6}, "format version 6, this program reads versions 1, 2, 3, 4, 5"),
         ({"candidates": {**record["candidates"], "constrained": False}}, "without constrained decoding"),
     ):
         (directory / "bundle.json").write_text(json.dumps({**record, **change}))
@@ -373,22 +373,51 @@ def test_refused_options(system, tmp_path: Path, monkeypatch, capsys, more: list
     assert not (tmp_path / "hybrid").exists()
 
 
-def test_an_ensemble_of_networks_that_write_in_another_order_is_refused(
+def test_networks_of_both_orders_make_an_ensemble_per_order_and_none_of_two_is_refused(
     system, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    """--ensemble of a network and its right-to-left twin: one line naming the twin (exit 2), no bundle."""
+    """--ensemble of a network and its right-to-left twin alone: no two write in one order, one line
+    (exit 2), no bundle. With a second left-to-right network: an ensemble per order (FromNet0 the
+    left-to-right networks', FromNet1 the right-to-left one's), format version 5 recording which
+    network is in which; weights of the other choice refused with the option to give; a record
+    whose ensembles do not hold each network once, or of an earlier version, refused."""
     loaded = load_checkpoint(str(system["nmt"]))
     backwards = tmp_path / "rl.pt"
     save_checkpoint(str(backwards), loaded.build_model(), loaded.src_vocab, loaded.tgt_vocab,
                     info={**loaded.info, "target_order": RIGHT_TO_LEFT})  # fmt: skip
+    own = candidate_system(system, tmp_path)  # weights: FromMoses, FromNet0
     directory = tmp_path / "hybrid"
-    args = bundle_args(system, directory, "--candidates", str(system["nmt"]), "--candidates", str(backwards))
-    code, err = run_cli([*args, "--ensemble"], monkeypatch, capsys)
+    pair = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--candidates", str(backwards))
+    code, err = run_cli([*pair, "--ensemble"], monkeypatch, capsys)
     assert code == EXIT_USAGE, err
-    assert f"{backwards}: cannot translate in one ensemble with {system['nmt']}: its target order differs" in one_line(
-        err
-    )
+    assert "--ensemble: no two --candidates write their target in one order" in one_line(err)
     assert not directory.exists()
+    own["weights"].write_text(own["weights"].read_text() + "FromNet1= 1\n")
+    three = [*pair, "--candidates", str(system["nmt"])]
+    code, err = run_cli(three, monkeypatch, capsys)
+    assert code == EXIT_USAGE and one_line(err).endswith(
+        f"{own['weights']}: the weights name FromNet0 to FromNet1 alone: tuned on a list per target order's ensemble "
+        "(translate -m A -m B): give --ensemble"
+    ), err
+    code, err = run_cli([*three, "--ensemble"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "3 candidate network(s) as an ensemble per target order of beam 5, 5 each" in err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["version"] == 5 and record["candidates"]["ensembles"] == [[0, 2], [1]]
+    assert read_bundle(str(directory)).candidates.beams == ((0, 2), (1,))  # type: ignore[union-attr]
+    for change, message in (
+        ({"candidates": {**record["candidates"], "ensembles": [[0, 1, 2]]}}, "not a complete bundle record"),
+        ({"candidates": {**record["candidates"], "ensembles": [[0, 2], [2]]}}, "not a complete bundle record"),
+        ({"candidates": {**record["candidates"], "ensemble": False}}, "its candidates' settings disagree"),
+        ({"version": 4}, "format version 4 and its candidates' settings disagree"),
+    ):
+        (directory / "bundle.json").write_text(json.dumps({**record, **change}))
+        with pytest.raises(BundleError, match=message):
+            read_bundle(str(directory), verify=False)
+    own["weights"].write_text(own["weights"].read_text() + "FromNet2= 1\n")
+    code, err = run_cli(bundle_args(own, tmp_path / "other", *three[-6:], "--ensemble"), monkeypatch, capsys)
+    assert code == EXIT_USAGE and "the weights name FromNet2: tuned on a list per candidate network, not on the " in err
+    assert "leave out --ensemble" in one_line(err) and not (tmp_path / "other").exists()
 
 
 def test_lowercase_without_tokenize_is_refused(made: dict[str, Path], monkeypatch, capsys) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -215,6 +216,19 @@ def test_network_candidates_without_a_forward_network_are_refused(files: dict[st
         "phrase-rescorer: error: --ensemble-candidates: 1 --nmt network translates forward; "
         "an ensemble needs two or more"
     )
+    backwards = tiny_nmt(tmp_path / "r2l.pt", steps=2, right_to_left=True)  # an ensemble per order: none of two
+    more = ["--nmt", str(forward), "--nmt", str(backwards), "--network-candidates", "3", "--ensemble-candidates"]
+    code, err = experiment(moses, files, str(out), *more)
+    assert code == 2 and one_error(err) == (
+        "phrase-rescorer: error: --ensemble-candidates: no two --nmt networks that translate forward write their "
+        "target in one order; an ensemble needs two or more of one order"
+    )
+    again = tmp_path / "forward2.pt"
+    shutil.copyfile(forward, again)
+    code, err = experiment(moses, files, str(out), *more, "--nmt", str(again), "--rerank-choose-leave-out", "FromNet2")
+    message = one_error(err)  # two orders, a list each: FromNet0 (the left-to-right networks') and FromNet1
+    assert code == 2 and message.startswith("phrase-rescorer: error: --rerank-choose-leave-out FromNet2: no reranked")
+    assert message.endswith(" FromNet0 FromNet1)"), message
     assert not (out / "settings.json").exists()
 
 

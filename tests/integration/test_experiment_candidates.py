@@ -5,7 +5,8 @@ bundle of the row held-out dev chose (``experiment.chosen``), and the other row'
 with translate-hybrid as its run did; then a restart that keeps everything, and one with
 --reached-only that keeps the networks' lists and leaves out of the joined lists the candidates
 Moses cannot produce; then two networks with --ensemble-candidates, their ensemble's one list,
-and --candidates-moses-nbest 2, the candidates beside Moses' first 2 hypotheses of a sentence.
+and --candidates-moses-nbest 2, the candidates beside Moses' first 2 hypotheses of a sentence;
+then a right-to-left network beside them: an ensemble per target order, a list each.
 Skipped, with the reason, when no Moses is found."""
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert ensemble.returncode == 0, ensemble.stderr
     assert "NMT0+NMT1: translating the dev set, its 3 best of a beam of 3" in ensemble.stderr
     assert "+ NMT, with the networks' ensemble's candidates" in ensemble.stdout
-    assert "joined by the forward --nmt networks' ensemble's 3 best" in ensemble.stdout
+    assert (
+        "joined by the 3 best (beam 3) of each target order's ensemble of the forward --nmt networks" in ensemble.stdout
+    )
     for part in ("dev", "test"):
         joined = joined_lines(rerank, part)
         assert joined and all(" FromNet0= " in line and " NMT1= " in line for line in joined)
@@ -147,7 +150,7 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     assert "nmt-candidates run 1: finished earlier, kept" not in first2.stderr
     assert "Moses hypotheses (the first 2 of each sentence) joined by" in first2.stderr
     assert "+ NMT, with the networks' ensemble's candidates, beside Moses' 2 best" in first2.stdout
-    assert "Moses' 2 best joined by the forward --nmt networks' ensemble's 3 best" in first2.stdout
+    assert "Moses' 2 best joined by the 3 best (beam 3) of each target order's ensemble" in first2.stdout
     for part in ("dev", "test"):
         ids = [line.split(" ")[0] for line in joined_lines(rerank, part) if " FromMoses= 1 " in line]
         sentences = len((TINY / f"{part}.en").read_text().splitlines())
@@ -162,6 +165,26 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
     )
     record = json.loads((twin_out / "hybrid" / "bundle.json").read_text())
     assert record["candidates"]["moses_nbest"] == 2 and record["version"] == 4 and record["nbest"] == 10
+    expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
+    assert translated(twin_out / "hybrid", test_text, moses) == expected
+
+    # a right-to-left network beside them: an ensemble per target order, a list each (FromNet0: NMT0+NMT1's, FromNet1:
+    # NMT2's own); the twin's bundle records which network is in which and translates as its run
+    r2l = tiny_nmt(tmp_path / "r2l.pt", right_to_left=True)
+    orders = experiment(*both, "--nmt", str(r2l))
+    assert orders.returncode == 0, orders.stderr
+    assert "NMT0+NMT1: its candidates of an earlier start kept" in orders.stderr
+    assert "NMT2: translating the dev set, its 3 best of a beam of 3" in orders.stderr
+    assert "+ NMT, with each target order's ensemble's candidates" in orders.stdout
+    for part in ("dev", "test"):
+        joined = joined_lines(rerank, part)
+        assert joined and all(" FromNet0= " in line and " FromNet1= " in line and " NMT2= " in line for line in joined)
+    report = json.loads((out / "experiment.json").read_text())
+    twin_out, _, _ = bundle_of(
+        "nmt-candidates", report, out, out.parent / "orders", (nmt, nmt2, r2l), moses, ensemble=True
+    )
+    record = json.loads((twin_out / "hybrid" / "bundle.json").read_text())
+    assert record["version"] == 5 and record["candidates"]["ensembles"] == [[0, 1], [2]]
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
 

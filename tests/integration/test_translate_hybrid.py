@@ -36,7 +36,8 @@ LOWEST_MOSES_WEIGHTS = (
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tiny system's ini (absolute paths), a CSLM, two translation networks of one vocabulary
-    (20 and 30 steps), a source text of nine lines (test.en with an empty line after its fourth)."""
+    (20 and 30 steps) and one that writes right to left, a source text of nine lines (test.en with
+    an empty line after its fourth)."""
     moses = moses_root(NEEDS)
     tmp = tmp_path_factory.mktemp("hybrid")
     ini = tmp / "moses.ini"
@@ -51,6 +52,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "cslm": tiny_lm(tmp / "cslm.pt"),
         "nmt": tiny_nmt(tmp / "nmt.pt", steps=20),
         "nmt2": tiny_nmt(tmp / "nmt2.pt", steps=30),
+        "r2l": tiny_nmt(tmp / "r2l.pt", steps=20, right_to_left=True),
     }
 
 
@@ -69,10 +71,12 @@ def by_hand(
     reached_only: bool = False,
     ensemble: bool = False,
     moses_nbest: int | None = None,
+    orders: bool = False,
 ) -> bytes:
     """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini,
     ``reached_only``: and --reached-only; ``ensemble``: the candidates of the two networks' ensemble;
-    ``moses_nbest``: joined to Moses' first N only, merge-nbest --moses-nbest)."""
+    ``moses_nbest``: joined to Moses' first N only, merge-nbest --moses-nbest; ``orders``: and the
+    right-to-left network's own, a second list)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
@@ -81,13 +85,18 @@ def by_hand(
         networks = ["-m", str(system["nmt"]), *(["-m", str(system["nmt2"])] if ensemble else [])]
         ok("translate", str(system["source"]), str(work / "nmt.fr"), *networks, "--beam-size", "4",
            "--n-best-list", str(beam), "3")  # fmt: skip
+        added = ["--add", str(beam)]
+        if orders:
+            backwards = work / "source.r2l.nbest"
+            ok("translate", str(system["source"]), str(work / "r2l.fr"), "-m", str(system["r2l"]), "--beam-size", "4",
+               "--n-best-list", str(backwards), "3")  # fmt: skip
+            added += ["--add", str(backwards)]
         merged = work / "source.merged.nbest"
         ok(
             "merge-nbest",
             str(listed),
             str(merged),
-            "--add",
-            str(beam),
+            *added,
             "--lm",
             str(LM),
             "--moses",
@@ -112,16 +121,17 @@ def chosen_line(stderr: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("candidates", "constrained", "reached_only", "ensemble", "moses_nbest"),
+    ("candidates", "constrained", "reached_only", "ensemble", "moses_nbest", "orders"),
     [
-        (False, False, False, False, None),
-        (True, False, False, False, None),
-        (True, True, False, False, None),
-        (True, True, True, False, None),
-        (True, False, False, True, None),
-        (True, True, False, False, 2),
+        (False, False, False, False, None, False),
+        (True, False, False, False, None, False),
+        (True, True, False, False, None, False),
+        (True, True, True, False, None, False),
+        (True, False, False, True, None, False),
+        (True, True, False, False, 2, False),
+        (True, True, False, True, None, True),
     ],
-    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble", "moses-first-2"],
+    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble", "moses-first-2", "both-orders"],
 )
 def test_one_command_writes_what_the_five_steps_write(
     system: dict[str, Path],
@@ -131,35 +141,48 @@ def test_one_command_writes_what_the_five_steps_write(
     reached_only: bool,
     ensemble: bool,
     moses_nbest: int | None,
+    orders: bool,
 ) -> None:
     """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
     the candidates so too; with --reached-only it leaves out those the decoder cannot produce, as
     merge-nbest --reached-only does (which changes the choice here: the weights prefer them); with
     --ensemble the two networks' candidates are their ensemble's one list (which changes them here);
     with --moses-nbest 2 they join the decoder's first 2 hypotheses of a sentence only (which
-    changes the choice here: the weights prefer Moses' lowest lines, which are then left out)."""
+    changes the choice here: the weights prefer Moses' lowest lines, which are then left out); with
+    --ensemble and a right-to-left network among them, an ensemble per target order (FromNet0: the two
+    left-to-right networks', FromNet1: the right-to-left one's), bundle format version 5."""
     weights = tmp_path / "rerank.weights"
     marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
+    marks += "FromNet1= 3\n" if orders else ""
     weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
     if moses_nbest:
         weights.write_text("[weight]\n" + LOWEST_MOSES_WEIGHTS + "MosesReached= 3\n" + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble, moses_nbest)
+    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble, moses_nbest, orders)
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
-    if reached_only or ensemble or moses_nbest:
+    if (reached_only or ensemble or moses_nbest) and not orders:
         (tmp_path / "every").mkdir()
         assert expected != by_hand(system, tmp_path / "every", weights, candidates, constrained)
+    if orders:  # the right-to-left network's list counts: shunned, the choice differs
+        (tmp_path / "shunned").mkdir()
+        shunned = tmp_path / "shunned" / "rerank.weights"
+        shunned.write_text(weights.read_text().replace("FromNet1= 3", "FromNet1= -100"))
+        assert expected != by_hand(
+            system, tmp_path / "shunned", shunned, candidates, constrained, False, True, None, True
+        )
 
     bundle = tmp_path / "hybrid"
     args = ["bundle", str(bundle), "--ini", str(system["ini"]), "--weights", str(weights), "--nbest", "20"]
     args += ["-m", str(system["cslm"]), "-m", str(system["nmt"]), "--moses", str(system["moses"])]
     if candidates:
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
+        args += ["--candidates", str(system["r2l"])] if orders else []
         args += ["--candidates", str(system["nmt2"]), "--ensemble"] if ensemble else []
     ok(*args, *(["--reached-only"] if reached_only else []), *(["--moses-nbest", "2"] if moses_nbest else []))
     assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
     assert ('"reached_only": true' in (bundle / "bundle.json").read_text()) == reached_only
     assert ('"ensemble": true' in (bundle / "bundle.json").read_text()) == ensemble
     assert ('"moses_nbest": 2' in (bundle / "bundle.json").read_text()) == bool(moses_nbest)
+    assert ('"version": 5' in (bundle / "bundle.json").read_text()) == orders
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip

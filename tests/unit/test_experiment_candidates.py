@@ -19,7 +19,7 @@ from phrase_rescorer.experiment.candidates import (
 )
 from phrase_rescorer.experiment.reranked import SentenceModels, reranked, score_lists
 from phrase_rescorer.experiment.systems import BASELINE, RNN
-from phrase_rescorer.model.checkpoint import load_checkpoint
+from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from tests.helpers.nmt import TINY_MOSES, tiny_nmt
 from tests.helpers.rescore_data import tiny_arch_checkpoint
 
@@ -166,3 +166,31 @@ def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> N
     assert twin.label == "+ NMT, with the networks' ensemble's candidates" and twin.key == "nmt-candidates"
     assert made_with(2, ensemble=True) == {"network_candidates": "2", "constrained_decoding": "yes", "ensemble": "yes"}
     assert "ensemble" not in made_with(2)  # records of lists made before the option stay as they were
+
+
+def test_networks_of_both_orders_make_a_list_per_orders_ensemble(tmp_path: Path) -> None:
+    """--ensemble-candidates with a right-to-left network among left-to-right ones: a list per
+    target order, in the order of each order's first network, named by its networks' features:
+    the two left-to-right networks' ensemble's (ENS0, as translate -m A -m B writes it) and the
+    right-to-left one's own (its feature, as a network's list). The twin says so."""
+    a = str(tiny_arch_checkpoint(tmp_path / "a.pt", arch="rnnsearch", seed=1))
+    b = str(tiny_arch_checkpoint(tmp_path / "b.pt", arch="rnnsearch", seed=2))
+    loaded = load_checkpoint(str(tiny_arch_checkpoint(tmp_path / "c.pt", arch="rnnsearch", seed=3)))
+    r = str(tmp_path / "r.pt")
+    save_checkpoint(r, loaded.build_model(), loaded.src_vocab, loaded.tgt_vocab,
+                    info={**loaded.info, "target_order": RIGHT_TO_LEFT})  # fmt: skip
+    models = SentenceModels(None, (a, r, b))
+    source = tmp_path / "dev.en"
+    source.write_text("a man in a blue shirt .\n\ntwo dogs play in the snow\n")
+    out = str(tmp_path / "out")
+    lists = network_lists(
+        out, models, {"dev": str(source)}, size=2, fingerprints=models.fingerprints(), say=print, ensemble=True
+    )
+    assert [Path(p["dev"]).name for p in lists] == ["NMT0+NMT2.dev.nbest.gz", "NMT1.dev.nbest.gz"]
+    sources = source.read_text().splitlines()
+    for found, (networks, feature) in zip(lists, (([a, b], "ENS0"), ([r], "NMT1")), strict=True):
+        beams = translate_nbest([load_checkpoint(n) for n in networks], sources, beam_size=2, name=str(source))
+        want = b"".join(b"".join(candidate_lines(i, c, 2, feature)) for i, c in enumerate(beams))
+        assert gzip.decompress(Path(found["dev"]).read_bytes()) == want and want
+    twin = with_candidates(reranked(BASELINE, models.features()), ensemble=True, orders=len(lists))
+    assert twin.label == "+ NMT, with each target order's ensemble's candidates" and twin.key == "nmt-candidates"

@@ -30,6 +30,12 @@ def test_the_lists_features_in_order() -> None:
     assert (two.version, ensemble.version, reached.version, both.version) == (1, 3, 2, 3)
     first = [Candidates(("a.pt", "b.pt"), 3, 4, 0.6, None, True, True, ensemble, moses_nbest=5) for ensemble in (0, 1)]
     assert [c.version for c in first] == [4, 4]  # an earlier reader would join the candidates to the whole list
+    # an ensemble per target order (networks 0 and 2 write left to right, 1 right to left): a list and an
+    # indicator each, in the order of each order's first network; version 5 (an earlier reader runs one ensemble)
+    orders = Candidates(("a.pt", "r.pt", "b.pt"), 3, 4, 0.6, None, ensemble=True, groups=((0, 2), (1,)))
+    assert orders.beams == ((0, 2), (1,)) and orders.lists == 2 and orders.version == 5
+    assert system_layout(DECODER, orders, []) == (*DECODER, ("FromMoses", 1), ("FromNet0", 1), ("FromNet1", 1))
+    assert ensemble.beams == ((0, 1),) and two.beams == ((0,), (1,))
 
 
 def test_default_names_count_each_kind_on_its_own() -> None:

@@ -14,7 +14,7 @@ import torch
 
 from phrase_rescorer.analysis.search import beam_search
 from phrase_rescorer.analysis.stepping import Stepper
-from phrase_rescorer.analysis.translate import ensemble_members, translate, translate_nbest
+from phrase_rescorer.analysis.translate import ensemble_members, order_ensembles, translate, translate_nbest
 from phrase_rescorer.data.vocab import EOS_ID
 from phrase_rescorer.errors import UsageError
 from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
@@ -112,6 +112,22 @@ def test_an_ensemble_of_networks_that_read_or_write_differently_is_refused(tmp_p
     with pytest.raises(UsageError, match="source vocabulary differ"):
         ensemble_members([ckpt, dataclasses.replace(ckpt, src_vocab=other, path="v.pt")])
     assert ensemble_members(ckpt) == [ckpt] and ensemble_members([ckpt, ckpt]) == [ckpt, ckpt]
+
+
+def test_networks_of_both_orders_make_an_ensemble_per_order_in_the_order_of_their_first(tmp_path: Path) -> None:
+    """order_ensembles: the indices grouped by target order, the group of the first network first;
+    a group whose networks read differently is refused as ensemble_members refuses it."""
+    ckpt = load_checkpoint(str(tiny_arch_checkpoint(tmp_path / "m.pt", arch="rnnsearch")))
+    backwards = dataclasses.replace(ckpt, info={**ckpt.info, "target_order": RIGHT_TO_LEFT}, path="rl.pt")
+    assert order_ensembles([ckpt, backwards, ckpt, backwards, backwards]) == [[0, 2], [1, 3, 4]]
+    assert order_ensembles([backwards, ckpt, ckpt]) == [[0], [1, 2]]
+    assert order_ensembles([ckpt, ckpt]) == [[0, 1]] and order_ensembles([ckpt]) == [[0]]
+    other, _ = sample_vocabularies(300)
+    stranger = dataclasses.replace(backwards, src_vocab=other, path="v.pt")
+    with pytest.raises(
+        UsageError, match=r"^v\.pt: cannot translate in one ensemble with rl\.pt: its source vocabulary"
+    ):
+        order_ensembles([ckpt, backwards, ckpt, stranger])
 
 
 def test_the_command_translates_with_an_ensemble_and_refuses_a_mixed_order(
