@@ -173,7 +173,8 @@ def bundle(
           -m work/cslm.pt -m work/nmt.pt --nbest 100 --moses $MOSES
       phrase-rescorer translate-hybrid work/hybrid test.en test.hybrid.fr
     """
-    from ..hybrid.bundle import Candidates, write_bundle
+    from ..hybrid.bundle import write_bundle
+    from ..hybrid.system import Candidates
     from ..moses.nbest import check_feature_name
     from ..moses.toolkit import find_moses
 

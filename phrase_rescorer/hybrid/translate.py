@@ -65,7 +65,8 @@ from ..reranking.origins import Origins, origins
 from ..reranking.weights import Weights, read_weights_file, vector
 from ..scoring.features import CSLMFeature, TranslationFeature, load_features
 from ..scoring.nbest import append_features
-from .bundle import Bundle, Candidates, check_weights
+from .bundle import check_weights
+from .system import Bundle, Candidates
 
 #: Lines decoded together by default.
 DEFAULT_CHUNK_LINES = 500

@@ -3,7 +3,7 @@ default names (as ``nbest`` gives them), the chunks of its input, the text forms
 
 from __future__ import annotations
 
-from phrase_rescorer.hybrid.bundle import Candidates, system_layout
+from phrase_rescorer.hybrid.system import Candidates, system_layout
 from phrase_rescorer.hybrid.translate import TextForm, chunks
 from phrase_rescorer.scoring.features import default_names
 
