@@ -152,27 +152,6 @@ def _run_locked(
     systems = decoders + [r for features in range(len(combinations)) for r in (group[features] for group in rerankers)]
     # --network-candidates: a twin of each reranked system with the networks' features (``candidates``)
     hybrid = [i for i, f in enumerate(combinations) if settings.network_candidates and takes_candidates(f)]
-    networks = (  # decoded before the first MERT run: a network that cannot translate stops it first
-        network_lists(
-            settings.out_dir,
-            models,
-            {"dev": settings.dev[0], "test": settings.test[0]},
-            size=settings.network_candidates,
-            fingerprints=fingerprints,
-            say=say,
-            ensemble=settings.ensemble_candidates,
-        )
-        if hybrid
-        else []
-    )
-    twin = functools.partial(
-        with_candidates,
-        reached_only=settings.reached_only,
-        ensemble=settings.ensemble_candidates,
-        moses_nbest=settings.candidates_moses_nbest,
-        orders=len(networks),
-    )
-    systems += [twin(group[i]) for i in hybrid for group in rerankers]
 
     def start_ini(system: System) -> str:
         return prepare_system(
@@ -201,7 +180,6 @@ def _run_locked(
         if settings.test_raw_reference
         else bleu.detokenize(refs["test"], lang)
     )
-    scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
     described = {**asdict(settings), "target_lang": lang, "moses": toolkit.root}
     for key, given in (("network", opened.model), ("inverse_network", opened.inverse_model)):
         described.update({key: describe_model(given)} if given else {})
@@ -209,6 +187,29 @@ def _run_locked(
         described["cslm"] = {k: v for k, v in load_lm(opened.lm).info.items() if k != "argv"}
     if opened.nmt:  # one description per network, in the order of their features NMT0, NMT1, ...
         described["nmt"] = [describe_model(network) for network in opened.nmt]
+
+    networks = (  # decoded before the first MERT run: a network that cannot translate stops it first
+        network_lists(
+            settings.out_dir,
+            models,
+            {"dev": settings.dev[0], "test": settings.test[0]},
+            size=settings.network_candidates,
+            fingerprints=fingerprints,
+            say=say,
+            ensemble=settings.ensemble_candidates,
+        )
+        if hybrid
+        else []
+    )
+    twin = functools.partial(
+        with_candidates,
+        reached_only=settings.reached_only,
+        ensemble=settings.ensemble_candidates,
+        moses_nbest=settings.candidates_moses_nbest,
+        orders=len(networks),
+    )
+    systems += [twin(group[i]) for i in hybrid for group in rerankers]
+    scores: dict[str, list[RunScores]] = {s.key: [] for s in systems}
 
     def report() -> dict:
         data = build_report(
