@@ -27,6 +27,9 @@ size (speed does not depend on the weights):
   the source sentences, prefix and batched scorers; ``nbest_nmt``);
 * the MBR choice of ``rerank --mbr`` on synthetic 200-best lists: sentences/s, against a plain
   transcription of Moses' moses/mbr.cpp, whose choices it must equal (``mbr``);
+* the networks' own translation (an ensemble of two random ``medium`` networks, beam 12): one
+  sentence's beam at a time against groups of 5 and 20 stepped together, sentences/s and their
+  agreement (``translate_batch``);
 * the CPU's model and vector/matrix features (avx2, avx512f, avx512_bf16, amx), and its bf16
   matrix-product rate;
 * with a CUDA device: rescoring in float32 and bfloat16 (and their score difference), training,
@@ -44,7 +47,7 @@ from typing import Any
 import click
 import torch
 
-from benchmarks import architectures, mbr, nbest, nbest_nmt, parts, training
+from benchmarks import architectures, mbr, nbest, nbest_nmt, parts, training, translate_batch
 from benchmarks.accelerator import accelerator_figures
 from benchmarks.flops import TrieCounter
 from benchmarks.rescoring import cpu_rescoring
@@ -121,6 +124,13 @@ from phrase_rescorer.model.checkpoint import load_checkpoint
     show_default=True,
     help="Sentences of synthetic 200-best lists timed with rerank --mbr's choice (0: skip).",
 )
+@click.option(
+    "--translate-sentences",
+    type=click.IntRange(min=0),
+    default=60,
+    show_default=True,
+    help="Sentences translated by a medium network's beam, one at a time and in groups (0: skip).",
+)
 @click.option("--quick", is_flag=True, help="Smoke run: tiny network, 300 lines, one repeat, 2 training steps.")
 @parts.json_option
 def main(
@@ -141,6 +151,7 @@ def main(
     nbest_lines: int,
     nmt_lines: int,
     mbr_sentences: int,
+    translate_sentences: int,
     quick: bool,
     json_path: str | None,
 ) -> None:
@@ -149,6 +160,7 @@ def main(
         preset, lines, repeats, train_steps, copies = "quick", min(lines, 300), 1, 2, min(copies, 3)
         gpu_lines, gpu_train_batch, arch_lines = gpu_lines or 2000, 64, min(arch_lines, 200)
         nbest_lines, nmt_lines, mbr_sentences = min(nbest_lines, 400), min(nmt_lines, 200), min(mbr_sentences, 5)
+        translate_sentences = min(translate_sentences, 4)
     if threads:
         torch.set_num_threads(threads)
     table = parts.default_table(table)
@@ -274,6 +286,12 @@ def main(
         if mbr_sentences:
             report["mbr"] = mbr_figures = mbr.mbr_part(mbr_sentences, 0 if quick else 3, 1 if quick else repeats)
             scores_ok = scores_ok and mbr_figures["choices_equal"]
+        if translate_sentences:
+            shape = "quick" if quick else "medium"
+            network = nbest_nmt.random_network(work / f"translate-{shape}.pt", shape)
+            report["translate_batch"] = translate_batch.batch_part(
+                translate_sentences, (1, 2) if quick else (1, 5, 20), 1 if quick else 2, [network, network]
+            )
 
         # --- training --------------------------------------------------------------------------
         batches = [int(b) for b in train_batches.split(",") if b.strip()]

@@ -14,8 +14,12 @@ these restrictions change which candidates are found, never their scores.
 
 Beam search follows the original GroundHog search used for the paper: the beam shrinks by one
 for every finished candidate and the search ends when all ``beam_size`` candidates have
-finished. With a beam of one it is greedy decoding. GNMT's ranking (Wu et al. 2016, section 7)
-is an option: the finished candidates are ranked by
+finished. With a beam of one it is greedy decoding. ``beam_search_many`` runs the beams of
+several sources together: one network step extends the live hypotheses of every source still
+searching (each row reading its own source's encodings), and each source's beam is chosen, shrunk
+and ended exactly as alone; only the products' rounding differs (larger batches).
+
+GNMT's ranking (Wu et al. 2016, section 7) is an option: the finished candidates are ranked by
 
     s(Y, X) = log p(Y | X) / lp(Y) + cp(X; Y)
     lp(Y)   = (5 + |Y|)^alpha / (5 + 1)^alpha                         length normalisation
@@ -45,6 +49,7 @@ __all__ = [
     "Choosing",
     "banned_tokens",
     "beam_search",
+    "beam_search_many",
     "default_max_length",
     "gnmt_score",
     "greedy",
@@ -72,12 +77,17 @@ def gnmt_score(logp: float, length: int, coverage: torch.Tensor | None, alpha: f
     return logp / lp + cp
 
 
-def make_stepper(model: Network | Sequence[Network], src_ids: list[int], allow_unk: bool) -> Stepper | Ensemble:
-    """The step-by-step decoder of ``model`` for one source phrase; of several networks given as a
-    sequence, their ensemble (one network in a sequence: that network's own decoder)."""
+def make_stepper(
+    model: Network | Sequence[Network], src_ids: list[int], allow_unk: bool, also: Sequence[list[int]] = ()
+) -> Stepper | Ensemble:
+    """The step-by-step decoder of ``model`` for one source phrase (and the sources ``also``, each
+    row reading its own); of several networks given as a sequence, their ensemble (one network in
+    a sequence: that network's own decoder)."""
     if isinstance(model, Sequence):
-        return Stepper(model[0], src_ids, allow_unk) if len(model) == 1 else Ensemble(model, src_ids, allow_unk)
-    return Stepper(model, src_ids, allow_unk)
+        if len(model) == 1:
+            return Stepper(model[0], src_ids, allow_unk, also)
+        return Ensemble(model, src_ids, allow_unk, also)
+    return Stepper(model, src_ids, allow_unk, also)
 
 
 def default_max_length(source_length: int) -> int:
@@ -124,41 +134,76 @@ def beam_search(
     """Up to ``beam_size`` complete candidates, best first (GroundHog's shrinking beam); ranked
     by GNMT's s(Y, X) when ``alpha`` or ``beta`` is not 0. ``model`` may be a sequence of networks
     of one target vocabulary: their ensemble (``stepping.Ensemble``)."""
+    return beam_search_many(model, [src_ids], beam_size, max_length, allow_unk, alpha, beta)[0]
+
+
+@torch.no_grad()
+def beam_search_many(
+    model: Network | Sequence[Network],
+    sources: Sequence[list[int]],
+    beam_size: int,
+    max_length: int | None = None,
+    allow_unk: bool = False,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> list[list[Candidate]]:
+    """:func:`beam_search` of each of several (non-empty) ``sources``, their beams stepped together:
+    one network step for the live hypotheses of every source still searching, each source's beam
+    chosen, shrunk and ended on its own exactly as alone. Only the products' rounding differs from
+    searching each alone (rows batched with other sources' rows), so a candidate's log p agrees
+    within float32 rounding and near-ties may rank the other way."""
     if beam_size < 1:
         raise ValueError("beam size must be at least 1")
-    max_length = _check_max_length(max_length, src_ids)
-    step = make_stepper(model, src_ids, allow_unk)
+    if not sources:
+        return []
+    limits = [_check_max_length(max_length, src_ids) for src_ids in sources]
+    step = make_stepper(model, sources[0], allow_unk, sources[1:])
     gnmt = bool(alpha or beta)
-    live: list[tuple[int, ...]] = [()]
-    scores = torch.zeros(1, device=step.device)
-    finished: list[Candidate] = []
-    for t in range(max_length + 1):
-        logp = step.log_probs()  # (live, V)
-        force_end = t == max_length
-        total = scores.unsqueeze(1) + step.choosable(logp, t, max_length)  # (live, V)
-        k = min(beam_size - len(finished), int(torch.isfinite(total).sum()))
-        best, flat = total.flatten().topk(k)
-        rows, tokens = flat // total.shape[1], flat % total.shape[1]
-        keep_rows, keep_tokens, keep_scores, new_live = [], [], [], []
-        for score, row, token in zip(best.tolist(), rows.tolist(), tokens.tolist(), strict=True):
-            if token == EOS_ID:
-                rank = None
-                if gnmt:
-                    coverage = step.coverage
-                    rank = gnmt_score(score, t + 1, None if coverage is None else coverage[row], alpha, beta)
-                finished.append(Candidate(live[row], score, truncated=force_end, rank_score=rank))
-            else:
-                keep_rows.append(row)
-                keep_tokens.append(token)
-                keep_scores.append(score)
-                new_live.append(live[row] + (token,))
-        if not new_live or len(finished) >= beam_size:
+    # per source still searching: its live hypotheses (rows of the step, in this order) and their log p
+    live: dict[int, list[tuple[int, ...]]] = {s: [()] for s in range(len(sources))}
+    scores: dict[int, torch.Tensor] = {s: torch.zeros(1, device=step.device) for s in live}
+    finished: list[list[Candidate]] = [[] for _ in sources]
+    for t in range(max(limits) + 1):
+        logp = step.log_probs()  # (rows, V), the rows of each searching source together
+        keep_rows: list[int] = []
+        keep_tokens: list[int] = []
+        searching: dict[int, list[tuple[int, ...]]] = {}
+        offset = 0
+        for s, hypotheses in live.items():
+            rows = range(offset, offset + len(hypotheses))
+            offset += len(hypotheses)
+            mine, done = finished[s], limits[s]
+            total = scores[s].unsqueeze(1) + step.choosable(logp[rows.start : rows.stop], t, done)
+            k = min(beam_size - len(mine), int(torch.isfinite(total).sum()))
+            best, flat = total.flatten().topk(k)
+            kept, kept_tokens, kept_scores, new_live = [], [], [], []
+            for score, row, token in zip(
+                best.tolist(), (flat // total.shape[1]).tolist(), (flat % total.shape[1]).tolist(), strict=True
+            ):
+                if token == EOS_ID:
+                    rank = None
+                    if gnmt:
+                        coverage = step.coverage
+                        if coverage is not None:  # this source's positions only (</s> included)
+                            coverage = coverage[rows.start + row, : len(sources[s]) + 1]
+                        rank = gnmt_score(score, t + 1, coverage, alpha, beta)
+                    mine.append(Candidate(hypotheses[row], score, truncated=t == done, rank_score=rank))
+                else:
+                    kept.append(rows.start + row)
+                    kept_tokens.append(token)
+                    kept_scores.append(score)
+                    new_live.append(hypotheses[row] + (token,))
+            if new_live and len(mine) < beam_size:
+                keep_rows.extend(kept)
+                keep_tokens.extend(kept_tokens)
+                searching[s] = new_live
+                scores[s] = scores[s].new_tensor(kept_scores)
+        if not searching:
             break
-        live = new_live
-        scores = scores.new_tensor(keep_scores)
-        device = scores.device
+        live = searching
+        device = step.device
         step.advance(torch.tensor(keep_rows, device=device), torch.tensor(keep_tokens, device=device))
-    return sorted(finished, key=lambda c: -(c.logp if c.rank_score is None else c.rank_score))
+    return [sorted(found, key=lambda c: -(c.logp if c.rank_score is None else c.rank_score)) for found in finished]
 
 
 @torch.no_grad()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -58,30 +59,38 @@ class Choosing:
 
 
 class Stepper(Choosing):
-    """The decoder of one source phrase, replicated over the live hypotheses (rows)."""
+    """The decoder of one source phrase, replicated over the live hypotheses (rows); of several
+    sources (``also``) at once, each row reading its own source (``owner``)."""
 
-    def __init__(self, model: Network, src_ids: list[int], allow_unk: bool):
+    def __init__(self, model: Network, src_ids: list[int], allow_unk: bool, also: Sequence[list[int]] = ()):
         self.model = model
         device = next(model.parameters()).device
-        src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
-        src_len = torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)
         self.device = device
-        self.enc = model.encode(src, src_len)
+        sources = [src_ids, *also]
+        self.enc = _encode_each(model, sources, device)
         self.h = model.start(self.enc)  # the decoder state (rows, N)
-        self.y_prev = self.h.new_zeros(1, model.config.embed_dim)  # e(y_0) = 0: no begin symbol
+        self.owner = torch.arange(self.enc.sources, device=device)  # each row's source
+        self._widths = [len(ids) + 1 for ids in sources]  # each source's positions, </s> included
+        self.y_prev = self.h.new_zeros(self.enc.sources, model.config.embed_dim)  # e(y_0) = 0: no begin symbol
         self.coverage: torch.Tensor | None = None
         self.banned = banned_tokens(model.config.tgt_vocab_size, allow_unk, device)
 
     def expand(self, rows: int) -> None:
         self.h = self.h.expand(rows, -1)
         self.y_prev = self.y_prev.expand(rows, -1)
+        self.owner = self.owner.expand(rows)
 
     def log_probs(self) -> torch.Tensor:
         """Advance every row by one step: log p(y_t | y_<t, x) over the shortlist (rows, V)."""
-        rows = self.h.shape[0]
-        enc = self.enc.select(torch.zeros(rows, dtype=torch.long, device=self.h.device))
+        enc = self.enc
+        if len(self._widths) > 1:  # the rows' sources, cut to the longest of them still searched
+            enc = enc.select(self.owner, max(self._widths[i] for i in self.owner.unique().tolist()))
+        else:
+            enc = enc.select(self.owner)
         self.h, top, ctx, weights = self.model.step(self.y_prev, self.h, enc)
         if weights is not None:
+            if weights.shape[1] < self.enc.width:  # positions cut off: no weight there
+                weights = torch.nn.functional.pad(weights, (0, self.enc.width - weights.shape[1]))
             self.coverage = weights if self.coverage is None else self.coverage + weights
         logits = self.model.readout(top, self.y_prev, ctx)
         return torch.log_softmax(logits.float(), dim=-1)
@@ -89,19 +98,34 @@ class Stepper(Choosing):
     def advance(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Keep the hypotheses ``rows`` (in that order), each extended by its token."""
         self.h = self.h[rows]
+        self.owner = self.owner[rows]
         if self.coverage is not None:
             self.coverage = self.coverage[rows]
         self.y_prev = self.model.tgt_embed(tokens)
+
+
+def _encode_each(model: Network, sources: Sequence[list[int]], device: torch.device) -> Any:
+    """The </s>-terminated ``sources``, each encoded on its own (as a lone source is, so a batch of
+    sources reads exactly the encodings each would alone), padded to the longest and joined."""
+    encoded = []
+    for src_ids in sources:
+        src = torch.tensor([list(src_ids) + [EOS_ID]], dtype=torch.long, device=device)
+        encoded.append(model.encode(src, torch.tensor([len(src_ids) + 1], dtype=torch.long, device=device)))
+    if len(encoded) == 1:
+        return encoded[0]
+    width = max(enc.width for enc in encoded)
+    first, *rest = (enc.padded(width) for enc in encoded)
+    return first.cat(rest)
 
 
 class Ensemble(Choosing):
     """The decoders of several networks (one target vocabulary) for one source phrase, stepped
     together over the same live hypotheses: log p of their averaged probabilities."""
 
-    def __init__(self, models: Sequence[Network], src_ids: list[int], allow_unk: bool):
+    def __init__(self, models: Sequence[Network], src_ids: list[int], allow_unk: bool, also: Sequence[list[int]] = ()):
         if not models:
             raise ValueError("an ensemble needs at least one network")
-        self.members = [Stepper(model, src_ids, allow_unk) for model in models]
+        self.members = [Stepper(model, src_ids, allow_unk, also) for model in models]
         self.device = self.members[0].device
         self.banned = self.members[0].banned
         self.coverage: torch.Tensor | None = None

@@ -2,7 +2,9 @@
 sentence-level network (``train-nmt``), to compare with the Moses system it reranks.
 
 Each sentence is searched on its own (``search.beam_search``: GroundHog's shrinking beam, GNMT's
-length normalisation with ``alpha``); the best complete candidate is the translation. The
+length normalisation with ``alpha``), or with ``batch`` several sentences' beams are stepped
+together (``search.beam_search_many``: each beam as alone, in fewer and larger network steps);
+the best complete candidate is the translation. The
 network never proposes <unk> (``allow_unk`` False), and a subword network's units are joined
 back into tokens. Inputs and outputs are tokenized text, one sentence a line, in order.
 
@@ -27,11 +29,12 @@ from typing import Any
 
 import torch
 
+from ..data.corpus import chunks
 from ..errors import UsageError
 from ..model.checkpoint import Checkpoint, unusable_weights
 from ..moses.nbest import nbest_line
 from ..moses.words import split_words
-from .search import beam_search
+from .search import Candidate, beam_search_many
 
 
 @dataclass(frozen=True)
@@ -107,36 +110,54 @@ def translate_nbest(
     on_sentence: Callable[[int], None] | None = None,
     name: str = "input",
     first_line: int = 1,
+    batch: int = 1,
 ) -> Iterator[list[Translation]]:
     """Each sentence's distinct finished candidates (at most ``beam_size``), best first in the
     beam's final ranking, in order; none for an empty sentence. Several ``checkpoints``: their
-    ensemble's beam (:func:`ensemble_members`), each candidate's log p the ensemble's. Weights that
-    give no finite log p (NaN) raise ``CheckpointError`` naming ``name``:LINE (``first_line``: the
-    first sentence's line in ``name``) and the first network's file."""
+    ensemble's beam (:func:`ensemble_members`), each candidate's log p the ensemble's. ``batch``
+    sentences at a time (each group of ``batch`` consecutive sentences, from the first) have their
+    beams stepped together (``search.beam_search_many``): the same search, in fewer and larger
+    steps, equal to one at a time within float32 rounding. Weights that give no finite log p (NaN)
+    raise ``CheckpointError`` naming ``name``:LINE (``first_line``: the first sentence's line in
+    ``name``) and the first network's file."""
+    if batch < 1:
+        raise ValueError("the sentences searched at once must be at least 1")
     members = ensemble_members(checkpoints)
     checkpoint = members[0]
     models = [member.build_model(device) for member in members]
     target_units = None if checkpoint.subwords is None else checkpoint.subwords[1]
-    for n, sentence in enumerate(sentences, 1):
-        src_ids = checkpoint.src_vocab.encode(checkpoint.split(sentence, 0))
-        if not src_ids:
-            yield []
+    done = 0
+    for group in chunks(sentences, batch):
+        encoded = [checkpoint.src_vocab.encode(checkpoint.split(sentence, 0)) for sentence in group]
+        searched = iter(
+            beam_search_many(
+                models, [ids for ids in encoded if ids], beam_size, max_length, allow_unk=False, alpha=alpha
+            )
+        )
+        for src_ids in encoded:
+            done += 1
+            if not src_ids:
+                yield []
+            else:
+                found = next(searched)
+                if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
+                    where = f"{name}:{first_line + done - 1}"
+                    raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, where)
+                yield _distinct(checkpoint, target_units, found)
             if on_sentence is not None:
-                on_sentence(n)
-            continue
-        found = beam_search(models, src_ids, beam_size, max_length, allow_unk=False, alpha=alpha)
-        if not found or not math.isfinite(found[0].logp):  # NaN scores never beat one another
-            where = f"{name}:{first_line + n - 1}"
-            raise unusable_weights(checkpoint.path, found[0].logp if found else math.nan, where)
-        distinct: dict[str, Translation] = {}
-        for candidate in found:
-            units = checkpoint.written(checkpoint.tgt_vocab.decode(candidate.tokens))
-            text = " ".join(units if target_units is None else target_units.join(units))
-            rank = candidate.logp if candidate.rank_score is None else candidate.rank_score
-            distinct.setdefault(text, Translation(text, candidate.logp, rank))
-        yield list(distinct.values())
-        if on_sentence is not None:
-            on_sentence(n)
+                on_sentence(done)
+
+
+def _distinct(checkpoint: Checkpoint, target_units: Any, found: Sequence[Candidate]) -> list[Translation]:
+    """The candidates as text, each translation once (a subword network's different units that
+    join into the same tokens: the first kept)."""
+    distinct: dict[str, Translation] = {}
+    for candidate in found:
+        units = checkpoint.written(checkpoint.tgt_vocab.decode(candidate.tokens))
+        text = " ".join(units if target_units is None else target_units.join(units))
+        rank = candidate.logp if candidate.rank_score is None else candidate.rank_score
+        distinct.setdefault(text, Translation(text, candidate.logp, rank))
+    return list(distinct.values())
 
 
 def candidate_lines(sentence: int, found: Sequence[Translation], size: int, name: str) -> list[bytes]:

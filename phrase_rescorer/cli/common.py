@@ -205,6 +205,12 @@ max_tokens_option: Callable[..., Any] = click.option(
 )
 
 
+def batch_sentences_option(help: str) -> Callable[..., Any]:
+    """``--batch-sentences N`` (parameter ``batch``): the sentences whose beams are stepped
+    together (``analysis.translate.translate_nbest``'s ``batch``), 1 by default."""
+    return click.option("--batch-sentences", "batch", type=click.IntRange(1), default=1, show_default=True, help=help)
+
+
 class ThreadCount(click.ParamType):
     """A thread count: a number >= 1, or ``all`` (every core this process may use)."""
 

@@ -11,6 +11,7 @@ from .common import (
     InputPath,
     NamedPath,
     UserError,
+    batch_sentences_option,
     device_option,
     max_tokens_option,
     progress,
@@ -94,6 +95,9 @@ _DEFAULTS = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
     type=click.IntRange(1),
     help="The candidate networks' longest output, in units (translate --max-length)  [default: 2 x source + 10]",
 )
+@batch_sentences_option(
+    "The sentences whose beams the candidate networks stepped together (translate --batch-sentences)."
+)
 @click.option(
     "--reached-only",
     is_flag=True,
@@ -142,6 +146,7 @@ def bundle(
     beam_size: int,
     alpha: float,
     max_length: int | None,
+    batch: int,
     reached_only: bool,
     moses_nbest: int | None,
     nbest: int,
@@ -184,7 +189,7 @@ def bundle(
     except ValueError as e:
         raise UserError(f"--lm-feature: {e}") from e
     beams = (("--candidate-nbest", "candidate_nbest"), ("--max-length", "max_length"), ("--beam-size", "beam_size"),
-             ("--length-alpha", "alpha"))  # fmt: skip
+             ("--length-alpha", "alpha"), ("--batch-sentences", "batch"))  # fmt: skip
     given = [option for option, name in beams if ctx.get_parameter_source(name) not in _DEFAULTS]
     if not candidates and given:
         raise UserError(f"{' and '.join(given)} without --candidates: they set the candidate networks' beams")
@@ -218,6 +223,7 @@ def bundle(
             reached_only=reached_only,
             ensemble=ensemble,
             moses_nbest=moses_nbest,
+            batch=batch,
         )
         if candidates
         else None,
@@ -252,7 +258,8 @@ def bundle(
     type=click.IntRange(1),
     default=500,
     show_default=True,
-    help="Lines translated together: memory holds one chunk, and the decoder loads its tables once per chunk.",
+    help="Lines translated together: memory holds one chunk, and the decoder loads its tables once per chunk "
+    "(rounded up to whole groups of the bundle's sentences searched together).",
 )
 @click.option(
     "--tokenize", metavar="LANG", help="IN is raw text: tokenize it as tokenizer.perl -l LANG (sacremoses) first."
@@ -303,7 +310,8 @@ def translate_hybrid(
       zcat raw.en.gz | phrase-rescorer translate-hybrid work/hybrid - - --tokenize en --detokenize fr
     """
     from ..hybrid.bundle import read_bundle
-    from ..hybrid.translate import HybridSystem, TextForm, check_input, translate_file
+    from ..hybrid.text import TextForm, check_input, translate_file
+    from ..hybrid.translate import HybridSystem
     from ..moses.tokenizer import check_language
     from ..moses.toolkit import find_moses
     from ..output import AtomicOutput, check_output_path

@@ -9,6 +9,7 @@ import click
 from . import cli
 from .common import (
     UserError,
+    batch_sentences_option,
     device_option,
     max_tokens_option,
     model_option,
@@ -62,6 +63,10 @@ from .common import (
     show_default=True,
     help="The feature of the network's log p in the --n-best-list FILE (as nbest names a translation network's).",
 )
+@batch_sentences_option(
+    "Sentences whose beams are stepped together (groups of N lines from the first): fewer, larger "
+    "network steps, each beam searched as alone; log p equal to one at a time within float32 rounding."
+)
 @max_tokens_option
 @device_option
 @threads_option
@@ -76,6 +81,7 @@ def translate(
     max_length: int | None,
     nbest: tuple[str, int] | None,
     feature_name: str,
+    batch: int,
     max_tokens: int,
     device: str,
 ) -> None:
@@ -100,11 +106,17 @@ def translate(
     sum of those scores. The networks must read and write the same vocabularies (and subword
     units) in the same direction and order: the left-to-right networks of one corpus, say.
 
+    With --batch-sentences N, each group of N lines (from the first) is searched together: one
+    network step extends the live hypotheses of all of them, each beam kept, shrunk and ended as
+    alone. The same candidates in fewer, larger steps; the products round differently in larger
+    batches, so log p may differ in its last digits (about 1e-5) and a near-tie may rank the other way.
+
     \b
     Example:
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 5 -threads 2
       phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --beam-size 12 -n-best-list test.nmt.nbest 12
       phrase-rescorer translate test.en test.ens.fr -m nmt.pt -m nmt.seed2.pt --beam-size 5 -threads 2
+      phrase-rescorer translate test.en test.nmt.fr -m nmt.pt --batch-sentences 20 -threads 2
     """
     from ..analysis.translate import candidate_lines, ensemble_members, translate_nbest
     from ..data.corpus import read_sentences
@@ -156,6 +168,7 @@ def translate(
             device=dev,
             on_sentence=bar.update_to,
             name=in_path,
+            batch=batch,
         ):
             out.write((found[0].text if found else "").encode("utf-8") + b"\n")
             if nbest_out is not None:

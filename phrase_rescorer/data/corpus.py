@@ -15,7 +15,7 @@ Duplicate pairs are kept once, as the phrase pairs are (``pairs.PairBuilder``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -70,6 +70,18 @@ class CorpusPairs:
     pairs: PairSet
     lines: int  # line pairs read
     empty: int  # line pairs skipped for an empty side
+
+
+def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``lines`` in lists of ``size`` (the last one shorter)."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def load_sentence_pairs(src_path: str, tgt_path: str, on_progress: Callable[[int], None] | None = None) -> CorpusPairs:

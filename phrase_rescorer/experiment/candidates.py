@@ -70,6 +70,9 @@ from .systems import System
 
 #: The word of the twins' keys, and the directory of the candidates' lists (the experiment's, a run's).
 CANDIDATES = "candidates"
+#: The sentences whose beams the candidate networks search together (``translate --batch-sentences``):
+#: groups of 20 lines from the first, which also divide translate-hybrid's default chunk of 500.
+CANDIDATE_BATCH = 20
 #: The feature of an ensemble's candidates in its list (as docs/nmt.md names it, ``translate --name
 #: ENS0``; the merge drops it).
 ENSEMBLE_FEATURE = "ENS0"
@@ -126,11 +129,17 @@ def made_with(
     moses_nbest: int | None = None,
 ) -> dict[str, str]:
     """What, beside the models, the merged lists and the twins' runs are recorded as made with:
-    K, whether new lines got Moses' features by constrained decoding, and (each named only when
+    K, the sentences the networks searched together (:data:`CANDIDATE_BATCH`: lists made one
+    sentence at a time are made again), whether new lines got Moses' features by constrained
+    decoding, and (each named only when
     chosen, so that records of lists made without them stay as they were) whether those Moses
     cannot produce were left out, whether the candidates are the networks' ensemble's, and how many
     of Moses' hypotheses of a sentence they join."""
-    made = {"network_candidates": str(size), "constrained_decoding": "yes" if constrained else "no"}
+    made = {
+        "network_candidates": str(size),
+        "candidate_batch": str(CANDIDATE_BATCH),
+        "constrained_decoding": "yes" if constrained else "no",
+    }
     made |= {"reached_only": "yes"} if reached_only else {}
     made |= {"ensemble": "yes"} if ensemble else {}
     return made | ({"moses_nbest": str(moses_nbest)} if moses_nbest is not None else {})
@@ -149,8 +158,9 @@ def network_lists(
     """The n-best lists of each forward translation network of ``models`` (its ``size`` best of a
     beam of ``size``), or of their ensembles (``ensemble``: one per target order, :func:`proposing`),
     of every part's source (``parts``: name -> source file), in the order of the networks: decoded
-    into ``out_dir/candidates``, or kept from an earlier start while the networks' files (their
-    SHA-256 in ``fingerprints``) and ``size`` are the same."""
+    into ``out_dir/candidates``, :data:`CANDIDATE_BATCH` sentences at a time, or kept from an earlier
+    start while the networks' files (their SHA-256 in ``fingerprints``), ``size`` and the sentences
+    searched together are the same."""
     work = os.path.join(out_dir, CANDIDATES)
     os.makedirs(work, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -161,7 +171,11 @@ def network_lists(
         lists = {part: os.path.join(work, f"{name}.{part}.nbest.gz") for part in parts}
         found.append(lists)
         record = os.path.join(work, f"{name}.json")
-        wanted = {"model": " ".join(fingerprints[member] for member, _ in group), "candidates": size}
+        wanted = {
+            "model": " ".join(fingerprints[member] for member, _ in group),
+            "candidates": size,
+            "batch": CANDIDATE_BATCH,
+        }
         if recorded_features(record) == {k: str(v) for k, v in wanted.items()} and all(
             map(os.path.exists, lists.values())
         ):
@@ -173,10 +187,15 @@ def network_lists(
         files = ", ".join(str(checkpoint.path) for checkpoint in checkpoints)
         for part, path in parts.items():
             sources = read_source_text(path)
-            say(f"{name}: translating the {part} set, its {size} best of a beam of {size} ({files})")
+            say(
+                f"{name}: translating the {part} set, its {size} best of a beam of {size}, {CANDIDATE_BATCH} "
+                f"sentences at a time ({files})"
+            )
             with AtomicOutput(lists[part]) as out:
                 for i, candidates in enumerate(
-                    translate_nbest(checkpoints, sources, beam_size=size, device=device, name=path)
+                    translate_nbest(
+                        checkpoints, sources, beam_size=size, device=device, name=path, batch=CANDIDATE_BATCH
+                    )
                 ):
                     out.write(b"".join(candidate_lines(i, candidates, size, feature)))
         with AtomicOutput(record, compress=False) as out:

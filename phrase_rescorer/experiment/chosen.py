@@ -34,7 +34,7 @@ from ..hybrid.bundle import BundleError, write_bundle
 from ..hybrid.system import RECORD, Candidates
 from ..model.kinds import path_of
 from ..moses.toolkit import MosesToolkit
-from .candidates import proposes_candidates
+from .candidates import CANDIDATE_BATCH, proposes_candidates
 from .reranked import SentenceModels, rerank_dir
 from .systems import System
 
@@ -128,6 +128,7 @@ def write_chosen(
                 reached_only=reached_only,
                 ensemble=ensemble,
                 moses_nbest=moses_nbest,
+                batch=CANDIDATE_BATCH,
             )
             if with_candidates
             else None,

@@ -7,18 +7,20 @@ all of; :data:`ENSEMBLE_VERSION` for one whose candidate networks translate as o
 an earlier reader would run one by one; :data:`MOSES_NBEST_VERSION` for one whose candidates join
 only the decoder's first N hypotheses of each sentence, which an earlier reader would join to all;
 :data:`ORDERS_VERSION` for one whose candidate networks write in both orders and translate as one
-ensemble per order, which an earlier reader would try to run as one; this code reads all five,
+ensemble per order, which an earlier reader would try to run as one; :data:`BATCH_VERSION` for one
+whose candidate networks searched several sentences' beams together, which an earlier reader
+would search one at a time, its products rounding differently; this code reads all six,
 :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,
-  length normalisation and longest output, and whether they translate each on its own (a list each)
-  or as one ensemble (``translate -m A -m B``: one list; networks of both target orders: one
-  ensemble per order, ``analysis.translate.order_ensembles``, a list each), how many of the
-  decoder's distinct hypotheses of each sentence they join (``merge-nbest --moses-nbest``; all by default), the
-  feature networks in order with the names their features get (``nbest``'s: ``CSLM0``,
-  ``NMT0``, ...), the n-gram LM that gives the candidates' LM feature (``merge-nbest --lm``) and
-  that feature's name: the ini's feature of that name (its first KENLM feature by default) and
-  its ``path=`` (:func:`candidate_lm`);
+  length normalisation, longest output and sentences searched together, and whether they translate
+  each on its own (a list each) or as one ensemble (``translate -m A -m B``: one list; networks of
+  both target orders: one ensemble per order, ``analysis.translate.order_ensembles``, a list each),
+  how many of the decoder's distinct hypotheses of each sentence they join (``merge-nbest
+  --moses-nbest``; all by default), the feature networks in order with the names their features get
+  (``nbest``'s: ``CSLM0``, ``NMT0``, ...), the n-gram LM that gives the candidates' LM feature
+  (``merge-nbest --lm``) and that feature's name: the ini's feature of that name (its first KENLM
+  feature by default) and its ``path=`` (:func:`candidate_lm`);
 * the features of the lists the system reranks, in order: the decoder's (``moses -show-weights``,
   ``moses.decoder.nbest_layout``), then ``FromMoses`` and ``FromNet0``, ... with candidates
   (``reranking.merge``; an ensemble's list: ``FromNet0`` alone; one per order: ``FromNet0`` and
@@ -78,6 +80,7 @@ from ..reranking.weights import Weights, WeightsError, read_weights_file, vector
 from ..scoring.features import default_names, model_kind
 from . import recorded_files
 from .system import (
+    BATCH_VERSION,
     ENSEMBLE_VERSION,
     FORMAT,
     INI_COPY,
@@ -235,6 +238,7 @@ def write_bundle(
             "ensemble": candidates.ensemble,
             "moses_nbest": candidates.moses_nbest,
             **({} if candidates.groups is None else {"ensembles": [list(group) for group in candidates.groups]}),
+            **({} if candidates.batch == 1 else {"batch": candidates.batch}),
         },
         "ngram_lm": None if ngram_lm is None else recorded_files.read_by_decoder(ngram_lm),
         "lm_feature": lm_feature,
@@ -356,7 +360,8 @@ def read_bundle(directory: str, verify: bool = True, on_note: Callable[[str], No
         raise BundleError(
             f"{where}: format version {record['version']} and its candidates' settings disagree (an ensemble needs "
             f"version {ENSEMBLE_VERSION} and two networks or more, the decoder's first N hypotheses joined version "
-            f"{MOSES_NBEST_VERSION}, an ensemble per target order version {ORDERS_VERSION}): write the bundle again"
+            f"{MOSES_NBEST_VERSION}, an ensemble per target order version {ORDERS_VERSION}, sentences searched "
+            f"together version {BATCH_VERSION}): write the bundle again"
         )
     if found is not None and found.moses_nbest is not None and not 1 <= found.moses_nbest <= bundle.nbest:
         raise BundleError(
@@ -372,6 +377,13 @@ def _count_or_none(value: Any, name: str) -> int | None:
     """A record's whole number (not a bool, which JSON keeps apart), or None."""
     if value is not None and type(value) is not int:
         raise ValueError(f"{name} is {value!r}, not a whole number")
+    return value
+
+
+def _batch(value: Any) -> int:
+    """A record's sentences searched together: a whole number, at least 1."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"batch is {value!r}, not a whole number of sentences (at least 1)")
     return value
 
 
@@ -402,6 +414,7 @@ def _bundle(directory: str, record: dict[str, Any]) -> Bundle:
             bool(found.get("ensemble", False)),
             _count_or_none(found.get("moses_nbest"), "moses_nbest"),
             _groups_or_none(found.get("ensembles"), len(found["networks"])),
+            _batch(found.get("batch", 1)),
         )
     )
     return Bundle(

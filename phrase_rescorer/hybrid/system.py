@@ -23,7 +23,8 @@ REACHED_ONLY_VERSION = 2
 ENSEMBLE_VERSION = 3
 MOSES_NBEST_VERSION = 4
 ORDERS_VERSION = 5
-READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION, MOSES_NBEST_VERSION, ORDERS_VERSION)
+BATCH_VERSION = 6
+READ_VERSIONS = (VERSION, REACHED_ONLY_VERSION, ENSEMBLE_VERSION, MOSES_NBEST_VERSION, ORDERS_VERSION, BATCH_VERSION)
 RECORD = "bundle.json"
 #: The copies' names in the directory.
 INI_COPY = "moses.ini"
@@ -46,6 +47,9 @@ class Candidates:
     # with ``ensemble``: the networks (their indices) of each ensemble, one per target order, when
     # they write in both orders (``analysis.translate.order_ensembles``; None: one ensemble of all)
     groups: tuple[tuple[int, ...], ...] | None = None
+    # the sentences whose beams were stepped together (``translate --batch-sentences``: groups of N
+    # lines from the first, a line's candidates equal to one at a time within float32 rounding)
+    batch: int = 1
 
     @property
     def beams(self) -> tuple[tuple[int, ...], ...]:
@@ -63,6 +67,8 @@ class Candidates:
     @property
     def version(self) -> int:
         """The oldest format version whose readers run these candidates as they were tuned."""
+        if self.batch != 1:
+            return BATCH_VERSION
         if self.groups is not None:
             return ORDERS_VERSION
         if self.moses_nbest is not None:

@@ -1,5 +1,6 @@
-"""A source text translated by a bundle's hybrid system (``bundle``), a chunk of lines at a time,
-through the same functions as the step-by-step pipeline, so that each line gets the same output:
+"""A bundle's hybrid system (``bundle``) translating a chunk of lines (:class:`HybridSystem`; a whole
+text, chunk by chunk: ``text.translate_file``) through the same functions as the step-by-step
+pipeline, so that each line gets the same output:
 
 1. the decoder's distinct n-best list of the chunk (``moses.decoder.decode_nbest``, the bundle's
    moses.ini);
@@ -12,23 +13,21 @@ through the same functions as the step-by-step pipeline, so that each line gets 
 4. each sentence's best hypothesis under the bundle's weights (``reranking.choose``).
 
 The chunk's lists live in a temporary directory, removed when the chunk is done, and number the
-chunk's sentences from 0: every step reads a sentence's lines alone, so a line's output does not
-depend on the chunk it falls in. A line of a list that a step refuses (a malformed line, a
-hypothesis over ``max_tokens``) is named as the input line of its sentence (``IN:LINE: the
-decoder's n-best list of this line: ...``), with the step's exit code. Memory holds one chunk.
+chunk's sentences from 0: every step reads a sentence's lines alone (the candidate networks a group
+of sentences together, ``Candidates.batch``, and a chunk holds whole groups: its size rounded up to
+a multiple), so a line's output does not depend on the chunk it falls in. A line of a list that a
+step refuses (a malformed line, a hypothesis over ``max_tokens``) is named as the input line of its
+sentence (``IN:LINE: the decoder's n-best list of this line: ...``), with the step's exit code.
+Memory holds one chunk.
 The networks are loaded once, and the LM's ``query`` runs once, for all chunks; the decoder runs
 once per chunk, twice with constrained decoding (it loads its tables each time: binarized tables
 load in seconds). A decoder's
 list that does not number exactly the chunk's sentences (a sentence left out would shift every
 later output line) is refused (``DecoderError``, exit 6) before any line of the chunk is written.
-:func:`check_input` reads a regular input file through once first, so that a line the system
-refuses (invalid UTF-8, too many tokens) is refused before any chunk is decoded.
 
 An empty line is decoded as the decoder decodes it: its list holds one empty hypothesis (all
 features 0), the networks' lists one empty candidate (``candidate_lines``), and its output line
-is empty. With ``tokenize``, each line is first put in the table's form (``moses.tokenizer``:
-tokenizer.perl, lowercased with ``lowercase``); with ``detokenize`` each output line is made
-running text (detokenizer.perl).
+is empty.
 """
 
 from __future__ import annotations
@@ -37,16 +36,12 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
 import torch
 
 from ..analysis.translate import candidate_lines, translate_nbest
-from ..compression import rereadable
-from ..data.corpus import iter_lines
-from ..data.line_limit import line_too_long
 from ..lm.kenlm import KenLMSentences
 from ..model.checkpoint import Checkpoint, load_checkpoint
 from ..model.files import CheckpointError
@@ -54,8 +49,6 @@ from ..moses.constrained import ConstrainedDecoder
 from ..moses.decoder import DecoderError, decode_nbest
 from ..moses.nbest import count_sentences
 from ..moses.phrase_table import PhraseTableError
-from ..moses.tokenizer import detokenize as detokenized
-from ..moses.tokenizer import table_form
 from ..moses.toolkit import MosesToolkit
 from ..moses.words import split_words
 from ..reranking.choose import output_lines
@@ -67,42 +60,13 @@ from ..scoring.features import CSLMFeature, TranslationFeature, load_features
 from ..scoring.nbest import append_features
 from .bundle import check_weights
 from .system import Bundle, Candidates
+from .text import check_lengths
 
-#: Lines decoded together by default.
-DEFAULT_CHUNK_LINES = 500
 #: The name of the candidates' own feature in their lists (merge-nbest drops it).
 CANDIDATE_FEATURE = "NMT0"
 #: A chunk's list of the candidate networks' ensemble (``candidates{I}.nbest``: network I's;
 #: ``ensemble{I}.nbest``: the I-th target order's ensemble's).
 ENSEMBLE_LIST = "ensemble.nbest"
-
-
-@dataclass(frozen=True)
-class TextForm:
-    """How input lines reach the system and output lines leave it: tokenized for ``tokenize``'s
-    language (lowercased with ``lowercase``), detokenized for ``detokenize``'s (None: as they are)."""
-
-    tokenize: str | None = None
-    lowercase: bool = False
-    detokenize: str | None = None
-
-    def source(self, line: str) -> str:
-        return line if self.tokenize is None else table_form(line, self.tokenize, self.lowercase)
-
-    def output(self, line: str) -> str:
-        return line if self.detokenize is None else detokenized(line, self.detokenize)
-
-
-def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    """``lines`` in lists of ``size`` (the last one shorter)."""
-    chunk: list[str] = []
-    for line in lines:
-        chunk.append(line)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 class HybridSystem:
@@ -149,7 +113,7 @@ class HybridSystem:
         """The system's translation of each of ``lines`` (tokenized text), in order; ``name`` and
         ``first_line`` (the number of ``lines[0]`` in it) name the input in messages."""
         words = [split_words(line) for line in lines]
-        _check_lengths(words, self.max_tokens, name, first_line)
+        check_lengths(words, self.max_tokens, name, first_line)
         sources = [" ".join(tokens) for tokens in words]
         self._sources[:] = sources  # the translation features read the chunk's sources
         with tempfile.TemporaryDirectory(prefix="translate-hybrid-") as work:
@@ -239,6 +203,7 @@ def _write_candidates(
         device=device,
         name=name,
         first_line=first_line,
+        batch=settings.batch,
     )
     for sentence, found in enumerate(found_all):
         out.write(b"".join(candidate_lines(sentence, found, settings.nbest, CANDIDATE_FEATURE)))
@@ -307,15 +272,6 @@ def _in_input(
     return type(e)(name, first_line + sentence, f"{what} of this line: {message}")
 
 
-def _check_lengths(words: Sequence[list[str]], max_tokens: int | None, name: str, first_line: int) -> None:
-    """Refuse a line of more than ``max_tokens`` tokens (``words``: lines ``first_line``, ... of
-    ``name``), as nbest --source and translate refuse it (``LineTooLong``, exit 3)."""
-    if max_tokens is not None:
-        for i, tokens in enumerate(words):
-            if len(tokens) > max_tokens:
-                raise line_too_long(name, first_line + i, len(tokens), max_tokens)
-
-
 def _check_count(sentences: int, lines: int, what: str, found: str) -> None:
     """Refuse a chunk's list or output of another number of sentences than the chunk's ``lines``
     (``what``: the input and the chunk's lines; ``found``: what has ``sentences``): a decoder that
@@ -325,45 +281,3 @@ def _check_count(sentences: int, lines: int, what: str, found: str) -> None:
             f"{what}: {found} {sentences:,} sentence(s) for the chunk's {lines:,} lines: the decoder's output is "
             "incomplete; no line of the chunk is written"
         )
-
-
-def check_input(in_path: str, form: TextForm = TextForm(), max_tokens: int | None = None) -> None:
-    """Read a regular file ``in_path`` through once, refusing its first line that
-    :meth:`HybridSystem.translate` would refuse (invalid UTF-8, more than ``max_tokens`` tokens
-    in ``form``'s source form), with the same message: before any line is decoded. Standard
-    input and pipes, read once, are left to :func:`translate_file`, which checks each chunk as it
-    streams."""
-    if not rereadable(in_path):
-        return
-    for line_no, line in enumerate(iter_lines(in_path), 1):
-        _check_lengths([split_words(form.source(line))], max_tokens, in_path, line_no)
-
-
-@dataclass
-class HybridSummary:
-    lines: int = 0
-    chunks: int = 0
-
-
-def translate_file(
-    system: HybridSystem,
-    in_path: str,
-    out: BinaryIO,
-    *,
-    chunk_lines: int = DEFAULT_CHUNK_LINES,
-    form: TextForm = TextForm(),
-    on_progress: Callable[[int], None] | None = None,
-) -> HybridSummary:
-    """Translate every line of ``in_path`` (``-``: stdin; compressed by content) with ``system``,
-    ``chunk_lines`` at a time, writing one line per input line to ``out`` in order, flushed after
-    each chunk."""
-    summary = HybridSummary()
-    for chunk in chunks(iter_lines(in_path), chunk_lines):
-        lines = system.translate([form.source(line) for line in chunk], in_path, summary.lines + 1)
-        out.write("".join(form.output(line) + "\n" for line in lines).encode("utf-8"))
-        out.flush()
-        summary.lines += len(chunk)
-        summary.chunks += 1
-        if on_progress is not None:
-            on_progress(summary.lines)
-    return summary

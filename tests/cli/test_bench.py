@@ -52,9 +52,12 @@ def test_bench_quick_smoke(tmp_path: Path, sample_table: Path) -> None:
         "n-best scoring with the CSLM",
         "n-best scoring with the NMT feature",
         "MBR over n-best lists",
+        "the networks' own translation",
     ):
         assert heading in r.stdout
     figures = json.loads(out.read_text())
+    batched = figures["translate_batch"]["sizes"]
+    assert set(batched) == {"1", "2"} and min(b["sentences_per_s"] for b in batched.values()) > 0
     assert figures["lines"] == 200
     rescoring = figures["cpu_rescoring"]
     assert rescoring["scores_equal"] is True and rescoring["max_abs_diff"] <= 1e-4

@@ -270,7 +270,7 @@ def test_reached_only_is_recorded_and_needs_weights_tuned_with_constrained_decod
     assert record["version"] == 2  # a reader of version 1 would merge every candidate: it refuses the bundle
     assert read_bundle(str(directory)).candidates.reached_only  # type: ignore[union-attr]
     for change, message in (
-        ({"version": 6}, "format version 6, this program reads versions 1, 2, 3, 4, 5"),
+        ({"version": 7}, "format version 7, this program reads versions 1, 2, 3, 4, 5, 6"),
         ({"candidates": {**record["candidates"], "constrained": False}}, "without constrained decoding"),
     ):
         (directory / "bundle.json").write_text(json.dumps({**record, **change}))
@@ -725,3 +725,32 @@ def test_a_nan_network_names_the_input_line(
         "(diverged training?)"
     )
     assert not made["out"].exists()
+
+
+def test_sentences_searched_together_are_recorded_as_version_6(system, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--batch-sentences N: recorded (N above 1 only), in format version 6 (an earlier reader would
+    search one sentence at a time, its products rounding otherwise), and read back; refused without
+    --candidates (exit 2); a record that disagrees (an earlier version, N no whole number from 1) is
+    refused."""
+    own = candidate_system(system, tmp_path)
+    directory = tmp_path / "hybrid"
+    code, err = run_cli([*bundle_args(own, directory), "--batch-sentences", "4"], monkeypatch, capsys)
+    assert code == EXIT_USAGE and "--batch-sentences without --candidates" in one_line(err), err
+    assert not directory.exists()
+    args = bundle_args(own, directory, "--candidates", str(system["nmt"]), "--batch-sentences", "4")
+    code, err = run_cli(args, monkeypatch, capsys)
+    assert code == 0, err
+    record = json.loads((directory / "bundle.json").read_text())
+    assert record["version"] == 6 and record["candidates"]["batch"] == 4
+    assert read_bundle(str(directory)).candidates.batch == 4  # type: ignore[union-attr]
+    for change, message in (
+        ({"version": 5}, "format version 5 and its candidates' settings disagree"),
+        ({"candidates": {**record["candidates"], "batch": 0}}, "batch is 0, not a whole number of sentences"),
+        ({"candidates": {**record["candidates"], "batch": True}}, "batch is True, not a whole number of sentences"),
+    ):
+        (directory / "bundle.json").write_text(json.dumps({**record, **change}))
+        with pytest.raises(BundleError, match=message):
+            read_bundle(str(directory), verify=False)
+    one = {**record, "version": 1, "candidates": {k: v for k, v in record["candidates"].items() if k != "batch"}}
+    (directory / "bundle.json").write_text(json.dumps(one))
+    assert read_bundle(str(directory), verify=False).candidates.batch == 1  # type: ignore[union-attr]

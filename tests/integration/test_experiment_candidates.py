@@ -85,7 +85,12 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
             for i, hyp in enumerate(chosen)
         )
     (run,) = report["systems"]["nmt-candidates"]["runs"]
-    assert run["models"] == {"NMT0": run["models"]["NMT0"], "network_candidates": "3", "constrained_decoding": "yes"}
+    assert run["models"] == {
+        "NMT0": run["models"]["NMT0"],
+        "network_candidates": "3",
+        "candidate_batch": "20",
+        "constrained_decoding": "yes",
+    }
     assert "dev_heldout" in run
     result = json.loads((rerank / "nmt-candidates" / "result.json").read_text())
     for part, count in (("heldout", "dev"), ("test", "test")):  # where the chosen hypotheses come from
@@ -164,7 +169,8 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
         "nmt-candidates", report, out, out.parent / "first2", (nmt, nmt2), moses, ensemble=True, moses_nbest=2
     )
     record = json.loads((twin_out / "hybrid" / "bundle.json").read_text())
-    assert record["candidates"]["moses_nbest"] == 2 and record["version"] == 4 and record["nbest"] == 10
+    assert record["candidates"]["moses_nbest"] == 2 and record["nbest"] == 10
+    assert record["version"] == 6 and record["candidates"]["batch"] == 20  # 20 sentences' beams at a time
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
 
@@ -184,7 +190,7 @@ def test_the_hybrid_row_reranks_the_joined_lists(tmp_path: Path) -> None:
         "nmt-candidates", report, out, out.parent / "orders", (nmt, nmt2, r2l), moses, ensemble=True
     )
     record = json.loads((twin_out / "hybrid" / "bundle.json").read_text())
-    assert record["version"] == 5 and record["candidates"]["ensembles"] == [[0, 1], [2]]
+    assert record["version"] == 6 and record["candidates"]["ensembles"] == [[0, 1], [2]]
     expected = (twin_out / "systems" / "baseline" / "run1" / "rerank" / "nmt-candidates" / "test.best").read_bytes()
     assert translated(twin_out / "hybrid", test_text, moses) == expected
 

@@ -72,24 +72,26 @@ def by_hand(
     ensemble: bool = False,
     moses_nbest: int | None = None,
     orders: bool = False,
+    batch: int = 1,
 ) -> bytes:
     """The five steps, as the README and docs/nmt.md run them (``constrained``: merge-nbest --ini,
     ``reached_only``: and --reached-only; ``ensemble``: the candidates of the two networks' ensemble;
     ``moses_nbest``: joined to Moses' first N only, merge-nbest --moses-nbest; ``orders``: and the
-    right-to-left network's own, a second list)."""
+    right-to-left network's own, a second list; ``batch``: translate --batch-sentences)."""
     listed = work / "source.nbest"
     decoder = [str(system["moses"] / "bin" / "moses"), "-f", str(system["ini"]), "-input-file", str(system["source"])]
     subprocess.run([*decoder, "-n-best-list", str(listed), "20", "distinct"], check=True, capture_output=True)
     if candidates:
         beam = work / "source.nmt.nbest"
         networks = ["-m", str(system["nmt"]), *(["-m", str(system["nmt2"])] if ensemble else [])]
+        networks += ["--batch-sentences", str(batch)]
         ok("translate", str(system["source"]), str(work / "nmt.fr"), *networks, "--beam-size", "4",
            "--n-best-list", str(beam), "3")  # fmt: skip
         added = ["--add", str(beam)]
         if orders:
             backwards = work / "source.r2l.nbest"
             ok("translate", str(system["source"]), str(work / "r2l.fr"), "-m", str(system["r2l"]), "--beam-size", "4",
-               "--n-best-list", str(backwards), "3")  # fmt: skip
+               "--n-best-list", str(backwards), "3", "--batch-sentences", str(batch))  # fmt: skip
             added += ["--add", str(backwards)]
         merged = work / "source.merged.nbest"
         ok(
@@ -121,17 +123,27 @@ def chosen_line(stderr: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("candidates", "constrained", "reached_only", "ensemble", "moses_nbest", "orders"),
+    ("candidates", "constrained", "reached_only", "ensemble", "moses_nbest", "orders", "batch"),
     [
-        (False, False, False, False, None, False),
-        (True, False, False, False, None, False),
-        (True, True, False, False, None, False),
-        (True, True, True, False, None, False),
-        (True, False, False, True, None, False),
-        (True, True, False, False, 2, False),
-        (True, True, False, True, None, True),
+        (False, False, False, False, None, False, 1),
+        (True, False, False, False, None, False, 1),
+        (True, True, False, False, None, False, 1),
+        (True, True, True, False, None, False, 1),
+        (True, False, False, True, None, False, 1),
+        (True, True, False, False, 2, False, 1),
+        (True, True, False, True, None, True, 1),
+        (True, True, False, True, None, True, 2),
     ],
-    ids=["moses-list", "with-candidates", "constrained", "reached-only", "ensemble", "moses-first-2", "both-orders"],
+    ids=[
+        "moses-list",
+        "with-candidates",
+        "constrained",
+        "reached-only",
+        "ensemble",
+        "moses-first-2",
+        "both-orders",
+        "both-orders-2-at-once",
+    ],
 )
 def test_one_command_writes_what_the_five_steps_write(
     system: dict[str, Path],
@@ -142,6 +154,7 @@ def test_one_command_writes_what_the_five_steps_write(
     ensemble: bool,
     moses_nbest: int | None,
     orders: bool,
+    batch: int,
 ) -> None:
     """With constrained decoding: weights tuned on lists with MosesReached make the bundle decode
     the candidates so too; with --reached-only it leaves out those the decoder cannot produce, as
@@ -150,14 +163,18 @@ def test_one_command_writes_what_the_five_steps_write(
     with --moses-nbest 2 they join the decoder's first 2 hypotheses of a sentence only (which
     changes the choice here: the weights prefer Moses' lowest lines, which are then left out); with
     --ensemble and a right-to-left network among them, an ensemble per target order (FromNet0: the two
-    left-to-right networks', FromNet1: the right-to-left one's), bundle format version 5."""
+    left-to-right networks', FromNet1: the right-to-left one's), bundle format version 5; and with
+    their beams searched 2 sentences at a time (translate and bundle --batch-sentences 2), version 6,
+    its chunks of 3 lines rounded up to 4 (whole pairs)."""
     weights = tmp_path / "rerank.weights"
     marks = (CANDIDATE_WEIGHTS if candidates else "") + ("MosesReached= 3\n" if constrained else "")
     marks += "FromNet1= 3\n" if orders else ""
     weights.write_text("[weight]\n" + DECODER_WEIGHTS + marks + NETWORK_WEIGHTS)
     if moses_nbest:
         weights.write_text("[weight]\n" + LOWEST_MOSES_WEIGHTS + "MosesReached= 3\n" + NETWORK_WEIGHTS)
-    expected = by_hand(system, tmp_path, weights, candidates, constrained, reached_only, ensemble, moses_nbest, orders)
+    expected = by_hand(
+        system, tmp_path, weights, candidates, constrained, reached_only, ensemble, moses_nbest, orders, batch
+    )
     assert expected.count(b"\n") == 9 and b"\n\n" in expected  # the empty line's empty translation
     if (reached_only or ensemble or moses_nbest) and not orders:
         (tmp_path / "every").mkdir()
@@ -177,12 +194,14 @@ def test_one_command_writes_what_the_five_steps_write(
         args += ["--candidates", str(system["nmt"]), "--beam-size", "4", "--candidate-nbest", "3", "--lm", str(LM)]
         args += ["--candidates", str(system["r2l"])] if orders else []
         args += ["--candidates", str(system["nmt2"]), "--ensemble"] if ensemble else []
+        args += ["--batch-sentences", str(batch)] if batch != 1 else []
     ok(*args, *(["--reached-only"] if reached_only else []), *(["--moses-nbest", "2"] if moses_nbest else []))
     assert ('"constrained": true' in (bundle / "bundle.json").read_text()) == constrained
     assert ('"reached_only": true' in (bundle / "bundle.json").read_text()) == reached_only
     assert ('"ensemble": true' in (bundle / "bundle.json").read_text()) == ensemble
     assert ('"moses_nbest": 2' in (bundle / "bundle.json").read_text()) == bool(moses_nbest)
-    assert ('"version": 5' in (bundle / "bundle.json").read_text()) == orders
+    assert ('"version": 5' in (bundle / "bundle.json").read_text()) == (orders and batch == 1)
+    assert ('"version": 6' in (bundle / "bundle.json").read_text()) == (batch != 1)
     out = tmp_path / "hybrid.fr"
     r = run("translate-hybrid", str(bundle), str(system["source"]), str(out), "--chunk-lines", "3",
             "--moses", str(system["moses"]))  # fmt: skip

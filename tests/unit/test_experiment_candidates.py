@@ -11,6 +11,7 @@ from pathlib import Path
 
 from phrase_rescorer.analysis.translate import candidate_lines, translate_nbest
 from phrase_rescorer.experiment.candidates import (
+    CANDIDATE_BATCH,
     made_with,
     merge_lists,
     network_lists,
@@ -82,7 +83,7 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
         ids = [int(line.split(" ||| ")[0]) for line in lines]
         assert sorted(set(ids)) == list(range(sentences[part])) and max(ids.count(i) for i in ids) <= 3
     record = json.loads((tmp_path / "out" / "candidates" / "NMT0.json").read_text())
-    assert record == {"model": fingerprints["NMT0"], "candidates": 3}
+    assert record == {"model": fingerprints["NMT0"], "candidates": 3, "batch": CANDIDATE_BATCH}
     stamp = Path(networks[0]["dev"]).stat().st_mtime_ns
     said.clear()
     assert network_lists(out, models, parts, size=3, fingerprints=fingerprints, say=said.append) == networks
@@ -108,7 +109,12 @@ def test_the_runs_lists_joined_by_the_networks_candidates(tmp_path: Path) -> Non
         assert new and new <= proposed
         assert all(" FromNet0= 1 " in line for line in lines if " FromMoses= 0 " in line)
     record = json.loads((run / "rerank" / "candidates" / "features.json").read_text())
-    assert record == {"NMT0": fingerprints["NMT0"], "network_candidates": "3", "constrained_decoding": "no"}
+    assert record == {
+        "NMT0": fingerprints["NMT0"],
+        "network_candidates": "3",
+        "candidate_batch": str(CANDIDATE_BATCH),
+        "constrained_decoding": "no",
+    }
 
     stamp = (run / "rerank" / "candidates" / "dev.nbest.gz").stat().st_mtime_ns
     assert merge(3) == ["the lists joined by the networks' candidates kept"]  # a restart: kept
@@ -150,11 +156,12 @@ def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> N
     lists = network_lists(out, models, parts, size=2, fingerprints=fingerprints, say=said.append, ensemble=True)
     assert lists == [{"dev": str(tmp_path / "out" / "candidates" / "NMT0+NMT1.dev.nbest.gz")}]
     sources = source.read_text().splitlines()
-    found = translate_nbest([load_checkpoint(a), load_checkpoint(b)], sources, beam_size=2, name=str(source))
+    networks = [load_checkpoint(a), load_checkpoint(b)]
+    found = translate_nbest(networks, sources, beam_size=2, name=str(source), batch=CANDIDATE_BATCH)
     want = b"".join(b"".join(candidate_lines(i, c, 2, "ENS0")) for i, c in enumerate(found))
     assert gzip.decompress(Path(lists[0]["dev"]).read_bytes()) == want and want
     record = json.loads((tmp_path / "out" / "candidates" / "NMT0+NMT1.json").read_text())
-    assert record == {"model": f"{fingerprints['NMT0']} {fingerprints['NMT1']}", "candidates": 2}
+    assert record == {"model": f"{fingerprints['NMT0']} {fingerprints['NMT1']}", "candidates": 2, "batch": 20}
     said.clear()
     assert network_lists(out, models, parts, size=2, fingerprints=fingerprints, say=said.append, ensemble=True) == lists
     assert "kept" in said[0]
@@ -164,7 +171,12 @@ def test_an_ensemble_of_the_forward_networks_makes_one_list(tmp_path: Path) -> N
     assert texts[0] != texts[1]  # not the first network's (random weights: the second's dominates here)
     twin = with_candidates(reranked(BASELINE, models.features()), ensemble=True)
     assert twin.label == "+ NMT, with the networks' ensemble's candidates" and twin.key == "nmt-candidates"
-    assert made_with(2, ensemble=True) == {"network_candidates": "2", "constrained_decoding": "yes", "ensemble": "yes"}
+    assert made_with(2, ensemble=True) == {
+        "network_candidates": "2",
+        "candidate_batch": "20",
+        "constrained_decoding": "yes",
+        "ensemble": "yes",
+    }
     assert "ensemble" not in made_with(2)  # records of lists made before the option stay as they were
 
 

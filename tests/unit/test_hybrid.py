@@ -3,8 +3,14 @@ default names (as ``nbest`` gives them), the chunks of its input, the text forms
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from phrase_rescorer.data.corpus import chunks
 from phrase_rescorer.hybrid.system import Candidates, system_layout
-from phrase_rescorer.hybrid.translate import TextForm, chunks
+from phrase_rescorer.hybrid.text import TextForm, translate_file
 from phrase_rescorer.scoring.features import default_names
 
 DECODER = (("Distortion0", 1), ("LM0", 1), ("TranslationModel0", 4))
@@ -36,6 +42,8 @@ def test_the_lists_features_in_order() -> None:
     assert orders.beams == ((0, 2), (1,)) and orders.lists == 2 and orders.version == 5
     assert system_layout(DECODER, orders, []) == (*DECODER, ("FromMoses", 1), ("FromNet0", 1), ("FromNet1", 1))
     assert ensemble.beams == ((0, 1),) and two.beams == ((0,), (1,))
+    # beams of several sentences searched together: version 6 (an earlier reader searches one at a time)
+    assert Candidates(("a.pt",), 3, 4, 0.6, None, batch=20).version == 6
 
 
 def test_default_names_count_each_kind_on_its_own() -> None:
@@ -54,3 +62,44 @@ def test_text_forms() -> None:
     assert TextForm().source("Don't stop.") == "Don't stop."
     assert TextForm(tokenize="en", lowercase=True).source("Don't stop.") == "don &apos;t stop ."
     assert TextForm(detokenize="fr").output("l&apos; homme .") == "l'homme."
+
+
+def test_a_chunk_holds_whole_groups_of_the_sentences_searched_together(tmp_path: Path) -> None:
+    """translate_file's chunks are rounded up to a multiple of the candidates' batch, so that every
+    group of sentences searched together (counted from the first line) is in one chunk: 7 lines in
+    chunks of 3 with a batch of 2 go as 4 + 3; without candidates, or a batch of 1, as given."""
+    source = tmp_path / "in.en"
+    source.write_text("".join(f"line {i}\n" for i in range(7)))
+    for candidates, want in (
+        (Candidates(("a.pt",), 3, 4, 0.6, None, batch=2), [(1, 4), (5, 3)]),
+        (Candidates(("a.pt",), 3, 4, 0.6, None), [(1, 3), (4, 3), (7, 1)]),
+        (None, [(1, 3), (4, 3), (7, 1)]),
+    ):
+        seen: list[tuple[int, int]] = []
+
+        def translate(lines: list[str], name: str, first_line: int, seen: list[Any] = seen) -> list[str]:
+            seen.append((first_line, len(lines)))
+            return lines
+
+        system: Any = SimpleNamespace(bundle=SimpleNamespace(candidates=candidates), translate=translate)
+        out = io.BytesIO()
+        summary = translate_file(system, str(source), out, chunk_lines=3)
+        assert seen == want and summary.lines == 7 and out.getvalue() == source.read_bytes()
+
+
+def test_the_candidates_are_searched_in_the_bundles_groups(monkeypatch: Any) -> None:
+    """The chunk's candidate networks search its sentences in groups of the bundle's batch, their
+    lines numbered from the chunk's first, as translate --batch-sentences does."""
+    from phrase_rescorer.hybrid import translate as hybrid_translate
+
+    asked: dict[str, Any] = {}
+
+    def fake(networks: Any, sources: list[str], **options: Any) -> list[list[Any]]:
+        asked.update(options)
+        return [[] for _ in sources]
+
+    monkeypatch.setattr(hybrid_translate, "translate_nbest", fake)
+    out = io.BytesIO()
+    settings = Candidates(("a.pt",), 3, 4, 0.6, None, batch=7)
+    hybrid_translate._write_candidates(out, [], ["a b", "c"], settings, "cpu", "in.en", 21)
+    assert asked["batch"] == 7 and asked["first_line"] == 21 and out.getvalue().count(b"\n") == 2

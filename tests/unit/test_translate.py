@@ -14,7 +14,13 @@ import torch
 
 from phrase_rescorer.analysis.search import beam_search
 from phrase_rescorer.analysis.stepping import Stepper
-from phrase_rescorer.analysis.translate import ensemble_members, order_ensembles, translate, translate_nbest
+from phrase_rescorer.analysis.translate import (
+    candidate_lines,
+    ensemble_members,
+    order_ensembles,
+    translate,
+    translate_nbest,
+)
 from phrase_rescorer.data.vocab import EOS_ID
 from phrase_rescorer.errors import UsageError
 from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
@@ -160,3 +166,23 @@ def test_the_command_translates_with_an_ensemble_and_refuses_a_mixed_order(
     )
     assert code == 2 and "rl.pt: cannot translate in one ensemble" in err and "target order" in err
     assert not out.exists()
+
+
+def test_the_command_searches_groups_of_sentences_as_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--batch-sentences 2: the lines and n-best list of the library's search in groups of 2 (equal to
+    one at a time within float32 rounding: tests/unit/test_batched_search.py); 0 refused (exit 2)."""
+    model = tiny_arch_checkpoint(tmp_path / "m.pt", arch="rnnsearch")
+    source = tmp_path / "in.en"
+    source.write_text("".join(s + "\n" for s in SENTENCES))
+    out, listed = tmp_path / "out.fr", tmp_path / "n.best"
+    args = ["translate", str(source), str(out), "-m", str(model), "--max-length", "6", "--batch-sentences"]
+    code, err = run_cli([*args, "2", "-n-best-list", str(listed), "3"], monkeypatch, capsys)
+    assert code == 0, err
+    found = list(translate_nbest(load_checkpoint(str(model)), SENTENCES, max_length=6, batch=2))
+    assert out.read_text().splitlines() == [f[0].text if f else "" for f in found]
+    assert listed.read_bytes() == b"".join(b"".join(candidate_lines(i, f, 3, "NMT0")) for i, f in enumerate(found))
+    out.unlink()
+    code, err = run_cli([*args, "0"], monkeypatch, capsys)
+    assert code == 2 and "--batch-sentences" in err and not out.exists()
