@@ -201,6 +201,7 @@ def beam_search_many(
         if not searching:
             break
         live = searching
+        scores = {s: scores[s] for s in searching}  # a finished source's scores go
         device = step.device
         step.advance(torch.tensor(keep_rows, device=device), torch.tensor(keep_tokens, device=device))
     return [sorted(found, key=lambda c: -(c.logp if c.rank_score is None else c.rank_score)) for found in finished]

@@ -95,6 +95,12 @@ class Bundle:
         return os.path.join(self.directory, WEIGHTS_COPY)
 
     @property
+    def search_group(self) -> int:
+        """The input lines whose candidates are searched together (``Candidates.batch``; 1 without
+        candidates): a chunk of whole groups translates each line as the whole text does."""
+        return self.candidates.batch if self.candidates is not None else 1
+
+    @property
     def layout(self) -> Layout:
         return system_layout(self.decoder_layout, self.candidates, [name for name, _ in self.models])
 

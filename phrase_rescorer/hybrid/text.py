@@ -94,8 +94,8 @@ def translate_file(
     ``chunk_lines`` at a time (rounded up to whole groups of the sentences its candidate networks
     search together), writing one line per input line to ``out`` in order, flushed after each chunk."""
     summary = HybridSummary()
-    batch = system.bundle.candidates.batch if system.bundle.candidates is not None else 1
-    chunk_lines = -(-chunk_lines // batch) * batch  # whole groups of the sentences searched together
+    group = system.bundle.search_group
+    chunk_lines = -(-chunk_lines // group) * group  # whole groups of the sentences searched together
     for chunk in chunks(iter_lines(in_path), chunk_lines):
         lines = system.translate([form.source(line) for line in chunk], in_path, summary.lines + 1)
         out.write("".join(form.output(line) + "\n" for line in lines).encode("utf-8"))

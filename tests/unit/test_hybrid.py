@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from phrase_rescorer.data.corpus import chunks
-from phrase_rescorer.hybrid.system import Candidates, system_layout
+from phrase_rescorer.hybrid.system import Bundle, Candidates, system_layout
 from phrase_rescorer.hybrid.text import TextForm, translate_file
 from phrase_rescorer.scoring.features import default_names
 
@@ -81,7 +81,9 @@ def test_a_chunk_holds_whole_groups_of_the_sentences_searched_together(tmp_path:
             seen.append((first_line, len(lines)))
             return lines
 
-        system: Any = SimpleNamespace(bundle=SimpleNamespace(candidates=candidates), translate=translate)
+        bundle = Bundle(str(tmp_path), 10, (), (), candidates, None, "LM0")
+        assert bundle.search_group == (1 if candidates is None else candidates.batch)
+        system: Any = SimpleNamespace(bundle=bundle, translate=translate)
         out = io.BytesIO()
         summary = translate_file(system, str(source), out, chunk_lines=3)
         assert seen == want and summary.lines == 7 and out.getvalue() == source.read_bytes()
