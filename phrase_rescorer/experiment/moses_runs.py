@@ -1,4 +1,5 @@
-"""Running Moses: one mert-moses.pl tuning run, and the decoder on a test set.
+"""Running Moses: one mert-moses.pl tuning run, and the decoder on a test set (its 1-best output,
+and its n-best list from the same search where the run is reranked).
 
 mert-moses.pl prints one line per iteration on stdout (scripts/training/mert-moses.pl:1050)::
 
@@ -28,7 +29,7 @@ import subprocess
 from collections.abc import Callable
 
 from ..errors import EXIT_OS
-from ..moses.decoder import DecoderError, decoder_argv, log_tail
+from ..moses.decoder import DecoderError, decoder_argv, log_tail, nbest_options
 from ..moses.decoder import decode_nbest as moses_decode_nbest
 from ..moses.toolkit import MosesToolkit
 from ..output import AtomicOutput
@@ -142,14 +143,23 @@ def tune(
     return tuned, bleus
 
 
-def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1) -> list[str]:
+def decode(
+    toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads: int = 1, nbest: tuple[str, int] | None = None
+) -> list[str]:
     """Translate ``source`` with ``ini`` into ``output`` (written through ``AtomicOutput`` once
-    the decoder has produced one line per source line); return the lines."""
+    the decoder has produced one line per source line); return the lines.
+
+    ``nbest`` (path, size): the same decoding also writes its distinct size-best list there (as
+    ``path.partial``, renamed once the 1-best output is complete), the list that
+    :func:`decode_nbest` would write: one search gives both."""
     with open(source, "rb") as f:
         expected = sum(1 for _ in f)
     log = f"{output}.log"
+    argv = decoder_argv(toolkit, ini, source, threads)
+    if nbest is not None:
+        argv += nbest_options(f"{nbest[0]}.partial", nbest[1])
     with open(log, "wb") as err:
-        result = subprocess.run(decoder_argv(toolkit, ini, source, threads), stdout=subprocess.PIPE, stderr=err)
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
         raise ExperimentError(
             f"moses failed (exit {result.returncode}) on {source}; see {log}:\n{log_tail(log)}", EXIT_OS
@@ -162,6 +172,10 @@ def decode(toolkit: MosesToolkit, ini: str, source: str, output: str, *, threads
         lines.pop()
     if len(lines) != expected:
         raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", EXIT_OS)
+    if nbest is not None:
+        if not os.path.isfile(f"{nbest[0]}.partial"):
+            raise ExperimentError(f"moses wrote no n-best list for {source}; see {log}", EXIT_OS)
+        os.replace(f"{nbest[0]}.partial", nbest[0])
     with AtomicOutput(output, compress=False) as out:
         out.write(result.stdout)
     return [line.rstrip(" ") for line in lines]

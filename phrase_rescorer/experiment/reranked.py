@@ -8,11 +8,12 @@ decoder system gets three reranked systems:
 "+ CSLM", "+ NMT" and "+ CSLM + NMT" on the baseline's runs, "+ CSLM + RNN", "+ NMT + RNN" and
 "+ CSLM + RNN + NMT" on the + RNN runs, and so on. For every finished MERT run of a decoder
 system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
-and test) and every feature appended once (``nbest``); each reranked system then tunes its
-reranking weights on dev with Moses' mert (or kbmira: ``--rerank-optimizer``) from the run's
-tuned weights (``reranking.tune``, as ``rerank-tune``; the run's own seed) on the list with its
-own features only (the others removed), and takes the best hypothesis of each dev and test
-sentence. Files, in the decoder run's directory::
+and test, written by the decoding that gives the run's 1-best output: ``decoded_list``; a run
+finished without them is decoded again here) and every feature appended once (``nbest``); each
+reranked system then tunes its reranking weights on dev with Moses' mert (or kbmira:
+``--rerank-optimizer``) from the run's tuned weights (``reranking.tune``, as ``rerank-tune``;
+the run's own seed) on the list with its own features only (the others removed), and takes the
+best hypothesis of each dev and test sentence. Files, in the decoder run's directory::
 
     rerank/dev.nbest.gz, rerank/test.nbest.gz    the lists with every feature
     rerank/features.json                          each feature's model (SHA-256), written last
@@ -137,6 +138,12 @@ def rerank_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "rerank")
 
 
+def decoded_list(run_dir: str, part: str, nbest: int) -> str:
+    """Where the decoder's plain distinct ``nbest``-best list of ``part`` (dev, test) lies until
+    its features are appended (written complete, or not at all)."""
+    return os.path.join(rerank_dir(run_dir), f"{part}.{nbest}best")
+
+
 def load_features(models: SentenceModels, names: Sequence[str], sources: Sequence[str], device: str) -> list[Feature]:
     """The features ``names`` of ``models``, in the models' order."""
     out: list[Feature] = []
@@ -228,9 +235,10 @@ def score_lists(
             write_without_features(scored[part], drop, plain)
             names = redo
         else:
-            plain = os.path.join(work, f"{part}.{nbest}best")
-            say(f"{part}: decoding {nbest}-best lists with the tuned weights")
-            decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, plain, nbest, threads=threads)
+            plain = decoded_list(run_dir, part, nbest)
+            if not os.path.exists(plain):  # the run's own decoding wrote it, unless finished before
+                say(f"{part}: decoding {nbest}-best lists with the tuned weights")
+                decode_nbest(toolkit, os.path.join(run_dir, "moses.ini"), source, plain, nbest, threads=threads)
             names = list(wanted)
         if names:
             say(f"{part}: appending {', '.join(names)}")

@@ -43,7 +43,7 @@ from .candidates import made_with, merge_lists, merged_dir, network_lists, takes
 from .chosen import write_chosen
 from .moses_runs import decode, tune
 from .report import REPORT_NAME, RunScores, build_report
-from .reranked import SentenceModels, rerank_dir, rerank_run, reranked, score_lists
+from .reranked import SentenceModels, decoded_list, rerank_dir, rerank_run, reranked, score_lists
 from .settings import EventCallback, Models, Settings, check, check_resume, describe_model, target_lang, write_json
 from .systems import BASELINE, RNN, System, check_coverage, prepare_system, run_seed, systems_for
 from .workdir import locked_out_dir
@@ -69,8 +69,17 @@ def _score_run(run_dir: str, settings: Settings, lang: str, refs: dict, kind: st
 
 
 def _one_run(
-    toolkit: MosesToolkit, settings: Settings, system: System, start_ini: str, run: int, seed: int, say: EventCallback
+    toolkit: MosesToolkit,
+    settings: Settings,
+    system: System,
+    start_ini: str,
+    run: int,
+    seed: int,
+    say: EventCallback,
+    lists: int = 0,
 ) -> None:
+    """Tune one MERT run of ``system`` and decode dev and test with its weights; ``lists``: the
+    same decoding writes the distinct n-best lists of that size that the run's reranking takes."""
     run_dir = os.path.join(settings.out_dir, "systems", system.key, f"run{run}")
     os.makedirs(run_dir, exist_ok=True)
     t0 = time.time()
@@ -94,9 +103,14 @@ def _one_run(
     )
     shutil.copyfile(tuned, os.path.join(run_dir, "moses.ini"))
     t1 = time.time()
-    say(f"{system.key} run {run}: decoding dev and test with the tuned weights")
-    decode(toolkit, tuned, settings.dev[0], os.path.join(run_dir, "dev.1best"), threads=settings.threads)
-    decode(toolkit, tuned, settings.test[0], os.path.join(run_dir, "test.1best"), threads=settings.threads)
+    if lists:
+        os.makedirs(rerank_dir(run_dir), exist_ok=True)
+        say(f"{system.key} run {run}: decoding dev and test with the tuned weights, 1-best and {lists}-best lists")
+    else:
+        say(f"{system.key} run {run}: decoding dev and test with the tuned weights")
+    for part, (source, _reference) in (("dev", settings.dev), ("test", settings.test)):
+        nbest = (decoded_list(run_dir, part, lists), lists) if lists else None
+        decode(toolkit, tuned, source, os.path.join(run_dir, f"{part}.1best"), threads=settings.threads, nbest=nbest)
     write_json(
         os.path.join(run_dir, "result.json"),
         {
@@ -241,7 +255,8 @@ def _run_locked(
                 say(f"{system.key} run {run}: finished earlier, kept")
             else:
                 shutil.rmtree(rerank_dir(run_dir), ignore_errors=True)  # built on the run redone now
-                _one_run(toolkit, settings, system, starts[system.key], run, seed, say)
+                lists = settings.rerank_nbest if combinations else 0
+                _one_run(toolkit, settings, system, starts[system.key], run, seed, say, lists)
             scores[system.key].append(_score_run(run_dir, settings, lang, refs))
             report()
             if not combinations:

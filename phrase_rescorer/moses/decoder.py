@@ -71,6 +71,12 @@ def decoder_argv(toolkit: MosesToolkit, ini: str, source: str, threads: int = 1)
     ]
 
 
+def nbest_options(nbest: str, size: int) -> list[str]:
+    """The options that make the decoder write its distinct ``size``-best list to ``nbest`` beside
+    its 1-best output."""
+    return ["-n-best-list", os.path.abspath(nbest), str(size), "distinct"]
+
+
 def decode_nbest(
     toolkit: MosesToolkit,
     ini: str,
@@ -91,8 +97,7 @@ def decode_nbest(
     names the log and quotes its last lines. Without it, stderr is read, and a failure's
     message quotes its last line."""
     target = nbest if log is None else f"{nbest}.partial"
-    argv = decoder_argv(toolkit, ini, source, threads)
-    argv += ["-n-best-list", os.path.abspath(target), str(size), "distinct"]
+    argv = decoder_argv(toolkit, ini, source, threads) + nbest_options(target, size)
     if log is None:
         result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     else:

@@ -139,7 +139,10 @@ def test_experiment_reads_each_model_once(
             (directory / f"{part}.{kind}").write_text(Path(reference).read_text())
         (directory / "result.json").write_text(json.dumps({"heldout_folds": 0}))
 
-    def tuned(toolkit: Any, settings: Any, system: Any, start_ini: str, run: int, seed: int, say: Any) -> None:
+    def tuned(
+        toolkit: Any, settings: Any, system: Any, start_ini: str, run: int, seed: int, say: Any, lists: int
+    ) -> None:
+        # without the run's lists: score_lists decodes them (``decoded``)
         run_dir = Path(settings.out_dir) / "systems" / system.key / f"run{run}"
         outputs(run_dir, "1best")
         shutil.copyfile(start_ini, run_dir / "moses.ini")

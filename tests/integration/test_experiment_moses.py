@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescorer.experiment import bleu
-from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS
+from phrase_rescorer.experiment import bleu, moses_runs
+from phrase_rescorer.moses.toolkit import EXPERIMENT_NEEDS, MosesToolkit
 from tests.helpers.analysis_model import train_tiny
 from tests.helpers.cslm import tiny_lm
 from tests.helpers.moses import moses_root
@@ -106,6 +106,9 @@ def test_end_to_end(setup: dict) -> None:
         "+ CSLM + RNN + WP + NMT",
     ]
     assert "baseline run 1: MERT iteration 1 done, dev BLEU" in first.stderr
+    # each run's lists written by the decoding that gives its 1-best output, not decoded again
+    assert first.stderr.count("with the tuned weights, 1-best and 20-best lists") == 3
+    assert "decoding 20-best lists" not in first.stderr
     assert "rnn-wp run 1: MERT iteration 2 done, dev BLEU" in first.stderr
     tables = out / "tables"  # rescored once: + RNN's table is + RNN + WP's without the WP column
     assert f"{tables / 'phrase-table.rnn.gz'}: {tables / 'phrase-table.rnn-wp.gz'} without its last 1" in first.stderr
@@ -119,6 +122,11 @@ def test_end_to_end(setup: dict) -> None:
         # the reported test BLEU is sacrebleu's on the kept 1-best output
         hyps = bleu.read_lines(str(run_dir / "test.1best"))
         assert len(hyps) == len(refs)
+        with gzip.open(run_dir / "rerank" / "test.nbest.gz", "rt", encoding="utf-8") as f:
+            tops = {}  # each sentence's first hypothesis: the decoder's 1-best
+            for line in f:
+                tops.setdefault(int(line.split(" ||| ")[0]), line.split(" ||| ")[1].strip())
+        assert [tops[i] for i in range(len(hyps))] == [h.strip() for h in hyps]
         assert run["test"] == pytest.approx(bleu.tokenized_bleu(hyps, refs).score, abs=1e-4)
         assert run["test_detok"] == pytest.approx(
             bleu.detokenized_bleu(hyps, bleu.detokenize(refs, "fr"), "fr").score, abs=1e-4
@@ -171,6 +179,23 @@ def test_end_to_end(setup: dict) -> None:
     for comparison in report["comparisons"].values():
         assert 0 < comparison["test"]["approximate_randomization"]["p_value"] <= 1
     assert report["signatures"]["tokenized"].startswith("nrefs:1|case:mixed|eff:no|tok:none")
+
+
+def test_one_decoding_gives_the_1best_output_and_the_list(tmp_path: Path) -> None:
+    """The run's 1-best output and its n-best list from one decoder run equal those of two: the
+    decoder searches once and writes both from that search (moses/TranslationTask.cpp:
+    ``manager.ProcessSentence();``, then ``manager.GetBestHypothesis()`` for the 1-best and
+    ``manager.CalcNBest(staticData.GetNBestSize(), nBestList, staticData.GetDistinctNBest());``)."""
+    toolkit = MosesToolkit(moses_or_skip())
+    ini = tmp_path / "moses.ini"
+    ini.write_text((TINY / "moses.ini").read_text().replace("@MODEL_DIR@", str(TINY)))
+    for part in ("dev", "test"):
+        source, one, alone = str(TINY / f"{part}.en"), tmp_path / f"{part}.one", tmp_path / f"{part}.alone"
+        lines = moses_runs.decode(toolkit, str(ini), source, str(one), nbest=(str(tmp_path / f"{part}.list"), 20))
+        moses_runs.decode(toolkit, str(ini), source, str(alone))
+        moses_runs.decode_nbest(toolkit, str(ini), source, str(tmp_path / f"{part}.apart"), 20)
+        assert one.read_bytes() == alone.read_bytes() and len(lines) == len(Path(source).read_text().splitlines())
+        assert (tmp_path / f"{part}.list").read_bytes() == (tmp_path / f"{part}.apart").read_bytes()
 
 
 @pytest.mark.slow

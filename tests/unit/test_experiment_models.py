@@ -1,7 +1,8 @@
 """The sentence-level models of an experiment may change between two starts: a decoder run's
 scored n-best lists are then brought up to date without decoding again (``reranked.score_lists``),
 and a reranked run is kept only while its features' models are those it was tuned with
-(``reranked._finished_with``). No Moses is needed: the lists exist, so nothing is decoded."""
+(``reranked._finished_with``); the plain lists the run's own decoding wrote are scored without
+decoding them again. No Moses is needed: the lists exist, so nothing is decoded."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from phrase_rescorer.experiment.reranked import (
     CSLM,
     SentenceModels,
     _finished_with,
+    decoded_list,
     described_choices,
     own_choices,
     reranked,
@@ -117,6 +119,18 @@ def test_lists_follow_the_models_without_decoding(models: dict[str, Path], tmp_p
     assert [f[b"NMT0"] for f in features(lists["dev"])] == [f[b"NMT0"] for f in alone]
     for part, data in raw.items():  # every byte of the decoder's lines kept throughout
         assert APPENDED.sub(b"", gzip.decompress(lists[part].read_bytes())) == data
+
+
+def test_lists_the_runs_decoding_wrote_are_scored_without_decoding(models: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "run1"
+    (run / "rerank").mkdir(parents=True)
+    raw = {part: decoder_list(TINY_MOSES / f"{part}.fr") for part in ("dev", "test")}
+    for part, data in raw.items():  # as the run's 1-best decoding leaves them
+        Path(decoded_list(str(run), part, 2)).write_bytes(data)
+    assert score(run, models["lm"], None) == ["dev: appending CSLM0"]  # score() asserts no decoding
+    for part, data in raw.items():
+        assert APPENDED.sub(b"", gzip.decompress((run / "rerank" / f"{part}.nbest.gz").read_bytes())) == data
+        assert not Path(decoded_list(str(run), part, 2)).exists()
 
 
 def test_a_reranked_run_is_kept_while_its_models_are_the_same(tmp_path: Path) -> None:
