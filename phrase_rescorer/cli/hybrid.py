@@ -309,7 +309,7 @@ def translate_hybrid(
       phrase-rescorer translate-hybrid work/hybrid test.en test.hybrid.fr --moses $MOSES
       zcat raw.en.gz | phrase-rescorer translate-hybrid work/hybrid - - --tokenize en --detokenize fr
     """
-    from ..hybrid.bundle import read_bundle
+    from ..hybrid.bundle_read import read_bundle
     from ..hybrid.text import TextForm, check_input, translate_file
     from ..hybrid.translate import HybridSystem
     from ..moses.tokenizer import check_language

@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ProgramError
-from ..hybrid.bundle import BundleError, write_bundle
+from ..hybrid.bundle import write_bundle
+from ..hybrid.bundle_read import BundleError
 from ..hybrid.system import RECORD, Candidates
 from ..model.kinds import path_of
 from ..moses.toolkit import MosesToolkit

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from phrase_rescorer.errors import EXIT_INI, EXIT_INPUT, EXIT_MODEL, EXIT_OS, EXIT_SIGINT, EXIT_USAGE, HostError
-from phrase_rescorer.hybrid.bundle import BundleError, read_bundle
+from phrase_rescorer.hybrid.bundle_read import BundleError, read_bundle
 from phrase_rescorer.model.checkpoint import RIGHT_TO_LEFT, load_checkpoint, save_checkpoint
 from tests.helpers.cli_run import run_cli, subprocess_env
 from tests.helpers.cslm import tiny_lm

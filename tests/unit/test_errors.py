@@ -43,7 +43,7 @@ EXPECTED = {
     "errors.UsageError": 2,
     "experiment.report.ReportError": 3,
     "experiment.systems.ExperimentError": 3,  # the default; each refusal gives its kind
-    "hybrid.bundle.BundleError": 2,
+    "hybrid.bundle_read.BundleError": 2,
     "lm.kenlm.KenLMError": 6,
     "model.averaging.AveragingError": 2,
     "model.files.CheckpointError": 4,
