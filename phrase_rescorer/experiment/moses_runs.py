@@ -150,14 +150,34 @@ def decode(
     the decoder has produced one line per source line); return the lines.
 
     ``nbest`` (path, size): the same decoding also writes its distinct size-best list there (as
-    ``path.partial``, renamed once the 1-best output is complete), the list that
-    :func:`decode_nbest` would write: one search gives both."""
+    ``path.partial``, renamed once the 1-best output is written; removed on any failure), the
+    list that :func:`decode_nbest` would write: one search gives both."""
+    partial = None if nbest is None else (f"{nbest[0]}.partial", nbest[1])
+    try:
+        lines, stdout = _decoded(toolkit, ini, source, output, threads, partial)
+        with AtomicOutput(output, compress=False) as out:
+            out.write(stdout)
+        if nbest is not None and partial is not None:
+            os.replace(partial[0], nbest[0])
+    except BaseException:
+        if partial is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial[0])
+        raise
+    return [line.rstrip(" ") for line in lines]
+
+
+def _decoded(
+    toolkit: MosesToolkit, ini: str, source: str, output: str, threads: int, nbest: tuple[str, int] | None
+) -> tuple[list[str], bytes]:
+    """The decoder's output lines of ``source`` and its bytes, checked: one line per source line,
+    and the list ``nbest`` (path, size) written, where asked."""
     with open(source, "rb") as f:
         expected = sum(1 for _ in f)
     log = f"{output}.log"
     argv = decoder_argv(toolkit, ini, source, threads)
     if nbest is not None:
-        argv += nbest_options(f"{nbest[0]}.partial", nbest[1])
+        argv += nbest_options(*nbest)
     with open(log, "wb") as err:
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err)
     if result.returncode != 0:
@@ -172,13 +192,9 @@ def decode(
         lines.pop()
     if len(lines) != expected:
         raise ExperimentError(f"moses wrote {len(lines)} lines for the {expected} of {source}; see {log}", EXIT_OS)
-    if nbest is not None:
-        if not os.path.isfile(f"{nbest[0]}.partial"):
-            raise ExperimentError(f"moses wrote no n-best list for {source}; see {log}", EXIT_OS)
-        os.replace(f"{nbest[0]}.partial", nbest[0])
-    with AtomicOutput(output, compress=False) as out:
-        out.write(result.stdout)
-    return [line.rstrip(" ") for line in lines]
+    if nbest is not None and not os.path.isfile(nbest[0]):
+        raise ExperimentError(f"moses wrote no n-best list for {source}; see {log}", EXIT_OS)
+    return lines, result.stdout
 
 
 def decode_nbest(toolkit: MosesToolkit, ini: str, source: str, output: str, size: int, *, threads: int = 1) -> None:

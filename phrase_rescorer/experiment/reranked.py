@@ -9,7 +9,8 @@ decoder system gets three reranked systems:
 "+ CSLM + RNN + NMT" on the + RNN runs, and so on. For every finished MERT run of a decoder
 system, the lists are decoded once with the run's tuned moses.ini (distinct n-best lists of dev
 and test, written by the decoding that gives the run's 1-best output: ``decoded_list``; a run
-finished without them is decoded again here) and every feature appended once (``nbest``); each
+without them, borrowed or finished without these models or by an earlier version, is decoded
+again here) and every feature appended once (``nbest``); each
 reranked system then tunes its reranking weights on dev with Moses' mert (or kbmira:
 ``--rerank-optimizer``) from the run's tuned weights (``reranking.tune``, as ``rerank-tune``;
 the run's own seed) on the list with its own features only (the others removed), and takes the
@@ -358,7 +359,7 @@ def rerank_run(
             **({"left_out": tuned.left_out} if choices else {}),
             "heldout_folds": FOLDS if tuned.heldout is not None else 0,
             f"{optimizer}_dev_bleu": round(tuned.optimizer_bleu, 2),  # the optimiser's own figure
-            "decode_and_score_seconds": round(score_seconds, 1),
+            "score_seconds": round(score_seconds, 1),
             "rerank_seconds": round(time.time() - t1, 1),
         }
         chosen_from = {"heldout": tuned.heldout_origins, "test": origins(test_list, test_lines)}

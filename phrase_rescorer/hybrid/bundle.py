@@ -9,7 +9,7 @@ only the decoder's first N hypotheses of each sentence, which an earlier reader 
 :data:`ORDERS_VERSION` for one whose candidate networks write in both orders and translate as one
 ensemble per order, which an earlier reader would try to run as one; :data:`BATCH_VERSION` for one
 whose candidate networks searched several sentences' beams together, which an earlier reader
-would search one at a time, its products rounding differently; this code reads all six,
+would search one at a time, its products rounding differently; ``bundle_read`` reads all six,
 :data:`READ_VERSIONS`):
 
 * the settings: the decoder's n-best size, the candidate networks with their beam, n-best size,

@@ -25,7 +25,8 @@ LIST = "0 ||| a b ||| LM0= -1 ||| -1\n"
 
 def stand_in(tmp_path: Path, fails: bool) -> MosesToolkit:
     """A Moses whose decoder records its arguments in ``args``, then fails (exit 3) or writes its
-    1-best line and ``LIST`` to the file after -n-best-list (none with ``NO_LIST`` set)."""
+    1-best line and ``LIST`` to the file after -n-best-list (none with ``NO_LIST`` set), then exits
+    with ``EXIT_AFTER`` (default 0)."""
     (tmp_path / "moses" / "bin").mkdir(parents=True)
     decoder = tmp_path / "moses" / "bin" / "moses"
     decoder.write_text(
@@ -36,7 +37,7 @@ def stand_in(tmp_path: Path, fails: bool) -> MosesToolkit:
         + "echo 'a b '\n"  # its 1-best output, one line for the one source line
         + 'while [ $# -gt 0 ] && [ "$1" != -n-best-list ]; do shift; done\n'
         + (f'[ $# -gt 0 ] && [ -z "$NO_LIST" ] && printf \'{LIST.strip()}\\n\' > "$2"\n')
-        + "exit 0\n"
+        + 'exit "${EXIT_AFTER:-0}"\n'
     )
     decoder.chmod(0o755)
     return MosesToolkit(str(tmp_path / "moses"))
@@ -133,3 +134,14 @@ def test_the_experiment_refuses_a_decoding_without_its_list(tmp_path: Path, file
     assert str(caught.value) == f"moses wrote no n-best list for {files['source']}; see {best}.log"
     assert caught.value.exit_code == EXIT_OS
     assert not best.exists() and not files["out"].exists()
+
+
+def test_a_failed_decoding_leaves_no_list(tmp_path: Path, files, monkeypatch) -> None:
+    toolkit = stand_in(tmp_path, fails=False)
+    monkeypatch.setenv("EXIT_AFTER", "4")  # the list written, then the decoder fails
+    best = tmp_path / "test.1best"
+    with pytest.raises(ExperimentError) as caught:
+        moses_runs.decode(toolkit, str(files["ini"]), str(files["source"]), str(best), nbest=(str(files["out"]), 7))
+    assert str(caught.value).startswith(f"moses failed (exit 4) on {files['source']}; see {best}.log")
+    assert (tmp_path / "args").read_text().split()[-3:] == [f"{files['out']}.partial", "7", "distinct"]
+    assert not best.exists() and not files["out"].exists() and not Path(f"{files['out']}.partial").exists()

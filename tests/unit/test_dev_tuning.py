@@ -141,7 +141,7 @@ def test_the_experiments_reranked_run_checks_the_reference_and_writes_as_before(
         "optimizer": "kbmira",
         "heldout_folds": 2,
         "kbmira_dev_bleu": 18.5,
-        "decode_and_score_seconds": 1.0,
+        "score_seconds": 1.0,
     }
     assert said == ["tuning the reranking weights on the dev set's lists (kbmira)", ANNOUNCED]
     assert len(calls) == 3 and all(c["restarts"] == 20 and c["seed"] == 11 for c in calls)
