@@ -26,7 +26,10 @@ all sentences' hypotheses as constraints of one input line each (Moses takes ``I
 lines) took 0.16 s a sentence of 9 hypotheses, but lost 38 of 895 to the stacks' pruning.
 
 One decoder process decodes a batch of hypotheses: the moses.ini's tables are loaded once per
-call of :meth:`ConstrainedDecoder.lines`.
+call of :meth:`ConstrainedDecoder.lines`. Before it, :mod:`.reachable` leaves out the hypotheses
+that no derivation of the ini's phrase tables writes, told without decoding (unreached, as the
+decoder would find them; ``check=False`` decodes every one): about two thirds of a network's new
+candidates on the bundled systems.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Callable, Sequence
 
 from .decoder import DecoderError, decoder_argv, log_tail
 from .nbest import NbestLine, parse_nbest_line
+from .reachable import reach_check
 from .toolkit import MosesToolkit
 
 #: Moses' name of the feature.
@@ -66,12 +70,14 @@ class ConstrainedDecoder:
         *,
         threads: int = 1,
         on_progress: Callable[[str], None] | None = None,
+        check: bool = True,
     ) -> None:
         self.toolkit = toolkit
         self.ini = ini
         self.sources = sources
         self.threads = threads
         self.on_progress = on_progress
+        self.check = check
 
     def lines(self, hypotheses: Sequence[tuple[int, list[str]]]) -> list[NbestLine | None]:
         """For each (sentence ID, words), Moses' n-best line of its best derivation (its sentence
@@ -86,6 +92,11 @@ class ConstrainedDecoder:
                 )
         wanted = [i for i, (_, words) in enumerate(hypotheses) if decodable(words)]
         found: list[NbestLine | None] = [None] * len(hypotheses)
+        check = reach_check(self.ini, self.sources, (hypotheses[i] for i in wanted)) if self.check and wanted else None
+        unwritable = 0
+        if check is not None:
+            possible = [i for i in wanted if check.possible(*hypotheses[i])]
+            unwritable, wanted = len(wanted) - len(possible), possible
         if not wanted:
             return found
         with tempfile.TemporaryDirectory(prefix="phrase-rescorer-constrained-") as work:
@@ -99,7 +110,12 @@ class ConstrainedDecoder:
                     s.write(self.sources[sentence] + "\n")
                     c.write(" ".join(words) + "\n")
             if self.on_progress is not None:
-                self.on_progress(f"constrained decoding: {len(wanted):,} hypotheses with {self.ini}")
+                left = (
+                    f" ({unwritable:,} more that no derivation of its phrase tables writes left out)"
+                    if unwritable
+                    else ""
+                )
+                self.on_progress(f"constrained decoding: {len(wanted):,} hypotheses with {self.ini}{left}")
             argv = decoder_argv(self.toolkit, self.ini, source, self.threads)
             feature = f"{FEATURE} path={constraints} max-unknowns={MAX_UNKNOWNS}"
             argv += ["-n-best-list", nbest, "1", "-feature-add", feature]

@@ -130,3 +130,40 @@ def test_constrained_decoding_gives_the_decoders_own_line_of_a_hypothesis_it_lis
     every = out.read_bytes().splitlines(keepends=True)
     assert only.read_bytes() == b"".join(line for line in every if unreachable.encode() not in line)
     assert len(every) == len(only.read_bytes().splitlines()) + 1
+
+
+def test_the_reach_check_leaves_out_only_hypotheses_the_decoder_cannot_produce(lists: dict[str, Path]) -> None:
+    """Each sentence's 10 best of the decoder's list, reversed, cut short, with a word repeated,
+    rotated, and the next sentence's best, decoded constrained with the reach check (the default)
+    and without it: the same decoder line (words, features, total) or none for every hypothesis;
+    the check left some out, each one the decoder could not produce either."""
+    from phrase_rescorer.moses.constrained import ConstrainedDecoder
+    from phrase_rescorer.moses.reachable import reach_check
+    from phrase_rescorer.moses.toolkit import MosesToolkit
+
+    sources = (TINY_MOSES / "test.en").read_text(encoding="utf-8").splitlines()
+    best: dict[int, list[list[str]]] = {}
+    for line in read_nbest(str(lists["test"])):
+        best.setdefault(line.sentence, []).append(line.tokens)
+    hypotheses: list[tuple[int, list[str]]] = []
+    for s, found in best.items():
+        for words in found[:10]:
+            hypotheses += [(s, words), (s, words[::-1]), (s, words[:-1]), (s, words + words[-1:])]
+            hypotheses.append((s, words[1:] + words[:1]))
+        hypotheses.append((s, best[(s + 1) % len(best)][0]))
+    unique = list({(s, " ".join(w)): (s, w) for s, w in hypotheses}.values())
+    toolkit, ini = MosesToolkit(str(lists["moses"])), str(lists["ini"])
+    plain = ConstrainedDecoder(toolkit, ini, sources, check=False).lines(unique)
+    said: list[str] = []
+    checked = ConstrainedDecoder(toolkit, ini, sources, on_progress=said.append).lines(unique)
+
+    def seen(line: object) -> object:
+        return None if line is None else (line.tokens, line.features, line.total)  # type: ignore[attr-defined]
+
+    assert [seen(line) for line in checked] == [seen(line) for line in plain]
+    check = reach_check(ini, sources, unique)
+    assert check is not None
+    left_out = [i for i, (s, words) in enumerate(unique) if not check.possible(s, words)]
+    assert left_out and all(plain[i] is None for i in left_out)
+    assert sum(line is not None for line in plain) > len(best) * 10 // 2
+    assert f"({len(left_out):,} more that no derivation of its phrase tables writes left out)" in said[0], said
