@@ -23,14 +23,16 @@ as before, so the decoder's lines are the same with the check and without it (th
 this with the real Moses).
 
 The check holds for the models it understands, and :func:`reach_check` gives None (every
-hypothesis decoded) for any other: every feature of a type in ``PLAIN_FEATURES``, the phrase
-tables text ``PhraseDictionaryMemory`` tables of one input and output factor, one input factor,
-translation steps only in ``[mapping]``, plain text input (no ``[inputtype]``, ``[xml-input]``,
-``[placeholder-factor]``) and unknown words copied as they are (no ``[drop-unknown]``,
-``[mark-unknown]``), every table line
-one the tables' parser takes (:mod:`.phrase_table`: an empty target phrase is refused). A
-source word holding Moses' factor separator ``|`` makes that sentence's hypotheses possible; a
-table's words are their first factor.
+hypothesis decoded) for any other: every feature of a type in ``PLAIN_FEATURES``, with its
+phrase tables ``PhraseDictionaryMemory`` text tables of factor 0 in and out; only the ini
+sections of ``_SECTIONS``, with their values there (one input factor, translation steps only,
+plain text input, the phrase-based search, unknown words copied as they are); every table line
+one the tables' parser takes (:mod:`.phrase_table`: an empty target phrase is refused) and none
+with a word Moses reads as a non-terminal (``[X]``). A table's words are their first factor. A
+sentence the decoder may read otherwise (a word with the factor separator ``|``, markup it
+strips, its empty word ``*EPS*``, a non-terminal), one of more than ``LONGEST`` words, and one
+with a target phrase of more than ``PHRASE_WORDS`` words are not checked: their hypotheses are
+decoded.
 
 Measured on the bundled systems' dev sets (an experiment run's joined lists, the networks' new
 candidates): of 21,211 en→de hypotheses it left out 14,288, of 18,924 en→fr 11,281, none of those
@@ -70,15 +72,40 @@ NODE_BUDGET = 10_000
 #: Sentences and hypotheses of more words are called possible (the search recurses once a word).
 LONGEST = 200
 
+#: Target phrases of more words are looked for in no hypothesis: a sentence with one is not checked.
+PHRASE_WORDS = 20
+#: Moses' empty word: an input word it deletes (moses/TypeDef.h ``#define EPSILON "*EPS*"``).
+EPSILON = "*EPS*"
+
 _TRANSLATION_STEP = re.compile(r"^(\d+\s+)?T\s+\d+$")
-#: Sections whose presence makes the check's model of the decoder wrong, with the values that
-#: leave it right.
-_PLAIN_SECTIONS = {
-    "inputtype": {"0"},
-    "xml-input": {"pass-through"},
-    "placeholder-factor": set(),
-    "drop-unknown": {"0", "false"},
-    "mark-unknown": {"0", "false"},
+#: The ini sections the check's model of the decoder holds with, each with the values it holds
+#: for (None: any value; the others change only the search, its pruning, the weights and what is
+#: reported, so they only remove derivations). An ini with any other section gets no check.
+_SECTIONS: dict[str, frozenset[str] | None] = {
+    "input-factors": frozenset({"0"}),
+    "output-factors": frozenset({"0"}),
+    "mapping": None,  # translation steps only, checked apart
+    "feature": None,  # checked apart: PLAIN_FEATURES
+    "weight": None,
+    "threads": None,
+    "v": None,
+    "verbose": None,
+    "distortion-limit": None,
+    "stack": None,
+    "beam-threshold": None,
+    "cube-pruning-pop-limit": None,
+    "cube-pruning-diversity": None,
+    "max-phrase-length": None,
+    "max-trans-opt-per-coverage": None,
+    "translation-option-threshold": None,
+    "early-discarding-threshold": None,
+    "monotone-at-punctuation": None,
+    "always-create-direct-transopt": None,
+    "search-algorithm": frozenset({"0", "1"}),
+    "inputtype": frozenset({"0"}),
+    "xml-input": frozenset({"pass-through"}),
+    "drop-unknown": frozenset({"0", "false"}),
+    "mark-unknown": frozenset({"0", "false"}),
 }
 
 
@@ -92,6 +119,20 @@ def _plain(phrase: str) -> bool:
     return "|" not in phrase and "\t" not in phrase and "  " not in phrase and phrase == phrase.strip(" ")
 
 
+def _bracketed(phrase: str) -> bool:
+    """Whether a phrase holds a word Moses reads as a non-terminal or a rule's left-hand side
+    (moses/Phrase.cpp ``CreateFromString``: a word of two or more characters in ``[`` ``]``)."""
+    return "[" in phrase and any(len(w) >= 2 and w[0] == "[" and w[-1] == "]" for w in split_words(phrase))
+
+
+def _unchecked(words: list[str]) -> bool:
+    """Whether the decoder may read a source sentence as other words than its own: factors,
+    markup it strips (``<seg>``, ``<dlt/>``), its empty word, a non-terminal."""
+    return (
+        len(words) > LONGEST or any("|" in w or "<" in w or w == EPSILON for w in words) or _bracketed(" ".join(words))
+    )
+
+
 def _tables(ini: str) -> list[str] | None:
     """The text tables of the ini's phrase dictionaries, or None where the check does not apply
     (module docstring)."""
@@ -100,18 +141,20 @@ def _tables(ini: str) -> list[str] | None:
             lines = f.read().splitlines()
     except OSError:
         return None
-    values: dict[str, list[str]] = {}
-    for line, section in zip(lines, _sections(lines), strict=True):
+    sections = _sections(lines)
+    values: dict[str, list[str]] = {section: [] for section in sections if section is not None}
+    for line, section in zip(lines, sections, strict=True):
         body = _content(line).strip()
         if section is not None and body and not body.startswith("["):
-            values.setdefault(section, []).append(body)
-    if values.get("input-factors", ["0"]) != ["0"]:
-        return None
+            values[section].append(body)
+    for section, given in values.items():
+        if section not in _SECTIONS:
+            return None
+        plain = _SECTIONS[section]
+        if plain is not None and (not given or not all(v.lower() in plain for v in given)):
+            return None
     if not all(_TRANSLATION_STEP.match(step) for step in values.get("mapping", [])):
         return None
-    for section, plain in _PLAIN_SECTIONS.items():
-        if section in values and not all(v.lower() in plain for v in values[section]):
-            return None
     tables = []
     for feature in features(lines):
         if feature.type not in PLAIN_FEATURES:
@@ -138,7 +181,7 @@ class ReachCheck:
         """False only where no derivation of the sentence's options writes ``words`` (one of the
         hypotheses :func:`reach_check` was given)."""
         if sentence not in self.options or len(words) > LONGEST:
-            return True
+            return True  # not checked
         options, length = self.options[sentence], self.lengths[sentence]
         n, full = len(words), (1 << length) - 1
         edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
@@ -181,8 +224,8 @@ class ReachCheck:
 
 def reach_check(ini: str, sources: Sequence[str], hypotheses: Iterable[tuple[int, Sequence[str]]]) -> ReachCheck | None:
     """The check of ``hypotheses`` ((sentence, words), the sentence an index into ``sources``,
-    the text Moses translates) under the moses.ini ``ini``, its tables read once; None where it
-    does not apply (module docstring)."""
+    the text Moses translates) under the moses.ini ``ini``, its tables read once for them; None
+    where it does not apply (module docstring)."""
     tables = _tables(ini)
     if tables is None:
         return None
@@ -191,10 +234,12 @@ def reach_check(ini: str, sources: Sequence[str], hypotheses: Iterable[tuple[int
         ngrams = pieces.setdefault(s, set())
         if len(hypothesis) <= LONGEST:
             ngrams.update(
-                tuple(hypothesis[a:b]) for a in range(len(hypothesis)) for b in range(a + 1, len(hypothesis) + 1)
+                tuple(hypothesis[a:b])
+                for a in range(len(hypothesis))
+                for b in range(a + 1, min(len(hypothesis), a + PHRASE_WORDS) + 1)
             )
     words = {s: split_words(sources[s]) for s in pieces}
-    words = {s: w for s, w in words.items() if len(w) <= LONGEST and not any("|" in word for word in w)}
+    words = {s: w for s, w in words.items() if not _unchecked(w)}
     spans: dict[str, list[tuple[int, int]]] = {}  # source phrase -> (sentence, span)
     for s, w in words.items():
         for a in range(len(w)):
@@ -207,14 +252,18 @@ def reach_check(ini: str, sources: Sequence[str], hypotheses: Iterable[tuple[int
     try:
         for table in tables:
             for entry in read_phrase_table(table, check_scores=False):
+                if _bracketed(entry.source) or _bracketed(entry.target):
+                    return None  # a rule's words, which Moses reads otherwise
                 source = entry.source if _plain(entry.source) else " ".join(_words(entry.source))
                 matched = spans.get(source)
                 if not matched:
                     continue
                 target = tuple(entry.target.split(" ")) if _plain(entry.target) else _words(entry.target)
                 for sentence, span in matched:
-                    if target in pieces[sentence]:
+                    if len(target) > PHRASE_WORDS:
+                        options.pop(sentence, None)  # longer than the pieces looked for: not checked
+                    elif sentence in options and target in pieces[sentence]:
                         options[sentence].setdefault(target, set()).add(span)
     except PhraseTableError:  # a line the one parser refuses (an empty target phrase): left to the decoder
         return None
-    return ReachCheck({s: len(w) for s, w in words.items()}, options)
+    return ReachCheck({s: len(words[s]) for s in options}, options)

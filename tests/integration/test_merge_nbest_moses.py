@@ -137,7 +137,7 @@ def test_the_reach_check_leaves_out_only_hypotheses_the_decoder_cannot_produce(l
     rotated, and the next sentence's best, decoded constrained with the reach check (the default)
     and without it: the same decoder line (words, features, total) or none for every hypothesis;
     the check left some out, each one the decoder could not produce either."""
-    from phrase_rescorer.moses.constrained import ConstrainedDecoder
+    from phrase_rescorer.moses.constrained import ConstrainedDecoder, decodable
     from phrase_rescorer.moses.reachable import reach_check
     from phrase_rescorer.moses.toolkit import MosesToolkit
 
@@ -163,7 +163,31 @@ def test_the_reach_check_leaves_out_only_hypotheses_the_decoder_cannot_produce(l
     assert [seen(line) for line in checked] == [seen(line) for line in plain]
     check = reach_check(ini, sources, unique)
     assert check is not None
-    left_out = [i for i, (s, words) in enumerate(unique) if not check.possible(s, words)]
+    left_out = [i for i, (s, words) in enumerate(unique) if decodable(words) and not check.possible(s, words)]
     assert left_out and all(plain[i] is None for i in left_out)
     assert sum(line is not None for line in plain) > len(best) * 10 // 2
     assert f"({len(left_out):,} more that no derivation of its phrase tables writes left out)" in said[0], said
+
+
+def test_a_decoder_that_fails_fails_the_call_when_the_check_leaves_out_every_hypothesis(
+    lists: dict[str, Path], tmp_path: Path
+) -> None:
+    """The check leaves out the one hypothesis (a word no phrase pair writes), and the decoder
+    still reads the ini: one whose LM is missing fails the call, as without the check."""
+    from phrase_rescorer.moses.constrained import ConstrainedDecoder
+    from phrase_rescorer.moses.decoder import DecoderError
+    from phrase_rescorer.moses.reachable import reach_check
+    from phrase_rescorer.moses.toolkit import MosesToolkit
+
+    sources = (TINY_MOSES / "test.en").read_text(encoding="utf-8").splitlines()
+    hypothesis = [(0, ["zzzunseen"])]
+    broken = tmp_path / "moses.ini"
+    broken.write_text(lists["ini"].read_text().replace(str(LM), str(tmp_path / "missing.arpa.gz")))
+    assert str(tmp_path / "missing.arpa.gz") in broken.read_text()
+    check = reach_check(str(broken), sources, hypothesis)
+    assert check is not None and not check.possible(*hypothesis[0])
+    toolkit = MosesToolkit(str(lists["moses"]))
+    assert ConstrainedDecoder(toolkit, str(lists["ini"]), sources).lines(hypothesis) == [None]
+    for check_first in (True, False):
+        with pytest.raises(DecoderError):
+            ConstrainedDecoder(toolkit, str(broken), sources, check=check_first).lines(hypothesis)

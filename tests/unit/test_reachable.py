@@ -85,7 +85,7 @@ PAIRS = [
 
 
 def test_the_search_calls_possible_exactly_what_some_derivation_writes(tmp_path: Path) -> None:
-    """Every word sequence of up to 5 words over the system's target words and the source words
+    """Every word sequence of up to 4 words over the system's target words and the source words
     (copies), against the plain enumeration of every derivation: the check's answer is its
     membership, both ways."""
     ini = system(tmp_path, PAIRS)
@@ -154,6 +154,12 @@ def test_factored_table_words_are_written_as_their_first_factor(tmp_path: Path) 
         "Generation name=Generation0 num-features=2 path=/nowhere input-factor=0 output-factor=1\n",
         "[xml-input]\nexclusive\n",
         "[drop-unknown]\n1\n",
+        "[drop-unknown]\n",
+        "[factor-delimiter]\n@\n",
+        "[feature-overwrite]\nTranslationModel0 path=/other.gz\n",
+        "[feature-add]\nPhraseDictionaryMemory name=TranslationModel1 num-features=1 path=/other.gz\n",
+        "[search-algorithm]\n3\n",
+        "[print-passthrough]\ntrue\n",
         "[mark-unknown]\ntrue\n",
         "[inputtype]\n1\n",
         "[placeholder-factor]\n1\n",
@@ -180,3 +186,36 @@ def test_other_mappings_factors_and_missing_tables_get_no_check(tmp_path: Path) 
         ini.write_text(changed)
         assert reach_check(str(ini), ["the cat"], [(0, ["x"])]) is None
     assert reach_check(str(tmp_path / "no.ini"), ["the cat"], [(0, ["x"])]) is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "[xml-input]\npass-through\n",
+        "[drop-unknown]\n0\n",
+        "[search-algorithm]\n1\n",
+        "[threads]\n2\n[v]\n0\n[stack]\n500\n[always-create-direct-transopt]\ntrue\n",
+    ],
+)
+def test_settings_that_only_search_keep_the_check(tmp_path: Path, extra: str) -> None:
+    assert reach_check(system(tmp_path, PAIRS, extra), ["the cat"], [(0, ["x"])]) is not None
+
+
+@pytest.mark.parametrize("source", ["<seg id=1> the cat </seg>", "the *EPS* cat", "the [X] cat", "the|DT cat"])
+def test_sentences_the_decoder_may_read_otherwise_are_not_checked(tmp_path: Path, source: str) -> None:
+    check = reach_check(system(tmp_path, PAIRS), [source, "the cat"], [(0, ["zzz"]), (1, ["zzz"])])
+    assert check is not None and check.possible(0, ["zzz"]) and not check.possible(1, ["zzz"])
+
+
+@pytest.mark.parametrize("pair", [("the cat", "le chat [X]"), ("the [X]", "le"), ("cat", "[X][Y] chat")])
+def test_a_table_with_non_terminals_gets_no_check(tmp_path: Path, pair: tuple[str, str]) -> None:
+    assert reach_check(system(tmp_path, [*PAIRS, pair]), ["the cat"], [(0, ["x"])]) is None
+
+
+def test_a_sentence_with_a_longer_target_phrase_than_looked_for_is_not_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ini = system(tmp_path, PAIRS)
+    monkeypatch.setattr(reachable, "PHRASE_WORDS", 2)  # "le chat dort bien" is longer
+    check = reach_check(ini, ["the cat sleeps", "the cat"], [(0, ["zzz"]), (1, ["zzz"])])
+    assert check is not None and check.possible(0, ["zzz"]) and not check.possible(1, ["zzz"])
